@@ -1,0 +1,61 @@
+"""ACMI: profile (who), signals (now) and timeline (then) for every entity, over Redis."""
+
+from __future__ import annotations
+
+from acmi_core.client import Acmi, Batch, Clock, EntityContext, Events, Skipped
+from acmi_core.errors import (
+    AcmiError,
+    AcmiValidationError,
+    Conflict,
+    CorruptData,
+    NotFound,
+    StoreAuthError,
+    StoreCommandError,
+    StoreError,
+    StoreUnavailable,
+    Throttled,
+)
+from acmi_core.model import ActorType, EntityId, Event
+from acmi_core.settings import Settings
+from acmi_core.store import Store, open_store
+
+
+def create_acmi(
+    store: Store | None = None,
+    settings: Settings | None = None,
+    *,
+    tenant: str | None = None,
+    clock: Clock | None = None,
+) -> Acmi:
+    """An ACMI client. With no store, the environment picks one (see ``open_store``)."""
+    settings = settings or Settings.from_env()
+    store = store if store is not None else open_store(settings)
+    if clock is None:
+        return Acmi(store, settings, tenant=tenant)
+    return Acmi(store, settings, tenant=tenant, clock=clock)
+
+
+__all__ = [
+    "Acmi",
+    "AcmiError",
+    "AcmiValidationError",
+    "ActorType",
+    "Batch",
+    "Conflict",
+    "CorruptData",
+    "EntityContext",
+    "EntityId",
+    "Event",
+    "Events",
+    "NotFound",
+    "Settings",
+    "Skipped",
+    "Store",
+    "StoreAuthError",
+    "StoreCommandError",
+    "StoreError",
+    "StoreUnavailable",
+    "Throttled",
+    "create_acmi",
+    "open_store",
+]

@@ -1,0 +1,82 @@
+"""One exception family. Every message names the field (or key) and the rule broken.
+
+HTTP mapping lives in one place (the API layer); here only the meaning:
+
+- AcmiValidationError: the caller's input breaks a rule (4xx). Nothing was stored.
+- NotFound: the thing asked for does not exist.
+- Conflict: a concurrent writer won and the retry deadline passed.
+- CorruptData: stored data (often written by another tool) cannot be used as asked.
+- StoreError and its kinds: the backend failed; Throttled and StoreUnavailable are
+  transient (503 + Retry-After), StoreAuthError is a misconfiguration.
+"""
+
+from __future__ import annotations
+
+
+class AcmiError(Exception):
+    """Base of every error ACMI raises on purpose."""
+
+    code = "acmi_error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class AcmiValidationError(AcmiError, ValueError):
+    """Input breaks a rule. ``field`` is a dotted path (``event.summary``), ``rule`` a short name."""
+
+    code = "validation_error"
+
+    def __init__(self, field: str, rule: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", field=field)
+        self.rule = rule
+
+
+class NotFound(AcmiError):
+    code = "not_found"
+
+
+class Conflict(AcmiError):
+    code = "conflict"
+
+
+class CorruptData(AcmiError):
+    """Stored data cannot be used as asked (e.g. a profile that is not a JSON object)."""
+
+    code = "corrupt_data"
+
+
+class StoreError(AcmiError):
+    """The backend failed."""
+
+    code = "store_error"
+
+
+class StoreCommandError(StoreError):
+    """Redis answered a command with an error reply (e.g. WRONGTYPE)."""
+
+    code = "store_command_error"
+
+
+class StoreAuthError(StoreError):
+    """The backend refused our credentials (HTTP 401/403). Never retried."""
+
+    code = "store_auth_error"
+
+
+class StoreUnavailable(StoreError):
+    """Network failure, timeout or 5xx after bounded retries. Transient."""
+
+    code = "store_unavailable"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Throttled(StoreUnavailable):
+    """The backend kept answering 429 until the retry budget ran out. Transient."""
+
+    code = "throttled"

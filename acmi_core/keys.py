@@ -1,0 +1,68 @@
+"""The only place that builds a Redis key.
+
+Default tenant (wire-compatible with the reference deployment)::
+
+    acmi:<cat>:<id>:profile | signals | timeline      STRING | STRING | ZSET
+    acmi:<cat>:list                                    SET of ids
+    acmi:agent:<id>:spawns | active_context | rollup:latest
+    acmi:work:<id>:sessions
+
+Other tenants (ACMI SPEC v1.3 §12.2): the same under ``acmi:tenant:<tenant>:``.
+ACMI's own bookkeeping lives under ``acmi:_<kind>:<tenant>:...``: a category must start
+with a letter, so no entity key can ever equal one of these.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+from acmi_core.model import EntityId, check_category
+from acmi_core.settings import check_tenant
+
+
+class Slot(StrEnum):
+    PROFILE = "profile"
+    SIGNALS = "signals"
+    TIMELINE = "timeline"
+
+
+# Long-context extension slots (reference layout). `acmi.delete` removes these too;
+# a new extension slot is registered here and nowhere else.
+EXTENSION_SLOTS: Final = ("spawns", "active_context", "rollup:latest", "sessions")
+ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
+
+ROOT: Final = "acmi"
+INTERNAL_MARK: Final = "_"
+
+
+class Keys:
+    """Key builder bound to one tenant."""
+
+    def __init__(self, tenant: str, default_tenant: str) -> None:
+        self.tenant = check_tenant(tenant)
+        self.is_default = tenant == default_tenant
+        self._prefix = f"{ROOT}:" if self.is_default else f"{ROOT}:tenant:{tenant}:"
+
+    def slot(self, entity: EntityId, slot: str) -> str:
+        return f"{self._prefix}{entity.category}:{entity.local_id}:{slot}"
+
+    def profile(self, entity: EntityId) -> str:
+        return self.slot(entity, Slot.PROFILE)
+
+    def signals(self, entity: EntityId) -> str:
+        return self.slot(entity, Slot.SIGNALS)
+
+    def timeline(self, entity: EntityId) -> str:
+        return self.slot(entity, Slot.TIMELINE)
+
+    def all_slots(self, entity: EntityId) -> list[str]:
+        return [self.slot(entity, s) for s in ALL_SLOTS]
+
+    def index(self, category: str) -> str:
+        """The namespace index: a SET of the category's ids."""
+        return f"{self._prefix}{check_category(category)}:list"
+
+    def internal(self, kind: str, *parts: str) -> str:
+        """A bookkeeping key (idempotency records, leases, activity indexes)."""
+        return ":".join((ROOT, INTERNAL_MARK + kind, self.tenant, *parts))

@@ -1,0 +1,289 @@
+"""Entity ids, signal keys, profiles and Comms v1.1 events: parsing and validation.
+
+Every rule here raises :class:`AcmiValidationError` naming the field and the rule, and
+runs before anything is auto-filled or stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import ValidationError as PydanticValidationError
+
+from acmi_core.errors import AcmiValidationError
+
+CATEGORY_RE: Final = re.compile(r"[a-z][a-z0-9_-]*")
+LOCAL_ID_RE: Final = re.compile(r"[A-Za-z0-9_.-]+")
+MAX_ENTITY_LEN: Final = 256
+MAX_SIGNAL_KEY_LEN: Final = 128
+MAX_SUMMARY_LEN: Final = 500
+# Year 9999 in ms: past it a "ts" is a unit mistake (µs, ns), not a time.
+MAX_TS_MS: Final = 253_402_300_799_999
+# Categories that would collide with ACMI's own key layout.
+RESERVED_CATEGORIES: Final = frozenset({"tenant"})
+
+
+class ActorType(StrEnum):
+    AGENT = "agent"
+    HUMAN = "human"
+    SYSTEM = "system"
+    EXTERNAL = "external"
+
+
+ACTOR_TYPE_BY_CATEGORY: Final = {"agent": ActorType.AGENT, "user": ActorType.HUMAN}
+SPEAKER_TYPE_BY_SOURCE_PREFIX: Final = {
+    "agent:": ActorType.AGENT,
+    "user:": ActorType.HUMAN,
+    "system:": ActorType.SYSTEM,
+}
+
+
+@dataclass(frozen=True, order=True)
+class EntityId:
+    """``<category>:<id>``, e.g. ``user:mikey``."""
+
+    category: str
+    local_id: str
+
+    def __str__(self) -> str:
+        return f"{self.category}:{self.local_id}"
+
+    @classmethod
+    def parse(cls, raw: object, field: str = "entity") -> EntityId:
+        if isinstance(raw, EntityId):
+            return raw
+        if not isinstance(raw, str):
+            raise AcmiValidationError(field, "type", "must be a string '<category>:<id>'")
+        if len(raw) > MAX_ENTITY_LEN:
+            raise AcmiValidationError(
+                field, "max_length", f"must be at most {MAX_ENTITY_LEN} characters"
+            )
+        category, sep, local_id = raw.partition(":")
+        if not sep:
+            raise AcmiValidationError(field, "format", "must be '<category>:<id>' (no ':' found)")
+        return cls(check_category(category, field), _check_local_id(local_id, field))
+
+
+def check_category(category: object, field: str = "category") -> str:
+    if not isinstance(category, str) or not CATEGORY_RE.fullmatch(category):
+        raise AcmiValidationError(
+            field,
+            "category_format",
+            "category must match [a-z][a-z0-9_-]* (start with a lowercase letter)",
+        )
+    if category in RESERVED_CATEGORIES:
+        raise AcmiValidationError(
+            field, "category_reserved", f"category {category!r} is reserved by the key layout"
+        )
+    return category
+
+
+def _check_local_id(local_id: str, field: str) -> str:
+    if not LOCAL_ID_RE.fullmatch(local_id):
+        raise AcmiValidationError(
+            field, "id_format", "id after ':' must match [A-Za-z0-9_.-]+ (non-empty, no ':')"
+        )
+    return local_id
+
+
+def check_signal_key(key: object, field: str = "key") -> str:
+    if not isinstance(key, str):
+        raise AcmiValidationError(field, "type", "signal key must be a string")
+    if not 1 <= len(key) <= MAX_SIGNAL_KEY_LEN:
+        raise AcmiValidationError(
+            field, "length", f"signal key must be 1-{MAX_SIGNAL_KEY_LEN} characters"
+        )
+    return key
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+
+def dumps(value: Any, field: str = "value") -> str:
+    """Compact JSON, exactly what JSON.stringify would write; NaN/Infinity rejected."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise AcmiValidationError(field, "finite", "NaN and Infinity are not JSON") from None
+    except TypeError as exc:
+        raise AcmiValidationError(field, "json", f"is not JSON-serialisable ({exc})") from None
+
+
+def check_json_object(doc: object, field: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        got = "null" if doc is None else type(doc).__name__
+        raise AcmiValidationError(field, "object", f"must be a JSON object, got {got}")
+    for key in doc:
+        if not isinstance(key, str):
+            raise AcmiValidationError(field, "object_keys", "object keys must be strings")
+    dumps(doc, field)  # proves it is JSON (no NaN, no sets, no objects)
+    return doc
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+
+def check_profile(doc: object, field: str = "profile") -> dict[str, Any]:
+    """A profile is a JSON object; actor_type and tenant_id, when given, follow their rules."""
+    profile = check_json_object(doc, field)
+    if "actor_type" in profile:
+        _check_actor_type(profile["actor_type"], f"{field}.actor_type")
+    if "tenant_id" in profile and not isinstance(profile["tenant_id"], str):
+        raise AcmiValidationError(f"{field}.tenant_id", "type", "must be a string")
+    return profile
+
+
+def _check_actor_type(value: object, field: str) -> None:
+    allowed = [a.value for a in ActorType]
+    if value not in allowed:
+        raise AcmiValidationError(field, "enum", f"must be one of {', '.join(allowed)}")
+
+
+def profile_defaults(entity: EntityId, tenant: str) -> dict[str, str]:
+    """Auto-filled profile fields; applied only where the stored doc has no value."""
+    defaults = {"tenant_id": tenant}
+    actor_type = ACTOR_TYPE_BY_CATEGORY.get(entity.category)
+    if actor_type is not None:
+        defaults = {"actor_type": actor_type.value, **defaults}
+    return defaults
+
+
+# --- events ---------------------------------------------------------------------------------
+
+EVENT_FIELD_ORDER: Final = (
+    "ts",
+    "source",
+    "kind",
+    "correlationId",
+    "summary",
+    "parentCorrelationId",
+    "payload",
+    "speaker_type",
+    "tenant_id",
+)
+
+
+class Event(BaseModel):
+    """A Comms v1.1 event. Unknown fields are kept (the reference drops them: a bug)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+
+    ts: StrictInt | StrictFloat = Field(ge=0, le=MAX_TS_MS)
+    source: StrictStr = Field(min_length=1)
+    kind: StrictStr = Field(min_length=1)
+    correlationId: StrictStr = Field(min_length=1)
+    summary: StrictStr = Field(min_length=1, max_length=MAX_SUMMARY_LEN)
+    parentCorrelationId: StrictStr | None = None
+    payload: Any = None
+    speaker_type: ActorType | None = None
+    tenant_id: StrictStr | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as stored: fields in a fixed order, unset optionals absent."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        ordered = {name: data.pop(name) for name in EVENT_FIELD_ORDER if name in data}
+        ordered.update(data)  # unknown fields keep their order, after the known ones
+        return ordered
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict(), "event")
+
+
+_RULE_BY_PYDANTIC_TYPE = {
+    "missing": "required",
+    "string_too_short": "non_empty",
+    "string_too_long": "max_length",
+    "string_type": "type",
+    "int_type": "type",
+    "float_type": "type",
+    "finite_number": "finite",
+    "greater_than_equal": "range",
+    "less_than_equal": "range",
+    "enum": "enum",
+}
+
+
+def parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "event") -> Event:
+    """Validate a dict or Event, then auto-fill ts, speaker_type and tenant_id.
+
+    Explicit values always win over auto-fill.
+    """
+    if isinstance(raw, Event):
+        data: dict[str, Any] = raw.to_dict()
+    elif isinstance(raw, dict):
+        data = dict(raw)
+    else:
+        raise AcmiValidationError(field, "object", "event must be a JSON object")
+    if "correlationId" not in data and "correlation_id" in data:
+        raise AcmiValidationError(
+            f"{field}.correlationId",
+            "camel_case",
+            "is required; Comms v1.1 uses camelCase correlationId, not correlation_id",
+        )
+    if "ts" not in data or data["ts"] is None:
+        data["ts"] = now_ms
+    else:
+        _check_ts(data["ts"], f"{field}.ts")
+    if "speaker_type" not in data:
+        source = data.get("source")
+        for prefix, speaker in SPEAKER_TYPE_BY_SOURCE_PREFIX.items():
+            if isinstance(source, str) and source.startswith(prefix):
+                data["speaker_type"] = speaker.value
+                break
+    data.setdefault("tenant_id", tenant)
+    try:
+        event = Event.model_validate(data)
+    except PydanticValidationError as exc:
+        raise _validation_error(exc, field) from None
+    dumps(data, field)  # unknown fields and payload must be JSON too (no NaN anywhere)
+    return event
+
+
+def _check_ts(ts: object, field: str) -> None:
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        raise AcmiValidationError(field, "type", "must be a number (milliseconds since epoch)")
+    if not math.isfinite(ts) or not 0 <= ts <= MAX_TS_MS:
+        raise AcmiValidationError(
+            field, "range", f"must be a finite time in milliseconds between 0 and {MAX_TS_MS}"
+        )
+
+
+def _validation_error(exc: PydanticValidationError, field: str) -> AcmiValidationError:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err["loc"])
+    path = f"{field}.{loc}" if loc else field
+    rule = _RULE_BY_PYDANTIC_TYPE.get(err["type"], err["type"])
+    msg = err["msg"]
+    if err["type"] == "missing":
+        msg = "is required (Comms v1.1)"
+    return AcmiValidationError(path, rule, msg)
+
+
+def event_from_member(member: bytes) -> Event | str:
+    """Parse one stored timeline member. Returns the event, or why it was skipped.
+
+    Tolerant on purpose: data written by other tools must never break a read.
+    """
+    try:
+        data = json.loads(member.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    except ValueError:
+        return "not JSON"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if "correlationId" not in data and "correlation_id" in data:
+        return "legacy snake_case correlation_id"
+    ts = data.get("ts")
+    if isinstance(ts, float) and not math.isfinite(ts):
+        return "ts is not finite"
+    try:
+        return Event.model_validate(data)
+    except PydanticValidationError as exc:
+        return str(_validation_error(exc, "member"))

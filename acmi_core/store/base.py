@@ -1,0 +1,65 @@
+"""The one protocol every backend implements: it executes Redis commands.
+
+Because the core speaks plain Redis commands (and one Lua script), the embedded,
+redis-py and Upstash REST backends share every line of ACMI logic above this file.
+
+Replies are normalised the same way on every backend: bulk strings are ``bytes``
+(never decoded here, so a non-UTF-8 member cannot break a whole read), integers are
+``int``, nil is ``None``, arrays are ``list``. Status replies are ``bytes`` (b"OK").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeAlias, runtime_checkable
+
+from acmi_core.errors import StoreCommandError
+
+Arg: TypeAlias = str | bytes | int | float
+Command: TypeAlias = Sequence[Arg]
+Reply: TypeAlias = None | int | bytes | list["Reply"]
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script, run by SHA (EVALSHA) with a fallback to EVAL on NOSCRIPT."""
+
+    source: str
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Executes Redis commands. Every method is exactly one round trip (EVALSHA's
+    one-time NOSCRIPT fallback aside)."""
+
+    name: str
+
+    def execute(self, command: Command) -> Reply:
+        """One command. A Redis error reply raises :class:`StoreCommandError`."""
+        ...
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        """Several commands in one request, not atomic. A failed command's slot holds
+        its :class:`StoreCommandError`; the other results are kept."""
+        ...
+
+    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
+        """MULTI/EXEC in one request. Redis does not roll back: if any command fails,
+        this raises :class:`StoreCommandError` (callers type-check first, in Lua)."""
+        ...
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        """Run a Lua script atomically (EVALSHA, falling back to EVAL on NOSCRIPT)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def is_noscript(error: StoreCommandError) -> bool:
+    return str(error).startswith("NOSCRIPT")

@@ -1,0 +1,109 @@
+"""RedisStore: redis-py, for self-hosted Redis, ElastiCache or anything RESP-speaking.
+
+Redis Cluster: ACMI's write script touches every key of one operation (an entity's
+slots plus its category index), so on a cluster those keys must share a hash slot;
+plain Redis, Upstash and the embedded store have no such limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from acmi_core.errors import StoreCommandError, StoreUnavailable
+from acmi_core.settings import Settings
+from acmi_core.store.base import Arg, Command, Reply, Script, is_noscript
+
+
+def _raw(client: redis.Redis) -> redis.Redis:
+    # No response callbacks: replies stay raw (bytes, int, list, None) as on Upstash.
+    client.response_callbacks = {}
+    return client
+
+
+class RedisStore:
+    name = "redis"
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = _raw(client)
+
+    @classmethod
+    def from_url(cls, url: str, settings: Settings | None = None) -> RedisStore:
+        settings = settings or Settings()
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=settings.store_timeout_s,
+            socket_connect_timeout=settings.store_timeout_s,
+            decode_responses=False,
+        )
+        return cls(client)
+
+    def execute(self, command: Command) -> Reply:
+        with _translate():
+            return _reply(self._client.execute_command(*command))
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        with _translate():
+            pipe = self._client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            results = pipe.execute(raise_on_error=False)
+        return [
+            StoreCommandError(str(r)) if isinstance(r, redis.ResponseError) else _reply(r)
+            for r in results
+        ]
+
+    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
+        with _translate():
+            pipe = self._client.pipeline(transaction=True)
+            for command in commands:
+                pipe.execute_command(*command)
+            results = pipe.execute(raise_on_error=False)
+        for index, result in enumerate(results):
+            if isinstance(result, redis.ResponseError):
+                raise StoreCommandError(
+                    f"transaction command {index} failed: {result} "
+                    "(Redis does not roll back the commands that ran)"
+                )
+        return [_reply(r) for r in results]
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        try:
+            return self.execute(("EVALSHA", script.sha, len(keys), *keys, *args))
+        except StoreCommandError as exc:
+            if not is_noscript(exc):
+                raise
+        return self.execute(("EVAL", script.source, len(keys), *keys, *args))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _reply(value: Any) -> Reply:
+    if isinstance(value, str):  # simple strings from some servers / fakeredis
+        return value.encode()
+    if isinstance(value, list | tuple):
+        return [_reply(v) for v in value]
+    if isinstance(value, bool):
+        return int(value)
+    return value  # type: ignore[no-any-return]
+
+
+class _translate:
+    """Map redis-py exceptions onto ACMI's error family."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, redis.exceptions.NoScriptError):
+            # redis-py strips the error prefix; keep it so callers can recognise it
+            raise StoreCommandError(f"NOSCRIPT {exc}") from exc
+        if isinstance(exc, redis.ResponseError):
+            raise StoreCommandError(str(exc)) from exc
+        if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+            raise StoreUnavailable(f"redis unreachable: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,79 @@
+"""WritePlan: every ACMI write is a list of ops run by one Lua script (lua/apply.lua).
+
+One script means one round trip, atomic, all-or-nothing (key types and stored JSON are
+checked before the first write), and no lost updates: read-modify-write of a JSON
+object happens inside Redis. Values are spliced as raw JSON text, never decoded in
+Lua, so they survive exactly. Every op is idempotent (SET, ZADD NX, SADD, field
+set), which is what makes a blind retry after a dropped connection safe.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Final, Literal
+
+from acmi_core.errors import CorruptData, StoreCommandError
+from acmi_core.model import dumps
+from acmi_core.store.base import Arg, Reply, Store, Script
+
+APPLY: Final = Script(resources.files("acmi_core").joinpath("lua/apply.lua").read_text())
+
+FieldMode = Literal["set", "setnx", "del"]
+
+
+class WritePlan:
+    def __init__(self) -> None:
+        self._keys: list[str] = []
+        self._key_index: dict[str, int] = {}
+        self._args: list[Arg] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _op(self, code: str, key: str, *args: Arg) -> int:
+        index = self._key_index.get(key)
+        if index is None:
+            self._keys.append(key)
+            index = self._key_index[key] = len(self._keys)
+        self._args.extend((code, index, *args))
+        self._count += 1
+        return self._count - 1
+
+    def set(self, key: str, json_text: str) -> int:
+        return self._op("SET", key, json_text)
+
+    def delete(self, key: str) -> int:
+        return self._op("DEL", key)
+
+    def zadd(self, key: str, score: int | float, member: str) -> int:
+        return self._op("ZADD", key, repr(score), member)
+
+    def sadd(self, key: str, member: str) -> int:
+        return self._op("SADD", key, member)
+
+    def srem(self, key: str, member: str) -> int:
+        return self._op("SREM", key, member)
+
+    def edit_object(self, key: str, fields: list[tuple[FieldMode, str, str]]) -> int:
+        """Edit top-level fields of a JSON object: (mode, name, value as JSON text)."""
+        args: list[Arg] = [len(fields)]
+        for mode, name, json_text in fields:
+            args.extend((mode, name, dumps(name), json_text))
+        return self._op("OBJ", key, *args)
+
+    def apply(self, store: Store) -> list[Reply]:
+        """Run every op in one atomic step. Returns one reply per op, in order."""
+        if not self._count:
+            return []
+        try:
+            result = store.eval(APPLY, self._keys, [self._count, *self._args])
+        except StoreCommandError as exc:
+            message = str(exc)
+            for marker in ("ACMI_WRONGTYPE ", "ACMI_CORRUPT "):
+                if marker in message:
+                    detail = message.split(marker, 1)[1]
+                    raise CorruptData(detail, field=detail.split(" ", 1)[0]) from None
+            raise
+        assert isinstance(result, list)
+        return result
