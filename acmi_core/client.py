@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from acmi_core.agents import AgentAPI
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.keys import Keys
 from acmi_core.model import (
@@ -121,7 +123,11 @@ def _decode_events(raw: Reply, key: str) -> Events:
     if skipped:
         log.warning(
             "skipped unreadable timeline members",
-            extra={"key": key, "count": len(skipped), "reasons": sorted({s.reason for s in skipped})},
+            extra={
+                "key": key,
+                "count": len(skipped),
+                "reasons": sorted({s.reason for s in skipped}),
+            },
         )
     return Events(events, skipped)
 
@@ -244,9 +250,7 @@ class SignalsAPI(_Slot):
     def delete(self, entity: str | EntityId, key: str) -> None:
         eid = EntityId.parse(entity)
         check_signal_key(key)
-        self._write(
-            lambda plan: plan.edit_object(self._keys.signals(eid), [("del", key, "null")])
-        )
+        self._write(lambda plan: plan.edit_object(self._keys.signals(eid), [("del", key, "null")]))
 
 
 class TimelineAPI(_Slot):
@@ -312,7 +316,7 @@ class TimelineAPI(_Slot):
 def _bound(value: float | None, name: str, open_end: str) -> str:
     if value is None:
         return open_end
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise AcmiValidationError(name, "type", "must be a number of milliseconds")
     return repr(value)
 
@@ -377,6 +381,7 @@ class Acmi:
         self.profile = ProfileAPI(self)
         self.signals = SignalsAPI(self)
         self.timeline = TimelineAPI(self)
+        self.agents = AgentAPI(self)
 
     @property
     def tenant(self) -> str:
@@ -416,7 +421,9 @@ class Acmi:
         timeline = Events()
         if events:
             try:
-                timeline = _decode_events(_check_reply(replies[2], keys.timeline(eid)), keys.timeline(eid))
+                timeline = _decode_events(
+                    _check_reply(replies[2], keys.timeline(eid)), keys.timeline(eid)
+                )
             except CorruptData as exc:
                 problems.append(exc.message)
         return EntityContext(str(eid), profile, signals, timeline, problems)
@@ -426,7 +433,9 @@ class Acmi:
         key = self.keys.index(check_category(category))
         reply = _check_reply(self.store.execute(("SMEMBERS", key)), key)
         ids = reply if isinstance(reply, list) else []
-        return sorted(f"{category}:{m.decode('utf-8', 'replace')}" for m in ids if isinstance(m, bytes))
+        return sorted(
+            f"{category}:{m.decode('utf-8', 'replace')}" for m in ids if isinstance(m, bytes)
+        )
 
     def delete(self, entity: str | EntityId) -> None:
         """Every key of the entity (extensions included) and its index entry, atomically."""

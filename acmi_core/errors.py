@@ -25,7 +25,7 @@ class AcmiError(Exception):
 
 
 class AcmiValidationError(AcmiError, ValueError):
-    """Input breaks a rule. ``field`` is a dotted path (``event.summary``), ``rule`` a short name."""
+    """Input breaks a rule: ``field`` is a dotted path (``event.summary``), ``rule`` a name."""
 
     code = "validation_error"
 

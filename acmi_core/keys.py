@@ -29,7 +29,11 @@ class Slot(StrEnum):
 
 # Long-context extension slots (reference layout). `acmi.delete` removes these too;
 # a new extension slot is registered here and nowhere else.
-EXTENSION_SLOTS: Final = ("spawns", "active_context", "rollup:latest", "sessions")
+SPAWNS: Final = "spawns"  # ZSET score=ts, member JSON {ts, session_id, model_id, host?}
+ACTIVE_CONTEXT: Final = "active_context"  # HASH thread -> JSON {role, joined_at}
+ROLLUP_LATEST: Final = "rollup:latest"  # STRING JSON {ts, summary, ...}
+SESSIONS: Final = "sessions"  # SET (work items)
+EXTENSION_SLOTS: Final = (SPAWNS, ACTIVE_CONTEXT, ROLLUP_LATEST, SESSIONS)
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
 ROOT: Final = "acmi"

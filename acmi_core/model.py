@@ -187,7 +187,7 @@ class Event(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The event as stored: fields in a fixed order, unset optionals absent."""
         data = self.model_dump(mode="json", exclude_unset=True)
-        ordered = {name: data.pop(name) for name in EVENT_FIELD_ORDER if name in data}
+        ordered: dict[str, Any] = {n: data.pop(n) for n in EVENT_FIELD_ORDER if n in data}
         ordered.update(data)  # unknown fields keep their order, after the known ones
         return ordered
 

@@ -57,7 +57,9 @@ class Settings:
             try:
                 return float(raw)
             except ValueError:
-                raise AcmiValidationError(name, "number", f"must be a number, got {raw!r}") from None
+                raise AcmiValidationError(
+                    name, "number", f"must be a number, got {raw!r}"
+                ) from None
 
         return cls(
             default_tenant=env.get("ACMI_DEFAULT_TENANT") or "default",

@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from acmi_core.errors import CorruptData, StoreCommandError
 from acmi_core.model import dumps
-from acmi_core.store.base import Arg, Reply, Store, Script
+from acmi_core.store.base import Arg, Reply, Script, Store
 
 APPLY: Final = Script(resources.files("acmi_core").joinpath("lua/apply.lua").read_text())
 
@@ -54,6 +54,12 @@ class WritePlan:
 
     def srem(self, key: str, member: str) -> int:
         return self._op("SREM", key, member)
+
+    def hset(self, key: str, field: str, value: str) -> int:
+        return self._op("HSET", key, field, value)
+
+    def hdel(self, key: str, field: str) -> int:
+        return self._op("HDEL", key, field)
 
     def edit_object(self, key: str, fields: list[tuple[FieldMode, str, str]]) -> int:
         """Edit top-level fields of a JSON object: (mode, name, value as JSON text)."""

@@ -5,6 +5,7 @@
 --   DEL  k                       delete a key of any type
 --   ZADD k score member          ZADD NX (an exact duplicate event is stored once)
 --   SADD k member / SREM k member
+--   HSET k field value / HDEL k field
 --   OBJ  k n {mode name literal value}*n
 --        edit top-level fields of a JSON object stored as a STRING; mode is
 --        set | setnx (only when absent: auto-fill never clobbers) | del
@@ -18,8 +19,11 @@
 -- Returns one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new JSON
 -- text, others -> 0.
 
-local EXPECT = { SET = 'string', OBJ = 'string', ZADD = 'zset', SADD = 'set', SREM = 'set' }
-local ARGC = { SET = 1, DEL = 0, ZADD = 2, SADD = 1, SREM = 1 }
+local EXPECT = {
+  SET = 'string', OBJ = 'string', ZADD = 'zset', SADD = 'set', SREM = 'set',
+  HSET = 'hash', HDEL = 'hash',
+}
+local ARGC = { SET = 1, DEL = 0, ZADD = 2, SADD = 1, SREM = 1, HSET = 2, HDEL = 1 }
 
 local ktype = {}   -- key index -> effective type as the batch goes
 local kval = {}    -- key index -> string value (false = absent) for SET/OBJ keys
@@ -220,6 +224,8 @@ for _, w in ipairs(writes) do
     redis.call('DEL', key)
   elseif code == 'ZADD' then
     results[w.op] = redis.call('ZADD', key, 'NX', w[3], w[4])
+  elseif code == 'HSET' then
+    redis.call('HSET', key, w[3], w[4])
   else
     redis.call(code, key, w[3])
   end

@@ -19,7 +19,7 @@ from acmi_core.errors import StoreCommandError
 
 Arg: TypeAlias = str | bytes | int | float
 Command: TypeAlias = Sequence[Arg]
-Reply: TypeAlias = None | int | bytes | list["Reply"]
+Reply: TypeAlias = int | bytes | list["Reply"] | None
 
 
 @dataclass(frozen=True)

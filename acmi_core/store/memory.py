@@ -13,4 +13,4 @@ class MemoryStore(RedisStore):
     def __init__(self) -> None:
         import fakeredis  # only the embedded default pays for this import
 
-        super().__init__(fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+        super().__init__(fakeredis.FakeRedis(server=fakeredis.FakeServer(), protocol=2))

@@ -7,27 +7,25 @@ plain Redis, Upstash and the embedded store have no such limit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import redis
+from redis.client import CaseInsensitiveDict
 
 from acmi_core.errors import StoreCommandError, StoreUnavailable
 from acmi_core.settings import Settings
 from acmi_core.store.base import Arg, Command, Reply, Script, is_noscript
 
 
-def _raw(client: redis.Redis) -> redis.Redis:
-    # No response callbacks: replies stay raw (bytes, int, list, None) as on Upstash.
-    client.response_callbacks = {}
-    return client
-
-
 class RedisStore:
     name = "redis"
 
     def __init__(self, client: redis.Redis) -> None:
-        self._client = _raw(client)
+        # No response callbacks: replies stay raw (bytes, int, list, None) as on Upstash.
+        client.response_callbacks = CaseInsensitiveDict({})
+        self._client = client
 
     @classmethod
     def from_url(cls, url: str, settings: Settings | None = None) -> RedisStore:
@@ -37,19 +35,17 @@ class RedisStore:
             socket_timeout=settings.store_timeout_s,
             socket_connect_timeout=settings.store_timeout_s,
             decode_responses=False,
+            protocol=2,  # RESP2: flat arrays, the shape Upstash's REST API returns
         )
         return cls(client)
 
     def execute(self, command: Command) -> Reply:
         with _translate():
-            return _reply(self._client.execute_command(*command))
+            return _reply(self._client.execute_command(*command))  # type: ignore[no-untyped-call]
 
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
         with _translate():
-            pipe = self._client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)
-            results = pipe.execute(raise_on_error=False)
+            results = self._run(commands, transaction=False)
         return [
             StoreCommandError(str(r)) if isinstance(r, redis.ResponseError) else _reply(r)
             for r in results
@@ -57,10 +53,7 @@ class RedisStore:
 
     def transaction(self, commands: Sequence[Command]) -> list[Reply]:
         with _translate():
-            pipe = self._client.pipeline(transaction=True)
-            for command in commands:
-                pipe.execute_command(*command)
-            results = pipe.execute(raise_on_error=False)
+            results = self._run(commands, transaction=True)
         for index, result in enumerate(results):
             if isinstance(result, redis.ResponseError):
                 raise StoreCommandError(
@@ -68,6 +61,14 @@ class RedisStore:
                     "(Redis does not roll back the commands that ran)"
                 )
         return [_reply(r) for r in results]
+
+    def _run(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
+        if not commands:
+            return []
+        pipe = self._client.pipeline(transaction=transaction)
+        for command in commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return pipe.execute(raise_on_error=False)
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         try:
@@ -84,26 +85,24 @@ class RedisStore:
 def _reply(value: Any) -> Reply:
     if isinstance(value, str):  # simple strings from some servers / fakeredis
         return value.encode()
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | set):
         return [_reply(v) for v in value]
+    if isinstance(value, dict):  # a RESP3 map, if the caller's client speaks RESP3
+        return [_reply(x) for pair in value.items() for x in pair]
     if isinstance(value, bool):
         return int(value)
     return value  # type: ignore[no-any-return]
 
 
-class _translate:
+@contextmanager
+def _translate() -> Iterator[None]:
     """Map redis-py exceptions onto ACMI's error family."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if exc is None:
-            return
-        if isinstance(exc, redis.exceptions.NoScriptError):
-            # redis-py strips the error prefix; keep it so callers can recognise it
-            raise StoreCommandError(f"NOSCRIPT {exc}") from exc
-        if isinstance(exc, redis.ResponseError):
-            raise StoreCommandError(str(exc)) from exc
-        if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-            raise StoreUnavailable(f"redis unreachable: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield
+    except redis.exceptions.NoScriptError as exc:
+        # redis-py strips the error prefix; keep it so callers can recognise it
+        raise StoreCommandError(f"NOSCRIPT {exc}") from exc
+    except redis.ResponseError as exc:
+        raise StoreCommandError(str(exc)) from exc
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise StoreUnavailable(f"redis unreachable: {type(exc).__name__}: {exc}") from exc

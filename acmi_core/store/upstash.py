@@ -1,0 +1,371 @@
+"""UpstashStore: the Upstash REST API through upstash-redis 1.8.0, with our own transport.
+
+We keep what upstash-redis does right (URL, bearer/encoding headers, the read-your-writes
+sync token) and replace its ``SyncHttpClient``, because in 1.8.0 it has no request
+timeout, retries on any exception with a fixed 3 s sleep, ignores HTTP status codes,
+raises on a pipeline's first failed command (dropping results of commands that did run),
+decodes base64 to ``str`` (breaking on non-UTF-8) and turns a top-level ``/multi-exec``
+error into an ``AttributeError``. The version is pinned because we rely on these private
+attributes of ``upstash_redis.Redis``: ``_url``, ``_headers``, ``_http`` (replaced),
+``_maybe_set_sync_token_header`` and ``_update_sync_token`` (via ``_http._sync_token_cb``).
+
+Retries: a request is retried on HTTP 429, 5xx and network errors only. A command that
+reached Redis before the connection dropped may therefore run twice; writes above this
+layer are idempotent for that reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, cast
+
+import httpx
+import upstash_redis
+from upstash_redis.http import SyncHttpClient
+
+from acmi_core.errors import (
+    AcmiValidationError,
+    StoreAuthError,
+    StoreCommandError,
+    StoreError,
+    StoreUnavailable,
+    Throttled,
+)
+from acmi_core.settings import Settings
+from acmi_core.store.base import Arg, Command, Reply, Script, is_noscript
+
+_SYNC_TOKEN_HEADER = "Upstash-Sync-Token"
+
+
+def _encode_arg(arg: Arg, position: int) -> str:
+    # Everything goes as a JSON string: Redis stores strings anyway, and a JSON number
+    # may be parsed as a double on the way (big ints, float precision).
+    if isinstance(arg, str):
+        return arg
+    if isinstance(arg, bytes):
+        try:
+            return arg.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreCommandError(
+                f"argument {position} is not UTF-8; the Upstash REST API only carries text"
+            ) from None
+    if isinstance(arg, bool):  # bool is an int: send 1/0, never JSON true/false
+        return str(int(arg))
+    if isinstance(arg, int):
+        return str(arg)
+    if isinstance(arg, float):
+        return repr(arg)  # shortest exact round-trip form
+    raise StoreCommandError(f"argument {position} has unsupported type {type(arg).__name__}")
+
+
+def _encode_command(command: Sequence[Arg]) -> list[str]:
+    if not command:
+        raise StoreCommandError("empty command")
+    return [_encode_arg(arg, i) for i, arg in enumerate(command)]
+
+
+def _decode(raw: object) -> Reply:
+    """Base64 (``Upstash-Encoding: base64``) result to bytes; never to str."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool):  # check before int: JSON true is not a Redis reply
+        raise StoreError("unexpected boolean in Upstash reply")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str):
+        # Upstash sends the status reply OK unencoded; "OK" is never valid base64.
+        if raw == "OK":
+            return b"OK"
+        try:
+            return base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise StoreError("Upstash reply is not valid base64") from None
+    if isinstance(raw, list):
+        return [_decode(item) for item in raw]
+    raise StoreError(f"unexpected {type(raw).__name__} in Upstash reply")
+
+
+def _slot(item: object) -> Reply | StoreCommandError:
+    """One entry of a /pipeline or /multi-exec answer: ``{"result": ..}`` or ``{"error": ..}``."""
+    if not isinstance(item, dict):
+        raise StoreError("malformed Upstash pipeline reply")
+    error = item.get("error")
+    if error is not None:
+        return StoreCommandError(str(error))
+    if "result" not in item:
+        raise StoreError("malformed Upstash pipeline reply")
+    return _decode(item["result"])
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    # Numeric seconds only; an HTTP-date is ignored (our own backoff applies).
+    raw = response.headers.get("Retry-After")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _error_text(response: httpx.Response) -> str | None:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return str(body["error"])
+    return None
+
+
+class _Transport(SyncHttpClient):
+    """Installed as ``upstash_redis.Redis._http``: bounded, status-aware, bytes-preserving.
+
+    ``execute(url, headers, command)`` returns a decoded :data:`Reply`;
+    with ``from_pipeline=True`` a list of ``Reply | StoreCommandError`` (never raising on
+    one failed command). Every call, retries and backoff included, ends within
+    ``settings.store_timeout_s``.
+    """
+
+    def __init__(
+        self,
+        inherited: SyncHttpClient,
+        *,
+        token: str,
+        settings: Settings,
+        sleep: Callable[[float], None],
+        rng: Callable[[], float],
+    ) -> None:
+        # Adopt the parent's state (sync-token callback, httpx.Client) instead of calling
+        # its __init__, which would build a second httpx.Client (~50 ms of CA loading on a
+        # cold start). The client's timeout=None never applies: every request passes one.
+        self.__dict__.update(vars(inherited))
+        self._client.timeout = httpx.Timeout(settings.store_timeout_s)
+        self._token = token
+        self._settings = settings
+        self._sleep = sleep
+        self._rng = rng
+
+    def execute(  # type: ignore[override]  # returns bytes-based replies, not RESTResultT
+        self,
+        url: str,
+        headers: dict[str, str],
+        command: list[Any],
+        from_pipeline: bool = False,
+    ) -> Reply | list[Reply | StoreCommandError]:
+        if from_pipeline:
+            body: object = [_encode_command(c) for c in command]
+        else:
+            body = _encode_command(command)
+        try:
+            content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a str with a lone surrogate
+            raise StoreCommandError("command is not valid Unicode text") from None
+        payload = self._post(url, headers, content)
+        if from_pipeline:
+            if isinstance(payload, dict) and payload.get("error") is not None:
+                raise StoreCommandError(str(payload["error"]))
+            if not isinstance(payload, list) or len(payload) != len(command):
+                raise StoreError("malformed Upstash pipeline reply")
+            return [_slot(item) for item in payload]
+        if not isinstance(payload, dict):
+            raise StoreError("malformed Upstash reply")
+        if payload.get("error") is not None:
+            raise StoreCommandError(str(payload["error"]))
+        return _decode(payload.get("result"))
+
+    def _post(self, url: str, headers: dict[str, str], content: bytes) -> object:
+        """POST with bounded, jittered retries on 429/5xx/network errors; return the JSON."""
+        settings = self._settings
+        deadline = time.monotonic() + settings.store_timeout_s
+        headers = {**headers, "Content-Type": "application/json"}
+        failure = "no attempt made"
+        throttled = False
+        server_delay: float | None = None
+        attempts = 0
+        for attempt in range(settings.store_max_attempts):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            attempts += 1
+            try:
+                response = self._client.post(
+                    url, headers=headers, content=content, timeout=httpx.Timeout(remaining)
+                )
+            except httpx.TransportError as exc:
+                failure, throttled, server_delay = f"{type(exc).__name__}: {exc}", False, None
+            else:
+                token = response.headers.get(_SYNC_TOKEN_HEADER)
+                if token and self._sync_token_cb is not None:
+                    self._sync_token_cb(token)
+                status = response.status_code
+                if status != 429 and status < 500:
+                    return self._interpret(response)
+                text = _error_text(response)
+                failure = f"HTTP {status}" + (f": {text}" if text else "")
+                throttled, server_delay = status == 429, _retry_after(response)
+            if attempt + 1 >= settings.store_max_attempts:
+                break
+            if server_delay is not None:
+                delay = server_delay
+            else:  # full jitter
+                cap = min(settings.retry_max_delay_s, settings.retry_base_delay_s * 2**attempt)
+                delay = self._rng() * cap
+            if time.monotonic() + delay >= deadline:
+                break  # waiting would overrun the deadline: fail now, not later
+            self._sleep(delay)
+        message = self._scrub(
+            f"Upstash {'throttled' if throttled else 'unavailable'} after "
+            f"{attempts} attempt(s) within {settings.store_timeout_s:g}s: {failure}"
+        )
+        retry_after = server_delay if server_delay is not None else 1.0
+        if throttled:
+            raise Throttled(message, retry_after=retry_after)
+        raise StoreUnavailable(message, retry_after=retry_after)
+
+    def _interpret(self, response: httpx.Response) -> object:
+        status = response.status_code
+        if status in (401, 403):
+            # Never echo the body or headers: nothing here may carry the token.
+            raise StoreAuthError(f"Upstash rejected the credentials (HTTP {status})")
+        if 200 <= status < 300:
+            try:
+                return response.json()
+            except ValueError:
+                raise StoreError(f"Upstash answered HTTP {status} with invalid JSON") from None
+        text = _error_text(response)
+        if 400 <= status < 500:
+            raise StoreCommandError(self._scrub(text if text else f"Upstash HTTP {status}"))
+        raise StoreError(f"unexpected Upstash HTTP {status}")
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class UpstashStore:
+    """:class:`~acmi_core.store.base.Store` over the Upstash REST API.
+
+    ``transaction`` raises :class:`StoreCommandError` naming the failed command, but
+    Redis does not roll back: the commands of the transaction that ran stay applied.
+    """
+
+    name = "upstash"
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        settings: Settings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        if not url.startswith(("https://", "http://")):
+            raise AcmiValidationError(
+                "UPSTASH_REDIS_REST_URL", "url", "must start with https:// (or http://)"
+            )
+        if not token:
+            raise AcmiValidationError("UPSTASH_REDIS_REST_TOKEN", "required", "must not be empty")
+        settings = settings or Settings()
+        # rest_retries=0: the retry policy is ours. The base64 encoding is decoded by us.
+        self._redis = upstash_redis.Redis(
+            url.rstrip("/"),
+            token,
+            rest_encoding="base64",
+            rest_retries=0,
+            allow_telemetry=False,
+            read_your_writes=True,
+        )
+        self._transport = _Transport(
+            self._redis._http, token=token, settings=settings, sleep=sleep, rng=rng
+        )
+        self._redis._http = self._transport
+        self._url: str = self._redis._url
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> UpstashStore:
+        if not settings.upstash_url or not settings.upstash_token:
+            raise AcmiValidationError(
+                "UPSTASH_REDIS_REST_URL",
+                "required",
+                "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN must both be set",
+            )
+        return cls(settings.upstash_url, settings.upstash_token, settings=settings)
+
+    def _headers(self) -> dict[str, str]:
+        # upstash-redis keeps the sync token in its shared header dict; copy after
+        # updating so a concurrent call cannot change our headers mid-request.
+        headers: dict[str, str] = self._redis._headers
+        self._redis._maybe_set_sync_token_header(headers)
+        return dict(headers)
+
+    def execute(self, command: Command) -> Reply:
+        # Single mode returns one Reply (the list arm of the union is pipeline mode's).
+        return cast(Reply, self._transport.execute(self._url, self._headers(), list(command)))
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        """One POST /pipeline (not atomic). A failed slot holds its StoreCommandError."""
+        if not commands:
+            return []
+        return self._batch("pipeline", commands)
+
+    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
+        """One POST /multi-exec. If the transaction aborts (e.g. EXECABORT) nothing ran;
+        if a command fails at run time, this raises StoreCommandError naming it, and the
+        commands that ran are NOT rolled back (Redis has no rollback)."""
+        if not commands:
+            return []
+        results = self._batch("multi-exec", commands)
+        out: list[Reply] = []
+        for index, result in enumerate(results):
+            if isinstance(result, StoreCommandError):
+                raise StoreCommandError(
+                    f"transaction command {index} failed: {result} "
+                    "(Redis does not roll back the commands that ran)"
+                )
+            out.append(result)
+        return out
+
+    def _batch(self, path: str, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        result = self._transport.execute(
+            f"{self._url}/{path}",
+            self._headers(),
+            [list(c) for c in commands],
+            from_pipeline=True,
+        )
+        if not isinstance(result, list):  # cannot happen: pipeline mode returns a list
+            raise StoreError("malformed Upstash pipeline reply")
+        return cast("list[Reply | StoreCommandError]", result)
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        try:
+            return self.execute(("EVALSHA", script.sha, len(keys), *keys, *args))
+        except StoreCommandError as exc:
+            if not is_noscript(exc):
+                raise
+        return self.execute(("EVAL", script.source, len(keys), *keys, *args))
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> UpstashStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

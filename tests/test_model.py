@@ -1,0 +1,175 @@
+"""Validation rules: each rejection names the field and the rule (DESIGN §3)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acmi_core import Acmi, AcmiValidationError, EntityId, create_acmi
+from acmi_core.model import check_profile, check_signal_key, event_from_member, parse_event
+
+EVENT = {"source": "s", "kind": "k", "correlationId": "c", "summary": "s"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "rule"),
+    [
+        ("", "format"),
+        ("no-colon", "format"),
+        (":missing-cat", "category_format"),
+        ("cat:", "id_format"),
+        ("Cat:Bad", "category_format"),
+        ("1cat:x", "category_format"),
+        ("cat:a:b", "id_format"),
+        ("cat:sp ace", "id_format"),
+        ("tenant:x", "category_reserved"),
+        ("user:" + "x" * 252, "max_length"),
+        (42, "type"),
+    ],
+)
+def test_entity_id_rules(raw: object, rule: str) -> None:
+    with pytest.raises(AcmiValidationError) as err:
+        EntityId.parse(raw)
+    assert (err.value.field, err.value.rule) == ("entity", rule)
+
+
+def test_entity_id_limits() -> None:
+    assert str(EntityId.parse("user:" + "x" * 251)) == "user:" + "x" * 251
+    assert EntityId.parse("a_b-1:A.b_c-9") == EntityId("a_b-1", "A.b_c-9")
+
+
+@pytest.mark.parametrize(("key", "ok"), [("", False), ("k" * 128, True), ("k" * 129, False)])
+def test_signal_key_length(key: str, ok: bool) -> None:
+    if ok:
+        assert check_signal_key(key) == key
+    else:
+        with pytest.raises(AcmiValidationError, match="1-128"):
+            check_signal_key(key)
+
+
+@pytest.mark.parametrize(
+    ("doc", "field", "rule"),
+    [
+        (None, "profile", "object"),
+        ([], "profile", "object"),
+        ("text", "profile", "object"),
+        ({"actor_type": "robot"}, "profile.actor_type", "enum"),
+        ({"tenant_id": 5}, "profile.tenant_id", "type"),
+        ({"x": math.nan}, "profile", "finite"),
+        ({"x": {1, 2}}, "profile", "json"),
+    ],
+)
+def test_profile_rules(doc: object, field: str, rule: str) -> None:
+    with pytest.raises(AcmiValidationError) as err:
+        check_profile(doc)
+    assert (err.value.field, err.value.rule) == (field, rule)
+
+
+@pytest.mark.parametrize(
+    ("patch", "field", "rule"),
+    [
+        ({"source": None}, "event.source", "type"),
+        ({"kind": ""}, "event.kind", "non_empty"),
+        ({"summary": "x" * 501}, "event.summary", "max_length"),
+        ({"summary": 5}, "event.summary", "type"),
+        ({"ts": "now"}, "event.ts", "type"),
+        ({"ts": True}, "event.ts", "type"),
+        ({"ts": math.inf}, "event.ts", "range"),
+        ({"ts": -1}, "event.ts", "range"),
+        ({"ts": 10**16}, "event.ts", "range"),
+        ({"speaker_type": "robot"}, "event.speaker_type", "enum"),
+        ({"payload": {"x": math.nan}}, "event", "finite"),
+    ],
+)
+def test_event_rules(patch: dict[str, Any], field: str, rule: str) -> None:
+    with pytest.raises(AcmiValidationError) as err:
+        parse_event({**EVENT, **patch}, now_ms=1, tenant="t")
+    assert (err.value.field, err.value.rule) == (field, rule)
+
+
+@pytest.mark.parametrize("missing", ["source", "kind", "correlationId", "summary"])
+def test_event_required_fields(missing: str) -> None:
+    event = {k: v for k, v in EVENT.items() if k != missing}
+    with pytest.raises(AcmiValidationError) as err:
+        parse_event(event, now_ms=1, tenant="t")
+    assert (err.value.field, err.value.rule) == (f"event.{missing}", "required")
+
+
+def test_snake_case_correlation_id_is_named() -> None:
+    event = {"source": "s", "kind": "k", "correlation_id": "c", "summary": "s"}
+    with pytest.raises(AcmiValidationError, match="camelCase") as err:
+        parse_event(event, now_ms=1, tenant="t")
+    assert err.value.rule == "camel_case"
+
+
+def test_auto_fill_and_explicit_values() -> None:
+    filled = parse_event({**EVENT, "source": "agent:bob"}, now_ms=7, tenant="t").to_dict()
+    assert filled == {
+        **EVENT,
+        "ts": 7,
+        "source": "agent:bob",
+        "speaker_type": "agent",
+        "tenant_id": "t",
+    }
+    explicit = parse_event(
+        {**EVENT, "source": "user:x", "speaker_type": "external", "tenant_id": "o", "ts": 3},
+        now_ms=7,
+        tenant="t",
+    )
+    assert (explicit.speaker_type, explicit.tenant_id, explicit.ts) == ("external", "o", 3)
+    assert "speaker_type" not in parse_event(EVENT, now_ms=1, tenant="t").to_dict()
+
+
+def test_stored_member_parsing_is_tolerant() -> None:
+    assert event_from_member(b"\xff") == "not UTF-8"
+    assert event_from_member(b"{") == "not JSON"
+    assert event_from_member(b"3") == "not a JSON object"
+    ok = event_from_member(json.dumps({**EVENT, "ts": 1, "extra": {"a": []}}).encode())
+    assert not isinstance(ok, str)
+    assert ok.to_dict()["extra"] == {"a": []}
+
+
+# --- JSON survives exactly, on a real redis-server (fakeredis hides cjson's losses) ---------
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.fixture(scope="module")
+def real_redis_acmi(redis_server: Any) -> Acmi:
+    from acmi_core.store.redis import RedisStore
+
+    return create_acmi(RedisStore.from_url(redis_server.url.replace("/0", "/2")))
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(key=st.text(min_size=1, max_size=20), value=json_values)
+def test_any_json_value_round_trips_exactly(real_redis_acmi: Acmi, key: str, value: Any) -> None:
+    entity = "user:hypo"
+    key = f"x{key}"  # never one of the named fields (ts, kind, actor_type...)
+    real_redis_acmi.signals.set(entity, key, value)
+    real_redis_acmi.profile.merge(entity, {key: value})
+    event = real_redis_acmi.timeline.append(entity, {**EVENT, "payload": value, key: value})
+    assert real_redis_acmi.signals.get(entity, key) == value
+    profile = real_redis_acmi.profile.get(entity)
+    assert profile is not None
+    assert profile[key] == value
+    stored = [e for e in real_redis_acmi.timeline.read(entity) if e == event]
+    assert stored
+    assert stored[0].to_dict()["payload"] == value

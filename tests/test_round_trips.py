@@ -1,0 +1,72 @@
+"""Round trips per operation, counted by the Upstash double (each one an HTTP request:
+on Upstash, latency is round trips x RTT). The reference's counts are in REFERENCE.md."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from acmi_core import Acmi, Settings, create_acmi
+from acmi_core.store.upstash import UpstashStore
+from tests.upstash_double import UpstashDouble
+
+EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
+
+
+@pytest.fixture
+def acmi_up(upstash_store: UpstashStore) -> Iterator[Acmi]:
+    acmi = create_acmi(upstash_store, Settings())
+    acmi.signals.set("user:warm", "k", 1)  # load the write script once (EVALSHA cache)
+    acmi.profile.set("user:rt", {"name": "rt"})
+    acmi.timeline.append("user:rt", EVENT)
+    yield acmi
+
+
+def _batch(acmi: Acmi) -> None:
+    with acmi.batch() as b:
+        b.profile.set("user:rt", {"a": 1})
+        b.signals.set("user:rt", "s", 1)
+        b.timeline.append("user:rt", {**EVENT, "summary": "batched"})
+
+
+OPERATIONS: dict[str, tuple[Callable[[Acmi], Any], int]] = {
+    # operation: (call, round trips)
+    "get (profile+signals+50 events)": (lambda a: a.get("user:rt"), 1),
+    "timeline.append (+ index)": (lambda a: a.timeline.append("user:rt", EVENT), 1),
+    "timeline.extend (3 events)": (lambda a: a.timeline.extend("user:rt", [EVENT] * 3), 1),
+    "batch (profile+signal+event)": (_batch, 1),
+    "signals.set": (lambda a: a.signals.set("user:rt", "k", "v"), 1),
+    "signals.delete": (lambda a: a.signals.delete("user:rt", "k"), 1),
+    "profile.merge": (lambda a: a.profile.merge("user:rt", {"x": 1}), 1),
+    "profile.set": (lambda a: a.profile.set("user:rt", {"x": 1}), 1),
+    "profile.get": (lambda a: a.profile.get("user:rt"), 1),
+    "signals.all": (lambda a: a.signals.all("user:rt"), 1),
+    "timeline.read": (lambda a: a.timeline.read("user:rt", limit=10, reverse=True), 1),
+    "timeline.size": (lambda a: a.timeline.size("user:rt"), 1),
+    "list": (lambda a: a.list("user"), 1),
+    "delete (all slots + index)": (lambda a: a.delete("user:rt"), 1),
+}
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) -> None:
+    call, expected = OPERATIONS[name]
+    upstash_double.reset_counts()
+    call(acmi_up)
+    assert upstash_double.requests == expected, name
+
+
+def test_first_write_of_a_process_loads_the_script_once(
+    upstash_double: UpstashDouble, upstash_store: UpstashStore
+) -> None:
+    """EVALSHA misses once per server script cache (NOSCRIPT), then EVAL loads it."""
+    upstash_store.execute(("SCRIPT", "FLUSH"))  # as on a fresh server
+    upstash_double.reset_counts()
+    acmi = create_acmi(upstash_store, Settings())
+    acmi.signals.set("user:cold", "k", 1)
+    assert upstash_double.requests == 2
+    upstash_double.reset_counts()
+    acmi.signals.set("user:cold", "k", 2)
+    assert upstash_double.requests == 1
