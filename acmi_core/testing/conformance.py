@@ -6,7 +6,7 @@ Plain Python (no pytest), so anyone writing a backend can run it::
     from acmi_core.testing.conformance import run_conformance
 
     report = run_conformance(create_acmi(MyStore(), Settings()))
-    print(report)                      # "88 passed, 0 failed", then one line per failure
+    print(report)                      # "101 passed, 0 failed", then one line per failure
 
 or from a shell, against the store the environment selects::
 
