@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from acmi_core import Acmi, AcmiError, create_acmi
+from acmi_core.auth import apikeys
+from acmi_core.ingest import sources
+
+EXAMPLE_EVENT_KEY = "acmi_local_example_admin_key_0001"  # the key the events/ samples carry
+FUNCTIONS = ("ingest", "entities", "docs")
 
 
 def _json_arg(raw: str, name: str) -> Any:
@@ -97,6 +103,90 @@ def cmd_delete(acmi: Acmi, args: argparse.Namespace) -> None:
     _print({"deleted": f"{args.ns}:{args.id}"})
 
 
+def cmd_keys_create(acmi: Acmi, args: argparse.Namespace) -> None:
+    plaintext, record = apikeys.mint(
+        acmi.store, tenant=args.key_tenant, scope=args.scope, name=args.name, now_ms=acmi.clock()
+    )
+    print("# the key is shown once; only its hash is stored", file=sys.stderr)
+    _print({"key": plaintext, **record.to_dict()})
+
+
+def cmd_keys_list(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print([r.to_dict() for r in apikeys.list_keys(acmi.store, args.key_tenant)])
+
+
+def cmd_keys_revoke(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print({"revoked": apikeys.revoke(acmi.store, args.key_id).to_dict()})
+
+
+def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
+    secret = None
+    if args.hmac_secret_env:
+        secret = os.environ.get(args.hmac_secret_env)
+        if not secret:
+            raise AcmiError(f"--hmac-secret-env: ${args.hmac_secret_env} is not set")
+    config, token = sources.put_config(
+        acmi.store,
+        acmi.keys,
+        args.source,
+        hmac_secret=secret,
+        new_push_token=args.push_token,
+        oidc_audience=args.oidc_audience,
+        oidc_email=args.oidc_email,
+        entity=args.entity,
+        mapping=_json_arg(args.mapping, "--mapping") if args.mapping else None,
+    )
+    shown = config.model_dump(exclude_none=True)
+    if "hmac_secret" in shown:
+        shown["hmac_secret"] = "***"
+    if token:
+        print("# the push token is shown once: add ?token=<it> to the push URL", file=sys.stderr)
+        shown["push_token"] = token
+    _print(shown)
+
+
+def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
+    """The whole HTTP API under uvicorn, on whatever store the environment selects."""
+    import uvicorn
+
+    from acmi_core.api.app import ApiContext, create_app
+
+    if acmi.settings.api_key:
+        apikeys.ensure_admin_key(acmi, acmi.settings.api_key)
+        print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
+    else:
+        key, _ = apikeys.mint(
+            acmi.store, tenant=acmi.tenant, scope="admin", name="serve", now_ms=acmi.clock()
+        )
+        print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
+    print(
+        f"# backend: {acmi.store.name}; docs: http://{args.host}:{args.port}/docs", file=sys.stderr
+    )
+    uvicorn.run(create_app(ApiContext(acmi)), host=args.host, port=args.port, log_level="info")
+
+
+def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
+    """Run one Lambda handler in-process with an event file, like `sam local invoke -e`."""
+    import importlib
+    from types import SimpleNamespace
+
+    with open(args.event, encoding="utf-8") as handle:
+        event = json.load(handle)
+    if not os.environ.get("ACMI_API_KEY") and acmi.store.name == "memory":
+        # the embedded store starts empty: accept the key the sample events carry
+        os.environ["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
+    module = importlib.import_module(f"functions.{args.function}")
+    context = SimpleNamespace(
+        function_name=f"acmi-{args.function}",
+        function_version="$LATEST",
+        memory_limit_in_mb=512,
+        invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:acmi-{args.function}",
+        aws_request_id=str(uuid.uuid4()),
+    )
+    response = module.handler(event, context)
+    _print(response)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="acmi", description=__doc__.splitlines()[0])
     parser.add_argument("--tenant", help="tenant id (default: ACMI_DEFAULT_TENANT or 'default')")
@@ -134,7 +224,46 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("delete", cmd_delete, "delete an entity (all its keys)")
     p.add_argument("ns")
     p.add_argument("id")
+    _add_keys(sub)
+    _add_sources(sub)
+
+    p = add("serve", cmd_serve, "run the HTTP API locally (uvicorn)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p = add("invoke", cmd_invoke, "run one Lambda handler with an event file")
+    p.add_argument("function", choices=FUNCTIONS)
+    p.add_argument("--event", required=True, help="e.g. events/ingest.n8n.json")
     return parser
+
+
+def _add_keys(sub: Any) -> None:
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys", required=True)
+    p = keys.add_parser("create", help="mint a key (printed once)")
+    p.set_defaults(func=cmd_keys_create)
+    p.add_argument("--tenant", dest="key_tenant", required=True)
+    p.add_argument("--scope", choices=[s.value for s in apikeys.Scope], required=True)
+    p.add_argument("--name", default="key")
+    p = keys.add_parser("list", help="list keys (never the key itself)")
+    p.set_defaults(func=cmd_keys_list)
+    p.add_argument("--tenant", dest="key_tenant")
+    p = keys.add_parser("revoke", help="revoke a key by id")
+    p.set_defaults(func=cmd_keys_revoke)
+    p.add_argument("key_id")
+
+
+def _add_sources(sub: Any) -> None:
+    srcs = sub.add_parser("sources", help="webhook sources").add_subparsers(
+        dest="sources", required=True
+    )
+    p = srcs.add_parser("set", help="configure a source (auth and mapping)")
+    p.set_defaults(func=cmd_sources_set)
+    p.add_argument("source", help="make | n8n | gmail | generic, or <one>-<name>")
+    p.add_argument("--hmac-secret-env", help="env var holding the HMAC secret (not argv)")
+    p.add_argument("--push-token", action="store_true", help="mint a URL token for the source")
+    p.add_argument("--oidc-audience", help="Gmail/Pub/Sub push: the token's audience")
+    p.add_argument("--oidc-email", help="Gmail/Pub/Sub push: the service account email")
+    p.add_argument("--entity", help="default entity for deliveries that name none")
+    p.add_argument("--mapping", help='generic: JSON, e.g. {"entity": "customer.id"}')
 
 
 def main(argv: Sequence[str] | None = None) -> int:

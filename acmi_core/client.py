@@ -247,6 +247,24 @@ class SignalsAPI(_Slot):
 
         self._write(build)
 
+    def replace(self, entity: str | EntityId, values: Mapping[str, Any]) -> None:
+        """Replace the whole signals map."""
+        eid = EntityId.parse(entity)
+        for k in values:
+            check_signal_key(k, f"signals.{k}")
+        text = dumps(check_json_object(dict(values), "signals"), "signals")
+
+        def build(plan: WritePlan) -> int:
+            self._index(plan, eid)
+            return plan.set(self._keys.signals(eid), text)
+
+        self._write(build)
+
+    def clear(self, entity: str | EntityId) -> None:
+        """Delete every signal of the entity."""
+        eid = EntityId.parse(entity)
+        self._write(lambda plan: plan.delete(self._keys.signals(eid)))
+
     def delete(self, entity: str | EntityId, key: str) -> None:
         eid = EntityId.parse(entity)
         check_signal_key(key)

@@ -3,6 +3,7 @@
 HTTP mapping lives in one place (the API layer); here only the meaning:
 
 - AcmiValidationError: the caller's input breaks a rule (4xx). Nothing was stored.
+- Unauthenticated / Forbidden: no or unknown credentials / not allowed (401 / 403).
 - NotFound: the thing asked for does not exist.
 - Conflict: a concurrent writer won and the retry deadline passed.
 - CorruptData: stored data (often written by another tool) cannot be used as asked.
@@ -32,6 +33,24 @@ class AcmiValidationError(AcmiError, ValueError):
     def __init__(self, field: str, rule: str, message: str) -> None:
         super().__init__(f"{field}: {message}", field=field)
         self.rule = rule
+
+
+class PayloadTooLarge(AcmiValidationError):
+    """The request body is over the documented cap."""
+
+    code = "payload_too_large"
+
+
+class Unauthenticated(AcmiError):
+    """No credentials, or credentials we do not know (HTTP 401)."""
+
+    code = "unauthorized"
+
+
+class Forbidden(AcmiError):
+    """Known credentials that may not do this (wrong scope or tenant; HTTP 403)."""
+
+    code = "forbidden"
 
 
 class NotFound(AcmiError):

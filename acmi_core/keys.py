@@ -68,5 +68,10 @@ class Keys:
         return f"{self._prefix}{check_category(category)}:list"
 
     def internal(self, kind: str, *parts: str) -> str:
-        """A bookkeeping key (idempotency records, leases, activity indexes)."""
-        return ":".join((ROOT, INTERNAL_MARK + kind, self.tenant, *parts))
+        """A bookkeeping key of this tenant (idempotency records, sources, leases)."""
+        return internal_global(kind, self.tenant, *parts)
+
+
+def internal_global(kind: str, *parts: str) -> str:
+    """A bookkeeping key looked up before the tenant is known (API keys, push tokens)."""
+    return ":".join((ROOT, INTERNAL_MARK + kind, *parts))

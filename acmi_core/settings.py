@@ -38,6 +38,16 @@ class Settings:
     store_max_attempts: int = 4
     retry_base_delay_s: float = 0.05
     retry_max_delay_s: float = 1.0
+    # HTTP API
+    api_key: str | None = field(default=None, repr=False)  # pre-registered admin key (local)
+    auth_cache_s: float = 30.0  # how long a warm process trusts a key lookup
+    max_body_bytes: int = 256 * 1024
+    max_batch_events: int = 100
+    # Idempotency records: explicit keys and Pub/Sub ids outlive Pub/Sub's 7-day retry
+    # window; keys derived from the body (n8n, Make) are short-lived, so that a sender
+    # posting the same body again tomorrow is a new delivery, not a replay.
+    idempotency_ttl_s: int = 7 * 24 * 3600
+    derived_idempotency_ttl_s: int = 6 * 3600
 
     def __post_init__(self) -> None:
         check_tenant(self.default_tenant, "ACMI_DEFAULT_TENANT")
@@ -68,4 +78,9 @@ class Settings:
             redis_url=env.get("ACMI_REDIS_URL") or None,
             store_timeout_s=num("ACMI_STORE_TIMEOUT_S", 5.0),
             store_max_attempts=int(num("ACMI_STORE_MAX_ATTEMPTS", 4)),
+            api_key=env.get("ACMI_API_KEY") or None,
+            auth_cache_s=num("ACMI_AUTH_CACHE_S", 30.0),
+            max_body_bytes=int(num("ACMI_MAX_BODY_BYTES", 256 * 1024)),
+            idempotency_ttl_s=int(num("ACMI_IDEMPOTENCY_TTL_S", 7 * 24 * 3600)),
+            derived_idempotency_ttl_s=int(num("ACMI_DERIVED_IDEMPOTENCY_TTL_S", 6 * 3600)),
         )

@@ -19,6 +19,16 @@ from acmi_core.store.base import Arg, Reply, Script, Store
 APPLY: Final = Script(resources.files("acmi_core").joinpath("lua/apply.lua").read_text())
 
 FieldMode = Literal["set", "setnx", "del"]
+REPLAY_MARK: Final = b"ACMI_REPLAY"
+
+
+class Replayed(Exception):
+    """The plan's idempotency record already existed: nothing was written.
+    ``previous`` is the value stored by the first application (its response)."""
+
+    def __init__(self, previous: bytes) -> None:
+        super().__init__("replayed")
+        self.previous = previous
 
 
 class WritePlan:
@@ -61,6 +71,11 @@ class WritePlan:
     def hdel(self, key: str, field: str) -> int:
         return self._op("HDEL", key, field)
 
+    def once(self, key: str, ttl_ms: int, value: str) -> int:
+        """Make the whole plan idempotent: it applies only if ``key`` does not exist,
+        and then stores ``value`` there for ``ttl_ms``. Otherwise :class:`Replayed`."""
+        return self._op("ONCE", key, ttl_ms, value)
+
     def edit_object(self, key: str, fields: list[tuple[FieldMode, str, str]]) -> int:
         """Edit top-level fields of a JSON object: (mode, name, value as JSON text)."""
         args: list[Arg] = [len(fields)]
@@ -82,4 +97,6 @@ class WritePlan:
                     raise CorruptData(detail, field=detail.split(" ", 1)[0]) from None
             raise
         assert isinstance(result, list)
+        if len(result) == 2 and result[0] == REPLAY_MARK and isinstance(result[1], bytes):
+            raise Replayed(result[1])
         return result

@@ -6,6 +6,9 @@
 --   ZADD k score member          ZADD NX (an exact duplicate event is stored once)
 --   SADD k member / SREM k member
 --   HSET k field value / HDEL k field
+--   ONCE k ttl_ms value          idempotency record: if k exists, nothing at all is
+--                                written and the script returns {'ACMI_REPLAY', stored};
+--                                otherwise k is SET to value with a TTL, with the rest
 --   OBJ  k n {mode name literal value}*n
 --        edit top-level fields of a JSON object stored as a STRING; mode is
 --        set | setnx (only when absent: auto-fill never clobbers) | del
@@ -21,9 +24,9 @@
 
 local EXPECT = {
   SET = 'string', OBJ = 'string', ZADD = 'zset', SADD = 'set', SREM = 'set',
-  HSET = 'hash', HDEL = 'hash',
+  HSET = 'hash', HDEL = 'hash', ONCE = 'string',
 }
-local ARGC = { SET = 1, DEL = 0, ZADD = 2, SADD = 1, SREM = 1, HSET = 2, HDEL = 1 }
+local ARGC = { SET = 1, DEL = 0, ZADD = 2, SADD = 1, SREM = 1, HSET = 2, HDEL = 1, ONCE = 2 }
 
 local ktype = {}   -- key index -> effective type as the batch goes
 local kval = {}    -- key index -> string value (false = absent) for SET/OBJ keys
@@ -200,6 +203,10 @@ for op = 1, nops do
     for a = 1, ARGC[code] do args[#args + 1] = ARGV[pos + a - 1] end
     pos = pos + ARGC[code]
     writes[#writes + 1] = args
+    if code == 'ONCE' then
+      local stored = redis.call('GET', KEYS[ki])
+      if stored then return { 'ACMI_REPLAY', stored } end
+    end
     if code == 'SET' then
       kval[ki], ktype[ki] = args[3], 'string'
     elseif code == 'DEL' then
@@ -224,6 +231,8 @@ for _, w in ipairs(writes) do
     redis.call('DEL', key)
   elseif code == 'ZADD' then
     results[w.op] = redis.call('ZADD', key, 'NX', w[3], w[4])
+  elseif code == 'ONCE' then
+    redis.call('SET', key, w[4], 'PX', w[3])
   elseif code == 'HSET' then
     redis.call('HSET', key, w[3], w[4])
   else

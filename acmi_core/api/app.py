@@ -1,0 +1,76 @@
+"""The ASGI app: one FastAPI app, built from routers, so each Lambda function can mount
+only its own operations while local serving mounts them all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+
+from acmi_core.api.errors import install_error_handlers
+from acmi_core.api.observe import LogObserver, Observer
+from acmi_core.api.security import KeyCache, Principal
+from acmi_core.auth.apikeys import Scope
+from acmi_core.auth.google_oidc import GoogleTokenVerifier
+from acmi_core.client import Acmi
+
+ROUTERS: Final = ("ingest", "entities")
+TENANT_HEADER: Final = "X-Acmi-Tenant"
+
+
+@dataclass
+class ApiContext:
+    """What every route needs, built once per process (warm Lambdas reuse it)."""
+
+    acmi: Acmi  # the default tenant's view; routes switch to the caller's tenant
+    observer: Observer = field(default_factory=LogObserver)
+    google: GoogleTokenVerifier | None = None
+    key_cache: KeyCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key_cache = KeyCache(self.acmi.store, self.acmi.settings.auth_cache_s)
+
+    def google_verifier(self) -> GoogleTokenVerifier:
+        if self.google is None:
+            self.google = GoogleTokenVerifier()
+        return self.google
+
+    async def authorize(self, request: Request, scope: Scope) -> tuple[Principal, Acmi]:
+        """The caller, checked for ``scope``, and the ACMI view of its tenant."""
+        header = request.headers.get("authorization")
+        principal = await run_in_threadpool(self.key_cache.authenticate, header)
+        principal.require(scope, tenant_header=request.headers.get(TENANT_HEADER))
+        return principal, self.acmi.for_tenant(principal.tenant)
+
+
+def context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.acmi
+    return ctx
+
+
+def create_app(ctx: ApiContext, routers: Sequence[str] = ROUTERS, *, docs: bool = True) -> FastAPI:
+    from acmi_core.api.routes import entities, ingest
+
+    available = {"ingest": ingest.router, "entities": entities.router}
+    app = FastAPI(
+        title="ACMI",
+        version="1",
+        summary="Agent context: profile, signals and timeline per entity, over Redis.",
+        description=(
+            "Every route needs `Authorization: Bearer <key>` (keys: `acmi keys create`). "
+            "Errors are JSON: `{error, message, field, rule}`. Request bodies are capped at "
+            f"{ctx.acmi.settings.max_body_bytes} bytes and event batches at "
+            f"{ctx.acmi.settings.max_batch_events} events."
+        ),
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
+    )
+    app.state.acmi = ctx
+    install_error_handlers(app)
+    for name in routers:
+        app.include_router(available[name])
+    return app

@@ -1,0 +1,1 @@
+"""Authentication: API keys, webhook HMAC signatures, Google OIDC tokens."""

@@ -1,0 +1,146 @@
+"""API keys: minted once, stored only as a SHA-256 hash with tenant, scope, name, created.
+
+A key is ``acmi_<secret>`` with 256 random bits, so a plain SHA-256 (not a slow password
+hash) is the right lookup key. Its ``id`` (the hash's first 12 hex digits) names it in
+listings and revocation.
+
+Layout (global: looked up before the tenant is known):
+    acmi:_apikey:<sha256>   STRING JSON record
+    acmi:_apikeys           HASH id -> JSON record (with its hash), for list/revoke
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from acmi_core.errors import AcmiValidationError, NotFound
+from acmi_core.keys import internal_global
+from acmi_core.model import dumps
+from acmi_core.settings import check_tenant
+from acmi_core.store.base import Store
+from acmi_core.writes import WritePlan
+
+KEY_PREFIX: Final = "acmi_"
+INDEX_KEY: Final = internal_global("apikeys")
+
+
+class Scope(StrEnum):
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+    def allows(self, needed: Scope) -> bool:
+        order = [Scope.READ, Scope.WRITE, Scope.ADMIN]
+        return order.index(self) >= order.index(needed)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """What a key may do. The key itself is never stored."""
+
+    id: str
+    tenant: str
+    scope: Scope
+    name: str
+    created_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "scope": self.scope.value}
+
+
+def key_hash(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
+
+
+def _record_key(digest: str) -> str:
+    return internal_global("apikey", digest)
+
+
+def _check_scope(scope: str) -> Scope:
+    try:
+        return Scope(scope)
+    except ValueError:
+        raise AcmiValidationError("scope", "enum", "must be one of read, write, admin") from None
+
+
+def register(
+    store: Store, plaintext: str, *, tenant: str, scope: str, name: str, now_ms: int
+) -> ApiKey:
+    """Store the hash of a given key value (``ACMI_API_KEY``); idempotent."""
+    if len(plaintext) < 24:
+        raise AcmiValidationError("api_key", "min_length", "must be at least 24 characters")
+    if not 1 <= len(name) <= 64:
+        raise AcmiValidationError("name", "length", "must be 1-64 characters")
+    digest = key_hash(plaintext)
+    record = ApiKey(digest[:12], check_tenant(tenant), _check_scope(scope), name, now_ms)
+    plan = WritePlan()
+    plan.set(_record_key(digest), dumps(record.to_dict()))
+    plan.hset(INDEX_KEY, record.id, dumps({**record.to_dict(), "hash": digest}))
+    plan.apply(store)
+    return record
+
+
+def mint(store: Store, *, tenant: str, scope: str, name: str, now_ms: int) -> tuple[str, ApiKey]:
+    """A new random key. Returns (plaintext, record): show the plaintext once."""
+    plaintext = f"{KEY_PREFIX}{secrets.token_urlsafe(32)}"
+    return plaintext, register(
+        store, plaintext, tenant=tenant, scope=scope, name=name, now_ms=now_ms
+    )
+
+
+def lookup(store: Store, plaintext: str) -> ApiKey | None:
+    """The key's record, or None when unknown or revoked. One round trip."""
+    raw = store.execute(("GET", _record_key(key_hash(plaintext))))
+    return _decode(raw)
+
+
+def list_keys(store: Store, tenant: str | None = None) -> list[ApiKey]:
+    raw = store.execute(("HGETALL", INDEX_KEY))
+    items = raw if isinstance(raw, list) else []
+    records = [_decode(value) for value in items[1::2]]
+    return sorted(
+        (r for r in records if r is not None and (tenant is None or r.tenant == tenant)),
+        key=lambda r: (r.tenant, r.created_ms, r.id),
+    )
+
+
+def revoke(store: Store, key_id: str) -> ApiKey:
+    raw = store.execute(("HGET", INDEX_KEY, key_id))
+    record = _decode(raw)
+    if record is None or not isinstance(raw, bytes):
+        raise NotFound(f"key_id: no API key with id {key_id!r}", field="key_id")
+    digest = json.loads(raw)["hash"]
+    plan = WritePlan()
+    plan.delete(_record_key(digest))
+    plan.hdel(INDEX_KEY, key_id)
+    plan.apply(store)
+    return record
+
+
+def _decode(raw: object) -> ApiKey | None:
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        data = json.loads(raw)
+        return ApiKey(
+            data["id"], data["tenant"], Scope(data["scope"]), data["name"], data["created_ms"]
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def ensure_admin_key(acmi: Any, plaintext: str) -> ApiKey:
+    """Register a configured key value (ACMI_API_KEY) as the default tenant's admin key."""
+    return register(
+        acmi.store,
+        plaintext,
+        tenant=acmi.settings.default_tenant,
+        scope=Scope.ADMIN,
+        name="ACMI_API_KEY",
+        now_ms=acmi.clock(),
+    )
