@@ -31,7 +31,7 @@ from redis.exceptions import ResponseError
 
 @dataclass(frozen=True)
 class _Fault:
-    kind: str  # "status" | "drop" | "hang"
+    kind: str  # "status" | "drop" | "hang" | "lose_reply"
     status: int = 0
     retry_after: float | None = None
     seconds: float = 0.0
@@ -88,6 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in two writes; with Nagle on, delayed ACKs add ~40 ms each.
     disable_nagle_algorithm = True
     server: _Server
+    _lose_reply = False
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -104,7 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
         if double.delay_s and double._stopping.wait(double.delay_s):
             self.close_connection = True
             return
-        if fault is not None:
+        self._lose_reply = fault is not None and fault.kind == "lose_reply"
+        if fault is not None and not self._lose_reply:
             if fault.kind == "drop":
                 self.close_connection = True  # no response at all: the client sees EOF
                 return
@@ -162,6 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, [_slot(reply, b64) for reply in replies])
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        if self._lose_reply:  # the command ran; the answer is lost on the way back
+            self.close_connection = True
+            return
         data = json.dumps(body).encode()
         try:
             self.send_response(status)
@@ -264,8 +269,18 @@ class UpstashDouble:
     def drop_next(self, n: int) -> None:
         self._queue(n, _Fault("drop"))
 
+    def lose_reply_next(self, n: int) -> None:
+        """Run the next n requests, then close the connection without answering (the
+        write happened but the client cannot know)."""
+        self._queue(n, _Fault("lose_reply"))
+
     def hang_next(self, n: int, seconds: float) -> None:
         self._queue(n, _Fault("hang", seconds=seconds))
+
+    def clear_faults(self) -> None:
+        """The outage is over: drop every fault still queued."""
+        with self._lock:
+            self._faults.clear()
 
     def _queue(self, n: int, fault: _Fault) -> None:
         with self._lock:
