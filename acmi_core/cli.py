@@ -8,6 +8,7 @@ use ``demo`` there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -175,7 +176,6 @@ def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
     if not os.environ.get("ACMI_API_KEY") and acmi.store.name == "memory":
         # the embedded store starts empty: accept the key the sample events carry
         os.environ["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
-    module = importlib.import_module(f"functions.{args.function}")
     context = SimpleNamespace(
         function_name=f"acmi-{args.function}",
         function_version="$LATEST",
@@ -183,7 +183,10 @@ def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
         invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:acmi-{args.function}",
         aws_request_id=str(uuid.uuid4()),
     )
-    response = module.handler(event, context)
+    # As with `sam local invoke`: the function's logs on stderr, its response on stdout.
+    with contextlib.redirect_stdout(sys.stderr):
+        module = importlib.import_module(f"functions.{args.function}")
+        response = module.handler(event, context)
     _print(response)
 
 

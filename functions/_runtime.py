@@ -85,6 +85,12 @@ def lambda_handler(app: FastAPI) -> LambdaHandler:
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         response: dict[str, Any] = asgi(event, context)
+        # One structured line per invocation; correlation_id is the events' correlationId
+        # when there were events, else the API Gateway request id.
+        logger.info(
+            "handled",
+            extra={"route": event.get("routeKey"), "status": response.get("statusCode")},
+        )
         return response
 
     return handler

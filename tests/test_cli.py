@@ -1,0 +1,146 @@
+"""The `acmi` command line, run in-process against a real Redis (state across calls)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acmi_core.cli import main
+from tests.conftest import RedisServer
+
+
+@pytest.fixture
+def redis_env(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = redis_server.url.replace("/0", "/4")
+    for name in ("UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "ACMI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ACMI_REDIS_URL", url)
+    return url
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip() else None, err
+
+
+def test_demo_runs_on_the_embedded_store() -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-m", "acmi_core", "demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "# backend: memory" in result.stdout
+    context = json.loads(result.stdout.split("\n", 1)[1])
+    assert context["signals"] == {"current_task": "shooting ACMI manifesto", "mood": "focused"}
+    assert len(context["timeline"]) == 2
+
+
+def test_reference_commands(redis_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        run(capsys, "profile", "sales", "client-123", '{"name":"ClientCo"}')[1]["name"]
+        == "ClientCo"
+    )
+    assert run(capsys, "signal", "sales", "client-123", '{"sentiment":"positive"}')[1] == {
+        "sentiment": "positive"
+    }
+    code, event, _ = run(
+        capsys, "event", "sales", "client-123", "gmail", "Sent the PDF proposal.",
+        "--kind", "email-sent", "--correlation-id", "prop-1", "--parent", "deal-1",
+        "--payload", '{"pages": 4}',
+    )  # fmt: skip
+    assert code == 0
+    assert (event["kind"], event["correlationId"], event["parentCorrelationId"]) == (
+        "email-sent",
+        "prop-1",
+        "deal-1",
+    )
+    assert event["payload"] == {"pages": 4}
+    context = run(capsys, "get", "sales", "client-123")[1]
+    assert context["profile"]["name"] == "ClientCo"
+    assert run(capsys, "list", "sales")[1] == ["sales:client-123"]
+    run(capsys, "delete", "sales", "client-123")
+    assert run(capsys, "list", "sales")[1] == []
+
+
+def test_errors_name_the_field(redis_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "profile", "Sales", "x", "{}")
+    assert code == 2
+    assert "category must match" in err
+    code, _, err = run(capsys, "signal", "sales", "x", "{oops")
+    assert (code, "json: is not valid JSON" in err) == (2, True)
+
+
+def test_keys_lifecycle(redis_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, created, err = run(capsys, "keys", "create", "--tenant", "acme", "--scope", "write")
+    assert code == 0
+    assert "shown once" in err
+    key = created["key"]
+    listed = run(capsys, "keys", "list", "--tenant", "acme")[1]
+    assert [k["id"] for k in listed] == [created["id"]]
+    assert key not in json.dumps(listed)
+    assert run(capsys, "keys", "revoke", created["id"])[1]["revoked"]["id"] == created["id"]
+    assert run(capsys, "keys", "list", "--tenant", "acme")[1] == []
+    code, _, err = run(capsys, "keys", "revoke", created["id"])
+    assert code == 2
+    assert "no API key" in err
+
+
+def test_sources_set_never_prints_the_secret(
+    redis_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("N8N_SECRET", "a-very-long-hmac-secret-value")
+    code, shown, err = run(
+        capsys, "sources", "set", "n8n", "--hmac-secret-env", "N8N_SECRET", "--push-token"
+    )
+    assert code == 0
+    assert shown["hmac_secret"] == "***"
+    assert shown["push_token"].startswith("acmipt_")
+    assert "a-very-long-hmac-secret-value" not in json.dumps(shown) + err
+
+
+def test_invoke_runs_a_handler_like_sam_local_invoke(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("UPSTASH_REDIS_REST_URL", "ACMI_REDIS_URL", "ACMI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    # a fresh import, as in a new process (the runtime binds its log stream at import)
+    for module in ("functions.ingest", "functions._runtime"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    event = {
+        "version": "2.0",
+        "routeKey": "POST /v1/ingest/{source}",
+        "rawPath": "/v1/ingest/n8n",
+        "rawQueryString": "entity=deal:acme-42",
+        "headers": {
+            "authorization": "Bearer acmi_local_example_admin_key_0001",
+            "content-type": "application/json",
+        },
+        "requestContext": {
+            "http": {"method": "POST", "path": "/v1/ingest/n8n", "sourceIp": "127.0.0.1"},
+            "requestId": "req-1",
+            "stage": "$default",
+        },
+        "body": '{"message": "Invoice paid"}',
+        "isBase64Encoded": False,
+    }
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    code, response, logs = run(capsys, "invoke", "ingest", "--event", str(path))
+    assert code == 0
+    # Powertools' structured log line and EMF metric, on stderr
+    log_line = json.loads(next(line for line in logs.splitlines() if '"handled"' in line))
+    assert log_line["status"] == 201
+    assert log_line["correlation_id"] == json.loads(response["body"])["events"][0]["correlationId"]
+    assert '"WebhookEventsStored"' in logs
+    assert response["statusCode"] == 201
+    assert json.loads(response["body"])["events"][0]["summary"] == "Invoice paid"
