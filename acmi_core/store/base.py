@@ -11,7 +11,7 @@ Replies are normalised the same way on every backend: bulk strings are ``bytes``
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, runtime_checkable
 
@@ -63,3 +63,16 @@ class Store(Protocol):
 
 def is_noscript(error: StoreCommandError) -> bool:
     return str(error).startswith("NOSCRIPT")
+
+
+def eval_script(
+    execute: Callable[[Command], Reply], script: Script, keys: Sequence[str], args: Sequence[Arg]
+) -> Reply:
+    """EVALSHA, and EVAL once when the server's script cache misses it (which also loads
+    it: later calls are one round trip again)."""
+    try:
+        return execute(("EVALSHA", script.sha, len(keys), *keys, *args))
+    except StoreCommandError as exc:
+        if not is_noscript(exc):
+            raise
+    return execute(("EVAL", script.source, len(keys), *keys, *args))

@@ -16,7 +16,7 @@ from redis.client import CaseInsensitiveDict
 
 from acmi_core.errors import StoreCommandError, StoreUnavailable
 from acmi_core.settings import Settings
-from acmi_core.store.base import Arg, Command, Reply, Script, is_noscript
+from acmi_core.store.base import Arg, Command, Reply, Script, eval_script
 
 
 class RedisStore:
@@ -71,12 +71,7 @@ class RedisStore:
         return pipe.execute(raise_on_error=False)
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        try:
-            return self.execute(("EVALSHA", script.sha, len(keys), *keys, *args))
-        except StoreCommandError as exc:
-            if not is_noscript(exc):
-                raise
-        return self.execute(("EVAL", script.source, len(keys), *keys, *args))
+        return eval_script(self.execute, script, keys, args)
 
     def close(self) -> None:
         self._client.close()

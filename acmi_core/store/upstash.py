@@ -39,7 +39,7 @@ from acmi_core.errors import (
     Throttled,
 )
 from acmi_core.settings import Settings
-from acmi_core.store.base import Arg, Command, Reply, Script, is_noscript
+from acmi_core.store.base import Arg, Command, Reply, Script, eval_script
 
 _SYNC_TOKEN_HEADER = "Upstash-Sync-Token"
 
@@ -349,12 +349,7 @@ class UpstashStore:
         return cast("list[Reply | StoreCommandError]", result)
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        try:
-            return self.execute(("EVALSHA", script.sha, len(keys), *keys, *args))
-        except StoreCommandError as exc:
-            if not is_noscript(exc):
-                raise
-        return self.execute(("EVAL", script.source, len(keys), *keys, *args))
+        return eval_script(self.execute, script, keys, args)
 
     def close(self) -> None:
         self._transport.close()
