@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,8 +23,12 @@ from mangum import Mangum
 from acmi_core import Acmi, Settings, open_store
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth.apikeys import ensure_admin_key
+from acmi_core.store.base import NoStore
 
 SECRET_ARN_ENV = "ACMI_UPSTASH_TOKEN_SECRET_ARN"
+
+# Invocations that record no metric (docs, 401s) are normal, not worth a warning each.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 logger = Logger(service="acmi")
 metrics = Metrics(namespace="ACMI", service="acmi")
@@ -64,7 +69,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return settings
 
 
-def build_context(settings: Settings | None = None) -> ApiContext:
+def build_context(settings: Settings | None = None, *, with_store: bool = True) -> ApiContext:
+    if not with_store:  # docs: no secret fetch, no connection on its cold start
+        return ApiContext(Acmi(NoStore(), Settings.from_env()), observer=PowertoolsObserver())
     settings = settings or load_settings()
     acmi = Acmi(open_store(settings), settings)
     if settings.api_key:  # local runs and `sam local invoke`: a known admin key
@@ -72,8 +79,8 @@ def build_context(settings: Settings | None = None) -> ApiContext:
     return ApiContext(acmi, observer=PowertoolsObserver())
 
 
-def build_app(routers: Sequence[str], *, docs: bool = False) -> FastAPI:
-    return create_app(build_context(), routers, docs=docs)
+def build_app(routers: Sequence[str], *, docs: bool = False, with_store: bool = True) -> FastAPI:
+    return create_app(build_context(with_store=with_store), routers, docs=docs)
 
 
 def lambda_handler(app: FastAPI) -> LambdaHandler:

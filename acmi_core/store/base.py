@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from acmi_core.errors import StoreCommandError
+from acmi_core.errors import StoreCommandError, StoreUnavailable
 
 Arg: TypeAlias = str | bytes | int | float
 Command: TypeAlias = Sequence[Arg]
@@ -59,6 +59,31 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class NoStore:
+    """For processes that never touch data (the docs function): every call fails as a
+    503, and building one costs no connection, no secret, no import."""
+
+    name = "none"
+
+    def _fail(self) -> StoreUnavailable:
+        return StoreUnavailable("this function has no store configured")
+
+    def execute(self, command: Command) -> Reply:
+        raise self._fail()
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        raise self._fail()
+
+    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
+        raise self._fail()
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        raise self._fail()
+
+    def close(self) -> None:
+        return None
 
 
 def is_noscript(error: StoreCommandError) -> bool:

@@ -1,0 +1,338 @@
+"""Every events/ file through the real Lambda handler, as `sam local invoke -e` would.
+
+The handler modules build their app at import from the environment, so each test sets the
+environment first (real redis-server, db 3; the admin key the events use), imports
+``functions.<name>`` fresh and drops it again afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from acmi_core import Acmi, Settings, create_acmi
+from acmi_core.store.redis import RedisStore
+from tests.conftest import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS_DIR = ROOT / "events"
+FUNCTIONS = ("ingest", "entities", "docs")
+ADMIN_KEY = "acmi_local_example_admin_key_0001"  # what the events' authorization carries
+DB = 3
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
+
+# Status per event file, each fed to a fresh (flushed) store. A new events/ file without an
+# entry here fails test_every_event_file_has_an_expectation.
+EXPECTED: dict[str, int] = {
+    "ingest.events-single": 201,
+    "ingest.events-batch": 201,
+    "ingest.events-missing-summary": 400,
+    "ingest.events-malformed-json": 400,
+    "ingest.non-utf8": 400,
+    "ingest.make": 201,
+    "ingest.make-raw-newline": 201,
+    "ingest.make-broken-quote": 400,
+    "ingest.n8n": 201,
+    "ingest.gmail-pubsub": 201,
+    "ingest.no-auth": 401,
+    "ingest.unknown-source": 400,
+    "entities.get": 200,
+    "entities.put-profile": 200,
+    "entities.put-profile-array": 400,
+    "entities.patch-signals": 200,
+    "entities.put-signal": 200,
+    "entities.timeline": 200,
+    "entities.invalid-entity": 400,
+    "entities.list": 200,
+    "entities.wrong-key": 401,
+    "docs.openapi": 200,
+    "docs.docs": 200,
+}
+
+# (field, rule) named by the error body; rule None: only the field is checked.
+EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
+    "ingest.events-missing-summary": ("events[0].summary", "required"),
+    "ingest.events-malformed-json": ("body", "json"),
+    "ingest.non-utf8": ("body", "utf8"),
+    "ingest.make-broken-quote": ("body", "json"),
+    "ingest.no-auth": ("authorization", None),
+    "ingest.unknown-source": ("source", "unknown"),
+    "entities.put-profile-array": ("profile", "object"),
+    "entities.invalid-entity": ("entity", None),
+    "entities.wrong-key": ("authorization", None),
+}
+
+# Events stored per successful ingest file: (entity, count).
+STORED: dict[str, tuple[str, int]] = {
+    "ingest.events-single": ("user:mikey", 1),
+    "ingest.events-batch": ("user:mikey", 3),
+    "ingest.make": ("deal:acme-42", 1),
+    "ingest.make-raw-newline": ("deal:acme-42", 1),
+    "ingest.n8n": ("ticket:zd-18342", 1),
+    "ingest.gmail-pubsub": ("user:mikey", 1),
+}
+
+WEBHOOK_RETRIES = ("ingest.n8n", "ingest.make", "ingest.gmail-pubsub")
+
+
+@dataclass(frozen=True)
+class FakeLambdaContext:
+    """What Powertools' inject_lambda_context reads from the real context object."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+
+def event_names() -> list[str]:
+    return sorted(path.name.removesuffix(".json") for path in EVENTS_DIR.glob("*.json"))
+
+
+def load_event(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _drop_handler_modules() -> None:
+    for module in [m for m in sys.modules if m == "functions" or m.startswith("functions.")]:
+        del sys.modules[module]
+
+
+Invoke = Callable[[str], dict[str, Any]]
+
+
+@dataclass
+class Harness:
+    invoke: Invoke
+    client: redis.Redis
+    acmi: Acmi
+
+    def snapshot(self) -> dict[bytes, bytes | None]:
+        """Every key of the database with its serialized value."""
+        return {key: self.client.dump(key) for key in sorted(self.client.scan_iter(count=1000))}
+
+
+@pytest.fixture
+def harness(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    for name in (
+        "UPSTASH_REDIS_REST_URL",
+        "UPSTASH_REDIS_REST_TOKEN",
+        "ACMI_UPSTASH_TOKEN_SECRET_ARN",
+        "ACMI_DEFAULT_TENANT",
+        "ACMI_AUTH_CACHE_S",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ACMI_REDIS_URL", url)
+    monkeypatch.setenv("ACMI_API_KEY", ADMIN_KEY)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "acmi")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ACMI")
+    _drop_handler_modules()
+    handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
+
+    def handler(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+        if function not in handlers:
+            module = importlib.import_module(f"functions.{function}")
+            handlers[function] = module.handler
+        return handlers[function]
+
+    def invoke(name: str) -> dict[str, Any]:
+        function = name.split(".", 1)[0]
+        response = handler(function)(load_event(name), FakeLambdaContext(f"acmi-{function}"))
+        assert isinstance(response, dict)
+        return response
+
+    store = RedisStore.from_url(url)
+    try:
+        for function in FUNCTIONS:  # import (and register the admin key) before snapshots
+            handler(function)
+        yield Harness(invoke, client, create_acmi(store, Settings()))
+    finally:
+        store.close()
+        client.close()
+        _drop_handler_modules()
+
+
+def header(response: dict[str, Any], name: str) -> str | None:
+    headers = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+    value = headers.get(name.lower())
+    return None if value is None else str(value)
+
+
+def json_body(response: dict[str, Any]) -> Any:
+    assert response.get("isBase64Encoded") is False, response
+    assert (header(response, "content-type") or "").startswith("application/json"), response
+    return json.loads(response["body"])
+
+
+def test_every_event_file_has_an_expectation() -> None:
+    names = event_names()
+    assert names, f"no events in {EVENTS_DIR}"
+    missing = sorted(set(names) - set(EXPECTED))
+    assert not missing, f"events/ files without an expected status in EXPECTED: {missing}"
+    stale = sorted(set(EXPECTED) - set(names))
+    assert not stale, f"EXPECTED names events/ files that do not exist: {stale}"
+    for name in names:
+        assert name.split(".", 1)[0] in FUNCTIONS, f"{name}: must be <function>.<case>.json"
+    for function in FUNCTIONS:
+        statuses = [EXPECTED[n] for n in names if n.startswith(f"{function}.")]
+        assert any(s < 300 for s in statuses), f"{function}: needs a realistic (2xx) sample"
+        if function != "docs":
+            assert any(s >= 400 for s in statuses), f"{function}: needs an invalid variant"
+
+
+@pytest.mark.parametrize("name", event_names())
+def test_event_has_the_http_api_v2_shape(name: str) -> None:
+    event = load_event(name)
+    assert event["version"] == "2.0"
+    context = event["requestContext"]
+    method, _, route = event["routeKey"].partition(" ")
+    assert context["routeKey"] == event["routeKey"]
+    assert context["http"]["method"] == method
+    assert context["http"]["path"] == event["rawPath"]
+    assert route.startswith("/") and event["rawPath"].startswith("/")
+    assert context["stage"] == "$default"
+    assert context["requestId"] and context["http"]["sourceIp"]
+    assert isinstance(event["rawQueryString"], str)
+    assert isinstance(event["isBase64Encoded"], bool)
+    assert all(key == key.lower() for key in event["headers"]), "headers must be lower-case"
+    assert "body" not in event or isinstance(event["body"], str)
+    if "{" in route:
+        assert set(event["pathParameters"]) == {
+            part[1:-1] for part in route.split("/") if part.startswith("{")
+        }
+
+
+@pytest.mark.parametrize("name", event_names())
+def test_event_file_through_the_handler(name: str, harness: Harness) -> None:
+    if name not in EXPECTED:
+        pytest.fail(f"{name}: no expected status in EXPECTED")
+    before = harness.snapshot()
+    response = harness.invoke(name)
+    status = response["statusCode"]
+    assert status == EXPECTED[name], f"{name}: {status} {response.get('body')}"
+
+    if name == "docs.docs":
+        assert (header(response, "content-type") or "").startswith("text/html")
+        assert "swagger" in response["body"].lower()
+        return
+    body = json_body(response)
+
+    if status >= 400:
+        assert isinstance(body, dict), body
+        assert isinstance(body.get("error"), str) and body["error"], body
+        assert isinstance(body.get("message"), str) and body["message"], body
+        assert isinstance(body.get("field"), str) and body["field"], body
+        if name in EXPECTED_ERRORS:
+            field, rule = EXPECTED_ERRORS[name]
+            assert body["field"] == field, body
+            if rule is not None:
+                assert body.get("rule") == rule, body
+        if status == 401:
+            assert header(response, "www-authenticate") == "Bearer"
+        assert "acmi_local_example" not in response["body"], "a key was echoed"
+        assert harness.snapshot() == before, f"{name}: a rejected request stored something"
+        return
+
+    if name in STORED:
+        entity, count = STORED[name]
+        assert harness.snapshot() != before, f"{name}: nothing was stored"
+        assert body["stored"] == count, body
+        assert [e["entity"] for e in body["events"]] == [entity] * count
+        timeline = harness.acmi.timeline.read(entity)
+        stored_ids = [e.correlationId for e in timeline]
+        assert sorted(stored_ids) == sorted(e["correlationId"] for e in body["events"])
+    elif name == "docs.openapi":
+        assert body["openapi"].startswith("3.")
+        assert "/v1/entities/{entity}/events" in body["paths"]
+        assert "/v1/entities/{entity}/profile" in body["paths"]
+
+
+def test_make_keeps_the_raw_newline_and_the_mapped_fields(harness: Harness) -> None:
+    body = json_body(harness.invoke("ingest.make-raw-newline"))
+    (event,) = body["events"]
+    assert event["summary"].startswith("Call with Acme: legal review done.\nOpen:")
+    assert "\tSSO add-on" in event["payload"]["notes"]
+    body = json_body(harness.invoke("ingest.make"))
+    (event,) = body["events"]
+    assert event["source"] == "make:hubspot-deals"
+    assert event["kind"] == "deal-stage-changed"
+    assert event["correlationId"] == "make-4415823-deal-acme-42-negotiation"
+    assert event["payload"]["amount"] == 48000
+
+
+def test_gmail_push_maps_the_numeric_history_id(harness: Harness) -> None:
+    body = json_body(harness.invoke("ingest.gmail-pubsub"))
+    (event,) = body["events"]
+    assert event["kind"] == "gmail-notification"
+    assert event["payload"]["historyId"] == 9876543  # a number, as Gmail sends it
+    assert event["payload"]["messageId"] == "13512638495712305"
+    assert event["ts"] == 1795977725871  # the push's publishTime
+
+
+def test_n8n_item_maps_event_id_and_subject(harness: Harness) -> None:
+    body = json_body(harness.invoke("ingest.n8n"))
+    (event,) = body["events"]
+    assert event["kind"] == "ticket.created"
+    assert event["correlationId"] == "ZD-18342"
+    assert event["summary"] == "SSO login loops back to the sign-in page"
+
+
+@pytest.mark.parametrize("name", WEBHOOK_RETRIES)
+def test_webhook_retried_three_times_stores_one_event(name: str, harness: Harness) -> None:
+    first, second, third = (harness.invoke(name) for _ in range(3))
+    assert first["statusCode"] == 201, first.get("body")
+    assert header(first, "idempotent-replayed") is None
+    for retry in (second, third):
+        assert retry["statusCode"] == first["statusCode"]
+        assert json_body(retry) == json_body(first)
+        assert header(retry, "idempotent-replayed") == "true"
+    entity, _ = STORED[name]
+    assert len(harness.acmi.timeline.read(entity)) == 1
+
+
+def test_invalid_events_after_valid_ones_leave_the_data_alone(harness: Harness) -> None:
+    for name in ("ingest.events-single", "ingest.events-batch", "entities.put-profile"):
+        assert harness.invoke(name)["statusCode"] < 300
+    timeline = len(harness.acmi.timeline.read("user:mikey"))
+    before = harness.snapshot()
+    for name in sorted(n for n, status in EXPECTED.items() if status >= 400):
+        assert harness.invoke(name)["statusCode"] == EXPECTED[name], name
+    assert harness.snapshot() == before
+    assert len(harness.acmi.timeline.read("user:mikey")) == timeline == 4
+    profile = harness.acmi.profile.get("user:mikey")
+    assert profile is not None and profile["name"] == "Mikey"
+
+
+def test_entities_read_back_what_was_written(harness: Harness) -> None:
+    for name in ("entities.put-profile", "entities.patch-signals", "entities.put-signal"):
+        assert harness.invoke(name)["statusCode"] == 200
+    assert harness.invoke("ingest.events-batch")["statusCode"] == 201
+    got = json_body(harness.invoke("entities.get"))
+    assert got["profile"]["tz"] == "America/New_York"
+    assert got["signals"]["mood"] == "focused"
+    assert got["signals"]["waiting_on"] == ["audio pass"]
+    assert len(got["timeline"]) == 3
+    timeline = json_body(harness.invoke("entities.timeline"))
+    assert [e["correlationId"] for e in timeline["events"]] == [
+        "manifesto-004",
+        "manifesto-003",
+        "manifesto-002",
+    ]  # reverse=true
+    listed = json_body(harness.invoke("entities.list"))
+    assert listed["entities"] == ["user:mikey"]

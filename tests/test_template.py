@@ -1,0 +1,501 @@
+"""template.yaml checked against the code: what `sam validate --lint` does not catch.
+
+Handlers import and are callable, every function has sample events whose routes are its
+own, routes match the FastAPI app of each function both ways, runtime/architecture are
+allowed, packaging goes through the Makefile, and no secret is written in the template.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi import FastAPI
+from starlette.routing import Match
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+EVENTS_DIR = ROOT / "events"
+ALLOWED_RUNTIMES = frozenset({"python3.12", "python3.13"})
+# Served by FastAPI's Swagger UI for OAuth2 flows only; the API uses bearer keys, so the
+# template does not route it.
+UNROUTED_APP_PATHS = frozenset({"/docs/oauth2-redirect"})
+HTTP_METHODS = ("GET", "PUT", "POST", "PATCH", "DELETE")
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+class CfnLoader(yaml.SafeLoader):
+    """SafeLoader plus CloudFormation's short-form intrinsics (!Ref, !Sub, !GetAtt, ...)."""
+
+
+def _intrinsic(loader: CfnLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    if tag_suffix == "Ref":
+        return {"Ref": value}
+    if tag_suffix == "Condition":
+        return {"Condition": value}
+    if tag_suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{tag_suffix}": value}
+
+
+CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+def load_template(text: str | None = None) -> dict[str, Any]:
+    data = yaml.load(TEMPLATE.read_text() if text is None else text, Loader=CfnLoader)
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+def serverless_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: resource
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def function_setting(template: dict[str, Any], function: dict[str, Any], key: str) -> Any:
+    props = function["Properties"]
+    return props[key] if key in props else template.get("Globals", {}).get("Function", {})[key]
+
+
+def module_of(function: dict[str, Any]) -> str:
+    """``functions.ingest.handler`` -> ``functions.ingest``."""
+    return str(function["Properties"]["Handler"]).rsplit(".", 1)[0]
+
+
+def short_name(function: dict[str, Any]) -> str:
+    """The events/ prefix of a function: its handler module's last part (ingest)."""
+    return module_of(function).rsplit(".", 1)[-1]
+
+
+def http_routes(function: dict[str, Any]) -> set[tuple[str, str]]:
+    events = function["Properties"].get("Events") or {}
+    return {
+        (str(e["Properties"]["Method"]).upper(), str(e["Properties"]["Path"]))
+        for e in events.values()
+        if e["Type"] == "HttpApi"
+    }
+
+
+# --- the handlers, imported as Lambda would (embedded store, no secrets) ---------------------
+
+
+def _drop_handler_modules() -> None:
+    for module in [m for m in sys.modules if m == "functions" or m.startswith("functions.")]:
+        del sys.modules[module]
+
+
+@pytest.fixture(scope="module")
+def handler_modules(template: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Logical id -> imported handler module, built on the embedded store."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in (
+            "UPSTASH_REDIS_REST_URL",
+            "UPSTASH_REDIS_REST_TOKEN",
+            "ACMI_UPSTASH_TOKEN_SECRET_ARN",
+            "ACMI_REDIS_URL",
+            "ACMI_API_KEY",
+            "ACMI_DEFAULT_TENANT",
+        ):
+            mp.delenv(name, raising=False)
+        _drop_handler_modules()
+        try:
+            yield {
+                name: importlib.import_module(module_of(function))
+                for name, function in serverless_functions(template).items()
+            }
+        finally:
+            _drop_handler_modules()
+
+
+def app_routes(app: FastAPI) -> set[tuple[str, str]]:
+    """(method, path) of every route the app serves: API routes from its OpenAPI schema,
+    plain routes (openapi.json, docs) from the router."""
+    routes = {
+        (method.upper(), path)
+        for path, operations in app.openapi()["paths"].items()
+        for method in operations
+        if method.upper() in HTTP_METHODS
+    }
+    for route in app.router.routes:
+        path, methods = getattr(route, "path", None), getattr(route, "methods", None)
+        if isinstance(path, str) and methods:
+            routes |= {(m, path) for m in methods if m in HTTP_METHODS}
+    return routes
+
+
+def app_serves(app: FastAPI, method: str, path_template: str) -> bool:
+    """Whether the app's router fully matches (method, a concrete path of the template)."""
+    path = re.sub(
+        r"\{([^}/]+)\}", lambda m: "deal:acme-42" if m[1] == "entity" else "x", path_template
+    )
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "root_path": "",
+        "headers": [],
+        "query_string": b"",
+    }
+    return any(route.matches(scope)[0] == Match.FULL for route in app.router.routes)
+
+
+# --- structure -----------------------------------------------------------------------------
+
+
+def test_template_header_and_resources(template: dict[str, Any]) -> None:
+    assert template["AWSTemplateFormatVersion"] == "2010-09-09"
+    assert template["Transform"] == "AWS::Serverless-2016-10-31"
+    apis = [r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::HttpApi"]
+    assert len(apis) == 1
+    assert set(serverless_functions(template)) >= {
+        "IngestFunction",
+        "EntitiesFunction",
+        "DocsFunction",
+    }
+    url = template["Outputs"]["ApiUrl"]["Value"]["Fn::Sub"]
+    assert url == "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/"
+
+
+def test_globals(template: dict[str, Any]) -> None:
+    function = template["Globals"]["Function"]
+    assert function["LoggingConfig"]["LogFormat"] == "JSON"
+    assert 1 <= function["Timeout"] <= 29, "HTTP API integrations time out after 30 s"
+    assert 128 <= function["MemorySize"] <= 10240
+    env = function["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == "acmi"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ACMI"
+    assert env["UPSTASH_REDIS_REST_URL"] == {"Ref": "UpstashRedisRestUrl"}
+    assert env["ACMI_UPSTASH_TOKEN_SECRET_ARN"] == {"Ref": "UpstashTokenSecretArn"}
+    assert env["ACMI_DEFAULT_TENANT"] == {"Ref": "DefaultTenant"}
+    # empty, declared for `sam local invoke --env-vars` only
+    assert env["UPSTASH_REDIS_REST_TOKEN"] == env["ACMI_API_KEY"] == ""
+
+
+@pytest.mark.parametrize("name", ["IngestFunction", "EntitiesFunction", "DocsFunction"])
+def test_runtime_and_architecture(template: dict[str, Any], name: str) -> None:
+    function = serverless_functions(template)[name]
+    assert function_setting(template, function, "Runtime") in ALLOWED_RUNTIMES
+    assert function_setting(template, function, "Architectures") == ["arm64"]
+
+
+def test_makefile_python_matches_the_runtime(template: dict[str, Any]) -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(r"^LAMBDA_PYTHON_VERSION\s*:?=\s*(\S+)", makefile, re.MULTILINE)
+    assert found, "Makefile: LAMBDA_PYTHON_VERSION not found"
+    for function in serverless_functions(template).values():
+        assert function_setting(template, function, "Runtime") == f"python{found[1]}"
+
+
+def test_every_function_is_built_by_the_makefile(template: dict[str, Any]) -> None:
+    """`CodeUri: .` would zip tests, docs and virtualenvs; the Makefile copies only code."""
+    makefile = (ROOT / "Makefile").read_text()
+    declared = re.search(r"^FUNCTIONS\s*:?=(.*)$", makefile, re.MULTILINE)
+    assert declared, "Makefile: FUNCTIONS not found"
+    assert "acmi_core functions" in makefile
+    for name, function in serverless_functions(template).items():
+        assert function.get("Metadata", {}).get("BuildMethod") == "makefile", name
+        assert name in declared[1].split(), f"Makefile has no build-{name} target"
+    samconfig = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    assert samconfig["default"]["build"]["parameters"]["build_in_source"] is True
+
+
+def test_lambda_requirements() -> None:
+    lines = (ROOT / "requirements-lambda.txt").read_text().splitlines()
+    requirements = [ln.split("#", 1)[0].strip() for ln in lines]
+    names = {_requirement_name(req) for req in requirements if req}
+    needed = {"pydantic", "upstash-redis", "httpx", "fastapi", "mangum", "aws-lambda-powertools"}
+    assert needed | {"pyjwt", "cryptography"} <= names
+    assert not names & {"fakeredis", "lupa", "redis", "boto3", "botocore", "pytest"}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    dependencies = pyproject["project"]["dependencies"]
+    (pin,) = [d for d in dependencies if d.startswith("upstash-redis")]
+    assert pin in requirements, "upstash-redis must be pinned as in pyproject.toml"
+    # A new runtime dependency must be shipped to Lambda or listed here as not needed there.
+    not_for_lambda = {"redis", "fakeredis", "uvicorn"}  # redis/embedded stores, `acmi serve`
+    declared = {_requirement_name(d) for d in dependencies}
+    missing = declared - not_for_lambda - names
+    assert not missing, f"pyproject dependencies not in requirements-lambda.txt: {missing}"
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+# --- handlers, events and routes ----------------------------------------------------------
+
+
+def test_every_handler_imports_and_is_callable(
+    template: dict[str, Any], handler_modules: dict[str, Any]
+) -> None:
+    for name, function in serverless_functions(template).items():
+        attribute = str(function["Properties"]["Handler"]).rsplit(".", 1)[1]
+        assert callable(getattr(handler_modules[name], attribute)), name
+
+
+def test_every_function_has_sample_events(template: dict[str, Any]) -> None:
+    for name, function in serverless_functions(template).items():
+        files = sorted(EVENTS_DIR.glob(f"{short_name(function)}.*.json"))
+        assert files, f"{name}: no events/{short_name(function)}.*.json"
+
+
+def test_every_event_file_belongs_to_a_function_and_one_of_its_routes(
+    template: dict[str, Any],
+) -> None:
+    routes = {short_name(f): http_routes(f) for f in serverless_functions(template).values()}
+    files = sorted(EVENTS_DIR.glob("*.json"))
+    assert files
+    for path in files:
+        prefix = path.name.split(".", 1)[0]
+        assert prefix in routes, f"{path.name}: no function with handler functions.{prefix}"
+        event = json.loads(path.read_text())
+        method, _, route = event["routeKey"].partition(" ")
+        assert (method, route) in routes[prefix], f"{path.name}: {event['routeKey']} not routed"
+        pattern = re.sub(r"\\\{[^}/]+\\\}", "[^/]+", re.escape(route))
+        assert re.fullmatch(pattern, event["rawPath"]), f"{path.name}: rawPath vs routeKey"
+
+
+DOCS_ROUTES = frozenset({("GET", "/openapi.json"), ("GET", "/docs")})
+
+
+def test_routes_match_the_app_of_each_function(
+    template: dict[str, Any], handler_modules: dict[str, Any]
+) -> None:
+    seen: dict[tuple[str, str], str] = {}
+    api_routes: set[tuple[str, str]] = set()
+    for name, function in serverless_functions(template).items():
+        app = handler_modules[name].app
+        routed = http_routes(function)
+        for route in routed:
+            assert route not in seen, f"{route} routed to {seen[route]} and {name}"
+            seen[route] = name
+            assert app_serves(app, *route), f"{name}: {route} is routed but the app has no route"
+        served = {(m, p) for m, p in app_routes(app) if p not in UNROUTED_APP_PATHS}
+        if short_name(function) == "docs":
+            # The docs app mounts every router to describe them; only the docs are routed.
+            assert routed == DOCS_ROUTES, name
+            continue
+        assert not served & DOCS_ROUTES, f"{name}: serves docs"
+        assert served == routed, (
+            f"{name}: app routes not in the template: {sorted(served - routed)}; "
+            f"template routes not in the app: {sorted(routed - served)}"
+        )
+        api_routes |= routed
+    (docs,) = [n for n, f in serverless_functions(template).items() if short_name(f) == "docs"]
+    documented = app_routes(handler_modules[docs].app) - DOCS_ROUTES
+    documented = {(m, p) for m, p in documented if p not in UNROUTED_APP_PATHS}
+    assert documented == api_routes, (
+        f"/openapi.json documents routes that are not deployed: {sorted(documented - api_routes)}"
+        f"; deployed routes it does not document: {sorted(api_routes - documented)}"
+    )
+
+
+def test_every_http_event_uses_the_http_api(template: dict[str, Any]) -> None:
+    for name, function in serverless_functions(template).items():
+        events = function["Properties"].get("Events") or {}
+        assert events, name
+        for event_name, event in events.items():
+            if event["Type"] == "HttpApi":
+                assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}, (name, event_name)
+
+
+def test_every_function_may_read_the_token_secret_and_nothing_more(
+    template: dict[str, Any],
+) -> None:
+    for name, function in serverless_functions(template).items():
+        policies = function["Properties"]["Policies"]
+        assert policies == [
+            {
+                "AWSSecretsManagerGetSecretValuePolicy": {
+                    "SecretArn": {"Ref": "UpstashTokenSecretArn"}
+                }
+            }
+        ], name
+
+
+# --- scheduled events (none yet): sam validate --lint accepts a bad cron --------------------
+
+_CRON_FIELD = r"[0-9A-Za-z*?,/#L-]+"
+
+
+def schedule_expression_problem(expression: str) -> str | None:
+    """None when EventBridge Scheduler would accept ``expression`` (rate, cron, at)."""
+    if m := re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)", expression):
+        value, unit = int(m[1]), m[2]
+        if value < 1:
+            return "rate must be >= 1"
+        if (value == 1) != (not unit.endswith("s")):
+            return "rate: use the singular unit for 1 and the plural otherwise"
+        return None
+    if re.fullmatch(r"at\(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\)", expression):
+        return None
+    if m := re.fullmatch(r"cron\((.*)\)", expression):
+        fields = m[1].split()
+        if len(fields) != 6:
+            return "cron needs 6 fields: minutes hours day-of-month month day-of-week year"
+        if not all(re.fullmatch(_CRON_FIELD, f) for f in fields):
+            return "cron: a field has characters EventBridge does not accept"
+        day_of_month, day_of_week = fields[2], fields[4]
+        if (day_of_month == "?") == (day_of_week == "?"):
+            return "cron: exactly one of day-of-month and day-of-week must be '?'"
+        return None
+    return "must be rate(...), cron(...) or at(...)"
+
+
+@pytest.mark.parametrize(
+    ("expression", "ok"),
+    [
+        ("rate(5 minutes)", True),
+        ("rate(1 hour)", True),
+        ("rate(1 hours)", False),
+        ("cron(15 * * * ? *)", True),
+        ("cron(0 9 ? * MON-FRI *)", True),
+        ("cron(15 * * * *)", False),  # Unix cron: 5 fields
+        ("cron(0 9 * * MON *)", False),  # neither is '?'
+        ("at(2026-12-01T09:00:00)", True),
+        ("every 5 minutes", False),
+    ],
+)
+def test_schedule_expression_check(expression: str, ok: bool) -> None:
+    assert (schedule_expression_problem(expression) is None) is ok
+
+
+def test_schedules_are_valid(template: dict[str, Any]) -> None:
+    for name, function in serverless_functions(template).items():
+        for event_name, event in (function["Properties"].get("Events") or {}).items():
+            if event["Type"] in ("ScheduleV2", "Schedule"):
+                props = event["Properties"]
+                problem = schedule_expression_problem(props["ScheduleExpression"])
+                assert problem is None, f"{name}.{event_name}: {problem}"
+                if event["Type"] == "ScheduleV2":
+                    assert "Input" in props, f"{name}.{event_name}: ScheduleV2 needs Input"
+
+
+# --- parameters and secrets ----------------------------------------------------------------
+
+
+def test_parameter_patterns(template: dict[str, Any]) -> None:
+    params = template["Parameters"]
+
+    def allowed(name: str, value: str) -> bool:
+        return re.fullmatch(params[name]["AllowedPattern"], value) is not None
+
+    assert allowed("UpstashRedisRestUrl", "https://eu1-happy-otter-12345.upstash.io")
+    assert not allowed("UpstashRedisRestUrl", "http://eu1-happy-otter-12345.upstash.io")
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:acmi/upstash-token-AbCdEf"
+    assert allowed("UpstashTokenSecretArn", arn)
+    assert allowed("UpstashTokenSecretArn", arn.replace("arn:aws:", "arn:aws-us-gov:"))
+    assert not allowed("UpstashTokenSecretArn", "AXg0AAIncDE0ZTQ5ZjY5NmM0ZWQ0ZmRhOTg5")
+    assert not allowed("UpstashTokenSecretArn", arn.replace("secretsmanager", "ssm"))
+    assert params["DefaultTenant"]["Default"] == "default"
+    assert allowed("DefaultTenant", "default")
+    assert not allowed("DefaultTenant", "Bad Tenant")
+
+
+SECRET_PATTERNS: dict[str, re.Pattern[str]] = {
+    "AWS access key id": re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    "bearer credential": re.compile(r"(?i)\bbearer\s+\S"),
+    "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "long hex string": re.compile(r"\b[0-9a-fA-F]{32,}\b"),
+    "long base64-ish string": re.compile(
+        r"(?<![A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[a-z])"
+        r"(?=[A-Za-z0-9+/_-]*[A-Z])[A-Za-z0-9+/_-]{32,}={0,2}"
+    ),
+    "credential assignment": re.compile(
+        r"(?i)(?:password|passwd|secret|token|api[_-]?key)[\"']?[ \t]*[:=][ \t]*[\"']?"
+        r"[^\s\"'!{$]{8,}"
+    ),
+    "ACMI or Upstash key": re.compile(r"\bacmi_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}|\bacmipt_\S{20,}"),
+}
+
+
+def secret_findings(text: str) -> list[str]:
+    return [
+        f"{name}: line {text.count(chr(10), 0, m.start()) + 1}"
+        for name, pattern in SECRET_PATTERNS.items()
+        for m in pattern.finditer(text)
+    ]
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "AccessKey: AKIAIOSFODNN7EXAMPLE",
+        "Header: Bearer abcdef",
+        "UPSTASH_REDIS_REST_TOKEN: AXg0AAIncDE0ZTQ5ZjY5NmM0ZWQ0ZmRhOTg5ZWI3YzQ1ZDZh",
+        "Password: hunter2hunter2",
+        "Digest: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "Default: acmi_1a2b3c4d_Qm9ndXNLZXlGb3JUZXN0aW5nT25seQ",
+    ],
+)
+def test_the_secret_scanner_catches_planted_secrets(planted: str) -> None:
+    assert secret_findings(f"Resources:\n  X:\n    {planted}\n")
+
+
+def test_no_secret_literals_in_the_template() -> None:
+    findings = secret_findings(TEMPLATE.read_text())
+    assert not findings, findings
+
+
+def test_the_token_is_never_a_parameter_value_or_environment_literal(
+    template: dict[str, Any],
+) -> None:
+    for name, param in template["Parameters"].items():
+        if re.search(r"(?i)token|secret|password|apikey|api_key", name):
+            assert name.endswith("Arn"), f"{name}: pass secrets by Secrets Manager ARN only"
+            assert "Default" not in param, f"{name}: no default for a secret's ARN"
+        if "Default" in param:
+            assert not secret_findings(f"Default: {param['Default']}"), name
+    env_blocks = [template["Globals"]["Function"]["Environment"]["Variables"]]
+    env_blocks += [
+        f["Properties"].get("Environment", {}).get("Variables", {})
+        for f in serverless_functions(template).values()
+    ]
+    for env in env_blocks:
+        for key, value in env.items():
+            if not re.search(r"TOKEN|SECRET|PASSWORD|API_KEY", key):
+                continue
+            if key.endswith("_ARN"):
+                assert isinstance(value, dict), f"{key}: must be a !Ref, not a literal"
+            else:
+                # Declared empty so that `sam local invoke --env-vars` may set it locally
+                # (SAM overrides declared variables only); never a value in the template.
+                assert value == "", f"{key}: secrets come from Secrets Manager, not the template"
+
+
+def test_loader_understands_short_tags() -> None:
+    data = load_template(
+        "A: !Ref X\nB: !GetAtt R.Arn\nC: !Sub 'x${Y}'\nD: !Join [',', [a, b]]\n"
+        "E: !If [Cond, !Ref P, !Ref 'AWS::NoValue']\n"
+    )
+    assert data["A"] == {"Ref": "X"}
+    assert data["B"] == {"Fn::GetAtt": ["R", "Arn"]}
+    assert data["C"] == {"Fn::Sub": "x${Y}"}
+    assert data["D"] == {"Fn::Join": [",", ["a", "b"]]}
+    assert data["E"] == {"Fn::If": ["Cond", {"Ref": "P"}, {"Ref": "AWS::NoValue"}]}
