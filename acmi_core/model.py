@@ -108,11 +108,18 @@ def check_signal_key(key: object, field: str = "key") -> str:
 def dumps(value: Any, field: str = "value") -> str:
     """Compact JSON, exactly what JSON.stringify would write; NaN/Infinity rejected."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
         raise AcmiValidationError(field, "finite", "NaN and Infinity are not JSON") from None
     except TypeError as exc:
         raise AcmiValidationError(field, "json", f"is not JSON-serialisable ({exc})") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\udc00" in the JSON that came in)
+        raise AcmiValidationError(
+            field, "utf8", "contains a lone UTF-16 surrogate: not valid Unicode text"
+        ) from None
+    return text
 
 
 def check_json_object(doc: object, field: str) -> dict[str, Any]:

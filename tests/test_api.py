@@ -427,6 +427,17 @@ BAD_INPUT: list[tuple[str, str, Any, int, str]] = [
     ("GET", "/v1/entities/user:b/timeline?since_ms=5&until_ms=1", None, 400, "since_ms"),
     ("GET", "/v1/entities/user:b?events=-1", None, 400, "events"),
     ("GET", "/v1/namespaces/Bad/entities", None, 400, "category"),
+    # a lone surrogate escape is valid JSON syntax but not Unicode text: never a 500
+    ("PUT", "/v1/entities/user:b/signals/k", b'"\\udc00"', 400, "signals"),
+    ("PATCH", "/v1/entities/user:b/profile", b'{"a": "x\\ud800"}', 400, "profile"),
+    (
+        "POST",
+        "/v1/entities/user:b/events",
+        b'{"source":"s","kind":"k","correlationId":"c","summary":"s","payload":"\\udfff"}',
+        400,
+        "events[0]",
+    ),
+    ("POST", "/v1/ingest/n8n?entity=deal:1", b'{"message":"m","note":"\\ud800"}', 400, "events[0]"),
 ]
 
 

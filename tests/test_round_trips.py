@@ -70,3 +70,28 @@ def test_first_write_of_a_process_loads_the_script_once(
     upstash_double.reset_counts()
     acmi.signals.set("user:cold", "k", 2)
     assert upstash_double.requests == 1
+
+
+def test_a_warm_webhook_is_one_round_trip(
+    upstash_double: UpstashDouble, upstash_store: UpstashStore
+) -> None:
+    """Key record and source config are cached per process; the delivery itself (events,
+    index, idempotency record) is one script."""
+    from fastapi.testclient import TestClient
+
+    from acmi_core.api.app import ApiContext, create_app
+    from acmi_core.auth import apikeys
+
+    acmi = create_acmi(upstash_store, Settings())
+    key, _ = apikeys.mint(upstash_store, tenant="default", scope="write", name="rt", now_ms=1)
+    client = TestClient(create_app(ApiContext(acmi)))
+    headers = {"authorization": f"Bearer {key}"}
+    counts = []
+    for n in range(3):
+        upstash_double.reset_counts()
+        response = client.post(
+            "/v1/ingest/n8n?entity=deal:rt", json={"message": f"item {n}"}, headers=headers
+        )
+        assert response.status_code == 201
+        counts.append(upstash_double.requests)
+    assert counts[1:] == [1, 1]  # the first also looked up the key and the source config

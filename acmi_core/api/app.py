@@ -11,12 +11,15 @@ from typing import Final
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
+from acmi_core.api.cache import TtlCache
 from acmi_core.api.errors import install_error_handlers
 from acmi_core.api.observe import LogObserver, Observer
 from acmi_core.api.security import KeyCache, Principal
 from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.client import Acmi
+from acmi_core.ingest import sources
+from acmi_core.ingest.sources import SourceConfig
 
 ROUTERS: Final = ("ingest", "entities")
 TENANT_HEADER: Final = "X-Acmi-Tenant"
@@ -30,9 +33,19 @@ class ApiContext:
     observer: Observer = field(default_factory=LogObserver)
     google: GoogleTokenVerifier | None = None
     key_cache: KeyCache = field(init=False)
+    source_cache: TtlCache[tuple[str, str], SourceConfig] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.key_cache = KeyCache(self.acmi.store, self.acmi.settings.auth_cache_s)
+        ttl = self.acmi.settings.auth_cache_s
+        self.key_cache = KeyCache(self.acmi.store, ttl)
+        self.source_cache = TtlCache(ttl)
+
+    def source_config(self, acmi: Acmi, source: str) -> SourceConfig | None:
+        """A source's config (HMAC secret, OIDC, mapping), cached like keys: a warm
+        webhook then costs exactly its one write round trip."""
+        return self.source_cache.get(
+            (acmi.tenant, source), lambda: sources.get_config(acmi.store, acmi.keys, source)
+        )
 
     def google_verifier(self) -> GoogleTokenVerifier:
         if self.google is None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from acmi_core.api.cache import TtlCache
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import ApiKey, Scope
 from acmi_core.errors import AcmiValidationError, Forbidden, Unauthenticated
@@ -54,31 +54,16 @@ def bearer_token(header: str | None) -> str | None:
 
 
 class KeyCache:
-    """API key lookups, cached for ``ttl_s`` (misses too, briefly, against floods)."""
+    """API key lookups, cached for ``ttl_s``: a revoked key stops working within it."""
 
     def __init__(
         self, store: Store, ttl_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._store = store
-        self._ttl = ttl_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[str, tuple[float, ApiKey | None]] = {}
+        self._cache: TtlCache[str, ApiKey] = TtlCache(ttl_s, clock=clock)
 
     def lookup(self, token: str) -> ApiKey | None:
-        digest = apikeys.key_hash(token)
-        now = self._clock()
-        with self._lock:
-            hit = self._entries.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        record = apikeys.lookup(self._store, token)
-        ttl = self._ttl if record is not None else min(self._ttl, 2.0)
-        with self._lock:
-            if len(self._entries) > 10_000:
-                self._entries.clear()
-            self._entries[digest] = (now + ttl, record)
-        return record
+        return self._cache.get(apikeys.key_hash(token), lambda: apikeys.lookup(self._store, token))
 
     def authenticate(self, header: str | None) -> Principal:
         token = bearer_token(header)

@@ -123,7 +123,7 @@ async def post_ingest(
     principal = await _authenticate_source(request, ctx, source)
     acmi = ctx.acmi.for_tenant(principal.tenant)
     raw = await read_raw(request, acmi.settings.max_body_bytes)
-    config = await run_in_threadpool(sources.get_config, acmi.store, acmi.keys, source)
+    config = await run_in_threadpool(ctx.source_config, acmi, source)
     if config is not None and config.hmac_secret:
         verify_signature(config.hmac_secret, raw, request.headers.get(SIGNATURE_HEADER))
     body = parse_json(raw, lenient_strings=True)
@@ -167,7 +167,7 @@ async def _google_principal(
     if request.headers.get(TENANT_HEADER) not in (None, tenant):
         raise Forbidden(f"{TENANT_HEADER}: does not match ?tenant=", field=TENANT_HEADER)
     acmi = ctx.acmi.for_tenant(tenant)
-    config = await run_in_threadpool(sources.get_config, acmi.store, acmi.keys, source)
+    config = await run_in_threadpool(ctx.source_config, acmi, source)
     if config is None or not config.oidc_audience or not config.oidc_email:
         raise Unauthenticated(
             f"authorization: source {source!r} of tenant {tenant!r} has no OIDC audience and "

@@ -1,0 +1,137 @@
+"""python -m bench [--quick] [--json PATH] [--only SECTION ...]
+
+Runs every section (round_trips, latency, cold_start, throughput), prints its tables as it
+goes, writes all figures to JSON (default bench/results/latest.json, git-ignored) and, after
+a full run of every section, the committed summary bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import cold_start, latency, round_trips, throughput
+from bench._infra import ROOT, RedisServer, redis_server
+
+SECTIONS = ("round_trips", "latency", "cold_start", "throughput")
+DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
+RESULTS_MD = ROOT / "bench" / "RESULTS.md"
+COMMAND = "python -m bench"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=False
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_commit() -> str | None:
+    """The commit measured; "+changes" when tracked files differ from it."""
+    commit = _git("rev-parse", "--short", "HEAD")
+    if commit and _git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+changes"
+    return commit
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _section_text(name: str, result: dict[str, Any]) -> str:
+    titles = {
+        "round_trips": "1. Round trips per operation (Upstash REST double)",
+        "latency": "2. Latency under RTT (Upstash double, injected delay per request)",
+        "cold_start": "3. Cold start (fresh-process import of each function module)",
+        "throughput": "4. Throughput and contention",
+    }
+    parts = [f"### {titles[name]}", ""]
+    if "table" in result:
+        parts += [result["table"], ""]
+    for label, table in result.get("tables", {}).items():
+        parts += [f"**{label.replace('_', ' ')}**", "", table, ""]
+    if result.get("note"):
+        parts += [result["note"], ""]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="CI smoke: small N, < 60 s")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument(
+        "--delay-ms", type=float, default=latency.DELAY_MS, help="latency: injected RTT"
+    )
+    args = parser.parse_args(argv)
+    sections = tuple(args.only or SECTIONS)
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "meta": {
+            "command": COMMAND + (" --quick" if args.quick else ""),
+            "quick": args.quick,
+            "sections": list(sections),
+            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "commit": _git_commit(),
+        }
+    }
+    texts: list[str] = []
+    with redis_server() as server:
+        report["meta"]["redis_version"] = server.version
+        runners: dict[str, Callable[[RedisServer], dict[str, Any]]] = {
+            "round_trips": lambda s: round_trips.run(s, quick=args.quick),
+            "latency": lambda s: latency.run(s, quick=args.quick, delay_ms=args.delay_ms),
+            "cold_start": lambda s: cold_start.run(quick=args.quick),
+            "throughput": lambda s: throughput.run(s, quick=args.quick),
+        }
+        for name in sections:
+            t0 = time.perf_counter()
+            print(f"== {name} ...", file=sys.stderr, flush=True)
+            result = runners[name](server)
+            result["duration_s"] = time.perf_counter() - t0
+            report[name] = result
+            text = _section_text(name, result)
+            texts.append(text)
+            print(text, flush=True)
+    report["meta"]["duration_s"] = time.perf_counter() - started
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(_jsonable(report), indent=2) + "\n")
+    print(f"wrote {args.json} ({report['meta']['duration_s']:.1f} s)", file=sys.stderr, flush=True)
+    if not args.quick and sections == SECTIONS:
+        meta = report["meta"]
+        header = (
+            "# ACMI benchmark results\n\n"
+            f"Reproduce: `{COMMAND}` (from the repository root; needs `redis-server` on PATH). "
+            f"Last full run: {meta['started']}, commit {meta['commit']}, Python {meta['python']}, "
+            f"Redis {meta['redis_version']}, {meta['cpus']} CPUs ({meta['platform']}), "
+            f"{meta['duration_s']:.0f} s. Shared, noisy machine: read ratios and medians, "
+            "not absolute times.\n\n"
+        )
+        RESULTS_MD.write_text(header + "\n".join(texts).rstrip() + "\n")
+        print(f"wrote {RESULTS_MD}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

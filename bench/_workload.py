@@ -1,0 +1,117 @@
+"""Shared workload pieces: events, an API app over a store, and the reference's access
+patterns re-implemented naively (sequential reads, read-modify-write) as baselines."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+from acmi_core import Acmi, Settings
+from acmi_core.api.app import ApiContext, create_app
+from acmi_core.auth import apikeys
+from acmi_core.store.base import Store
+
+EVENT: dict[str, Any] = {
+    "source": "agent:bench",
+    "kind": "note",
+    "correlationId": "bench-1",
+    "summary": "hello from the bench",
+}
+
+
+def webhook_body(seq: int) -> bytes:
+    """An n8n item; every seq is a different delivery (body-derived idempotency key)."""
+    return json.dumps(
+        {"event": "ticket.updated", "id": f"T-{seq}", "message": f"update {seq}", "seq": seq}
+    ).encode()
+
+
+class ApiClient:
+    """The whole HTTP app in process (starlette's TestClient), with a write key."""
+
+    def __init__(self, acmi: Acmi) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from fastapi.testclient import TestClient
+
+        self.acmi = acmi
+        self.key, _ = apikeys.mint(
+            acmi.store, tenant=acmi.tenant, scope="write", name="bench", now_ms=acmi.clock()
+        )
+        self.ctx = ApiContext(acmi)
+        self.app = create_app(self.ctx)
+        self.client = TestClient(self.app, raise_server_exceptions=False)
+        self.headers = {"authorization": f"Bearer {self.key}"}
+
+    def forget_keys(self) -> None:
+        """A cold process: the next request looks its key up again."""
+        self.ctx = ApiContext(self.acmi)
+        self.app.state.acmi = self.ctx
+
+    def webhook(self, seq: int, entity: str = "ticket:bench") -> int:
+        response = self.client.post(
+            f"/v1/ingest/n8n?entity={entity}", content=webhook_body(seq), headers=self.headers
+        )
+        status: int = response.status_code
+        return status
+
+    def post_event(self, seq: int, entity: str = "user:bench") -> int:
+        response = self.client.post(
+            f"/v1/entities/{entity}/events",
+            json={**EVENT, "correlationId": f"bench-{seq}"},
+            headers=self.headers,
+        )
+        status: int = response.status_code
+        return status
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def api_settings(**overrides: Any) -> Settings:
+    return Settings(**{"auth_cache_s": 3600.0, **overrides})
+
+
+# --- the reference's patterns, as baselines --------------------------------------------------
+
+
+def ref_keys(entity: str) -> tuple[str, str, str]:
+    return (f"acmi:{entity}:profile", f"acmi:{entity}:signals", f"acmi:{entity}:timeline")
+
+
+def reference_get(store: Store, entity: str, events: int = 50) -> None:
+    """The reference's get: three sequential commands (profile, signals, timeline)."""
+    profile, signals, timeline = ref_keys(entity)
+    store.execute(("GET", profile))
+    store.execute(("GET", signals))
+    store.execute(("ZRANGE", timeline, -events, -1))
+
+
+def reference_signal_set(store: Store, entity: str, key: str, value: Any) -> None:
+    """The reference's signals.set: GET the JSON map, change it, SET it back (racy)."""
+    _, signals, _ = ref_keys(entity)
+    raw = store.execute(("GET", signals))
+    current = json.loads(raw) if isinstance(raw, bytes) else {}
+    current[key] = value
+    store.execute(("SET", signals, json.dumps(current, separators=(",", ":"))))
+
+
+def reference_merge(store: Store, entity: str, partial: dict[str, Any]) -> None:
+    """The reference's profile.merge: GET, shallow-merge, SET (racy)."""
+    profile, _, _ = ref_keys(entity)
+    raw = store.execute(("GET", profile))
+    current = json.loads(raw) if isinstance(raw, bytes) else {}
+    current.update(partial)
+    store.execute(("SET", profile, json.dumps(current, separators=(",", ":"))))
+
+
+# Compare-and-set on the whole stored text: what a CAS design (DESIGN.md §3) would do.
+CAS_SCRIPT = """
+local cur = redis.call('GET', KEYS[1])
+if (cur == false and ARGV[1] == '') or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""

@@ -1,0 +1,129 @@
+"""The benchmark suite's CI smoke: `python -m bench --quick` runs end to end and its JSON
+holds every section. Round-trip counts are exact and asserted; timings are only checked
+for presence (this machine is shared and noisy: never assert on a timing)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# operation -> round trips (requests to the Upstash double) per call
+EXPECTED_ROUND_TRIPS = {
+    "get": 1,
+    "append": 1,
+    "batch": 1,
+    "signal set": 1,
+    "merge": 1,
+    "list": 1,
+    "delete": 1,
+    "POST events": 1,
+    "ingest webhook (warm)": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACMI_", "UPSTASH_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "### 1. Round trips" in result.stdout  # the tables are printed
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_every_section_is_there(report: dict[str, Any]) -> None:
+    assert set(report) >= {"meta", "round_trips", "latency", "cold_start", "throughput"}
+    assert report["meta"]["quick"] is True
+    for section in ("round_trips", "latency", "cold_start", "throughput"):
+        assert _number(report[section]["duration_s"]), section
+
+
+def test_round_trips_are_the_documented_ones(report: dict[str, Any]) -> None:
+    ops = report["round_trips"]["operations"]
+    measured = {name: ops[name]["acmi"] for name in EXPECTED_ROUND_TRIPS}
+    assert measured == EXPECTED_ROUND_TRIPS
+    assert all(ops[name]["stable"] for name in EXPECTED_ROUND_TRIPS)
+    # the reference's own pattern, replayed on the same double
+    assert ops["get"]["reference_pattern_measured"] == 3
+    assert ops["signal set"]["reference_pattern_measured"] == 2
+    assert ops["merge"]["reference_pattern_measured"] == 2
+    # a webhook's first request of a process also looks up its key and its source config
+    assert ops["ingest webhook (warm)"]["acmi"] == 1
+    assert ops["ingest webhook (cold)"]["acmi"] == 3
+    assert report["round_trips"]["first_write_fresh_server"] == 2  # EVALSHA, NOSCRIPT, EVAL
+
+
+def test_latency_section_measures_each_operation(report: dict[str, Any]) -> None:
+    latency = report["latency"]
+    assert latency["delay_ms"] > 0
+    ops = latency["operations"]
+    for name in ("get", "append", "signal set", "ingest (HTTP)"):
+        row = ops[name]
+        for key in ("p50_ms", "p99_ms", "p50_ratio", "p99_ratio"):
+            assert _number(row[key]), (name, key)
+    # round trips are counts, not timings: exact
+    for name in ("PING", "get", "append", "signal set"):
+        assert ops[name]["round_trips"] == 1.0, name
+    assert ops["get, reference pattern"]["round_trips"] == 3.0
+
+
+def test_cold_start_covers_every_function_and_both_baselines(report: dict[str, Any]) -> None:
+    probes = report["cold_start"]["probes"]
+    assert set(probes) == {
+        "python (bare)",
+        "fastapi + mangum (bare app)",
+        "functions.ingest",
+        "functions.entities",
+        "functions.docs",
+    }
+    for name, row in probes.items():
+        assert _number(row["import_ms"]), name
+        assert _number(row["import_vs_fastapi_mangum"]), name
+        assert _number(row["process_vs_bare_python"]), name
+        assert isinstance(row["heavy_modules"], list), name
+        assert set(row["heavy_modules"]) <= set(report["cold_start"]["heavy_looked_for"])
+    assert probes["python (bare)"]["heavy_modules"] == []
+
+
+def test_throughput_and_contention(report: dict[str, Any]) -> None:
+    throughput = report["throughput"]
+    handler = {row["label"]: row for row in throughput["ingest_handler"]}
+    assert set(handler) == {"embedded (memory)", "redis-server"}
+    for label, row in handler.items():
+        assert row["all_stored"], label
+        assert set(row["statuses"]) == {"201"}, (label, row["statuses"])
+        assert _number(row["events_per_s"]), label
+    ours = [r for r in throughput["contention"] if r["method"] == "acmi"]
+    assert ours and {r["writers"] for r in ours} >= {1, 16}
+    for row in ours:  # no lost update, and exactly one attempt (one request) per write
+        assert row["lost"] == 0, row
+        assert row["kept"] == row["writes"], row
+        assert row["requests_per_write"] == 1.0, row
+        assert row["errors"] == [], row
+    baselines = {r["method"] for r in throughput["contention"]}
+    assert baselines == {"acmi", "naive", "cas"}
+    for row in throughput["contention"]:
+        if row["method"] == "cas":
+            assert row["lost"] == 0, row  # CAS loses nothing either; it retries instead
