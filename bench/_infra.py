@@ -4,24 +4,19 @@ statistics and plain-text tables."""
 from __future__ import annotations
 
 import math
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # tests.upstash_double is imported from the source tree
     sys.path.insert(0, str(ROOT))
 
+from acmi_core.testing.redis_server import RedisServer, RedisServerError  # noqa: E402
+from acmi_core.testing.redis_server import redis_server as start_redis_server  # noqa: E402
 from tests.upstash_double import UpstashDouble  # noqa: E402
 
 __all__ = [
@@ -35,61 +30,14 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class RedisServer:
-    port: int
-    version: str
-
-    def url(self, db: int = 0) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
-
-    def flush(self, db: int = 0) -> None:
-        with redis.Redis.from_url(self.url(db)) as client:
-            client.flushdb()
-            client.script_flush()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def redis_server() -> Iterator[RedisServer]:
-    """A throwaway redis-server on a free loopback port (no persistence), stopped after."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise SystemExit("bench: redis-server is not on PATH (apt-get install redis-server)")
-    port = _free_port()
-    args = [exe, "--port", str(port), "--bind", "127.0.0.1"]
-    args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_timeout=1)
+    """A throwaway redis-server; a missing or broken one ends the run with its reason."""
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                raise SystemExit(f"bench: redis-server exited with {proc.returncode}: {err}")
-            try:
-                if client.ping():
-                    break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"bench: redis-server did not answer on {port}") from None
-                time.sleep(0.02)
-        info: Any = client.info("server")
-        yield RedisServer(port, str(info.get("redis_version", "?")))
-    finally:
-        client.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        with start_redis_server() as server:
+            yield server
+    except RedisServerError as exc:
+        raise SystemExit(f"bench: {exc}") from None
 
 
 # --- statistics -----------------------------------------------------------------------------

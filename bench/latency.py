@@ -21,7 +21,7 @@ def run(server: RedisServer, *, quick: bool, delay_ms: float = DELAY_MS) -> dict
     n = 15 if quick else 200
     server.flush()
     settings = w.api_settings(store_timeout_s=10.0)
-    with UpstashDouble(server.url()) as double:
+    with UpstashDouble(server.url_for()) as double:
         store = UpstashStore(double.url, double.token, settings=settings)
         acmi = Acmi(store, settings)
         api = w.ApiClient(acmi)

@@ -104,7 +104,7 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     server.flush()
     settings = w.api_settings(store_timeout_s=5.0)
     rows: list[dict[str, Any]] = []
-    with UpstashDouble(server.url()) as double:
+    with UpstashDouble(server.url_for()) as double:
         store = UpstashStore(double.url, double.token, settings=settings)
         acmi = Acmi(store, settings)
         # A fresh server's script cache is empty: the first write costs EVALSHA + EVAL.

@@ -74,7 +74,7 @@ def ingest_handler(server: RedisServer, *, quick: bool) -> list[dict[str, Any]]:
     rounds, n = (1, 100) if quick else (3, 700)
     stores: tuple[tuple[str, dict[str, str]], ...] = (
         ("embedded (memory)", {}),
-        ("redis-server", {"ACMI_REDIS_URL": server.url(WORKER_DB)}),
+        ("redis-server", {"ACMI_REDIS_URL": server.url_for(WORKER_DB)}),
     )
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in stores}
     for _ in range(rounds):
@@ -247,13 +247,13 @@ def contention(server: RedisServer, *, quick: bool) -> list[dict[str, Any]]:
     server.flush(6)
     rows: list[dict[str, Any]] = []
     settings = Settings(store_timeout_s=10.0)
-    with UpstashDouble(server.url(6), delay_s=CONTENTION_DELAY_MS / 1000) as double:
+    with UpstashDouble(server.url_for(6), delay_s=CONTENTION_DELAY_MS / 1000) as double:
         backends: list[tuple[str, Callable[[], Store]]] = [
             (
                 f"upstash double ({CONTENTION_DELAY_MS:g} ms/request)",
                 lambda: UpstashStore(double.url, double.token, settings=settings),
             ),
-            ("redis-server", lambda: RedisStore.from_url(server.url(7), settings)),
+            ("redis-server", lambda: RedisStore.from_url(server.url_for(7), settings)),
             ("embedded (memory)", MemoryStore),
         ]
         for backend, factory in backends:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 import redis
@@ -17,63 +12,19 @@ from acmi_core.settings import Settings
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
+from acmi_core.testing.redis_server import RedisServer, RedisServerError
+from acmi_core.testing.redis_server import redis_server as start_redis_server
 from tests.upstash_double import UpstashDouble
-
-
-@dataclass(frozen=True)
-class RedisServer:
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """A real redis-server (cjson, MULTI/EXEC and Lua behave as in production)."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.fail(
-            "redis-server is not on PATH: these tests need a real Redis 7 "
-            "(e.g. `apt-get install redis-server`)",
-            pytrace=False,
-        )
-    port = _free_port()
-    args = [exe, "--port", str(port), "--bind", "127.0.0.1"]
-    args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    server = RedisServer(port)
-    client = redis.Redis.from_url(server.url, socket_timeout=1)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                pytest.fail(f"redis-server exited with {proc.returncode}: {stderr}", pytrace=False)
-            try:
-                if client.ping():
-                    break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"redis-server did not answer PING on port {port}", pytrace=False)
-                time.sleep(0.02)
-        yield server
-    finally:
-        client.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        with start_redis_server() as server:
+            yield server
+    except RedisServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture
