@@ -107,6 +107,7 @@ def check_signal_key(key: object, field: str = "key") -> str:
 
 def dumps(value: Any, field: str = "value") -> str:
     """Compact JSON, exactly what JSON.stringify would write; NaN/Infinity rejected."""
+    _check_keys(value, field)
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
@@ -122,13 +123,27 @@ def dumps(value: Any, field: str = "value") -> str:
     return text
 
 
+def _check_keys(value: Any, field: str) -> None:
+    """json.dumps would turn {1: "a"} into {"1": "a"} silently (and {1: .., "1": ..} into
+    duplicate keys): refuse non-string keys at any depth instead."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise AcmiValidationError(
+                        field, "object_keys", f"object keys must be strings, got {key!r}"
+                    )
+                stack.append(child)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
 def check_json_object(doc: object, field: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         got = "null" if doc is None else type(doc).__name__
         raise AcmiValidationError(field, "object", f"must be a JSON object, got {got}")
-    for key in doc:
-        if not isinstance(key, str):
-            raise AcmiValidationError(field, "object_keys", "object keys must be strings")
     dumps(doc, field)  # proves it is JSON (no NaN, no sets, no objects)
     return doc
 

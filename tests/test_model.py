@@ -173,3 +173,12 @@ def test_any_json_value_round_trips_exactly(real_redis_acmi: Acmi, key: str, val
     stored = [e for e in real_redis_acmi.timeline.read(entity) if e == event]
     assert stored
     assert stored[0].to_dict()["payload"] == value
+
+
+@pytest.mark.parametrize("payload", [{1: "a"}, {"x": [{2: "b"}]}, {None: 1}])
+def test_non_string_keys_are_refused_not_coerced(payload: Any) -> None:
+    with pytest.raises(AcmiValidationError) as err:
+        parse_event({**EVENT, "payload": payload}, now_ms=1, tenant="t")
+    assert err.value.rule == "object_keys"
+    with pytest.raises(AcmiValidationError):
+        check_profile({"p": payload})
