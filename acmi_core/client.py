@@ -290,16 +290,17 @@ class TimelineAPI(_Slot):
         ]
         if not parsed:
             raise AcmiValidationError("events", "non_empty", "give at least one event")
-        key = self._keys.timeline(eid)
-
-        def build(plan: WritePlan) -> int:
-            self._index(plan, eid)
-            for event in parsed:
-                index = plan.zadd(key, event.ts, event.to_json())
-            return index
-
-        self._write(build)
+        self._write(lambda plan: self.stage(plan, eid, parsed))
         return parsed
+
+    def stage(self, plan: WritePlan, entity: EntityId, events: list[Event]) -> int:
+        """Add validated events (see ``parse_event``) and the index entry to ``plan``."""
+        key = self._keys.timeline(entity)
+        self._index(plan, entity)
+        index = -1
+        for event in events:
+            index = plan.zadd(key, event.ts, event.to_json())
+        return index
 
     def read(
         self,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from acmi_core.client import Acmi, TimelineAPI
+from acmi_core.client import Acmi
 from acmi_core.errors import AcmiValidationError
 from acmi_core.ingest.mappers import (
     Delivery,
@@ -25,7 +25,7 @@ from acmi_core.ingest.mappers import (
     parse_pubsub_push,
 )
 from acmi_core.ingest.sources import SourceConfig, check_mapping, source_kind
-from acmi_core.model import EntityId, dumps
+from acmi_core.model import EntityId, dumps, parse_event
 from acmi_core.writes import Replayed, WritePlan
 
 MAX_IDEMPOTENCY_KEY_LEN = 255
@@ -66,20 +66,13 @@ def store_deliveries(
 ) -> IngestResult:
     """Validate every event, then store all of them (or, on a replay, none) in one step."""
     plan = WritePlan()
-    timeline = TimelineAPI(acmi, plan)
+    now = acmi.clock()
     stored: list[dict[str, Any]] = []
     for index, delivery in enumerate(deliveries):
-        entity = EntityId.parse(delivery.entity, f"events[{index}].entity")
-        try:
-            (event,) = timeline.extend(entity, [delivery.event])
-        except AcmiValidationError as exc:
-            if exc.field and exc.field.startswith("events[0]"):
-                raise AcmiValidationError(
-                    exc.field.replace("events[0]", f"events[{index}]", 1),
-                    exc.rule,
-                    exc.message.split(": ", 1)[-1],
-                ) from None
-            raise
+        field = f"events[{index}]"
+        entity = EntityId.parse(delivery.entity, f"{field}.entity")
+        event = parse_event(delivery.event, now_ms=now, tenant=acmi.tenant, field=field)
+        acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
     body = {"stored": len(stored), "events": stored}
     if idempotency is not None:
