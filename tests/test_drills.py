@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from acmi_core import Acmi, AcmiValidationError, Event, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.model import MAX_TS_MS, parse_event
+from acmi_core.model import EVENT_FIELD_ORDER, MAX_TS_MS, parse_event
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
 from tests.upstash_double import UpstashDouble
@@ -325,18 +325,7 @@ def test_a_lost_reply_on_every_write_still_stores_once(
 
 # --- 3. properties: validation and JSON round trips --------------------------------------------
 
-KNOWN_FIELDS = [
-    "ts",
-    "source",
-    "kind",
-    "correlationId",
-    "summary",
-    "parentCorrelationId",
-    "payload",
-    "speaker_type",
-    "tenant_id",
-    "correlation_id",
-]
+KNOWN_FIELDS = [*EVENT_FIELD_ORDER, "correlation_id"]
 json_scalars = (
     st.none()
     | st.booleans()
