@@ -6,5 +6,5 @@
 
 Every figure is measured side by side in one run (baselines included), on this machine,
 against a redis-server the bench starts itself and the Upstash REST double of
-``tests/upstash_double.py``. Quote medians and ratios, not absolute times.
+``acmi_core/testing/upstash_double.py``. Quote medians and ratios, not absolute times.
 """

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # tests.upstash_double is imported from the source tree
-    sys.path.insert(0, str(ROOT))
+from acmi_core.testing.redis_server import RedisServer, RedisServerError
+from acmi_core.testing.redis_server import redis_server as start_redis_server
+from acmi_core.testing.upstash_double import UpstashDouble
 
-from acmi_core.testing.redis_server import RedisServer, RedisServerError  # noqa: E402
-from acmi_core.testing.redis_server import redis_server as start_redis_server  # noqa: E402
-from tests.upstash_double import UpstashDouble  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
     "ROOT",

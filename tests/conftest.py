@@ -14,7 +14,8 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer, RedisServerError
 from acmi_core.testing.redis_server import redis_server as start_redis_server
-from tests.upstash_double import UpstashDouble
+from acmi_core.testing.upstash_double import UpstashDouble
+from tests.kit import DB
 
 
 @pytest.fixture(scope="session")
@@ -30,9 +31,10 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture
 def upstash_double(redis_server: RedisServer) -> Iterator[UpstashDouble]:
     """A fresh double per test (fresh counts and faults) over a flushed database."""
-    with redis.Redis.from_url(redis_server.url) as client:
+    url = redis_server.url_for(DB["upstash_double"])
+    with redis.Redis.from_url(url) as client:
         client.flushdb()
-    with UpstashDouble(redis_server.url) as double:
+    with UpstashDouble(url) as double:
         yield double
 
 
@@ -54,7 +56,7 @@ def acmi(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[
         store = MemoryStore()
     elif request.param == "redis":
         # db 1: the Upstash double flushes db 0 between its tests
-        store = RedisStore.from_url(redis_server.url.replace("/0", "/1"))
+        store = RedisStore.from_url(redis_server.url_for(DB["backends"]))
     else:
         store = request.getfixturevalue("upstash_store")
     yield create_acmi(store, Settings())

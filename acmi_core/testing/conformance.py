@@ -59,6 +59,8 @@ __all__ = [
     "main",
     "run_check",
     "run_conformance",
+    "run_together",
+    "same_json",
 ]
 
 # --- checks and their registry --------------------------------------------------------------
@@ -386,8 +388,9 @@ def _profile(acmi: Acmi, entity: str, doc: dict[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def _run_threads(count: int, work: Callable[[int], object]) -> None:
-    """Run ``work(i)`` for i in range(count), all threads released together."""
+def run_together(count: int, work: Callable[[int], object]) -> None:
+    """Run ``work(i)`` for i in range(count) on ``count`` threads released together by a
+    barrier; the first exception is raised, and a hung thread fails within 60 s."""
     barrier = threading.Barrier(count)
 
     def job(i: int) -> object:
@@ -397,7 +400,7 @@ def _run_threads(count: int, work: Callable[[int], object]) -> None:
     with ThreadPoolExecutor(max_workers=count) as pool:
         futures = [pool.submit(job, i) for i in range(count)]
         for future in futures:
-            future.result()
+            future.result(timeout=60)
 
 
 # JSON that lossy encoders break: Redis cjson turns [] into {} and 12345678901234567 into
@@ -1397,14 +1400,14 @@ def tolerance_many(ctx: Context) -> None:
 @check("concurrency", "50 concurrent signals.set on one entity lose nothing")
 def concurrency_signals(ctx: Context) -> None:
     acmi, entity = ctx.acmi, ctx.entity()
-    _run_threads(50, lambda i: acmi.signals.set(entity, f"key-{i}", i))
+    run_together(50, lambda i: acmi.signals.set(entity, f"key-{i}", i))
     expect_equal(acmi.signals.all(entity), {f"key-{i}": i for i in range(50)}, "signals")
 
 
 @check("concurrency", "20 concurrent profile.merge on one entity lose nothing")
 def concurrency_merge(ctx: Context) -> None:
     acmi, entity = ctx.acmi, ctx.entity()
-    _run_threads(20, lambda i: acmi.profile.merge(entity, {f"field-{i}": i}))
+    run_together(20, lambda i: acmi.profile.merge(entity, {f"field-{i}": i}))
     expected = _profile(acmi, entity, {f"field-{i}": i for i in range(20)})
     expect_equal(acmi.profile.get(entity), expected, "profile")
 
@@ -1412,7 +1415,7 @@ def concurrency_merge(ctx: Context) -> None:
 @check("concurrency", "20 concurrent appends on one entity lose nothing")
 def concurrency_appends(ctx: Context) -> None:
     acmi, entity = ctx.acmi, ctx.entity()
-    _run_threads(20, lambda i: acmi.timeline.append(entity, make_event(i, ts=BASE_TS + i % 3)))
+    run_together(20, lambda i: acmi.timeline.append(entity, make_event(i, ts=BASE_TS + i % 3)))
     expect_equal(acmi.timeline.size(entity), 20, "timeline size")
     got = sorted(_cids(acmi.timeline.read(entity)))
     expect_equal(got, sorted(f"conf-c-{i}" for i in range(20)), "correlationIds read")
@@ -1429,7 +1432,7 @@ def concurrency_mixed(ctx: Context) -> None:
         else:
             acmi.signals.set(entity, f"new-{i}", i)
 
-    _run_threads(30, work)
+    run_together(30, work)
     expect_equal(acmi.signals.all(entity), {f"new-{i}": i for i in range(10, 30)}, "signals")
 
 

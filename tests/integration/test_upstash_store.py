@@ -21,8 +21,8 @@ from acmi_core.errors import (
 from acmi_core.settings import Settings
 from acmi_core.store.base import Script, Store
 from acmi_core.store.upstash import UpstashStore
-from tests.conftest import RedisServer
-from tests.upstash_double import UpstashDouble
+from acmi_core.testing.redis_server import RedisServer
+from acmi_core.testing.upstash_double import UpstashDouble
 
 FAST = Settings(store_timeout_s=2.0, retry_base_delay_s=0.001, retry_max_delay_s=0.01)
 

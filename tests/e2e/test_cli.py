@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from acmi_core.cli import main
-from tests.conftest import RedisServer
+from acmi_core.testing.redis_server import RedisServer
+from tests.kit import DB
 
 
 @pytest.fixture
 def redis_env(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = redis_server.url.replace("/0", "/4")
+    url = redis_server.url_for(DB["cli"])
     for name in ("UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "ACMI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ACMI_REDIS_URL", url)

@@ -21,7 +21,7 @@ import yaml
 from fastapi import FastAPI
 from starlette.routing import Match
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 EVENTS_DIR = ROOT / "events"
 ALLOWED_RUNTIMES = frozenset({"python3.12", "python3.13"})

@@ -10,7 +10,7 @@ import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.store.upstash import UpstashStore
-from tests.upstash_double import UpstashDouble
+from acmi_core.testing.upstash_double import UpstashDouble
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
 

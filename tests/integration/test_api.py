@@ -26,7 +26,7 @@ from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.ingest import sources
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
-from tests.upstash_double import UpstashDouble
+from acmi_core.testing.upstash_double import UpstashDouble
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
 

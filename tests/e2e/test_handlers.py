@@ -20,13 +20,14 @@ import redis
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.store.redis import RedisStore
-from tests.conftest import RedisServer
+from acmi_core.testing.redis_server import RedisServer
+from tests.kit import DB
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVENTS_DIR = ROOT / "events"
 FUNCTIONS = ("ingest", "entities", "docs")
 ADMIN_KEY = "acmi_local_example_admin_key_0001"  # what the events' authorization carries
-DB = 3
+
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -127,7 +128,7 @@ class Harness:
 
 @pytest.fixture
 def harness(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    url = redis_server.url_for(DB["handlers"])
     client = redis.Redis.from_url(url)
     client.flushdb()
     for name in (

@@ -35,7 +35,8 @@ from acmi_core.testing.conformance import (
     run_check,
     run_conformance,
 )
-from tests.conftest import RedisServer
+from acmi_core.testing.redis_server import RedisServer
+from tests.kit import DB
 
 BACKENDS = ("memory", "redis", "upstash")
 
@@ -49,7 +50,7 @@ def memory_acmi() -> Iterator[Acmi]:
 
 @pytest.fixture(scope="module")
 def redis_acmi(redis_server: RedisServer) -> Iterator[Acmi]:
-    acmi = create_acmi(RedisStore.from_url(redis_server.url.replace("/0", "/2")), Settings())
+    acmi = create_acmi(RedisStore.from_url(redis_server.url_for(DB["conformance"])), Settings())
     yield acmi
     acmi.close()
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,30 +28,10 @@ from acmi_core.auth import apikeys
 from acmi_core.model import EVENT_FIELD_ORDER, MAX_TS_MS, parse_event
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
-from tests.upstash_double import UpstashDouble
+from acmi_core.testing.upstash_double import UpstashDouble
+from tests.kit import run_together, same_json
 
 EVENT = {"source": "agent:drill", "kind": "note", "correlationId": "c-1", "summary": "drill"}
-
-
-def run_together(count: int, work: Callable[[int], object]) -> None:
-    """``count`` threads released at once by a barrier; any exception fails the test."""
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def target(index: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            work(index)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors, errors[:3]
-    assert not any(t.is_alive() for t in threads), "a writer hung"
 
 
 # --- 1. concurrent writers lose nothing, on every slot and backend ---------------------------
@@ -368,11 +347,6 @@ near_valid = st.fixed_dictionaries(
         "nested": st.dictionaries(st.text(max_size=5), json_values, max_size=3),
     },
 )
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """Equal as JSON text: 1, 1.0 and True differ; key order does not matter."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 @settings(max_examples=400, deadline=None)

@@ -7,10 +7,8 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from acmi_core import Acmi, AcmiValidationError, EntityId, create_acmi
+from acmi_core import AcmiValidationError, EntityId
 from acmi_core.model import check_profile, check_signal_key, event_from_member, parse_event
 
 EVENT = {"source": "s", "kind": "k", "correlationId": "c", "summary": "s"}
@@ -132,47 +130,6 @@ def test_stored_member_parsing_is_tolerant() -> None:
     ok = event_from_member(json.dumps({**EVENT, "ts": 1, "extra": {"a": []}}).encode())
     assert not isinstance(ok, str)
     assert ok.to_dict()["extra"] == {"a": []}
-
-
-# --- JSON survives exactly, on a real redis-server (fakeredis hides cjson's losses) ---------
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
-
-
-@pytest.fixture(scope="module")
-def real_redis_acmi(redis_server: Any) -> Acmi:
-    from acmi_core.store.redis import RedisStore
-
-    return create_acmi(RedisStore.from_url(redis_server.url.replace("/0", "/2")))
-
-
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(key=st.text(min_size=1, max_size=20), value=json_values)
-def test_any_json_value_round_trips_exactly(real_redis_acmi: Acmi, key: str, value: Any) -> None:
-    entity = "user:hypo"
-    key = f"x{key}"  # never one of the named fields (ts, kind, actor_type...)
-    real_redis_acmi.signals.set(entity, key, value)
-    real_redis_acmi.profile.merge(entity, {key: value})
-    event = real_redis_acmi.timeline.append(entity, {**EVENT, "payload": value, key: value})
-    assert real_redis_acmi.signals.get(entity, key) == value
-    profile = real_redis_acmi.profile.get(entity)
-    assert profile is not None
-    assert profile[key] == value
-    stored = [e for e in real_redis_acmi.timeline.read(entity) if e == event]
-    assert stored
-    assert stored[0].to_dict()["payload"] == value
 
 
 @pytest.mark.parametrize("payload", [{1: "a"}, {"x": [{2: "b"}]}, {None: 1}])

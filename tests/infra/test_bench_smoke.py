@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # operation -> round trips (requests to the Upstash double) per call
 EXPECTED_ROUND_TRIPS = {

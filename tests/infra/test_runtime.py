@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "AXg0-test-token-for-moto-only"
 SECRET_ARN_ENV = "ACMI_UPSTASH_TOKEN_SECRET_ARN"
 UPSTASH_ENV = {
@@ -142,7 +142,7 @@ def test_the_template_environment_end_to_end(
 
     from acmi_core.auth.apikeys import register
     from acmi_core.store.upstash import UpstashStore
-    from tests.test_handlers import FakeLambdaContext, load_event
+    from tests.kit import FakeLambdaContext, load_event
 
     arn = _secret(secretsmanager, json.dumps({"UPSTASH_REDIS_REST_TOKEN": upstash_double.token}))
     env = _template_environment(

@@ -1,0 +1,135 @@
+"""What tests of every tier share: paths, the sample key, a fake Lambda context, event
+files, the template loader, a fresh-interpreter runner and the Redis database table.
+
+JSON comparison and the thread runner come from the conformance harness, so the suite
+and the tests compare and race the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from acmi_core.testing.conformance import run_together, same_json
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+EVENTS_DIR: Final = ROOT / "events"
+TEMPLATE: Final = ROOT / "template.yaml"
+
+# The admin key the events/ samples carry (Authorization: Bearer ...).
+EXAMPLE_KEY: Final = "acmi_local_example_admin_key_0001"
+
+# One real redis-server per test session (per xdist worker); each user of it owns a
+# database, so no test flushes another's data.
+DB: Final = {
+    "upstash_double": 0,  # flushed per test by the upstash_double fixture
+    "backends": 1,  # the `acmi` fixture's redis backend
+    "conformance": 2,
+    "handlers": 3,
+    "cli": 4,
+    "json_round_trip": 5,
+}
+
+
+@dataclass(frozen=True)
+class FakeLambdaContext:
+    """What Powertools' inject_lambda_context reads from the real context object."""
+
+    function_name: str = "acmi-test"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+
+def event_names() -> list[str]:
+    return sorted(path.name.removesuffix(".json") for path in EVENTS_DIR.glob("*.json"))
+
+
+def load_event(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+# --- template.yaml ---------------------------------------------------------------------------
+
+
+class CfnLoader(yaml.SafeLoader):
+    """SafeLoader plus CloudFormation's short-form intrinsics (!Ref, !Sub, !GetAtt, ...)."""
+
+
+def _intrinsic(loader: CfnLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    if tag_suffix == "Ref":
+        return {"Ref": value}
+    if tag_suffix == "Condition":
+        return {"Condition": value}
+    if tag_suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{tag_suffix}": value}
+
+
+CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+def load_template(text: str | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.load(
+        TEMPLATE.read_text(encoding="utf-8") if text is None else text, Loader=CfnLoader
+    )
+    return data
+
+
+# --- fresh interpreters ----------------------------------------------------------------------
+
+
+def run_fresh(code: str, extra_env: dict[str, str], *args: str) -> dict[str, Any]:
+    """``code`` in a new interpreter with a clean environment (no ACMI_API_KEY, no AWS);
+    its last stdout line is JSON, returned parsed."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **extra_env}
+    if "HOME" in os.environ:
+        env["HOME"] = os.environ["HOME"]
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return data
+
+
+__all__ = [
+    "DB",
+    "EVENTS_DIR",
+    "EXAMPLE_KEY",
+    "ROOT",
+    "TEMPLATE",
+    "CfnLoader",
+    "FakeLambdaContext",
+    "event_names",
+    "load_event",
+    "load_template",
+    "run_fresh",
+    "run_together",
+    "same_json",
+]
