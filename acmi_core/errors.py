@@ -7,8 +7,12 @@ HTTP mapping lives in one place (the API layer); here only the meaning:
 - NotFound: the thing asked for does not exist.
 - Conflict: a concurrent writer won and the retry deadline passed.
 - CorruptData: stored data (often written by another tool) cannot be used as asked.
+- Unavailable: something we depend on failed for now (the store, Google's keys); the
+  caller should retry after ``retry_after`` seconds (503 + Retry-After).
 - StoreError and its kinds: the backend failed; Throttled and StoreUnavailable are
-  transient (503 + Retry-After), StoreAuthError is a misconfiguration.
+  Unavailable, StoreAuthError is a misconfiguration.
+- PlanError: the write script refused a plan. Only a bug in the code that built the plan
+  can cause it, never the caller's input.
 """
 
 from __future__ import annotations
@@ -67,6 +71,22 @@ class CorruptData(AcmiError):
     code = "corrupt_data"
 
 
+class Unavailable(AcmiError):
+    """Transient: a dependency failed for now; retry after ``retry_after`` seconds."""
+
+    code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PlanError(AcmiError):
+    """The write script refused a plan (unknown op, bad argument): a bug, not input."""
+
+    code = "plan_error"
+
+
 class StoreError(AcmiError):
     """The backend failed."""
 
@@ -85,14 +105,10 @@ class StoreAuthError(StoreError):
     code = "store_auth_error"
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, Unavailable):
     """Network failure, timeout or 5xx after bounded retries. Transient."""
 
     code = "store_unavailable"
-
-    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class Throttled(StoreUnavailable):

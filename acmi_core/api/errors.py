@@ -12,7 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from acmi_core.auth.google_oidc import GoogleKeysUnavailable, GoogleTokenError
 from acmi_core.errors import (
     AcmiError,
     AcmiValidationError,
@@ -21,26 +20,34 @@ from acmi_core.errors import (
     Forbidden,
     NotFound,
     PayloadTooLarge,
+    PlanError,
     StoreAuthError,
-    StoreUnavailable,
+    StoreError,
     Unauthenticated,
+    Unavailable,
 )
 
 log = logging.getLogger("acmi.api")
 
-# Most specific first: the first isinstance match wins.
+# Most specific first: the first isinstance match wins. 500s say nothing inner.
 STATUS_BY_ERROR: tuple[tuple[type[AcmiError], int], ...] = (
     (PayloadTooLarge, 413),
     (AcmiValidationError, 400),
-    (GoogleTokenError, 401),
     (Unauthenticated, 401),
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
     (CorruptData, 409),
-    (GoogleKeysUnavailable, 503),
-    (StoreUnavailable, 503),
+    (Unavailable, 503),
+    (StoreAuthError, 500),
+    (StoreError, 500),
+    (PlanError, 500),
 )
+SERVER_MESSAGES: dict[type[AcmiError], str] = {
+    StoreAuthError: "the store rejected our credentials",
+    StoreError: "the store failed",
+    PlanError: "a write was refused by the store script",
+}
 
 
 def error_body(
@@ -59,17 +66,13 @@ def acmi_error_response(exc: AcmiError) -> JSONResponse:
     headers: dict[str, str] = {}
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, StoreUnavailable):
+    if isinstance(exc, Unavailable):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-    elif isinstance(exc, GoogleKeysUnavailable):
-        headers["Retry-After"] = "5"
     if status == 500:
-        # Store misconfiguration or a Redis error: log it, tell the caller nothing inner.
-        log.error("store failure: %s", exc.code, extra={"error": exc.code})
-        message = (
-            "the store rejected our credentials"
-            if isinstance(exc, StoreAuthError)
-            else "the store failed"
+        # A misconfiguration, a Redis error or our bug: log it, tell the caller nothing inner.
+        log.error("server failure: %s", exc.code, extra={"error": exc.code})
+        message = next(
+            (m for cls, m in SERVER_MESSAGES.items() if isinstance(exc, cls)), "unexpected error"
         )
         return JSONResponse(error_body(exc.code, message), status_code=500)
     rule = getattr(exc, "rule", None)

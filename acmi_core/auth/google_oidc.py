@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.errors import AcmiError
+from acmi_core.errors import Unauthenticated, Unavailable
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
@@ -43,20 +43,16 @@ _MAX_AGE_RE: Final = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNOREC
 JwksFetcher = Callable[[], tuple[dict[str, Any], float]]
 
 
-class GoogleTokenError(AcmiError):
-    """The bearer token is not a valid Google OIDC token for us (answer 401/403)."""
+class GoogleTokenError(Unauthenticated):
+    """The bearer token is not a valid Google OIDC token for us (401)."""
 
     code = "invalid_token"
 
 
-class GoogleKeysUnavailable(AcmiError):
-    """Google's signing keys could not be fetched. Transient: answer 503 + Retry-After."""
+class GoogleKeysUnavailable(Unavailable):
+    """Google's signing keys could not be fetched. Transient: 503 + Retry-After."""
 
     code = "keys_unavailable"
-
-    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
