@@ -2,6 +2,8 @@
 
 Because the core speaks plain Redis commands (and one Lua script), the embedded,
 redis-py and Upstash REST backends share every line of ACMI logic above this file.
+There is no MULTI/EXEC: every write is one Lua script (``acmi_core.writes``), which
+checks before it writes, where MULTI/EXEC would leave a half-applied transaction.
 
 Replies are normalised the same way on every backend: bulk strings are ``bytes``
 (never decoded here, so a non-UTF-8 member cannot break a whole read), integers are
@@ -49,11 +51,6 @@ class Store(Protocol):
         its :class:`StoreCommandError`; the other results are kept."""
         ...
 
-    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
-        """MULTI/EXEC in one request. Redis does not roll back: if any command fails,
-        this raises :class:`StoreCommandError` (callers type-check first, in Lua)."""
-        ...
-
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         """Run a Lua script atomically (EVALSHA, falling back to EVAL on NOSCRIPT)."""
         ...
@@ -74,9 +71,6 @@ class NoStore:
         raise self._fail()
 
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
-        raise self._fail()
-
-    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
         raise self._fail()
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:

@@ -44,31 +44,17 @@ class RedisStore:
             return _reply(self._client.execute_command(*command))  # type: ignore[no-untyped-call]
 
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        if not commands:
+            return []
         with _translate():
-            results = self._run(commands, transaction=False)
+            pipe = self._client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            results: list[Any] = pipe.execute(raise_on_error=False)
         return [
             StoreCommandError(str(r)) if isinstance(r, redis.ResponseError) else _reply(r)
             for r in results
         ]
-
-    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
-        with _translate():
-            results = self._run(commands, transaction=True)
-        for index, result in enumerate(results):
-            if isinstance(result, redis.ResponseError):
-                raise StoreCommandError(
-                    f"transaction command {index} failed: {result} "
-                    "(Redis does not roll back the commands that ran)"
-                )
-        return [_reply(r) for r in results]
-
-    def _run(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
-        if not commands:
-            return []
-        pipe = self._client.pipeline(transaction=transaction)
-        for command in commands:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-        return pipe.execute(raise_on_error=False)
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         return eval_script(self.execute, script, keys, args)

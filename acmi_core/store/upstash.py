@@ -3,11 +3,12 @@
 We keep what upstash-redis does right (URL, bearer/encoding headers, the read-your-writes
 sync token) and replace its ``SyncHttpClient``, because in 1.8.0 it has no request
 timeout, retries on any exception with a fixed 3 s sleep, ignores HTTP status codes,
-raises on a pipeline's first failed command (dropping results of commands that did run),
-decodes base64 to ``str`` (breaking on non-UTF-8) and turns a top-level ``/multi-exec``
-error into an ``AttributeError``. The version is pinned because we rely on these private
-attributes of ``upstash_redis.Redis``: ``_url``, ``_headers``, ``_http`` (replaced),
-``_maybe_set_sync_token_header`` and ``_update_sync_token`` (via ``_http._sync_token_cb``).
+raises on a pipeline's first failed command (dropping results of commands that did run)
+and decodes base64 to ``str`` (breaking on non-UTF-8). The version is pinned because we
+rely on these private attributes of ``upstash_redis.Redis``: ``_url``, ``_headers``,
+``_http`` (replaced, its ``httpx.Client`` adopted), ``_maybe_set_sync_token_header`` and
+``_update_sync_token`` (via ``_http._sync_token_cb``). Only ``/`` and ``/pipeline`` are
+used: every write is one Lua script, so there is no ``/multi-exec``.
 
 Retries: a request is retried on HTTP 429, 5xx and network errors only. A command that
 reached Redis before the connection dropped may therefore run twice; writes above this
@@ -23,6 +24,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
@@ -93,7 +95,7 @@ def _decode(raw: object) -> Reply:
 
 
 def _slot(item: object) -> Reply | StoreCommandError:
-    """One entry of a /pipeline or /multi-exec answer: ``{"result": ..}`` or ``{"error": ..}``."""
+    """One entry of a /pipeline answer: ``{"result": ..}`` or ``{"error": ..}``."""
     if not isinstance(item, dict):
         raise StoreError("malformed Upstash pipeline reply")
     error = item.get("error")
@@ -126,6 +128,15 @@ def _error_text(response: httpx.Response) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """An attempt worth retrying: HTTP 429, a 5xx or a network error."""
+
+    text: str
+    throttled: bool = False
+    retry_after: float | None = None  # the server's Retry-After, in seconds
+
+
 class _Transport(SyncHttpClient):
     """Installed as ``upstash_redis.Redis._http``: bounded, status-aware, bytes-preserving.
 
@@ -143,16 +154,23 @@ class _Transport(SyncHttpClient):
         settings: Settings,
         sleep: Callable[[float], None],
         rng: Callable[[], float],
+        clock: Callable[[], float],
+        transport: httpx.BaseTransport | None,
     ) -> None:
         # Adopt the parent's state (sync-token callback, httpx.Client) instead of calling
         # its __init__, which would build a second httpx.Client (~50 ms of CA loading on a
-        # cold start). The client's timeout=None never applies: every request passes one.
+        # cold start). Its timeout=None never applies: every request passes one. An
+        # injected transport gets a client of its own, configured the same way.
         self.__dict__.update(vars(inherited))
+        if transport is not None:
+            self._client.close()
+            self._client = httpx.Client(transport=transport)
         self._client.timeout = httpx.Timeout(settings.store_timeout_s)
         self._token = token
         self._settings = settings
         self._sleep = sleep
         self._rng = rng
+        self._clock = clock
 
     def execute(  # type: ignore[override]  # returns bytes-based replies, not RESTResultT
         self,
@@ -172,64 +190,87 @@ class _Transport(SyncHttpClient):
         payload = self._post(url, headers, content)
         if from_pipeline:
             if isinstance(payload, dict) and payload.get("error") is not None:
-                raise StoreCommandError(str(payload["error"]))
+                raise StoreCommandError(self._scrub(str(payload["error"])))
             if not isinstance(payload, list) or len(payload) != len(command):
                 raise StoreError("malformed Upstash pipeline reply")
             return [_slot(item) for item in payload]
         if not isinstance(payload, dict):
             raise StoreError("malformed Upstash reply")
         if payload.get("error") is not None:
-            raise StoreCommandError(str(payload["error"]))
+            raise StoreCommandError(self._scrub(str(payload["error"])))
         return _decode(payload.get("result"))
 
     def _post(self, url: str, headers: dict[str, str], content: bytes) -> object:
         """POST with bounded, jittered retries on 429/5xx/network errors; return the JSON."""
-        settings = self._settings
-        deadline = time.monotonic() + settings.store_timeout_s
+        deadline = self._clock() + self._settings.store_timeout_s
         headers = {**headers, "Content-Type": "application/json"}
-        failure = "no attempt made"
-        throttled = False
-        server_delay: float | None = None
+        failure = _Failure("no attempt made")
         attempts = 0
-        for attempt in range(settings.store_max_attempts):
-            remaining = deadline - time.monotonic()
+        while attempts < self._settings.store_max_attempts:
+            remaining = deadline - self._clock()
             if remaining <= 0:
                 break
             attempts += 1
-            try:
-                response = self._client.post(
-                    url, headers=headers, content=content, timeout=httpx.Timeout(remaining)
-                )
-            except httpx.TransportError as exc:
-                failure, throttled, server_delay = f"{type(exc).__name__}: {exc}", False, None
-            else:
-                token = response.headers.get(_SYNC_TOKEN_HEADER)
-                if token and self._sync_token_cb is not None:
-                    self._sync_token_cb(token)
-                status = response.status_code
-                if status != 429 and status < 500:
-                    return self._interpret(response)
-                text = _error_text(response)
-                failure = f"HTTP {status}" + (f": {text}" if text else "")
-                throttled, server_delay = status == 429, _retry_after(response)
-            if attempt + 1 >= settings.store_max_attempts:
+            outcome = self._attempt(url, headers, content, timeout=remaining)
+            if isinstance(outcome, httpx.Response):
+                return self._interpret(outcome)
+            failure = outcome
+            delay = self._delay_before_retry(attempts, failure, deadline)
+            if delay is None:
                 break
-            if server_delay is not None:
-                delay = server_delay
-            else:  # full jitter
-                cap = min(settings.retry_max_delay_s, settings.retry_base_delay_s * 2**attempt)
-                delay = self._rng() * cap
-            if time.monotonic() + delay >= deadline:
-                break  # waiting would overrun the deadline: fail now, not later
             self._sleep(delay)
-        message = self._scrub(
-            f"Upstash {'throttled' if throttled else 'unavailable'} after "
-            f"{attempts} attempt(s) within {settings.store_timeout_s:g}s: {failure}"
+        raise self._gave_up(failure, attempts)
+
+    def _attempt(
+        self, url: str, headers: dict[str, str], content: bytes, *, timeout: float
+    ) -> httpx.Response | _Failure:
+        """One POST: the response to act on, or the failure to retry."""
+        try:
+            response = self._client.post(
+                url, headers=headers, content=content, timeout=httpx.Timeout(timeout)
+            )
+        except httpx.TransportError as exc:
+            return _Failure(f"{type(exc).__name__}: {exc}")
+        sync_token = response.headers.get(_SYNC_TOKEN_HEADER)
+        if sync_token and self._sync_token_cb is not None:
+            self._sync_token_cb(sync_token)
+        status = response.status_code
+        if status != 429 and status < 500:
+            return response
+        text = _error_text(response)
+        return _Failure(
+            f"HTTP {status}" + (f": {text}" if text else ""),
+            throttled=status == 429,
+            retry_after=_retry_after(response),
         )
-        retry_after = server_delay if server_delay is not None else 1.0
-        if throttled:
-            raise Throttled(message, retry_after=retry_after)
-        raise StoreUnavailable(message, retry_after=retry_after)
+
+    def _delay_before_retry(
+        self, attempts: int, failure: _Failure, deadline: float
+    ) -> float | None:
+        """Seconds to wait before the next attempt; None to stop trying."""
+        settings = self._settings
+        if attempts >= settings.store_max_attempts:
+            return None
+        if failure.retry_after is not None:
+            delay = failure.retry_after  # the server's word, even past retry_max_delay_s
+        else:  # full jitter: spreads a burst of clients over the whole window
+            cap = min(settings.retry_max_delay_s, settings.retry_base_delay_s * 2 ** (attempts - 1))
+            delay = self._rng() * cap
+        if self._clock() + delay >= deadline:
+            return None  # the wait would overrun the deadline: fail now, not later
+        return delay
+
+    def _gave_up(self, failure: _Failure, attempts: int) -> StoreUnavailable:
+        """The error for a call whose attempts or deadline ran out: transient (503)."""
+        kind = "throttled" if failure.throttled else "unavailable"
+        message = self._scrub(
+            f"Upstash {kind} after {attempts} attempt(s) within "
+            f"{self._settings.store_timeout_s:g}s: {failure.text}"
+        )
+        # The API answers 503 with this as Retry-After; 1 s when the server named none.
+        retry_after = 1.0 if failure.retry_after is None else failure.retry_after
+        error = Throttled if failure.throttled else StoreUnavailable
+        return error(message, retry_after=retry_after)
 
     def _interpret(self, response: httpx.Response) -> object:
         status = response.status_code
@@ -256,8 +297,8 @@ class _Transport(SyncHttpClient):
 class UpstashStore:
     """:class:`~acmi_core.store.base.Store` over the Upstash REST API.
 
-    ``transaction`` raises :class:`StoreCommandError` naming the failed command, but
-    Redis does not roll back: the commands of the transaction that ran stay applied.
+    ``sleep``, ``rng`` and ``clock`` (monotonic seconds) drive the retry policy, and
+    ``transport`` replaces the network (e.g. ``httpx.MockTransport``): tests inject them.
     """
 
     name = "upstash"
@@ -270,6 +311,8 @@ class UpstashStore:
         settings: Settings | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not url.startswith(("https://", "http://")):
             raise AcmiValidationError(
@@ -288,7 +331,13 @@ class UpstashStore:
             read_your_writes=True,
         )
         self._transport = _Transport(
-            self._redis._http, token=token, settings=settings, sleep=sleep, rng=rng
+            self._redis._http,
+            token=token,
+            settings=settings,
+            sleep=sleep,
+            rng=rng,
+            clock=clock,
+            transport=transport,
         )
         self._redis._http = self._transport
         self._url: str = self._redis._url
@@ -318,28 +367,8 @@ class UpstashStore:
         """One POST /pipeline (not atomic). A failed slot holds its StoreCommandError."""
         if not commands:
             return []
-        return self._batch("pipeline", commands)
-
-    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
-        """One POST /multi-exec. If the transaction aborts (e.g. EXECABORT) nothing ran;
-        if a command fails at run time, this raises StoreCommandError naming it, and the
-        commands that ran are NOT rolled back (Redis has no rollback)."""
-        if not commands:
-            return []
-        results = self._batch("multi-exec", commands)
-        out: list[Reply] = []
-        for index, result in enumerate(results):
-            if isinstance(result, StoreCommandError):
-                raise StoreCommandError(
-                    f"transaction command {index} failed: {result} "
-                    "(Redis does not roll back the commands that ran)"
-                )
-            out.append(result)
-        return out
-
-    def _batch(self, path: str, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
         result = self._transport.execute(
-            f"{self._url}/{path}",
+            f"{self._url}/pipeline",
             self._headers(),
             [list(c) for c in commands],
             from_pipeline=True,

@@ -2,8 +2,9 @@
 
 No pip-installable Upstash REST server exists (the official local one needs Docker), so
 this bridges the REST protocol to Redis over raw redis-py connections: ``POST /`` (one
-command), ``/pipeline`` (non-atomic batch) and ``/multi-exec`` (MULTI/EXEC), bearer auth,
-``Upstash-Encoding: base64`` and the read-your-writes ``Upstash-Sync-Token`` header.
+command) and ``/pipeline`` (non-atomic batch), bearer auth, ``Upstash-Encoding: base64``
+and the read-your-writes ``Upstash-Sync-Token`` header. ``/multi-exec`` is left out: ACMI
+never sends it (every write is one Lua script).
 
 Commands go over a raw pooled connection rather than through redis-py's command layer:
 redis-py strips the error prefix ("ERR ", "NOSCRIPT ") from known errors and rewrites
@@ -132,9 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/":
                 self._single(double, payload, b64)
             elif path == "/pipeline":
-                self._batch(double, payload, b64, transaction=False)
-            elif path == "/multi-exec":
-                self._batch(double, payload, b64, transaction=True)
+                self._pipeline(double, payload, b64)
             else:
                 self._send(404, {"error": "Not Found"})
         except ValueError as exc:
@@ -149,18 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, {"result": _encode(reply, b64)})
 
-    def _batch(self, double: UpstashDouble, payload: Any, b64: bool, *, transaction: bool) -> None:
+    def _pipeline(self, double: UpstashDouble, payload: Any, b64: bool) -> None:
         if not isinstance(payload, list) or not payload:
             raise ValueError("ERR body must be a non-empty JSON array of commands")
-        commands = [_parse_command(c) for c in payload]
-        if not transaction:
-            replies = double._run(commands)
-        else:
-            *_queued, executed = double._run([["MULTI"], *commands, ["EXEC"]])
-            if isinstance(executed, ResponseError):  # EXECABORT: nothing ran
-                self._send(400, {"error": _error_text(executed)})
-                return
-            replies = executed
+        replies = double._run([_parse_command(c) for c in payload])
         self._send(200, [_slot(reply, b64) for reply in replies])
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
