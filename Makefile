@@ -12,11 +12,10 @@ LAMBDA_PLATFORMS := manylinux2014_aarch64 manylinux_2_28_aarch64 manylinux_2_34_
 LAMBDA_REQUIREMENTS := requirements-lambda.txt
 PYTHON ?= python$(LAMBDA_PYTHON_VERSION)
 
-FUNCTIONS := IngestFunction EntitiesFunction DocsFunction
-
-.PHONY: $(addprefix build-,$(FUNCTIONS))
-
-$(addprefix build-,$(FUNCTIONS)):
+# One rule for every function (build-IngestFunction, build-RollupCronFunction, ...): each
+# artifact ships the same code, so a new row in acmi_core/lambdas.py needs no edit here.
+# acmi_core/testing (the test kit) is not shipped.
+build-%Function:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set: run this through sam build" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; v = "$(LAMBDA_PYTHON_VERSION)"; sys.exit(0 if "%d.%d" % sys.version_info[:2] == v else "need Python " + v + " (the Lambda runtime) as $(PYTHON), found " + sys.version.split()[0])'
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile \
@@ -24,5 +23,6 @@ $(addprefix build-,$(FUNCTIONS)):
 		--implementation cp --python-version $(LAMBDA_PYTHON_VERSION) --only-binary=:all: \
 		--upgrade --target "$(ARTIFACTS_DIR)" -r $(LAMBDA_REQUIREMENTS)
 	rm -rf "$(ARTIFACTS_DIR)/bin"
-	tar --exclude=__pycache__ --exclude='*.pyc' -cf - acmi_core functions | tar -xf - -C "$(ARTIFACTS_DIR)"
+	tar --exclude=__pycache__ --exclude='*.pyc' --exclude=acmi_core/testing \
+		-cf - acmi_core functions | tar -xf - -C "$(ARTIFACTS_DIR)"
 	$(PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash "$(ARTIFACTS_DIR)"

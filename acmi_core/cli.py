@@ -18,10 +18,10 @@ from typing import Any
 
 from acmi_core import Acmi, AcmiError, create_acmi
 from acmi_core.auth import apikeys
-from acmi_core.ingest import sources
+from acmi_core.ingest import config as source_configs
+from acmi_core.lambdas import FUNCTIONS, function
 
 EXAMPLE_EVENT_KEY = "acmi_local_example_admin_key_0001"  # the key the events/ samples carry
-FUNCTIONS = ("ingest", "entities", "docs")
 
 
 def _json_arg(raw: str, name: str) -> Any:
@@ -126,7 +126,7 @@ def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
         secret = os.environ.get(args.hmac_secret_env)
         if not secret:
             raise AcmiError(f"--hmac-secret-env: ${args.hmac_secret_env} is not set")
-    config, token = sources.put_config(
+    config, token = source_configs.put_config(
         acmi.store,
         acmi.keys,
         args.source,
@@ -153,7 +153,9 @@ def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     from acmi_core.api.app import ApiContext, create_app
 
     if acmi.settings.api_key:
-        apikeys.ensure_admin_key(acmi, acmi.settings.api_key)
+        apikeys.ensure_admin_key(
+            acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
+        )
         print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
     else:
         key, _ = apikeys.mint(
@@ -163,30 +165,38 @@ def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     print(
         f"# backend: {acmi.store.name}; docs: http://{args.host}:{args.port}/docs", file=sys.stderr
     )
-    uvicorn.run(create_app(ApiContext(acmi)), host=args.host, port=args.port, log_level="info")
+    # offload: uvicorn serves requests concurrently, so store calls go to worker threads
+    app = create_app(ApiContext(acmi, offload=True))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
 
 
 def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
-    """Run one Lambda handler in-process with an event file, like `sam local invoke -e`."""
+    """Run one Lambda handler in-process with an event file, like `sam local invoke -e`:
+    the handler is found the way SAM finds it, by the Handler path of its function's row
+    (acmi_core.lambdas), and runs on this command's store."""
     import importlib
     from types import SimpleNamespace
 
+    spec = function(args.function)
     with open(args.event, encoding="utf-8") as handle:
         event = json.load(handle)
-    if not os.environ.get("ACMI_API_KEY") and acmi.store.name == "memory":
+    env = dict(os.environ)
+    if not env.get("ACMI_API_KEY") and acmi.store.name == "memory":
         # the embedded store starts empty: accept the key the sample events carry
-        os.environ["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
+        env["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
     context = SimpleNamespace(
-        function_name=f"acmi-{args.function}",
+        function_name=f"acmi-{spec.name}",
         function_version="$LATEST",
         memory_limit_in_mb=512,
-        invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:acmi-{args.function}",
+        invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:acmi-{spec.name}",
         aws_request_id=str(uuid.uuid4()),
     )
+    module_name, _, attribute = spec.handler.rpartition(".")
     # As with `sam local invoke`: the function's logs on stderr, its response on stdout.
     with contextlib.redirect_stdout(sys.stderr):
-        module = importlib.import_module(f"functions.{args.function}")
-        response = module.handler(event, context)
+        handler = getattr(importlib.import_module(module_name), attribute)
+        handler.configure(env=env, store=acmi.store)
+        response = handler(event, context)
     _print(response)
 
 
@@ -234,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p = add("invoke", cmd_invoke, "run one Lambda handler with an event file")
-    p.add_argument("function", choices=FUNCTIONS)
+    p.add_argument("function", choices=[spec.name for spec in FUNCTIONS])
     p.add_argument("--event", required=True, help="e.g. events/ingest.n8n.json")
     return parser
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-from acmi_core.model import EntityId, check_category
-from acmi_core.settings import check_tenant
+from acmi_core.model import EntityId, check_category, check_tenant
 
 
 class Slot(StrEnum):

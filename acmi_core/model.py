@@ -27,6 +27,7 @@ MAX_SUMMARY_LEN: Final = 500
 MAX_TS_MS: Final = 253_402_300_799_999
 # Categories that would collide with ACMI's own key layout.
 RESERVED_CATEGORIES: Final = frozenset({"tenant"})
+TENANT_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 class ActorType(StrEnum):
@@ -68,6 +69,16 @@ class EntityId:
         if not sep:
             raise AcmiValidationError(field, "format", "must be '<category>:<id>' (no ':' found)")
         return cls(check_category(category, field), _check_local_id(local_id, field))
+
+
+def check_tenant(tenant: object, field: str = "tenant") -> str:
+    if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
+        raise AcmiValidationError(
+            field,
+            "tenant_format",
+            "must match [a-z0-9][a-z0-9_-]{0,63} (lowercase letters, digits, '_' or '-')",
+        )
+    return tenant
 
 
 def check_category(category: object, field: str = "category") -> str:

@@ -1,25 +1,17 @@
-"""Settings: the only module in acmi_core that reads the environment."""
+"""Settings: the one environment model. The only module in acmi_core that reads the
+environment, and it only reads: every variable is listed in :data:`ENVIRONMENT`, parsed
+there, and a bad value raises an error that names the variable."""
 
 from __future__ import annotations
 
+import math
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from acmi_core.errors import AcmiValidationError
-
-TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-
-
-def check_tenant(tenant: str, field_name: str = "tenant") -> str:
-    if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
-        raise AcmiValidationError(
-            field_name,
-            "tenant_format",
-            "must match [a-z0-9][a-z0-9_-]{0,63} (lowercase letters, digits, '_' or '-')",
-        )
-    return tenant
+from acmi_core.model import check_tenant
 
 
 @dataclass(frozen=True)
@@ -33,6 +25,8 @@ class Settings:
     default_tenant: str = "default"
     upstash_url: str | None = None
     upstash_token: str | None = field(default=None, repr=False)
+    # Lambda: the token lives in Secrets Manager; functions/ resolves it on a cold start.
+    upstash_token_secret_arn: str | None = None
     redis_url: str | None = field(default=None, repr=False)
     store_timeout_s: float = 5.0
     store_max_attempts: int = 4
@@ -40,7 +34,7 @@ class Settings:
     retry_max_delay_s: float = 1.0
     # HTTP API
     api_key: str | None = field(default=None, repr=False)  # pre-registered admin key (local)
-    auth_cache_s: float = 30.0  # how long a warm process trusts a key lookup
+    auth_cache_s: float = 30.0  # how long a warm process trusts a key or source lookup
     max_body_bytes: int = 256 * 1024
     max_batch_events: int = 100
     # Idempotency records: explicit keys and Pub/Sub ids outlive Pub/Sub's 7-day retry
@@ -50,37 +44,174 @@ class Settings:
     derived_idempotency_ttl_s: int = 6 * 3600
 
     def __post_init__(self) -> None:
-        check_tenant(self.default_tenant, "ACMI_DEFAULT_TENANT")
-        if self.store_timeout_s <= 0:
-            raise AcmiValidationError("ACMI_STORE_TIMEOUT_S", "positive", "must be > 0")
-        if self.store_max_attempts < 1:
-            raise AcmiValidationError("ACMI_STORE_MAX_ATTEMPTS", "positive", "must be >= 1")
+        for var in ENVIRONMENT:
+            var.check(getattr(self, var.field))
+        if self.retry_base_delay_s < 0 or self.retry_max_delay_s < 0:
+            raise AcmiValidationError("retry_delay_s", "non_negative", "must be >= 0")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``env`` (default: the process environment). Unset or empty
+        variables keep their defaults."""
         env = os.environ if env is None else env
+        values = {var.field: var.parse(env[var.name]) for var in ENVIRONMENT if env.get(var.name)}
+        return cls(**values)
 
-        def num(name: str, default: float) -> float:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                return float(raw)
-            except ValueError:
-                raise AcmiValidationError(
-                    name, "number", f"must be a number, got {raw!r}"
-                ) from None
+    @property
+    def needs_token_secret(self) -> bool:
+        return bool(self.upstash_token_secret_arn) and not self.upstash_token
 
-        return cls(
-            default_tenant=env.get("ACMI_DEFAULT_TENANT") or "default",
-            upstash_url=env.get("UPSTASH_REDIS_REST_URL") or None,
-            upstash_token=env.get("UPSTASH_REDIS_REST_TOKEN") or None,
-            redis_url=env.get("ACMI_REDIS_URL") or None,
-            store_timeout_s=num("ACMI_STORE_TIMEOUT_S", 5.0),
-            store_max_attempts=int(num("ACMI_STORE_MAX_ATTEMPTS", 4)),
-            api_key=env.get("ACMI_API_KEY") or None,
-            auth_cache_s=num("ACMI_AUTH_CACHE_S", 30.0),
-            max_body_bytes=int(num("ACMI_MAX_BODY_BYTES", 256 * 1024)),
-            idempotency_ttl_s=int(num("ACMI_IDEMPOTENCY_TTL_S", 7 * 24 * 3600)),
-            derived_idempotency_ttl_s=int(num("ACMI_DERIVED_IDEMPOTENCY_TTL_S", 6 * 3600)),
-        )
+
+# --- the variables ---------------------------------------------------------------------------
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+def _integer(name: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise AcmiValidationError(name, "integer", f"must be an integer, got {raw!r}") from None
+
+
+def _number(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise AcmiValidationError(name, "number", f"must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise AcmiValidationError(name, "number", f"must be a finite number, got {raw!r}")
+    return value
+
+
+def _at_least(minimum: float, *, exclusive: bool = False) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value < minimum or (exclusive and value == minimum):
+            bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+            raise AcmiValidationError(name, "range", f"must be {bound}, got {value!r}")
+
+    return check
+
+
+def _tenant(name: str, value: Any) -> None:
+    check_tenant(value, name)
+
+
+def _url(*schemes: str) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value is not None and not str(value).startswith(schemes):
+            raise AcmiValidationError(name, "url", f"must start with {' or '.join(schemes)}")
+
+    return check
+
+
+def _arn(name: str, value: Any) -> None:
+    if value is not None and not str(value).startswith("arn:"):
+        raise AcmiValidationError(name, "arn", "must be a Secrets Manager ARN (arn:...)")
+
+
+def _secret_length(name: str, value: Any) -> None:
+    if value is not None and len(value) < 24:
+        raise AcmiValidationError(name, "min_length", "must be at least 24 characters")
+
+
+def _anything(name: str, value: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable: the Settings field it sets, its parser and its rule."""
+
+    name: str
+    field: str
+    doc: str
+    parser: Callable[[str, str], Any] = _text
+    rule: Callable[[str, Any], None] = _anything
+
+    def parse(self, raw: str) -> Any:
+        value = self.parser(self.name, raw)
+        self.check(value)
+        return value
+
+    def check(self, value: Any) -> None:
+        self.rule(self.name, value)
+
+
+ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
+    EnvVar(
+        "ACMI_DEFAULT_TENANT",
+        "default_tenant",
+        "tenant whose keys use the reference layout",
+        rule=_tenant,
+    ),
+    EnvVar(
+        "UPSTASH_REDIS_REST_URL",
+        "upstash_url",
+        "Upstash REST URL (with a token: the Upstash store)",
+        rule=_url("https://", "http://"),
+    ),
+    EnvVar("UPSTASH_REDIS_REST_TOKEN", "upstash_token", "Upstash REST token"),
+    EnvVar(
+        "ACMI_UPSTASH_TOKEN_SECRET_ARN",
+        "upstash_token_secret_arn",
+        "Secrets Manager ARN holding the Upstash token (Lambda)",
+        rule=_arn,
+    ),
+    EnvVar(
+        "ACMI_REDIS_URL",
+        "redis_url",
+        "redis:// or rediss:// URL (the Redis store)",
+        rule=_url("redis://", "rediss://", "unix://"),
+    ),
+    EnvVar(
+        "ACMI_STORE_TIMEOUT_S",
+        "store_timeout_s",
+        "deadline of one store call, retries included",
+        _number,
+        _at_least(0, exclusive=True),
+    ),
+    EnvVar(
+        "ACMI_STORE_MAX_ATTEMPTS",
+        "store_max_attempts",
+        "attempts per store call (429/5xx/network)",
+        _integer,
+        _at_least(1),
+    ),
+    EnvVar(
+        "ACMI_API_KEY",
+        "api_key",
+        "an admin key of the default tenant, registered on start (local runs)",
+        rule=_secret_length,
+    ),
+    EnvVar(
+        "ACMI_AUTH_CACHE_S",
+        "auth_cache_s",
+        "how long a warm process trusts a key or source-config lookup",
+        _number,
+        _at_least(0),
+    ),
+    EnvVar(
+        "ACMI_MAX_BODY_BYTES",
+        "max_body_bytes",
+        "request body cap (413 beyond)",
+        _integer,
+        _at_least(1),
+    ),
+    EnvVar(
+        "ACMI_IDEMPOTENCY_TTL_S",
+        "idempotency_ttl_s",
+        "how long explicit and Pub/Sub delivery ids are remembered",
+        _integer,
+        _at_least(1),
+    ),
+    EnvVar(
+        "ACMI_DERIVED_IDEMPOTENCY_TTL_S",
+        "derived_idempotency_ttl_s",
+        "how long body-derived delivery ids are remembered",
+        _integer,
+        _at_least(1),
+    ),
+)

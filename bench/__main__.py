@@ -23,9 +23,17 @@ from bench import cold_start, latency, round_trips, throughput
 from bench._infra import ROOT, RedisServer, redis_server
 
 SECTIONS = ("round_trips", "latency", "cold_start", "throughput")
+TITLES = {
+    "round_trips": round_trips.TITLE,
+    "latency": latency.TITLE,
+    "cold_start": cold_start.TITLE,
+    "throughput": throughput.TITLE,
+}
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 COMMAND = "python -m bench"
+
+Section = Callable[[RedisServer], dict[str, Any]]  # a section's run, the CLI's options bound
 
 
 def _git(*args: str) -> str | None:
@@ -56,14 +64,8 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _section_text(name: str, result: dict[str, Any]) -> str:
-    titles = {
-        "round_trips": "1. Round trips per operation (Upstash REST double)",
-        "latency": "2. Latency under RTT (Upstash double, injected delay per request)",
-        "cold_start": "3. Cold start (fresh-process import of each function module)",
-        "throughput": "4. Throughput and contention",
-    }
-    parts = [f"### {titles[name]}", ""]
+def _section_text(title: str, result: dict[str, Any]) -> str:
+    parts = [f"### {title}", ""]
     if "table" in result:
         parts += [result["table"], ""]
     for label, table in result.get("tables", {}).items():
@@ -73,7 +75,7 @@ def _section_text(name: str, result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="CI smoke: small N, < 60 s")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
@@ -81,55 +83,74 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--delay-ms", type=float, default=latency.DELAY_MS, help="latency: injected RTT"
     )
-    args = parser.parse_args(argv)
-    sections = tuple(args.only or SECTIONS)
-    started = time.perf_counter()
-    report: dict[str, Any] = {
-        "meta": {
-            "command": COMMAND + (" --quick" if args.quick else ""),
-            "quick": args.quick,
-            "sections": list(sections),
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "commit": _git_commit(),
-        }
+    return parser.parse_args(argv)
+
+
+def _meta(args: argparse.Namespace, sections: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "command": COMMAND + (" --quick" if args.quick else ""),
+        "quick": args.quick,
+        "sections": list(sections),
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "commit": _git_commit(),
     }
-    texts: list[str] = []
+
+
+def _runners(args: argparse.Namespace) -> dict[str, Section]:
+    return {
+        "round_trips": lambda s: round_trips.run(s, quick=args.quick),
+        "latency": lambda s: latency.run(s, quick=args.quick, delay_ms=args.delay_ms),
+        "cold_start": lambda s: cold_start.run(quick=args.quick),
+        "throughput": lambda s: throughput.run(s, quick=args.quick),
+    }
+
+
+def _run_sections(
+    args: argparse.Namespace, sections: tuple[str, ...], report: dict[str, Any]
+) -> list[str]:
+    """Runs each section on one redis-server into report; returns their printed texts."""
+    runners, texts = _runners(args), []
     with redis_server() as server:
         report["meta"]["redis_version"] = server.version
-        runners: dict[str, Callable[[RedisServer], dict[str, Any]]] = {
-            "round_trips": lambda s: round_trips.run(s, quick=args.quick),
-            "latency": lambda s: latency.run(s, quick=args.quick, delay_ms=args.delay_ms),
-            "cold_start": lambda s: cold_start.run(quick=args.quick),
-            "throughput": lambda s: throughput.run(s, quick=args.quick),
-        }
         for name in sections:
             t0 = time.perf_counter()
             print(f"== {name} ...", file=sys.stderr, flush=True)
             result = runners[name](server)
             result["duration_s"] = time.perf_counter() - t0
             report[name] = result
-            text = _section_text(name, result)
-            texts.append(text)
-            print(text, flush=True)
+            texts.append(_section_text(TITLES[name], result))
+            print(texts[-1], flush=True)
+    return texts
+
+
+def _write_results_md(meta: dict[str, Any], texts: list[str]) -> None:
+    header = (
+        "# ACMI benchmark results\n\n"
+        f"Reproduce: `{COMMAND}` (from the repository root; needs `redis-server` on PATH). "
+        f"Last full run: {meta['started']}, commit {meta['commit']}, Python {meta['python']}, "
+        f"Redis {meta['redis_version']}, {meta['cpus']} CPUs ({meta['platform']}), "
+        f"{meta['duration_s']:.0f} s. Shared, noisy machine: read ratios and medians, "
+        "not absolute times.\n\n"
+    )
+    RESULTS_MD.write_text(header + "\n".join(texts).rstrip() + "\n")
+    print(f"wrote {RESULTS_MD}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    sections = tuple(args.only or SECTIONS)
+    started = time.perf_counter()
+    report: dict[str, Any] = {"meta": _meta(args, sections)}
+    texts = _run_sections(args, sections, report)
     report["meta"]["duration_s"] = time.perf_counter() - started
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(_jsonable(report), indent=2) + "\n")
     print(f"wrote {args.json} ({report['meta']['duration_s']:.1f} s)", file=sys.stderr, flush=True)
-    if not args.quick and sections == SECTIONS:
-        meta = report["meta"]
-        header = (
-            "# ACMI benchmark results\n\n"
-            f"Reproduce: `{COMMAND}` (from the repository root; needs `redis-server` on PATH). "
-            f"Last full run: {meta['started']}, commit {meta['commit']}, Python {meta['python']}, "
-            f"Redis {meta['redis_version']}, {meta['cpus']} CPUs ({meta['platform']}), "
-            f"{meta['duration_s']:.0f} s. Shared, noisy machine: read ratios and medians, "
-            "not absolute times.\n\n"
-        )
-        RESULTS_MD.write_text(header + "\n".join(texts).rstrip() + "\n")
-        print(f"wrote {RESULTS_MD}", file=sys.stderr)
+    if not args.quick and sections == SECTIONS:  # only a full run is the committed summary
+        _write_results_md(report["meta"], texts)
     return 0
 
 

@@ -1,12 +1,13 @@
 """What every bench section shares: a redis-server of its own, the Upstash REST double,
-statistics and plain-text tables."""
+statistics and the one plain-text table renderer."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
     "ROOT",
+    "Column",
     "RedisServer",
     "UpstashDouble",
     "fmt_table",
     "median",
     "percentile",
     "redis_server",
+    "table_of",
 ]
 
 
@@ -71,6 +74,8 @@ def _cell(value: Any) -> str:
         return f"{value:.2f}"
     if isinstance(value, int):
         return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if isinstance(value, list | tuple):
+        return ", ".join(_cell(v) for v in value) or "none"
     return str(value)
 
 
@@ -85,3 +90,13 @@ def fmt_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     out = [line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(row) for row in cells]
     return "\n".join(out)
+
+
+# A column: its header, and the record's key or a function of the record.
+Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
+
+
+def table_of(columns: Sequence[Column], records: Iterable[Mapping[str, Any]]) -> str:
+    """fmt_table over report records, so each section declares columns, not loops."""
+    getters = [itemgetter(k) if isinstance(k, str) else k for _, k in columns]
+    return fmt_table([h for h, _ in columns], [[get(r) for get in getters] for r in records])

@@ -1,16 +1,23 @@
-"""Shared workload pieces: events, an API app over a store, and the reference's access
-patterns re-implemented naively (sequential reads, read-modify-write) as baselines."""
+"""Shared workload pieces: events, ACMI over the Upstash double, an API app over a store,
+and the reference's access patterns re-implemented naively (sequential reads,
+read-modify-write) as baselines."""
 
 from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
 from acmi_core.store.base import Store
+from acmi_core.store.upstash import UpstashStore
+from bench._infra import RedisServer, UpstashDouble
 
 EVENT: dict[str, Any] = {
     "source": "agent:bench",
@@ -68,9 +75,41 @@ class ApiClient:
     def close(self) -> None:
         self.client.close()
 
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
 
 def api_settings(**overrides: Any) -> Settings:
     return Settings(**{"auth_cache_s": 3600.0, **overrides})
+
+
+@dataclass(frozen=True)
+class UpstashRig:
+    """ACMI on the Upstash double: every store call is one HTTP request, counted."""
+
+    double: UpstashDouble
+    store: UpstashStore
+    acmi: Acmi
+
+
+@contextmanager
+def upstash_rig(server: RedisServer, settings: Settings) -> Iterator[UpstashRig]:
+    """A fresh double over a flushed db 0 and an empty script cache, as on a new server."""
+    server.flush()
+    with UpstashDouble(server.url_for()) as double:
+        store = UpstashStore(double.url, double.token, settings=settings)
+        try:
+            yield UpstashRig(double, store, Acmi(store, settings))
+        finally:
+            store.close()
 
 
 # --- the reference's patterns, as baselines --------------------------------------------------

@@ -10,9 +10,12 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from bench._infra import ROOT, fmt_table, median
+from bench._infra import ROOT, Column, median, table_of
+
+TITLE = "3. Cold start (fresh-process import of each function module)"
 
 HEAVY = (
     "boto3",
@@ -48,6 +51,14 @@ PROBES: dict[str, str] = {
     "functions.entities": "import functions.entities",
     "functions.docs": "import functions.docs",
 }
+COLUMNS: tuple[Column, ...] = (
+    ("module", "probe"),
+    ("import ms", "import_ms"),
+    ("process ms", "process_ms"),
+    ("import / bare app", "import_vs_fastapi_mangum"),
+    ("process / bare python", "process_vs_bare_python"),
+    ("heavy modules loaded (Upstash env)", "heavy_modules"),  # a list: "none" when empty
+)
 
 
 def _run_probe(body: str, env: dict[str, str]) -> dict[str, Any]:
@@ -78,72 +89,67 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run(*, quick: bool) -> dict[str, Any]:
-    runs = 3 if quick else 15
+@dataclass(frozen=True)
+class Probes:
+    samples: dict[str, list[dict[str, Any]]]  # per probe, one per run: elapsed, wall, heavy
+    embedded: dict[str, list[str]]  # per function module: heavy modules on the embedded store
+
+
+def measure(runs: int) -> Probes:
     env = _env(UPSTASH_ENV)
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in PROBES}
     for body in PROBES.values():  # one untimed pass: warm the OS file cache
         _run_probe(body, env)
-    for _ in range(runs):
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in PROBES}
+    for _ in range(runs):  # round-robin: noise hits every probe alike
         for name, body in PROBES.items():
-            results[name].append(_run_probe(body, env))
+            samples[name].append(_run_probe(body, env))
     # the same modules on the embedded store (local runs, `acmi serve`): loads only
     embedded = {
         name: _run_probe(body, _env({}))["heavy"]
         for name, body in PROBES.items()
         if name.startswith("functions.")
     }
-    import_ms = {n: median([r["elapsed"] for r in rs]) * 1000 for n, rs in results.items()}
-    wall_ms = {n: median([r["wall"] for r in rs]) * 1000 for n, rs in results.items()}
+    return Probes(samples, embedded)
+
+
+def rows(probes: Probes) -> list[dict[str, Any]]:
+    def median_ms(key: str) -> dict[str, float]:
+        return {n: median([r[key] for r in rs]) * 1000 for n, rs in probes.samples.items()}
+
+    import_ms, wall_ms = median_ms("elapsed"), median_ms("wall")
     bare_app = import_ms["fastapi + mangum (bare app)"]
     bare_py = wall_ms["python (bare)"]
-    rows: list[dict[str, Any]] = []
-    for name in PROBES:
-        rows.append(
-            {
-                "probe": name,
-                "import_ms": import_ms[name],
-                "process_ms": wall_ms[name],
-                "import_vs_fastapi_mangum": import_ms[name] / bare_app,
-                "process_vs_bare_python": wall_ms[name] / bare_py,
-                "modules_loaded": results[name][0]["modules"],
-                "heavy_modules": results[name][0]["heavy"],
-                "heavy_modules_embedded_store": embedded.get(name),
-            }
-        )
-    table = fmt_table(
-        [
-            "module",
-            "import ms",
-            "process ms",
-            "import / bare app",
-            "process / bare python",
-            "heavy modules loaded (Upstash env)",
-        ],
-        [
-            [
-                r["probe"],
-                r["import_ms"],
-                r["process_ms"],
-                r["import_vs_fastapi_mangum"],
-                r["process_vs_bare_python"],
-                ", ".join(r["heavy_modules"]) or "none",
-            ]
-            for r in rows
-        ],
-    )
-    note = (
-        f"Fresh interpreters, median of {runs} each, interleaved. import ms: inside the process "
-        "around the import; process ms: the whole interpreter, start to exit. Heavy modules "
-        f"looked for: {', '.join(HEAVY)}. On the embedded store (no Upstash env) the function "
-        "modules also load: "
-        + "; ".join(f"{n}: {', '.join(m or []) or 'none'}" for n, m in embedded.items())
-        + "."
+    return [
+        {
+            "probe": name,
+            "import_ms": import_ms[name],
+            "process_ms": wall_ms[name],
+            "import_vs_fastapi_mangum": import_ms[name] / bare_app,
+            "process_vs_bare_python": wall_ms[name] / bare_py,
+            "modules_loaded": probes.samples[name][0]["modules"],
+            "heavy_modules": probes.samples[name][0]["heavy"],
+            "heavy_modules_embedded_store": probes.embedded.get(name),
+        }
+        for name in PROBES
+    ]
+
+
+def run(*, quick: bool) -> dict[str, Any]:
+    runs = 3 if quick else 15
+    probes = measure(runs)
+    table = rows(probes)
+    embedded = "; ".join(
+        f"{name}: {', '.join(heavy) or 'none'}" for name, heavy in probes.embedded.items()
     )
     return {
         "runs": runs,
         "heavy_looked_for": list(HEAVY),
-        "probes": {r["probe"]: r for r in rows},
-        "table": table,
-        "note": note,
+        "probes": {r["probe"]: r for r in table},
+        "table": table_of(COLUMNS, table),
+        "note": (
+            f"Fresh interpreters, median of {runs} each, interleaved. import ms: inside the "
+            "process around the import; process ms: the whole interpreter, start to exit. Heavy "
+            f"modules looked for: {', '.join(HEAVY)}. On the embedded store (no Upstash env) the "
+            f"function modules also load: {embedded}."
+        ),
     }

@@ -7,78 +7,96 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from acmi_core import Acmi
-from acmi_core.store.upstash import UpstashStore
 from bench import _workload as w
-from bench._infra import RedisServer, UpstashDouble, fmt_table, median, percentile
+from bench._infra import Column, RedisServer, median, percentile, table_of
 
 DELAY_MS = 20.0
+TITLE = "2. Latency under RTT (Upstash double, injected delay per request)"
+# operation -> what it is; the order is the table's and the loop's
+OPS: dict[str, str] = {
+    "PING": "one raw request: the floor",
+    "get": "acmi.get (profile + signals + 50 events)",
+    "append": "acmi.timeline.append",
+    "signal set": "acmi.signals.set",
+    "ingest (HTTP)": "POST /v1/ingest/n8n via the app",
+    "get, reference pattern": "3 sequential reads",
+    "signal set, reference pattern": "GET + SET (racy)",
+}
+COLUMNS: tuple[Column, ...] = (
+    ("operation", "op"),
+    ("requests", "round_trips"),
+    ("p50 ms", "p50_ms"),
+    ("p99 ms", "p99_ms"),
+    ("p50 / delay", "p50_ratio"),
+    ("p99 / delay", "p99_ratio"),
+    ("p50/delay/rt", "p50_ratio_per_round_trip"),
+)
 
 
-def run(server: RedisServer, *, quick: bool, delay_ms: float = DELAY_MS) -> dict[str, Any]:
-    n = 15 if quick else 200
-    server.flush()
-    settings = w.api_settings(store_timeout_s=10.0)
-    with UpstashDouble(server.url_for()) as double:
-        store = UpstashStore(double.url, double.token, settings=settings)
-        acmi = Acmi(store, settings)
-        api = w.ApiClient(acmi)
-        # warm: script cache, key cache, connections
-        acmi.profile.set("user:lat", {"name": "lat"})
-        acmi.signals.set("user:lat", "k", 0)
-        for i in range(5):
-            acmi.timeline.append("user:lat", {**w.EVENT, "correlationId": f"warm-{i}"})
-            w.reference_get(store, "user:lat")
-        api.webhook(-1)
-        double.delay_s = delay_ms / 1000
-        seq = iter(range(10**9))
-        ops: list[tuple[str, str, Callable[[], Any]]] = [
-            ("PING", "one raw request: the floor", lambda: store.execute(("PING",))),
-            ("get", "acmi.get (profile + signals + 50 events)", lambda: acmi.get("user:lat")),
-            (
-                "append",
-                "acmi.timeline.append",
-                lambda: acmi.timeline.append(
-                    "user:lat", {**w.EVENT, "correlationId": f"c-{next(seq)}"}
-                ),
-            ),
-            (
-                "signal set",
-                "acmi.signals.set",
-                lambda: acmi.signals.set("user:lat", "k", next(seq)),
-            ),
-            ("ingest (HTTP)", "POST /v1/ingest/n8n via the app", lambda: api.webhook(next(seq))),
-            (
-                "get, reference pattern",
-                "3 sequential reads",
-                lambda: w.reference_get(store, "user:lat"),
-            ),
-            (
-                "signal set, reference pattern",
-                "GET + SET (racy)",
-                lambda: w.reference_signal_set(store, "user:lat", "r", next(seq)),
-            ),
-        ]
-        samples: dict[str, list[float]] = {name: [] for name, _, _ in ops}
-        requests: dict[str, int] = dict.fromkeys(samples, 0)
+@dataclass(frozen=True)
+class Samples:
+    n: int
+    ms: dict[str, list[float]]  # per operation, one per call
+    requests: dict[str, int]  # per operation, summed over the n calls
+
+
+def _calls(rig: w.UpstashRig, api: w.ApiClient) -> dict[str, Callable[[], object]]:
+    acmi, store = rig.acmi, rig.store
+    seq = iter(range(10**9))  # fresh ids: each call is a new write, not a replay
+    calls: dict[str, Callable[[], object]] = {
+        "PING": lambda: store.execute(("PING",)),
+        "get": lambda: acmi.get("user:lat"),
+        "append": lambda: acmi.timeline.append(
+            "user:lat", {**w.EVENT, "correlationId": f"c-{next(seq)}"}
+        ),
+        "signal set": lambda: acmi.signals.set("user:lat", "k", next(seq)),
+        "ingest (HTTP)": lambda: api.webhook(next(seq)),
+        "get, reference pattern": lambda: w.reference_get(store, "user:lat"),
+        "signal set, reference pattern": lambda: w.reference_signal_set(
+            store, "user:lat", "r", next(seq)
+        ),
+    }
+    assert list(calls) == list(OPS)
+    return calls
+
+
+def _warm(rig: w.UpstashRig, api: w.ApiClient) -> None:
+    """Script cache, key cache, connections: before the delay, untimed."""
+    rig.acmi.profile.set("user:lat", {"name": "lat"})
+    rig.acmi.signals.set("user:lat", "k", 0)
+    for i in range(5):
+        rig.acmi.timeline.append("user:lat", {**w.EVENT, "correlationId": f"warm-{i}"})
+        w.reference_get(rig.store, "user:lat")
+    api.webhook(-1)
+
+
+def measure(rig: w.UpstashRig, api: w.ApiClient, *, n: int, delay_ms: float) -> Samples:
+    _warm(rig, api)
+    calls = _calls(rig, api)
+    samples = Samples(n, {name: [] for name in OPS}, dict.fromkeys(OPS, 0))
+    rig.double.delay_s = delay_ms / 1000
+    try:
         for _ in range(n):
-            for name, _, call in ops:  # interleaved: noise hits every op alike
-                before = double.requests
+            for name, call in calls.items():  # interleaved: noise hits every op alike
+                before = rig.double.requests
                 start = time.perf_counter()
                 call()
-                samples[name].append((time.perf_counter() - start) * 1000)
-                requests[name] += double.requests - before
-        double.delay_s = 0.0
-        api.close()
-        store.close()
-    rows: list[dict[str, Any]] = []
-    for name, what, _ in ops:
-        values = samples[name]
-        p50, p99 = median(values), percentile(values, 99)
-        round_trips = requests[name] / n
-        rows.append(
+                samples.ms[name].append((time.perf_counter() - start) * 1000)
+                samples.requests[name] += rig.double.requests - before
+    finally:
+        rig.double.delay_s = 0.0
+    return samples
+
+
+def rows(samples: Samples, delay_ms: float) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name, what in OPS.items():
+        p50, p99 = median(samples.ms[name]), percentile(samples.ms[name], 99)
+        round_trips = samples.requests[name] / samples.n
+        out.append(
             {
                 "op": name,
                 "what": what,
@@ -90,29 +108,23 @@ def run(server: RedisServer, *, quick: bool, delay_ms: float = DELAY_MS) -> dict
                 "p50_ratio_per_round_trip": p50 / delay_ms / round_trips,
             }
         )
-    table = fmt_table(
-        ["operation", "requests", "p50 ms", "p99 ms", "p50 / delay", "p99 / delay", "p50/delay/rt"],
-        [
-            [
-                r["op"],
-                r["round_trips"],
-                r["p50_ms"],
-                r["p99_ms"],
-                r["p50_ratio"],
-                r["p99_ratio"],
-                r["p50_ratio_per_round_trip"],
-            ]
-            for r in rows
-        ],
-    )
-    note = (
-        f"Upstash double with {delay_ms:g} ms injected per request; n = {n} per operation, "
-        "interleaved. Ratio 1.0 per round trip is the physical limit."
-    )
+    return out
+
+
+def run(server: RedisServer, *, quick: bool, delay_ms: float = DELAY_MS) -> dict[str, Any]:
+    n = 15 if quick else 200
+    with (
+        w.upstash_rig(server, w.api_settings(store_timeout_s=10.0)) as rig,
+        w.ApiClient(rig.acmi) as api,
+    ):
+        ops = rows(measure(rig, api, n=n, delay_ms=delay_ms), delay_ms)
     return {
         "delay_ms": delay_ms,
         "n": n,
-        "operations": {r["op"]: r for r in rows},
-        "table": table,
-        "note": note,
+        "operations": {r["op"]: r for r in ops},
+        "table": table_of(COLUMNS, ops),
+        "note": (
+            f"Upstash double with {delay_ms:g} ms injected per request; n = {n} per operation, "
+            "interleaved. Ratio 1.0 per round trip is the physical limit."
+        ),
     }

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from acmi_core import Acmi
 from acmi_core.store.upstash import UpstashStore
 from bench import _workload as w
-from bench._infra import RedisServer, UpstashDouble, fmt_table
+from bench._infra import Column, RedisServer, table_of
 
 
 @dataclass(frozen=True)
@@ -98,70 +99,84 @@ OPS: tuple[Op, ...] = (
 )
 
 REPEATS = 3
+TITLE = "1. Round trips per operation (Upstash REST double)"
+COLUMNS: tuple[Column, ...] = (
+    ("operation", "op"),
+    ("what", "what"),
+    ("acmi", "acmi"),
+    ("target", "expected"),
+    ("reference (REFERENCE.md)", "reference"),
+    ("ref. pattern here", "reference_pattern_measured"),
+)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Requests per call, one entry per repeat; replay: the reference pattern's."""
+
+    acmi: list[int]
+    replay: list[int]
+
+
+def measure_first_write(rig: w.UpstashRig) -> int:
+    """Requests for the first write on an empty script cache (EVALSHA, NOSCRIPT, EVAL)."""
+    rig.double.reset_counts()
+    rig.acmi.signals.set("user:warm", "k", 1)
+    return rig.double.requests
+
+
+def _count(rig: w.UpstashRig, call: Callable[[], Any]) -> int:
+    rig.double.reset_counts()
+    call()
+    return rig.double.requests
+
+
+def measure(rig: w.UpstashRig, api: w.ApiClient) -> dict[str, Counts]:
+    acmi, store = rig.acmi, rig.store
+    acmi.profile.set("user:rt", {"name": "rt"})
+    acmi.timeline.append("user:rt", w.EVENT)
+    api.webhook(next(_seq))  # warm the key cache
+    api.post_event(next(_seq))
+    counts: dict[str, Counts] = {}
+    for op in OPS:
+        ours: list[int] = []
+        replays: list[int] = []
+        for _ in range(REPEATS):
+            acmi.profile.set("user:gone", {"a": 1})  # something for "delete" to delete
+            ours.append(_count(rig, partial(op.call, acmi, api)))
+            if op.replay is not None:
+                replays.append(_count(rig, partial(op.replay, store)))
+        counts[op.name] = Counts(ours, replays)
+    return counts
+
+
+def rows(counts: dict[str, Counts]) -> list[dict[str, Any]]:
+    return [
+        {
+            "op": op.name,
+            "what": op.what,
+            "acmi": max(counts[op.name].acmi),
+            "stable": len(set(counts[op.name].acmi)) == 1,
+            "expected": op.expected,
+            "reference": op.reference,
+            "reference_pattern_measured": max(counts[op.name].replay, default=None),
+        }
+        for op in OPS
+    ]
 
 
 def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
-    server.flush()
-    settings = w.api_settings(store_timeout_s=5.0)
-    rows: list[dict[str, Any]] = []
-    with UpstashDouble(server.url_for()) as double:
-        store = UpstashStore(double.url, double.token, settings=settings)
-        acmi = Acmi(store, settings)
-        # A fresh server's script cache is empty: the first write costs EVALSHA + EVAL.
-        double.reset_counts()
-        acmi.signals.set("user:warm", "k", 1)
-        first_write = double.requests
-        api = w.ApiClient(acmi)
-        acmi.profile.set("user:rt", {"name": "rt"})
-        acmi.timeline.append("user:rt", w.EVENT)
-        api.webhook(next(_seq))  # warm the key cache
-        api.post_event(next(_seq))
-        for op in OPS:
-            counts: list[int] = []
-            replays: list[int] = []
-            for _ in range(REPEATS):
-                acmi.profile.set("user:gone", {"a": 1})
-                double.reset_counts()
-                op.call(acmi, api)
-                counts.append(double.requests)
-                if op.replay is not None:
-                    double.reset_counts()
-                    op.replay(store)
-                    replays.append(double.requests)
-            rows.append(
-                {
-                    "op": op.name,
-                    "what": op.what,
-                    "acmi": max(counts),
-                    "stable": len(set(counts)) == 1,
-                    "expected": op.expected,
-                    "reference": op.reference,
-                    "reference_pattern_measured": max(replays) if replays else None,
-                }
-            )
-        api.close()
-        store.close()
-    table = fmt_table(
-        ["operation", "what", "acmi", "target", "reference (REFERENCE.md)", "ref. pattern here"],
-        [
-            [
-                r["op"],
-                r["what"],
-                r["acmi"],
-                r["expected"],
-                r["reference"],
-                r["reference_pattern_measured"],
-            ]
-            for r in rows
-        ],
-    )
-    note = (
-        f"Requests to the Upstash double per call (max of {REPEATS}). First write on a fresh "
-        f"server: {first_write} (EVALSHA -> NOSCRIPT -> EVAL, once per script cache)."
-    )
+    """quick changes nothing here: counts are exact, a few repeats suffice."""
+    with w.upstash_rig(server, w.api_settings(store_timeout_s=5.0)) as rig:
+        first_write = measure_first_write(rig)  # before anything else loads a script
+        with w.ApiClient(rig.acmi) as api:
+            ops = rows(measure(rig, api))
     return {
-        "operations": {r["op"]: r for r in rows},
+        "operations": {r["op"]: r for r in ops},
         "first_write_fresh_server": first_write,
-        "table": table,
-        "note": note,
+        "table": table_of(COLUMNS, ops),
+        "note": (
+            f"Requests to the Upstash double per call (max of {REPEATS}). First write on a fresh "
+            f"server: {first_write} (EVALSHA -> NOSCRIPT -> EVAL, once per script cache)."
+        ),
     }

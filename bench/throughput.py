@@ -19,7 +19,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,10 @@ from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from bench import _workload as w
-from bench._infra import ROOT, RedisServer, UpstashDouble, fmt_table
+from bench._infra import ROOT, Column, RedisServer, UpstashDouble, table_of
+from bench._ingest_worker import WARMUP
 
+TITLE = "4. Throughput and contention"
 CONTENTION_DELAY_MS = 5.0
 WORKER_DB = 5
 
@@ -40,7 +43,7 @@ WORKER_DB = 5
 # --- a) the ingest handler ------------------------------------------------------------------
 
 
-def _ingest_worker(n: int, extra_env: dict[str, str]) -> dict[str, Any]:
+def _worker_env(extra_env: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACMI_", "UPSTASH_"))}
     env.update(
         {
@@ -50,12 +53,17 @@ def _ingest_worker(n: int, extra_env: dict[str, str]) -> dict[str, Any]:
             **extra_env,
         }
     )
+    return env
+
+
+def _ingest_worker(n: int, extra_env: dict[str, str]) -> dict[str, Any]:
+    """One fresh interpreter (a cold start) feeding the handler n events; its timings."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         result = subprocess.run(
             [sys.executable, "-m", "bench._ingest_worker", str(n), str(out)],
             cwd=ROOT,
-            env=env,
+            env=_worker_env(extra_env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -68,10 +76,9 @@ def _ingest_worker(n: int, extra_env: dict[str, str]) -> dict[str, Any]:
         return data
 
 
-def ingest_handler(server: RedisServer, *, quick: bool) -> list[dict[str, Any]]:
+def measure_ingest(server: RedisServer, *, rounds: int, n: int) -> dict[str, list[dict[str, Any]]]:
     """Rounds of fresh workers, the two stores alternating, so that machine noise hits both
-    alike; per store the median round is reported."""
-    rounds, n = (1, 100) if quick else (3, 700)
+    alike. Store label -> one worker result per round."""
     stores: tuple[tuple[str, dict[str, str]], ...] = (
         ("embedded (memory)", {}),
         ("redis-server", {"ACMI_REDIS_URL": server.url_for(WORKER_DB)}),
@@ -81,10 +88,15 @@ def ingest_handler(server: RedisServer, *, quick: bool) -> list[dict[str, Any]]:
         for label, env in stores:
             server.flush(WORKER_DB)  # same bodies each round: new deliveries, not replays
             runs[label].append(_ingest_worker(n, env))
+    return runs
+
+
+def ingest_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per store the median round, with every round's rate and the summed statuses."""
     rows = []
     for label, results in runs.items():
         ordered = sorted(results, key=lambda r: r["events_per_s"])
-        row = dict(ordered[len(ordered) // 2])  # the median round
+        row = dict(ordered[len(ordered) // 2])
         row["label"] = label
         row["rounds"] = len(results)
         row["events_per_s_rounds"] = [r["events_per_s"] for r in results]
@@ -120,10 +132,6 @@ class CountingStore:
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
         self._count()
         return self.inner.pipeline(commands)
-
-    def transaction(self, commands: Sequence[Command]) -> list[Reply]:
-        self._count()
-        return self.inner.transaction(commands)
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         self._count()
@@ -192,11 +200,22 @@ METHODS: dict[str, tuple[str, Writer, int]] = {
 }
 
 
-def contend(
-    store: CountingStore, method: str, writers: int, per_writer: int, entity: str
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Race:
+    """One contention run: what the writers did and what the entity kept."""
+
+    method: str
+    writers: int
+    writes: int
+    kept: int
+    calls: int  # store calls by the writers, retries included
+    elapsed_s: float
+    outcome: Outcome
+
+
+def _race(store: CountingStore, method: str, writers: int, per_writer: int, entity: str) -> Race:
     acmi = Acmi(store, Settings())
-    _, writer, calls_per_attempt = METHODS[method]
+    writer = METHODS[method][1]
     out = Outcome()
     barrier = threading.Barrier(writers + 1)  # + this thread, which starts the clock
 
@@ -218,129 +237,151 @@ def contend(
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - start
-    calls = store.calls - calls_before
-    expected = writers * per_writer
+    calls = store.calls - calls_before  # before _kept: its read-back is no write
+    kept = _kept(store, acmi, method, entity)
+    return Race(method, writers, writers * per_writer, kept, calls, elapsed, out)
+
+
+def _kept(store: CountingStore, acmi: Acmi, method: str, entity: str) -> int:
+    """Signal keys the entity holds once the writers are done."""
     if method == "acmi":
-        kept = len(acmi.signals.all(entity))
-    else:
-        raw = store.inner.execute(("GET", w.ref_keys(entity)[1]))
-        kept = len(json.loads(raw)) if isinstance(raw, bytes) else 0
-    attempts = out.attempts
+        return len(acmi.signals.all(entity))
+    raw = store.inner.execute(("GET", w.ref_keys(entity)[1]))
+    return len(json.loads(raw)) if isinstance(raw, bytes) else 0
+
+
+def race_row(race: Race) -> dict[str, Any]:
+    attempts, writes = race.outcome.attempts, race.writes
     return {
-        "method": method,
-        "writers": writers,
-        "writes": expected,
-        "kept": kept,
-        "lost": expected - kept,
+        "method": race.method,
+        "writers": race.writers,
+        "writes": writes,
+        "kept": race.kept,
+        "lost": writes - race.kept,
         "attempts_per_write": sum(attempts) / len(attempts) if attempts else float("nan"),
         "max_attempts": max(attempts) if attempts else 0,
-        "requests_per_write": calls / expected,
-        "attempts_from_requests": calls / expected / calls_per_attempt,
-        "writes_per_s": expected / elapsed,
-        "errors": out.errors[:5],
+        "requests_per_write": race.calls / writes,
+        "attempts_from_requests": race.calls / writes / METHODS[race.method][2],
+        "writes_per_s": writes / race.elapsed_s,
+        "errors": race.outcome.errors[:5],
     }
 
 
-def contention(server: RedisServer, *, quick: bool) -> list[dict[str, Any]]:
-    writer_counts = [1, 16] if quick else [1, 4, 16, 50]
-    per_writer = 2 if quick else 4
+@dataclass(frozen=True)
+class Backend:
+    label: str
+    connect: Callable[[], Store]
+    double: UpstashDouble | None = None  # the HTTP requests are counted there too
+
+
+@contextmanager
+def contention_backends(server: RedisServer, settings: Settings) -> Iterator[list[Backend]]:
+    """The three stores, built one at a time; the double lives for all of them."""
     server.flush(6)
-    rows: list[dict[str, Any]] = []
-    settings = Settings(store_timeout_s=10.0)
     with UpstashDouble(server.url_for(6), delay_s=CONTENTION_DELAY_MS / 1000) as double:
-        backends: list[tuple[str, Callable[[], Store]]] = [
-            (
+        yield [
+            Backend(
                 f"upstash double ({CONTENTION_DELAY_MS:g} ms/request)",
                 lambda: UpstashStore(double.url, double.token, settings=settings),
+                double,
             ),
-            ("redis-server", lambda: RedisStore.from_url(server.url_for(7), settings)),
-            ("embedded (memory)", MemoryStore),
+            Backend("redis-server", lambda: RedisStore.from_url(server.url_for(7), settings)),
+            Backend("embedded (memory)", MemoryStore),
         ]
-        for backend, factory in backends:
-            store = CountingStore(factory())
-            Acmi(store, settings).signals.set("user:warm", "k", 1)  # load the script
-            store.execute(("EVAL", w.CAS_SCRIPT, 1, "acmi:user:warm:x", "", "1"))
+
+
+@contextmanager
+def counting_store(backend: Backend, settings: Settings) -> Iterator[CountingStore]:
+    """The backend's store, counted, with both Lua scripts already loaded (untimed)."""
+    store = CountingStore(backend.connect())
+    try:
+        Acmi(store, settings).signals.set("user:warm", "k", 1)
+        store.execute(("EVAL", w.CAS_SCRIPT, 1, "acmi:user:warm:x", "", "1"))
+        yield store
+    finally:
+        store.close()
+
+
+def measure_contention(
+    backends: Sequence[Backend], settings: Settings, writer_counts: Sequence[int], per_writer: int
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for backend in backends:
+        with counting_store(backend, settings) as store:
             for writers in writer_counts:
                 for method in METHODS:
-                    entity = f"user:c-{method}-{writers}"
-                    before = double.requests
-                    row = contend(store, method, writers, per_writer, entity)
-                    if backend.startswith("upstash"):
-                        row["http_requests_per_write"] = (double.requests - before) / row["writes"]
-                    row["backend"] = backend
+                    double = backend.double
+                    before = double.requests if double is not None else 0
+                    race = _race(store, method, writers, per_writer, f"user:c-{method}-{writers}")
+                    row = race_row(race)
+                    if double is not None:  # PINGs and read-back included, as before
+                        row["http_requests_per_write"] = (double.requests - before) / race.writes
+                    row["backend"] = backend.label
                     rows.append(row)
-            store.close()
     return rows
 
 
-def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
-    handler_rows = ingest_handler(server, quick=quick)
-    contention_rows = contention(server, quick=quick)
-    handler_table = fmt_table(
-        ["store", "events x rounds", "events/s", "p50 ms", "p99 ms", "all stored", "first call ms"],
-        [
-            [
-                r["label"],
-                f"{r['n']} x {r['rounds']}",
-                r["events_per_s"],
-                r["p50_ms"],
-                r["p99_ms"],
-                r["all_stored"],
-                r["first_invocation_s"] * 1000,
-            ]
-            for r in handler_rows
-        ],
-    )
-    redis_rate = handler_rows[1]["events_per_s"]
-    memory_rate = handler_rows[0]["events_per_s"]
-    contention_table = fmt_table(
-        [
-            "backend",
-            "method",
-            "writers",
-            "writes",
-            "kept",
-            "lost",
-            "attempts/write",
-            "max attempts",
-            "requests/write",
-            "writes/s",
-        ],
-        [
-            [
-                r["backend"],
-                METHODS[r["method"]][0],
-                r["writers"],
-                r["writes"],
-                r["kept"],
-                r["lost"],
-                r["attempts_per_write"],
-                r["max_attempts"],
-                r["requests_per_write"],
-                r["writes_per_s"],
-            ]
-            for r in contention_rows
-        ],
-    )
+def contention_summary(
+    handler_rows: list[dict[str, Any]], contention_rows: list[dict[str, Any]]
+) -> dict[str, Any]:
     ours = [r for r in contention_rows if r["method"] == "acmi"]
     naive = [r for r in contention_rows if r["method"] == "naive"]
-    summary = {
+    return {
         "acmi_lost_total": sum(r["lost"] for r in ours),
         "acmi_attempts_per_write_max": max(r["requests_per_write"] for r in ours),
         "naive_lost_total": sum(r["lost"] for r in naive),
         "naive_writes_total": sum(r["writes"] for r in naive),
-        "redis_vs_memory_events_per_s": redis_rate / memory_rate,
+        "redis_vs_memory_events_per_s": (
+            handler_rows[1]["events_per_s"] / handler_rows[0]["events_per_s"]
+        ),
     }
+
+
+# --- the section ----------------------------------------------------------------------------
+
+HANDLER_COLUMNS: tuple[Column, ...] = (
+    ("store", "label"),
+    ("events x rounds", lambda r: f"{r['n']} x {r['rounds']}"),
+    ("events/s", "events_per_s"),
+    ("p50 ms", "p50_ms"),
+    ("p99 ms", "p99_ms"),
+    ("all stored", "all_stored"),
+    ("first call ms", lambda r: r["first_invocation_s"] * 1000),
+)
+CONTENTION_COLUMNS: tuple[Column, ...] = (
+    ("backend", "backend"),
+    ("method", lambda r: METHODS[r["method"]][0]),
+    ("writers", "writers"),
+    ("writes", "writes"),
+    ("kept", "kept"),
+    ("lost", "lost"),
+    ("attempts/write", "attempts_per_write"),
+    ("max attempts", "max_attempts"),
+    ("requests/write", "requests_per_write"),
+    ("writes/s", "writes_per_s"),
+)
+
+
+def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
+    rounds, n = (1, 100) if quick else (3, 700)
+    writer_counts, per_writer = ([1, 16], 2) if quick else ([1, 4, 16, 50], 4)
+    handler_rows = ingest_rows(measure_ingest(server, rounds=rounds, n=n))
+    settings = Settings(store_timeout_s=10.0)
+    with contention_backends(server, settings) as backends:
+        contention_rows = measure_contention(backends, settings, writer_counts, per_writer)
     return {
         "ingest_handler": handler_rows,
         "contention": contention_rows,
-        "contention_summary": summary,
-        "tables": {"ingest_handler": handler_table, "contention": contention_table},
+        "contention_summary": contention_summary(handler_rows, contention_rows),
+        "tables": {
+            "ingest_handler": table_of(HANDLER_COLUMNS, handler_rows),
+            "contention": table_of(CONTENTION_COLUMNS, contention_rows),
+        },
         "note": (
-            "ingest: functions.ingest.handler fed API Gateway v2 events in process (20 warm-up "
-            "calls untimed), a fresh interpreter per round, the stores alternating; the median "
-            "round is shown. Contention: W threads start "
-            f"together, each sets {2 if quick else 4} keys of one entity's signals; "
+            "ingest: functions.ingest.handler fed API Gateway v2 events in process "
+            f"({WARMUP} warm-up calls untimed), a fresh interpreter per round, the stores "
+            "alternating; the median round is shown. Contention: W threads start together, "
+            f"each sets {per_writer} keys of one entity's signals; "
             "requests/write counts every store call (ACMI: 1 means no retries at all)."
         ),
     }

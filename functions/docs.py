@@ -1,8 +1,5 @@
-"""GET /openapi.json and GET /docs for the whole API."""
+"""GET /openapi.json and GET /docs for the whole API (no store: see acmi_core.lambdas)."""
 
-from functions._runtime import build_app, lambda_handler
+from functions.runtime import http_handler
 
-# The spec describes every route; this function serves only the spec and the docs page,
-# so it needs no store (and no Secrets Manager call on its cold start).
-app = build_app(["ingest", "entities"], docs=True, with_store=False)
-handler = lambda_handler(app)
+handler = http_handler("docs")

@@ -1,6 +1,5 @@
 """Profile, signals, timeline, full context, list and delete of entities."""
 
-from functions._runtime import build_app, lambda_handler
+from functions.runtime import http_handler
 
-app = build_app(["entities"])
-handler = lambda_handler(app)
+handler = http_handler("entities")

@@ -1,6 +1,5 @@
 """POST /v1/entities/{entity}/events and POST /v1/ingest/{source}."""
 
-from functions._runtime import build_app, lambda_handler
+from functions.runtime import http_handler
 
-app = build_app(["ingest"])
-handler = lambda_handler(app)
+handler = http_handler("ingest")

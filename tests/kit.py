@@ -35,6 +35,7 @@ DB: Final = {
     "handlers": 3,
     "cli": 4,
     "json_round_trip": 5,
+    "runtime": 6,
 }
 
 

@@ -7,6 +7,9 @@ listings and revocation.
 Layout (global: looked up before the tenant is known):
     acmi:_apikey:<sha256>   STRING JSON record
     acmi:_apikeys           HASH id -> JSON record (with its hash), for list/revoke
+
+Lookups are cached per process (:class:`KeyCache`) so that a warm Lambda spends no round
+trip on auth; a revoked key stops working within the cache time.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from acmi_core.cache import TtlCache
 from acmi_core.errors import AcmiValidationError, NotFound
 from acmi_core.keys import internal_global
-from acmi_core.model import dumps
-from acmi_core.settings import check_tenant
+from acmi_core.model import check_tenant, dumps
 from acmi_core.store.base import Store
 from acmi_core.writes import WritePlan
 
@@ -134,13 +139,22 @@ def _decode(raw: object) -> ApiKey | None:
         return None
 
 
-def ensure_admin_key(acmi: Any, plaintext: str) -> ApiKey:
-    """Register a configured key value (ACMI_API_KEY) as the default tenant's admin key."""
+def ensure_admin_key(store: Store, plaintext: str, *, tenant: str, now_ms: int) -> ApiKey:
+    """Register a configured key value (ACMI_API_KEY) as ``tenant``'s admin key."""
     return register(
-        acmi.store,
-        plaintext,
-        tenant=acmi.settings.default_tenant,
-        scope=Scope.ADMIN,
-        name="ACMI_API_KEY",
-        now_ms=acmi.clock(),
+        store, plaintext, tenant=tenant, scope=Scope.ADMIN, name="ACMI_API_KEY", now_ms=now_ms
     )
+
+
+class KeyCache:
+    """Key lookups by plaintext, cached for ``ttl_s``: a revoked key stops working
+    within it."""
+
+    def __init__(
+        self, store: Store, ttl_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._store = store
+        self._cache: TtlCache[str, ApiKey] = TtlCache(ttl_s, clock=clock)
+
+    def lookup(self, plaintext: str) -> ApiKey | None:
+        return self._cache.get(key_hash(plaintext), lambda: lookup(self._store, plaintext))

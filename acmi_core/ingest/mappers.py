@@ -1,7 +1,9 @@
 """Source mappers: a webhook body in, Comms v1.1 events (each with its entity) out.
 
-Pure functions: no store, no clock (``now_ms`` is passed in). The events they return are
-validated by the timeline like any other (``acmi_core.model.parse_event``).
+Every mapper has one signature, ``(WebhookBody) -> Mapped``, and is a pure function: no
+store, no clock. The events it returns are validated by the timeline like any other
+(``acmi_core.model.parse_event``). Which mapper serves which source is the source table's
+business (``acmi_core.ingest.sources``).
 
 - make / n8n: a JSON object (or a list of them) describing one thing that happened;
   well-known field names are picked up (below), the whole body is kept as payload.
@@ -17,7 +19,8 @@ import binascii
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -29,6 +32,17 @@ KIND_FIELDS: Final = ("kind", "event", "type", "action")
 SUMMARY_FIELDS: Final = ("summary", "message", "text", "subject", "title", "description")
 CORRELATION_FIELDS: Final = ("correlationId", "correlation_id", "id", "executionId")
 ENTITY_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")
+# Generic mappings: event field -> dotted path into the body, or '=literal'.
+MAPPING_FIELDS: Final = (
+    "entity",
+    "category",
+    "kind",
+    "summary",
+    "correlationId",
+    "parentCorrelationId",
+    "ts",
+    "payload",
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,32 @@ class Delivery:
 
     entity: str
     event: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WebhookBody:
+    """What a mapper is given: the parsed body and where its events should go."""
+
+    source: str  # as named in the URL, e.g. n8n-billing
+    body: Any
+    body_sha: str  # SHA-256 of the raw body: derived correlation ids
+    max_items: int
+    entity: str | None = None  # ?entity=
+    default_entity: str | None = None  # the source's configured entity
+    query: Mapping[str, str] = field(default_factory=dict)
+    configured_mapping: Mapping[str, str] | None = None  # generic: stored with the source
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """A mapper's answer: the deliveries, and the sender's own id for this delivery when
+    it has one (Pub/Sub's messageId), which identifies a redelivery."""
+
+    deliveries: list[Delivery]
+    sender_id: str | None = None
+
+
+Mapper = Callable[[WebhookBody], Mapped]
 
 
 def truncate(text: str, limit: int = MAX_SUMMARY_LEN) -> str:
@@ -57,17 +97,23 @@ def _first_str(data: dict[str, Any], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _objects(body: Any, field: str, max_items: int) -> list[dict[str, Any]]:
+def _items(webhook: WebhookBody) -> list[tuple[str, dict[str, Any]]]:
+    """The body's objects with the field path of each (``body`` or ``body[i]``)."""
+    body = webhook.body
     items = body if isinstance(body, list) else [body]
     if not items:
-        raise AcmiValidationError(field, "non_empty", "must hold at least one object")
-    if len(items) > max_items:
-        raise AcmiValidationError(field, "max_items", f"at most {max_items} items per request")
+        raise AcmiValidationError("body", "non_empty", "must hold at least one object")
+    if len(items) > webhook.max_items:
+        raise AcmiValidationError(
+            "body", "max_items", f"at most {webhook.max_items} items per request"
+        )
+    located = []
     for index, item in enumerate(items):
+        where = f"body[{index}]" if isinstance(body, list) else "body"
         if not isinstance(item, dict):
-            where = f"{field}[{index}]" if isinstance(body, list) else field
             raise AcmiValidationError(where, "object", "must be a JSON object")
-    return items
+        located.append((where, item))
+    return located
 
 
 def _entity(explicit: str | None, item: dict[str, Any], default: str | None, field: str) -> str:
@@ -83,25 +129,16 @@ def _entity(explicit: str | None, item: dict[str, Any], default: str | None, fie
     return entity
 
 
-def map_automation(
-    source: str,
-    body: Any,
-    *,
-    entity: str | None,
-    default_entity: str | None,
-    body_sha: str,
-    max_items: int,
-) -> list[Delivery]:
-    """Make and n8n: one request per item (a list is accepted too)."""
-    items = _objects(body, "body", max_items)
+def map_automation(webhook: WebhookBody) -> Mapped:
+    """Make and n8n: one request per item (a list is accepted too); well-known field
+    names are picked up, the whole item is kept as payload."""
+    source, sha = webhook.source, webhook.body_sha
     deliveries = []
-    for index, item in enumerate(items):
-        where = f"body[{index}]" if isinstance(body, list) else "body"
+    for index, (where, item) in enumerate(_items(webhook)):
         event: dict[str, Any] = {
             "source": item["source"] if isinstance(item.get("source"), str) else source,
             "kind": _first_str(item, KIND_FIELDS) or f"{source}-webhook",
-            "correlationId": _first_str(item, CORRELATION_FIELDS)
-            or f"{source}-{body_sha[:16]}-{index}",
+            "correlationId": _first_str(item, CORRELATION_FIELDS) or f"{source}-{sha[:16]}-{index}",
             "summary": truncate(_first_str(item, SUMMARY_FIELDS) or f"{source} webhook"),
             "payload": item.get("payload", item),
         }
@@ -109,8 +146,9 @@ def map_automation(
             event["parentCorrelationId"] = item["parentCorrelationId"]
         if "ts" in item:
             event["ts"] = item["ts"]  # validated (finite, ms) with the event
-        deliveries.append(Delivery(_entity(entity, item, default_entity, f"{where}.entity"), event))
-    return deliveries
+        entity = _entity(webhook.entity, item, webhook.default_entity, f"{where}.entity")
+        deliveries.append(Delivery(entity, event))
+    return Mapped(deliveries)
 
 
 @dataclass(frozen=True)
@@ -157,9 +195,10 @@ def parse_pubsub_push(body: Any) -> PubSubPush:
     )
 
 
-def map_gmail(
-    push: PubSubPush, *, source: str, entity: str | None, default_entity: str | None
-) -> list[Delivery]:
+def map_gmail(webhook: WebhookBody) -> Mapped:
+    """A Gmail watch notification delivered by a Pub/Sub push: one event per push, for
+    the mailbox (or the entity named in the URL or the source's config)."""
+    push = parse_pubsub_push(webhook.body)
     email = push.data.get("emailAddress")
     history_id = push.data.get("historyId")
     if not isinstance(email, str) or "@" not in email:
@@ -172,7 +211,7 @@ def map_gmail(
         )
     mailbox = ENTITY_UNSAFE.sub("_", email.lower())
     event: dict[str, Any] = {
-        "source": source,
+        "source": webhook.source,
         "kind": "gmail-notification",
         "correlationId": f"gmail-{mailbox}-{history_id}",
         "summary": truncate(f"Gmail mailbox {email} changed (historyId {history_id})"),
@@ -185,13 +224,42 @@ def map_gmail(
     }
     if push.publish_time_ms is not None:
         event["ts"] = push.publish_time_ms
-    return [Delivery(entity or default_entity or f"mailbox:{mailbox}", event)]
+    entity = webhook.entity or webhook.default_entity or f"mailbox:{mailbox}"
+    return Mapped([Delivery(entity, event)], sender_id=push.message_id)
 
 
 _MISSING: Final = object()
 
 
+def check_mapping(mapping: object, field: str = "mapping") -> dict[str, str]:
+    if not isinstance(mapping, dict):
+        raise AcmiValidationError(field, "object", "must be an object of field -> path")
+    for name, path in mapping.items():
+        if name not in MAPPING_FIELDS:
+            raise AcmiValidationError(
+                f"{field}.{name}", "unknown", f"must be one of {', '.join(MAPPING_FIELDS)}"
+            )
+        if not isinstance(path, str) or not path:
+            raise AcmiValidationError(f"{field}.{name}", "type", "must be a non-empty string")
+    return mapping
+
+
+def generic_mapping(webhook: WebhookBody) -> dict[str, str]:
+    """The stored mapping with the URL's ``map.<field>=<path>`` parameters over it."""
+    from_query = {k[4:]: v for k, v in webhook.query.items() if k.startswith("map.")}
+    mapping = {**(webhook.configured_mapping or {}), **from_query}
+    if not mapping:
+        raise AcmiValidationError(
+            "mapping",
+            "required",
+            "generic sources need a mapping: query map.<field>=<dotted.path> "
+            f"(fields: {', '.join(MAPPING_FIELDS)}) or one stored with `acmi sources set`",
+        )
+    return check_mapping(mapping, "mapping")
+
+
 def _lookup(data: Any, path: str) -> Any:
+    """The value at a dotted path (list items by index), ``=literal``, or _MISSING."""
     if path.startswith("="):
         return path[1:]
     if path in ("$", "."):
@@ -207,57 +275,66 @@ def _lookup(data: Any, path: str) -> Any:
     return current
 
 
-def map_generic(
-    source: str,
-    body: Any,
-    mapping: dict[str, str],
-    *,
-    entity: str | None,
-    default_entity: str | None,
-    body_sha: str,
-    max_items: int,
-) -> list[Delivery]:
+# Mapped fields an item must have: naming them in the mapping promises they are there.
+_REQUIRED_WHEN_MAPPED: Final = frozenset({"entity", "kind", "summary"})
+
+
+class _MappedItem:
+    """One body item read through the mapping."""
+
+    def __init__(self, mapping: Mapping[str, str], item: dict[str, Any], where: str) -> None:
+        self.mapping, self.item, self.where = mapping, item, where
+
+    def get(self, name: str) -> Any:
+        path = self.mapping.get(name)
+        if path is None:
+            return _MISSING
+        value = _lookup(self.item, path)
+        if value is _MISSING and name in _REQUIRED_WHEN_MAPPED:
+            raise AcmiValidationError(
+                f"{self.where}.{path}", "required", f"mapped to {name} but not in the body"
+            )
+        return value
+
+    def text(self, name: str) -> str | None:
+        """A mapped string, or an integer as its digits (ids are often numbers)."""
+        value = self.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value if isinstance(value, str) else None
+
+    def entity(self) -> str | None:
+        """The mapped entity; a bare id becomes ``<category>:<id>`` when category is mapped."""
+        entity, category = self.text("entity"), self.get("category")
+        if entity is not None and isinstance(category, str):
+            return f"{category}:{ENTITY_UNSAFE.sub('_', entity)}"
+        return entity
+
+
+def map_generic(webhook: WebhookBody) -> Mapped:
     """Any JSON object(s), with a mapping of event fields to dotted paths ('=literal' for
     a constant). ``entity`` may map to a bare id when ``category`` is mapped too."""
-    items = _objects(body, "body", max_items)
+    mapping = generic_mapping(webhook)
+    source, sha = webhook.source, webhook.body_sha
     deliveries = []
-    for index, item in enumerate(items):
-        where = f"body[{index}]" if isinstance(body, list) else "body"
-
-        def get(name: str, item: dict[str, Any] = item, where: str = where) -> Any:
-            path = mapping.get(name)
-            if path is None:
-                return _MISSING
-            value = _lookup(item, path)
-            if value is _MISSING and name in ("entity", "kind", "summary"):
-                raise AcmiValidationError(
-                    f"{where}.{path}", "required", f"mapped to {name} but not in the body"
-                )
-            return value
-
-        mapped_entity = get("entity")
-        category = get("category")
-        if isinstance(mapped_entity, int) and not isinstance(mapped_entity, bool):
-            mapped_entity = str(mapped_entity)
-        if isinstance(mapped_entity, str) and isinstance(category, str):
-            mapped_entity = f"{category}:{ENTITY_UNSAFE.sub('_', mapped_entity)}"
-        kind, summary = get("kind"), get("summary")
-        correlation = get("correlationId")
+    for index, (where, item) in enumerate(_items(webhook)):
+        mapped = _MappedItem(mapping, item, where)
+        kind, summary, payload = mapped.get("kind"), mapped.get("summary"), mapped.get("payload")
         event: dict[str, Any] = {
             "source": source,
             "kind": kind if isinstance(kind, str) else f"{source}-webhook",
-            "correlationId": str(correlation)
-            if isinstance(correlation, str | int) and not isinstance(correlation, bool)
-            else f"{source}-{body_sha[:16]}-{index}",
-            "summary": truncate(summary) if isinstance(summary, str) else summary,
-            "payload": item if get("payload") is _MISSING else get("payload"),
+            "correlationId": mapped.text("correlationId") or f"{source}-{sha[:16]}-{index}",
+            "payload": item if payload is _MISSING else payload,
         }
-        parent = get("parentCorrelationId")
+        if summary is not _MISSING:  # not a string: kept, so validation names the rule
+            event["summary"] = truncate(summary) if isinstance(summary, str) else summary
+        parent = mapped.get("parentCorrelationId")
         if isinstance(parent, str):
             event["parentCorrelationId"] = parent
-        ts = get("ts")
+        ts = mapped.get("ts")
         if ts is not _MISSING:
             event["ts"] = ts
-        explicit = entity or (mapped_entity if isinstance(mapped_entity, str) else None)
-        deliveries.append(Delivery(_entity(explicit, {}, default_entity, f"{where}.entity"), event))
-    return deliveries
+        explicit = webhook.entity or mapped.entity()
+        entity = _entity(explicit, {}, webhook.default_entity, f"{where}.entity")
+        deliveries.append(Delivery(entity, event))
+    return Mapped(deliveries)

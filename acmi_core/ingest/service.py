@@ -16,15 +16,9 @@ from typing import Any
 
 from acmi_core.client import Acmi
 from acmi_core.errors import AcmiValidationError
-from acmi_core.ingest.mappers import (
-    Delivery,
-    body_digest,
-    map_automation,
-    map_generic,
-    map_gmail,
-    parse_pubsub_push,
-)
-from acmi_core.ingest.sources import SourceConfig, check_mapping, source_kind
+from acmi_core.ingest.config import SourceConfig
+from acmi_core.ingest.mappers import Delivery, WebhookBody, body_digest
+from acmi_core.ingest.sources import source_spec
 from acmi_core.model import EntityId, dumps, parse_event
 from acmi_core.writes import Replayed, WritePlan
 
@@ -115,54 +109,27 @@ def ingest_webhook(
     config: SourceConfig | None,
 ) -> IngestResult:
     """POST /v1/ingest/{source}: map the sender's body to events and store them once."""
-    kind = source_kind(source)
+    spec = source_spec(source)
     settings = acmi.settings
-    entity = query.get("entity") or None
-    default_entity = config.entity if config else None
     sha = body_digest(raw_body)
+    mapped = spec.mapper(
+        WebhookBody(
+            source=source,
+            body=body,
+            body_sha=sha,
+            max_items=settings.max_batch_events,
+            entity=query.get("entity") or None,
+            default_entity=config.entity if config else None,
+            query=query,
+            configured_mapping=config.mapping if config else None,
+        )
+    )
     idempotency = idempotency_from_header(idempotency_key, settings.idempotency_ttl_s)
-    if kind == "gmail":
-        push = parse_pubsub_push(body)
-        deliveries = map_gmail(push, source=source, entity=entity, default_entity=default_entity)
+    if idempotency is None and spec.idempotency == "pubsub" and mapped.sender_id:
         # Pub/Sub redelivers the identical message with the same messageId.
-        idempotency = idempotency or Idempotency(
-            "pubsub", push.message_id, settings.idempotency_ttl_s
-        )
-    elif kind == "generic":
-        mapping = _generic_mapping(query, config)
-        deliveries = map_generic(
-            source,
-            body,
-            mapping,
-            entity=entity,
-            default_entity=default_entity,
-            body_sha=sha,
-            max_items=settings.max_batch_events,
-        )
-    else:
-        deliveries = map_automation(
-            source,
-            body,
-            entity=entity,
-            default_entity=default_entity,
-            body_sha=sha,
-            max_items=settings.max_batch_events,
-        )
+        idempotency = Idempotency("pubsub", mapped.sender_id, settings.idempotency_ttl_s)
     # n8n and Make send one request per item and share execution ids across a run: only
     # the exact body identifies a delivery (two items differ; a retry is identical).
     idempotency = idempotency or Idempotency("body", sha, settings.derived_idempotency_ttl_s)
-    return store_deliveries(acmi, f"ingest:{source}:{idempotency.origin}", deliveries, idempotency)
-
-
-def _generic_mapping(query: Mapping[str, str], config: SourceConfig | None) -> dict[str, str]:
-    from_query = {k[4:]: v for k, v in query.items() if k.startswith("map.")}
-    mapping = {**(config.mapping or {} if config else {}), **from_query}
-    if not mapping:
-        raise AcmiValidationError(
-            "mapping",
-            "required",
-            "generic sources need a mapping: query map.<field>=<dotted.path> "
-            "(fields: entity, category, kind, summary, correlationId, payload, ts) "
-            "or one stored with `acmi sources set`",
-        )
-    return check_mapping(mapping, "mapping")
+    scope = f"ingest:{source}:{idempotency.origin}"
+    return store_deliveries(acmi, scope, mapped.deliveries, idempotency)

@@ -1,55 +1,78 @@
-"""Per-tenant source configuration: how a webhook source authenticates and maps.
+"""The webhook sources: one row each, read by ingest (mapper, idempotency, JSON
+leniency), auth (which credentials a source accepts) and the API docs.
 
-Stored at ``acmi:_source:<tenant>:<source>`` (JSON). The push token is stored only as a
-hash, plus a global ``acmi:_pushtoken:<sha256>`` -> {tenant, source} so that a sender
-that can only put a token in its URL is found without knowing its tenant. The HMAC
-secret must be stored as is: verifying an HMAC needs it.
+A URL names a source as ``/v1/ingest/<row>`` or ``/v1/ingest/<row>-<anything>`` (e.g.
+``n8n-billing``), so one tenant can configure several senders of one kind. Adding a
+source is one mapper in ``mappers.py``, one row here, and its tests.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import secrets
-from typing import Any, Final
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticValidationError
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, Literal
 
 from acmi_core.errors import AcmiValidationError
-from acmi_core.keys import Keys, internal_global
-from acmi_core.model import dumps
-from acmi_core.store.base import Store
-from acmi_core.writes import WritePlan
+from acmi_core.ingest.mappers import Mapper, map_automation, map_generic, map_gmail
 
 SOURCE_RE: Final = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-BUILTIN_SOURCES: Final = ("make", "n8n", "gmail", "generic")
-MAPPING_FIELDS: Final = (
-    "entity",
-    "category",
-    "kind",
-    "summary",
-    "correlationId",
-    "parentCorrelationId",
-    "ts",
-    "payload",
+
+
+class Credential(StrEnum):
+    """How a webhook sender may prove who it is (an HMAC signature, when the source's
+    config holds a secret, is checked on top of any of them)."""
+
+    API_KEY = "api_key"  # Authorization: Bearer acmi_...
+    PUSH_TOKEN = "push_token"  # ?token=acmipt_... for senders that cannot set headers
+    GOOGLE_OIDC = "google_oidc"  # Pub/Sub push's signed Google identity token
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """``idempotency``: how a delivery without an ``Idempotency-Key`` header is recognised
+    when retried: ``body`` (the exact body, remembered briefly) or ``pubsub`` (the
+    mapper's ``sender_id``, Pub/Sub's messageId). ``lenient_json``: raw newlines and tabs
+    inside strings are accepted (Make pastes mapped text unescaped)."""
+
+    name: str
+    summary: str
+    mapper: Mapper
+    idempotency: Literal["body", "pubsub"] = "body"
+    lenient_json: bool = False
+    credentials: frozenset[Credential] = frozenset({Credential.API_KEY, Credential.PUSH_TOKEN})
+
+    def accepts(self, credential: Credential) -> bool:
+        return credential in self.credentials
+
+
+SOURCES: Final[tuple[SourceSpec, ...]] = (
+    SourceSpec(
+        "make",
+        "Make (HTTP module): a JSON object per item; well-known fields are picked up",
+        map_automation,
+        lenient_json=True,
+    ),
+    SourceSpec(
+        "n8n",
+        "n8n (HTTP Request node): a JSON object per item; well-known fields are picked up",
+        map_automation,
+        lenient_json=True,
+    ),
+    SourceSpec(
+        "gmail",
+        "Gmail watch notifications delivered by a Google Pub/Sub push subscription",
+        map_gmail,
+        idempotency="pubsub",
+        credentials=frozenset(Credential),
+    ),
+    SourceSpec(
+        "generic",
+        "any JSON, mapped with map.<field>=<path> query parameters or a stored mapping",
+        map_generic,
+        lenient_json=True,
+    ),
 )
-
-
-class SourceConfig(BaseModel):
-    """Everything optional: a source with no config takes API keys and default mapping."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    source: str
-    kind: str = Field(description="make | n8n | gmail | generic")
-    hmac_secret: str | None = Field(default=None, repr=False)
-    push_token_hash: str | None = None
-    oidc_audience: str | None = None
-    oidc_email: str | None = None
-    entity: str | None = None  # default entity for deliveries that name none
-    mapping: dict[str, str] | None = None  # generic: field -> dotted path or '=literal'
 
 
 def check_source(source: object) -> str:
@@ -60,98 +83,15 @@ def check_source(source: object) -> str:
     return source
 
 
-def source_kind(source: str) -> str:
-    """The mapper a source uses: a built-in name, or ``<builtin>-<anything>``."""
-    for builtin in BUILTIN_SOURCES:
-        if source == builtin or source.startswith(f"{builtin}-"):
-            return builtin
+def source_spec(source: str) -> SourceSpec:
+    """The row serving ``source``: its own name, or ``<name>-<anything>``."""
+    for spec in SOURCES:
+        if source == spec.name or source.startswith(f"{spec.name}-"):
+            return spec
+    names = ", ".join(spec.name for spec in SOURCES)
     raise AcmiValidationError(
         "source",
         "unknown",
-        f"unknown source {source!r}: use one of {', '.join(BUILTIN_SOURCES)} "
+        f"unknown source {source!r}: use one of {names} "
         "(or '<one of them>-<name>', e.g. n8n-billing)",
     )
-
-
-def check_mapping(mapping: object, field: str = "mapping") -> dict[str, str]:
-    if not isinstance(mapping, dict):
-        raise AcmiValidationError(field, "object", "must be an object of field -> path")
-    for name, path in mapping.items():
-        if name not in MAPPING_FIELDS:
-            raise AcmiValidationError(
-                f"{field}.{name}", "unknown", f"must be one of {', '.join(MAPPING_FIELDS)}"
-            )
-        if not isinstance(path, str) or not path:
-            raise AcmiValidationError(f"{field}.{name}", "type", "must be a non-empty string")
-    return mapping
-
-
-def _config_key(keys: Keys, source: str) -> str:
-    return keys.internal("source", source)
-
-
-def _push_token_key(digest: str) -> str:
-    return internal_global("pushtoken", digest)
-
-
-def get_config(store: Store, keys: Keys, source: str) -> SourceConfig | None:
-    raw = store.execute(("GET", _config_key(keys, source)))
-    if not isinstance(raw, bytes):
-        return None
-    try:
-        return SourceConfig.model_validate_json(raw)
-    except PydanticValidationError:
-        return None
-
-
-def put_config(
-    store: Store,
-    keys: Keys,
-    source: str,
-    *,
-    hmac_secret: str | None = None,
-    new_push_token: bool = False,
-    oidc_audience: str | None = None,
-    oidc_email: str | None = None,
-    entity: str | None = None,
-    mapping: dict[str, str] | None = None,
-) -> tuple[SourceConfig, str | None]:
-    """Create or replace a source's config. Returns (config, push token shown once)."""
-    check_source(source)
-    kind = source_kind(source)
-    if (oidc_audience is None) != (oidc_email is None):
-        raise AcmiValidationError("oidc", "pair", "give both oidc_audience and oidc_email")
-    if hmac_secret is not None and len(hmac_secret) < 16:
-        raise AcmiValidationError("hmac_secret", "min_length", "must be at least 16 characters")
-    if mapping is not None:
-        check_mapping(mapping)
-    previous = get_config(store, keys, source)
-    token = f"acmipt_{secrets.token_urlsafe(32)}" if new_push_token else None
-    digest = hashlib.sha256(token.encode()).hexdigest() if token else None
-    config = SourceConfig(
-        source=source,
-        kind=kind,
-        hmac_secret=hmac_secret,
-        push_token_hash=digest or (previous.push_token_hash if previous else None),
-        oidc_audience=oidc_audience,
-        oidc_email=oidc_email,
-        entity=entity,
-        mapping=mapping,
-    )
-    plan = WritePlan()
-    plan.set(_config_key(keys, source), dumps(config.model_dump(exclude_none=True)))
-    if digest:
-        if previous and previous.push_token_hash:
-            plan.delete(_push_token_key(previous.push_token_hash))
-        plan.set(_push_token_key(digest), dumps({"tenant": keys.tenant, "source": source}))
-    plan.apply(store)
-    return config, token
-
-
-def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:
-    """(tenant, source) of a push token, or None."""
-    raw = store.execute(("GET", _push_token_key(hashlib.sha256(token.encode()).hexdigest())))
-    if not isinstance(raw, bytes):
-        return None
-    data: dict[str, Any] = json.loads(raw)
-    return str(data["tenant"]), str(data["source"])

@@ -12,7 +12,7 @@ import pytest
 
 from acmi_core.cli import main
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import DB
+from tests.kit import DB, ROOT
 
 
 @pytest.fixture
@@ -130,9 +130,10 @@ def test_invoke_runs_a_handler_like_sam_local_invoke(tmp_path: Path) -> None:
     path = tmp_path / "event.json"
     path.write_text(json.dumps(event))
     # a fresh process on the embedded store, as a user runs it
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(
         [sys.executable, "-m", "acmi_core", "invoke", "ingest", "--event", str(path)],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         env=env,

@@ -1,32 +1,30 @@
 """Every events/ file through the real Lambda handler, as `sam local invoke -e` would.
 
-The handler modules build their app at import from the environment, so each test sets the
-environment first (real redis-server, db 3; the admin key the events use), imports
-``functions.<name>`` fresh and drops it again afterwards.
+Each function's handler is found by its row in ``acmi_core.lambdas`` (as SAM finds it by
+the template's Handler) and configured with an environment of its own (a real
+redis-server, the admin key the events carry): no process environment is changed.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from acmi_core import Acmi, Settings, create_acmi
+from acmi_core.lambdas import FUNCTIONS, FunctionSpec
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import DB
+from functions.runtime import LambdaFunction
+from tests.kit import DB, EVENTS_DIR, EXAMPLE_KEY, FakeLambdaContext, event_names, load_event
 
-ROOT = Path(__file__).resolve().parents[2]
-EVENTS_DIR = ROOT / "events"
-FUNCTIONS = ("ingest", "entities", "docs")
-ADMIN_KEY = "acmi_local_example_admin_key_0001"  # what the events' authorization carries
+FUNCTION_NAMES = tuple(spec.name for spec in FUNCTIONS)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -43,6 +41,7 @@ EXPECTED: dict[str, int] = {
     "ingest.make-raw-newline": 201,
     "ingest.make-broken-quote": 400,
     "ingest.n8n": 201,
+    "ingest.generic": 201,
     "ingest.gmail-pubsub": 201,
     "ingest.no-auth": 401,
     "ingest.unknown-source": 400,
@@ -79,37 +78,11 @@ STORED: dict[str, tuple[str, int]] = {
     "ingest.make": ("deal:acme-42", 1),
     "ingest.make-raw-newline": ("deal:acme-42", 1),
     "ingest.n8n": ("ticket:zd-18342", 1),
+    "ingest.generic": ("customer:cus_R8fT2nVbX1", 1),
     "ingest.gmail-pubsub": ("user:mikey", 1),
 }
 
 WEBHOOK_RETRIES = ("ingest.n8n", "ingest.make", "ingest.gmail-pubsub")
-
-
-@dataclass(frozen=True)
-class FakeLambdaContext:
-    """What Powertools' inject_lambda_context reads from the real context object."""
-
-    function_name: str
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
-
-
-def event_names() -> list[str]:
-    return sorted(path.name.removesuffix(".json") for path in EVENTS_DIR.glob("*.json"))
-
-
-def load_event(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
-    return data
-
-
-def _drop_handler_modules() -> None:
-    for module in [m for m in sys.modules if m == "functions" or m.startswith("functions.")]:
-        del sys.modules[module]
 
 
 Invoke = Callable[[str], dict[str, Any]]
@@ -127,46 +100,40 @@ class Harness:
 
 
 @pytest.fixture
-def harness(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+def harness(redis_server: RedisServer) -> Iterator[Harness]:
+    """Each function's real handler, configured as the template would configure it for
+    `sam local invoke` (a Redis URL and the sample admin key), on a flushed database."""
     url = redis_server.url_for(DB["handlers"])
     client = redis.Redis.from_url(url)
     client.flushdb()
-    for name in (
-        "UPSTASH_REDIS_REST_URL",
-        "UPSTASH_REDIS_REST_TOKEN",
-        "ACMI_UPSTASH_TOKEN_SECRET_ARN",
-        "ACMI_DEFAULT_TENANT",
-        "ACMI_AUTH_CACHE_S",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ACMI_REDIS_URL", url)
-    monkeypatch.setenv("ACMI_API_KEY", ADMIN_KEY)
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "acmi")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ACMI")
-    _drop_handler_modules()
-    handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
-
-    def handler(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-        if function not in handlers:
-            module = importlib.import_module(f"functions.{function}")
-            handlers[function] = module.handler
-        return handlers[function]
+    env = {"ACMI_REDIS_URL": url, "ACMI_API_KEY": EXAMPLE_KEY}
+    handlers = {spec.name: handler_of(spec) for spec in FUNCTIONS}
+    for handler in handlers.values():
+        handler.configure(env=env)
+        handler.warm()  # builds the app and registers the admin key before any snapshot
 
     def invoke(name: str) -> dict[str, Any]:
         function = name.split(".", 1)[0]
-        response = handler(function)(load_event(name), FakeLambdaContext(f"acmi-{function}"))
+        context = FakeLambdaContext(f"acmi-{function}")
+        response = handlers[function](load_event(name), context)
         assert isinstance(response, dict)
         return response
 
     store = RedisStore.from_url(url)
     try:
-        for function in FUNCTIONS:  # import (and register the admin key) before snapshots
-            handler(function)
         yield Harness(invoke, client, create_acmi(store, Settings()))
     finally:
+        for handler in handlers.values():
+            handler.configure()  # back to the process environment, built lazily
         store.close()
         client.close()
-        _drop_handler_modules()
+
+
+def handler_of(spec: FunctionSpec) -> LambdaFunction:
+    module_name, _, attribute = spec.handler.rpartition(".")
+    handler = getattr(importlib.import_module(module_name), attribute)
+    assert isinstance(handler, LambdaFunction)
+    return handler
 
 
 def header(response: dict[str, Any], name: str) -> str | None:
@@ -189,8 +156,8 @@ def test_every_event_file_has_an_expectation() -> None:
     stale = sorted(set(EXPECTED) - set(names))
     assert not stale, f"EXPECTED names events/ files that do not exist: {stale}"
     for name in names:
-        assert name.split(".", 1)[0] in FUNCTIONS, f"{name}: must be <function>.<case>.json"
-    for function in FUNCTIONS:
+        assert name.split(".", 1)[0] in FUNCTION_NAMES, f"{name}: must be <function>.<case>.json"
+    for function in FUNCTION_NAMES:
         statuses = [EXPECTED[n] for n in names if n.startswith(f"{function}.")]
         assert any(s < 300 for s in statuses), f"{function}: needs a realistic (2xx) sample"
         if function != "docs":
@@ -337,3 +304,21 @@ def test_entities_read_back_what_was_written(harness: Harness) -> None:
     ]  # reverse=true
     listed = json_body(harness.invoke("entities.list"))
     assert listed["entities"] == ["user:mikey"]
+
+
+def test_no_thread_is_started_per_invocation(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under Lambda one request runs at a time: store calls run inline, so an invocation
+    starts no worker thread (anyio would start and stop one per request otherwise)."""
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def counting_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    for name in ("ingest.events-single", "ingest.n8n", "entities.get", "entities.patch-signals"):
+        assert harness.invoke(name)["statusCode"] < 300
+    assert started == []

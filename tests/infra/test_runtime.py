@@ -1,27 +1,27 @@
-"""functions._runtime: the Upstash token from Secrets Manager (moto), and the cold-start
-import budget of the ingest path (fresh interpreters, as a Lambda cold start would be)."""
+"""functions.runtime, the Lambda kit: the Upstash token from Secrets Manager (moto), the
+deployed configuration end to end, scheduled jobs, no worker thread per invocation, no I/O
+at import, and the import budget of the ingest path (fresh interpreters, as a Lambda cold
+start would be)."""
 
 from __future__ import annotations
 
 import json
-import os
-import statistics
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+import redis
 from moto import mock_aws
+
+from acmi_core.testing.redis_server import RedisServer
+from tests.kit import DB, EXAMPLE_KEY, ROOT, FakeLambdaContext, load_event, run_fresh
 
 if TYPE_CHECKING:
     from acmi_core import Settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "AXg0-test-token-for-moto-only"
 SECRET_ARN_ENV = "ACMI_UPSTASH_TOKEN_SECRET_ARN"
 UPSTASH_ENV = {
@@ -51,12 +51,11 @@ NOT_SHIPPED = ("fakeredis", "lupa", "redis", "boto3", "botocore")
 
 
 def load_settings(env: dict[str, str]) -> Settings:
-    """functions._runtime.load_settings, imported when a test runs, not at collection: the
+    """functions.runtime.load_settings, imported when a test runs, not at collection: the
     runtime creates Powertools' "acmi" logger at import, bound to the stdout of that moment."""
-    from functions import _runtime
+    from functions import runtime
 
-    assert _runtime.SECRET_ARN_ENV == SECRET_ARN_ENV
-    return _runtime.load_settings(env)
+    return runtime.load_settings(env)
 
 
 @pytest.fixture
@@ -111,8 +110,6 @@ def test_no_arn_no_token() -> None:
 
 # --- the deployed configuration, end to end ------------------------------------------------
 
-ADMIN_KEY = "acmi_local_example_admin_key_0001"
-
 
 def _template_environment(parameters: dict[str, str]) -> dict[str, str]:
     """Globals.Function.Environment of template.yaml with its !Refs resolved."""
@@ -133,16 +130,11 @@ def _template_environment(parameters: dict[str, str]) -> dict[str, str]:
     return {key: str(value) for key, value in env.items()}
 
 
-def test_the_template_environment_end_to_end(
-    secretsmanager: Any, upstash_double: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_template_environment_end_to_end(secretsmanager: Any, upstash_double: Any) -> None:
     """As deployed: the template's environment, the token in Secrets Manager (moto), the
     Upstash REST protocol (the double over a real Redis); an API key minted beforehand."""
-    import importlib
-
     from acmi_core.auth.apikeys import register
     from acmi_core.store.upstash import UpstashStore
-    from tests.kit import FakeLambdaContext, load_event
 
     arn = _secret(secretsmanager, json.dumps({"UPSTASH_REDIS_REST_TOKEN": upstash_double.token}))
     env = _template_environment(
@@ -152,55 +144,49 @@ def test_the_template_environment_end_to_end(
             "DefaultTenant": "default",
         }
     )
-    for name in ("ACMI_REDIS_URL", "ACMI_API_KEY", "UPSTASH_REDIS_REST_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
     with UpstashStore(upstash_double.url, upstash_double.token) as store:
-        register(store, ADMIN_KEY, tenant="default", scope="write", name="ci", now_ms=0)
+        register(store, EXAMPLE_KEY, tenant="default", scope="write", name="ci", now_ms=0)
 
-    def drop() -> None:
-        for module in [m for m in sys.modules if m.startswith("functions.")]:
-            del sys.modules[module]
+    from functions.entities import handler as entities
+    from functions.ingest import handler as ingest
 
-    drop()
     try:
-        ingest = importlib.import_module("functions.ingest")
-        entities = importlib.import_module("functions.entities")
+        for handler in (ingest, entities):
+            handler.configure(env=env)  # exactly the template's environment, nothing else
         context = FakeLambdaContext("acmi-ingest")
-        first = ingest.handler(load_event("ingest.make"), context)
+        first = ingest(load_event("ingest.make"), context)
         assert first["statusCode"] == 201, first["body"]
-        retry = ingest.handler(load_event("ingest.make"), context)
+        retry = ingest(load_event("ingest.make"), context)
         assert retry["body"] == first["body"]
         assert retry["headers"]["idempotent-replayed"] == "true"
-        assert ingest.handler(load_event("ingest.no-auth"), context)["statusCode"] == 401
-        got = entities.handler(load_event("entities.get"), FakeLambdaContext("acmi-entities"))
+        assert ingest(load_event("ingest.no-auth"), context)["statusCode"] == 401
+        got = entities(load_event("entities.get"), FakeLambdaContext("acmi-entities"))
         assert got["statusCode"] == 200, got["body"]
-        denied = entities.handler(load_event("entities.wrong-key"), context)
+        denied = entities(load_event("entities.wrong-key"), context)
         assert denied["statusCode"] == 401
-        assert ingest.app.state.acmi.acmi.settings.upstash_token == upstash_double.token
     finally:
-        drop()
+        for handler in (ingest, entities):
+            handler.configure()
 
 
 # --- cold-start import budget (fresh interpreters) -----------------------------------------
 
+# Imports the ingest handler, then serves an unauthenticated request (a 401 before any
+# store call): the modules of a whole cold start, the store's client included.
 PROBE = """
-import json, sys, time
-start = time.perf_counter()
+import json, pathlib, sys
 import functions.ingest
-elapsed = time.perf_counter() - start
-print(json.dumps({"elapsed": elapsed, "modules": sorted(sys.modules)}))
-"""
+at_import = sorted(sys.modules)
 
-BARE = """
-import json, sys, time
-start = time.perf_counter()
-from fastapi import FastAPI
-from mangum import Mangum
-handler = Mangum(FastAPI(), lifespan="off")
-elapsed = time.perf_counter() - start
-print(json.dumps({"elapsed": elapsed, "modules": sorted(sys.modules)}))
+class Context:
+    function_name = "acmi-ingest"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:acmi-ingest"
+    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+event = json.loads(pathlib.Path("events/ingest.no-auth.json").read_text())
+status = functions.ingest.handler(event, Context())["statusCode"]
+print(json.dumps({"status": status, "at_import": at_import, "modules": sorted(sys.modules)}))
 """
 
 # Imports every handler with the modules that are not shipped to Lambda made unimportable,
@@ -230,55 +216,36 @@ print(json.dumps({"status": response["statusCode"], "modules": sorted(sys.module
 """
 
 
-def run_fresh(code: str, extra_env: dict[str, str], *args: str) -> dict[str, Any]:
-    """``code`` in a new interpreter with a clean environment (no ACMI_API_KEY, no AWS)."""
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **extra_env}
-    if "HOME" in os.environ:
-        env["HOME"] = os.environ["HOME"]
-    result = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return data
-
-
 @pytest.mark.parametrize("store_env", ["embedded", "upstash"])
 def test_ingest_import_budget(store_env: str) -> None:
-    """``import functions.ingest`` in a fresh interpreter, clean environment (no
-    ACMI_API_KEY, no secret ARN): embedded store, and the Upstash store Lambda uses."""
+    """A fresh interpreter, clean environment (no ACMI_API_KEY, no secret ARN), embedded
+    store and the Upstash store Lambda uses: what the cold start of ``functions.ingest``
+    imports, through its first request."""
     extra, forbidden = (
         (UPSTASH_ENV, FORBIDDEN_ON_THE_LAMBDA_PATH)
         if store_env == "upstash"
         else ({}, FORBIDDEN_AT_IMPORT)
     )
-    modules = set(run_fresh(PROBE, extra)["modules"])
-    loaded = [m for m in forbidden if m in modules]
-    assert not loaded, f"imported by `import functions.ingest`: {loaded}"
+    out = run_fresh(PROBE, extra)
+    assert out["status"] == 401
+    loaded = [m for m in forbidden if m in out["modules"]]
+    assert not loaded, f"imported on the cold start of functions.ingest: {loaded}"
+
+
+def test_importing_a_handler_does_no_io_and_writes_nothing(redis_server: RedisServer) -> None:
+    """With a store and an admin key configured, importing every handler connects to
+    nothing and writes nothing: the first invocation builds (and registers the key)."""
+    url = redis_server.url_for(DB["runtime"])
+    redis_server.flush(DB["runtime"])
+    code = "import json, functions.ingest, functions.entities, functions.docs; print('{}')"
+    with redis.Redis.from_url(url) as client:
+        before = client.info("stats")["total_connections_received"]
+        run_fresh(code, {"ACMI_REDIS_URL": url, "ACMI_API_KEY": EXAMPLE_KEY})
+        assert client.info("stats")["total_connections_received"] == before
+        assert client.dbsize() == 0
 
 
 def test_handlers_need_nothing_that_is_not_shipped() -> None:
     out = run_fresh(WITHOUT_UNSHIPPED, UPSTASH_ENV, ",".join(NOT_SHIPPED))
     assert out["status"] == 200
     assert not [m for m in NOT_SHIPPED if m in out["modules"]]
-
-
-def test_cold_import_time_against_a_bare_fastapi_app(capsys: pytest.CaptureFixture[str]) -> None:
-    """Measured, printed, not asserted: a cold start's import cost of the ingest function
-    against the floor of any FastAPI+mangum function (median of 5 fresh processes each)."""
-    runs = 5
-    bare = statistics.median(run_fresh(BARE, {})["elapsed"] for _ in range(runs))
-    ingest = statistics.median(run_fresh(PROBE, UPSTASH_ENV)["elapsed"] for _ in range(runs))
-    with capsys.disabled():
-        print(
-            f"\n[cold import] functions.ingest (upstash store) {ingest * 1000:.0f} ms vs bare "
-            f"FastAPI+mangum {bare * 1000:.0f} ms: ratio {ingest / bare:.2f} "
-            f"(median of {runs} fresh processes)"
-        )
-    assert ingest > 0 and bare > 0

@@ -22,8 +22,9 @@ from jwt.algorithms import RSAAlgorithm
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
+from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
-from acmi_core.ingest import sources
+from acmi_core.ingest import config as sources
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
@@ -325,7 +326,8 @@ def test_gmail_push_authenticated_by_google_oidc(
     api: Api, google_keys: tuple[rsa.RSAPrivateKey, dict[str, Any]]
 ) -> None:
     key, jwks = google_keys
-    api.ctx.google = GoogleTokenVerifier(fetch_jwks=lambda: (jwks, 3600))
+    google = GoogleTokenVerifier(fetch_jwks=lambda: (jwks, 3600))
+    api.ctx.auth = Authenticator(api.acmi.store, api.acmi.settings, google=google)
     acme = api.acmi.for_tenant("acme")
     sources.put_config(
         acme.store,

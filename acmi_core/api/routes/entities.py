@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.security import HTTPBearer
-from starlette.concurrency import run_in_threadpool
 
 from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import read_json
@@ -60,7 +59,7 @@ async def get_entity(
     events: Annotated[int, Query(ge=0, le=1000)] = 50,
 ) -> dict[str, Any]:
     acmi = await _read(ctx, request)
-    result = await run_in_threadpool(acmi.get, entity, events)
+    result = await ctx.call(acmi.get, entity, events)
     return result.to_dict()
 
 
@@ -69,7 +68,7 @@ async def get_entity(
 )
 async def delete_entity(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
-    await run_in_threadpool(acmi.delete, entity)
+    await ctx.call(acmi.delete, entity)
     return {"deleted": entity}
 
 
@@ -80,7 +79,7 @@ async def list_entities(
     ctx: Ctx,
 ) -> dict[str, Any]:
     acmi = await _read(ctx, request)
-    return {"category": category, "entities": await run_in_threadpool(acmi.list, category)}
+    return {"category": category, "entities": await ctx.call(acmi.list, category)}
 
 
 # --- profile --------------------------------------------------------------------------------
@@ -89,7 +88,7 @@ async def list_entities(
 @router.get("/v1/entities/{entity}/profile", summary="The profile (404 when none)")
 async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _read(ctx, request)
-    profile = await run_in_threadpool(acmi.profile.get, entity)
+    profile = await ctx.call(acmi.profile.get, entity)
     if profile is None:
         raise NotFound(f"profile: {entity} has no profile", field="profile")
     return profile
@@ -103,7 +102,7 @@ async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, A
 async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
     doc = await _object(request, acmi, "profile")
-    stored = await run_in_threadpool(acmi.profile.set, entity, doc)
+    stored = await ctx.call(acmi.profile.set, entity, doc)
     return stored or {}
 
 
@@ -115,14 +114,14 @@ async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, A
 async def patch_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
     partial = await _object(request, acmi, "profile")
-    merged = await run_in_threadpool(acmi.profile.merge, entity, partial)
+    merged = await ctx.call(acmi.profile.merge, entity, partial)
     return merged or {}
 
 
 @router.delete("/v1/entities/{entity}/profile", summary="Delete the profile")
 async def delete_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
-    await run_in_threadpool(acmi.profile.delete, entity)
+    await ctx.call(acmi.profile.delete, entity)
     return {"deleted": f"{entity}/profile"}
 
 
@@ -132,7 +131,7 @@ async def delete_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str
 @router.get("/v1/entities/{entity}/signals", summary="All signals ({} when none)")
 async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _read(ctx, request)
-    return await run_in_threadpool(acmi.signals.all, entity)
+    return await ctx.call(acmi.signals.all, entity)
 
 
 @router.put(
@@ -143,7 +142,7 @@ async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, A
 async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
     values = await _object(request, acmi, "signals")
-    await run_in_threadpool(acmi.signals.replace, entity, values)
+    await ctx.call(acmi.signals.replace, entity, values)
     return values
 
 
@@ -155,14 +154,14 @@ async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, A
 async def patch_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
     values = await _object(request, acmi, "signals")
-    await run_in_threadpool(acmi.signals.update, entity, values)
-    return await run_in_threadpool(acmi.signals.all, entity)
+    await ctx.call(acmi.signals.update, entity, values)
+    return await ctx.call(acmi.signals.all, entity)
 
 
 @router.delete("/v1/entities/{entity}/signals", summary="Delete all signals")
 async def delete_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
-    await run_in_threadpool(acmi.signals.clear, entity)
+    await ctx.call(acmi.signals.clear, entity)
     return {"deleted": f"{entity}/signals"}
 
 
@@ -172,7 +171,7 @@ _MISSING = object()
 @router.get("/v1/entities/{entity}/signals/{key}", summary="One signal (404 when missing)")
 async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> dict[str, Any]:
     acmi = await _read(ctx, request)
-    value = await run_in_threadpool(acmi.signals.get, entity, key, _MISSING)
+    value = await ctx.call(acmi.signals.get, entity, key, _MISSING)
     if value is _MISSING:
         raise NotFound(f"signal: {entity} has no signal {key!r}", field="key")
     return {"key": key, "value": value}
@@ -188,7 +187,7 @@ async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx)
 async def put_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> dict[str, Any]:
     acmi = await _write(ctx, request)
     value = await read_json(request, acmi.settings.max_body_bytes)
-    await run_in_threadpool(acmi.signals.set, entity, key, value)
+    await ctx.call(acmi.signals.set, entity, key, value)
     return {"key": key, "value": value}
 
 
@@ -197,7 +196,7 @@ async def delete_signal(
     request: Request, entity: Entity, key: SignalKey, ctx: Ctx
 ) -> dict[str, Any]:
     acmi = await _write(ctx, request)
-    await run_in_threadpool(acmi.signals.delete, entity, key)
+    await ctx.call(acmi.signals.delete, entity, key)
     return {"deleted": f"{entity}/signals/{key}"}
 
 
@@ -215,7 +214,7 @@ async def get_timeline(
     reverse: bool = False,
 ) -> dict[str, Any]:
     acmi = await _read(ctx, request)
-    events = await run_in_threadpool(
+    events = await ctx.call(
         lambda: acmi.timeline.read(
             entity, limit=limit, reverse=reverse, since_ms=since_ms, until_ms=until_ms
         )

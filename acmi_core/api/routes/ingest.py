@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Header, Path, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
-from starlette.concurrency import run_in_threadpool
 
-from acmi_core.api.app import TENANT_HEADER, ApiContext, context
+from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import parse_json, read_raw
-from acmi_core.api.security import (
-    SIGNATURE_HEADER,
-    Principal,
-    bearer_token,
-    looks_like_jwt,
-    verify_signature,
-)
 from acmi_core.auth.apikeys import Scope
-from acmi_core.errors import Forbidden, Unauthenticated
-from acmi_core.ingest import sources
+from acmi_core.auth.signatures import SIGNATURE_HEADER
 from acmi_core.ingest.service import IngestResult, append_events, ingest_webhook
-from acmi_core.settings import check_tenant
+from acmi_core.ingest.sources import SOURCES, Credential, source_spec
 
 router = APIRouter(tags=["ingest"], dependencies=[Depends(HTTPBearer(auto_error=False))])
 
@@ -81,7 +72,7 @@ async def post_events(
 ) -> JSONResponse:
     _, acmi = await ctx.authorize(request, Scope.WRITE)
     body = parse_json(await read_raw(request, acmi.settings.max_body_bytes))
-    result = await run_in_threadpool(
+    result = await ctx.call(
         append_events,
         acmi,
         entity,
@@ -93,19 +84,36 @@ async def post_events(
     return _respond(result)
 
 
+CREDENTIAL_HELP: Final = {
+    Credential.API_KEY: "`Authorization: Bearer <acmi key>`",
+    Credential.PUSH_TOKEN: "`?token=<push token>` (`acmi sources set --push-token`)",
+    Credential.GOOGLE_OIDC: "the push's Google OIDC token (`?tenant=` names the tenant)",
+}
+
+
+def _sources_description() -> str:
+    """The source table, as the docs show it."""
+    rows = [
+        f"- `{spec.name}`: {spec.summary}. Authenticate with "
+        + "; or ".join(CREDENTIAL_HELP[c] for c in Credential if spec.accepts(c))
+        + "."
+        for spec in SOURCES
+    ]
+    return (
+        "Sources (also as `<source>-<name>`, e.g. `n8n-billing`):\n\n"
+        + "\n".join(rows)
+        + f"\n\nSources with an HMAC secret also need `{SIGNATURE_HEADER}: sha256=<hex>` "
+        "over the raw body. Query `entity=<category>:<id>` names the entity when the body "
+        "does not; generic sources take `map.<field>=<dotted.path>`."
+    )
+
+
 @router.post(
     "/v1/ingest/{source}",
     status_code=201,
     responses=STORED,
     summary="Webhook from Make, n8n, Gmail (Pub/Sub push) or a generic sender",
-    description=(
-        "Authenticate with `Authorization: Bearer <acmi key>`; or, for senders that cannot "
-        "set headers, `?token=<push token>` (see `acmi sources set --push-token`); Gmail "
-        "Pub/Sub pushes may use their OIDC token (`?tenant=` names the tenant). Sources with "
-        f"an HMAC secret also need `{SIGNATURE_HEADER}: sha256=<hex>` over the raw body. "
-        "Query `entity=<category>:<id>` names the entity when the body does not; generic "
-        "sources take `map.<field>=<dotted.path>`."
-    ),
+    description=_sources_description(),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -119,68 +127,25 @@ async def post_ingest(
     ctx: Annotated[ApiContext, Depends(context)],
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> JSONResponse:
-    sources.source_kind(source)  # unknown sources are a 400 before anything else
-    principal = await _authenticate_source(request, ctx, source)
-    acmi = ctx.acmi.for_tenant(principal.tenant)
+    spec = source_spec(source)  # unknown sources are a 400 before anything else
+    query = dict(request.query_params)
+    caller = await ctx.call(ctx.auth.webhook, spec, source, request.headers, query)
+    acmi = ctx.acmi.for_tenant(caller.principal.tenant)
     raw = await read_raw(request, acmi.settings.max_body_bytes)
-    config = await run_in_threadpool(ctx.source_config, acmi, source)
-    if config is not None and config.hmac_secret:
-        verify_signature(config.hmac_secret, raw, request.headers.get(SIGNATURE_HEADER))
-    body = parse_json(raw, lenient_strings=True)
-    result = await run_in_threadpool(
+    ctx.auth.verify_body(caller, raw, request.headers)
+    body = parse_json(raw, lenient_strings=spec.lenient_json)
+    result = await ctx.call(
         ingest_webhook,
         acmi,
         source,
         raw,
         body,
-        query=dict(request.query_params),
+        query=query,
         idempotency_key=idempotency_key,
-        config=config,
+        config=caller.config,
     )
     _observe(ctx, result, "WebhookEventsStored")
     return _respond(result)
-
-
-async def _authenticate_source(request: Request, ctx: ApiContext, source: str) -> Principal:
-    """API key; else a push token in the URL; else (Gmail) Google's OIDC token."""
-    header = request.headers.get("authorization")
-    token = bearer_token(header)
-    push_token = request.query_params.get("token")
-    if token is not None and looks_like_jwt(token) and sources.source_kind(source) == "gmail":
-        return await _google_principal(request, ctx, source, token)
-    if token is None and push_token:
-        found = await run_in_threadpool(sources.resolve_push_token, ctx.acmi.store, push_token)
-        if found is None:
-            raise Unauthenticated("token: unknown push token", field="token")
-        tenant, allowed = found
-        if allowed != source:
-            raise Forbidden(f"token: this push token is for source {allowed!r}", field="token")
-        return Principal(tenant, Scope.WRITE, f"push:{source}", source=source)
-    principal, _ = await ctx.authorize(request, Scope.WRITE)
-    return principal
-
-
-async def _google_principal(
-    request: Request, ctx: ApiContext, source: str, token: str
-) -> Principal:
-    tenant = check_tenant(request.query_params.get("tenant") or ctx.acmi.tenant, "tenant")
-    if request.headers.get(TENANT_HEADER) not in (None, tenant):
-        raise Forbidden(f"{TENANT_HEADER}: does not match ?tenant=", field=TENANT_HEADER)
-    acmi = ctx.acmi.for_tenant(tenant)
-    config = await run_in_threadpool(ctx.source_config, acmi, source)
-    if config is None or not config.oidc_audience or not config.oidc_email:
-        raise Unauthenticated(
-            f"authorization: source {source!r} of tenant {tenant!r} has no OIDC audience and "
-            "service account configured (acmi sources set --oidc-audience --oidc-email)",
-            field="authorization",
-        )
-    identity = await run_in_threadpool(
-        ctx.google_verifier().verify,
-        token,
-        audience=config.oidc_audience,
-        email=config.oidc_email,
-    )
-    return Principal(tenant, Scope.WRITE, f"google:{identity.email}", source=source)
 
 
 def _observe(ctx: ApiContext, result: IngestResult, metric: str) -> None:

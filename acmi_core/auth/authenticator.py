@@ -1,0 +1,130 @@
+"""Who may call what: API keys on every route, and the webhook credential policy (which
+credential a source accepts, per the source table, plus its HMAC signature).
+
+Everything the checks read from the store (key records, source configs) is cached per
+process for ``settings.auth_cache_s``: a warm Lambda spends no round trip on auth, and a
+revoked key or a changed source config takes effect within that time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from acmi_core.auth.apikeys import KEY_PREFIX, KeyCache, Scope
+from acmi_core.auth.google_oidc import GoogleTokenVerifier
+from acmi_core.auth.principal import TENANT_HEADER, Principal, bearer_token
+from acmi_core.auth.signatures import SIGNATURE_HEADER, verify_signature
+from acmi_core.cache import TtlCache
+from acmi_core.errors import Forbidden, Unauthenticated
+from acmi_core.ingest import config as source_configs
+from acmi_core.ingest.config import SourceConfig
+from acmi_core.ingest.sources import Credential, SourceSpec
+from acmi_core.keys import Keys
+from acmi_core.model import check_tenant
+from acmi_core.settings import Settings
+from acmi_core.store.base import Store
+
+
+@dataclass(frozen=True)
+class WebhookCaller:
+    """An authenticated webhook sender and its source's config in the sender's tenant."""
+
+    principal: Principal
+    config: SourceConfig | None
+
+
+def looks_like_jwt(token: str) -> bool:
+    return token.count(".") == 2 and not token.startswith(KEY_PREFIX)
+
+
+class Authenticator:
+    def __init__(
+        self, store: Store, settings: Settings, google: GoogleTokenVerifier | None = None
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._google = google
+        self.keys = KeyCache(store, settings.auth_cache_s)
+        self._configs: TtlCache[tuple[str, str], SourceConfig] = TtlCache(settings.auth_cache_s)
+
+    def api_key(
+        self, authorization: str | None, scope: Scope, *, tenant_header: str | None = None
+    ) -> Principal:
+        """The caller of ``Authorization: Bearer <key>``, checked for ``scope``."""
+        token = bearer_token(authorization)
+        if token is None:
+            raise Unauthenticated(
+                "authorization: required ('Authorization: Bearer <key>')", field="authorization"
+            )
+        record = self.keys.lookup(token)
+        if record is None:
+            raise Unauthenticated("authorization: unknown or revoked key", field="authorization")
+        principal = Principal(record.tenant, record.scope, record.name)
+        principal.require(scope, tenant_header=tenant_header)
+        return principal
+
+    def source_config(self, tenant: str, source: str) -> SourceConfig | None:
+        keys = Keys(tenant, self._settings.default_tenant)
+        return self._configs.get(
+            (tenant, source), lambda: source_configs.get_config(self._store, keys, source)
+        )
+
+    def webhook(
+        self,
+        spec: SourceSpec,
+        source: str,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+    ) -> WebhookCaller:
+        """A Google OIDC token (where the source accepts one); else a push token in the
+        URL; else an API key with write scope."""
+        token = bearer_token(headers.get("authorization"))
+        push_token = query.get("token")
+        if token is not None and looks_like_jwt(token) and spec.accepts(Credential.GOOGLE_OIDC):
+            principal = self._google_principal(source, token, headers, query)
+        elif token is None and push_token and spec.accepts(Credential.PUSH_TOKEN):
+            principal = self._push_principal(source, push_token)
+        else:
+            principal = self.api_key(
+                headers.get("authorization"), Scope.WRITE, tenant_header=headers.get(TENANT_HEADER)
+            )
+        return WebhookCaller(principal, self.source_config(principal.tenant, source))
+
+    def verify_body(self, caller: WebhookCaller, raw: bytes, headers: Mapping[str, str]) -> None:
+        """The HMAC signature, when the source's config holds a secret."""
+        if caller.config is not None and caller.config.hmac_secret:
+            verify_signature(caller.config.hmac_secret, raw, headers.get(SIGNATURE_HEADER))
+
+    def _push_principal(self, source: str, push_token: str) -> Principal:
+        found = source_configs.resolve_push_token(self._store, push_token)
+        if found is None:
+            raise Unauthenticated("token: unknown push token", field="token")
+        tenant, allowed = found
+        if allowed != source:
+            raise Forbidden(f"token: this push token is for source {allowed!r}", field="token")
+        return Principal(tenant, Scope.WRITE, f"push:{source}", source=source)
+
+    def _google_principal(
+        self, source: str, token: str, headers: Mapping[str, str], query: Mapping[str, str]
+    ) -> Principal:
+        tenant = check_tenant(query.get("tenant") or self._settings.default_tenant, "tenant")
+        if headers.get(TENANT_HEADER) not in (None, tenant):
+            raise Forbidden(f"{TENANT_HEADER}: does not match ?tenant=", field=TENANT_HEADER)
+        config = self.source_config(tenant, source)
+        if config is None or not config.oidc_audience or not config.oidc_email:
+            raise Unauthenticated(
+                f"authorization: source {source!r} of tenant {tenant!r} has no OIDC audience "
+                "and service account configured (acmi sources set --oidc-audience "
+                "--oidc-email)",
+                field="authorization",
+            )
+        identity = self._google_verifier().verify(
+            token, audience=config.oidc_audience, email=config.oidc_email
+        )
+        return Principal(tenant, Scope.WRITE, f"google:{identity.email}", source=source)
+
+    def _google_verifier(self) -> GoogleTokenVerifier:
+        if self._google is None:
+            self._google = GoogleTokenVerifier()
+        return self._google

@@ -1,0 +1,99 @@
+"""The Lambda functions this project deploys: one row each.
+
+Every part that needs the list reads it from here: the handler kit in ``functions/``
+(what each function mounts or runs), the docs function (every router), ``acmi invoke``
+and ``acmi jobs`` (which handler to run), and the tests that hold ``template.yaml``,
+the Makefile and ``functions/`` to this table. Adding a function is one row here, one
+``functions/<module>.py`` of two lines, and its resource in ``template.yaml``.
+
+Pure data: importing this module imports nothing else of ACMI, so a cold start pays for
+nothing but the row it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda function.
+
+    ``routers``: HTTP routers it mounts (``acmi_core/api/routes/<router>.py``).
+    ``job``: for a scheduled function, ``"<module>:<callable>"`` of the job it runs.
+    ``docs``: serves ``/openapi.json`` and ``/docs`` describing every HTTP router.
+    ``store``: opens the store (fetching the token secret) on its first invocation.
+    """
+
+    name: str
+    summary: str
+    routers: tuple[str, ...] = ()
+    job: str | None = None
+    docs: bool = False
+    store: bool = True
+
+    def __post_init__(self) -> None:
+        if bool(self.job) == bool(self.routers or self.docs):
+            raise ValueError(f"function {self.name!r}: give routers/docs (HTTP) or a job")
+
+    @property
+    def kind(self) -> Literal["http", "job"]:
+        return "job" if self.job else "http"
+
+    @property
+    def module(self) -> str:
+        """Its handler module: ``functions/<module>.py``."""
+        return self.name.replace("-", "_")
+
+    @property
+    def handler(self) -> str:
+        """The ``Handler:`` of its template resource."""
+        return f"functions.{self.module}.handler"
+
+    @property
+    def logical_id(self) -> str:
+        """Its resource name in ``template.yaml`` (rollup-cron -> RollupCronFunction)."""
+        return "".join(part.title() for part in self.name.split("-")) + "Function"
+
+
+FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
+    FunctionSpec(
+        "ingest",
+        "Comms v1.1 events for one entity, and webhooks from Make, n8n, Gmail and others",
+        routers=("ingest",),
+    ),
+    FunctionSpec(
+        "entities",
+        "profile, signals, timeline, full context, list and delete of entities",
+        routers=("entities",),
+    ),
+    FunctionSpec(
+        "docs",
+        "the OpenAPI spec and the docs page of every route",
+        docs=True,
+        store=False,  # serves the spec only: no secret fetch, no connection
+    ),
+)
+
+
+def function(name: str) -> FunctionSpec:
+    for spec in FUNCTIONS:
+        if spec.name == name:
+            return spec
+    known = ", ".join(s.name for s in FUNCTIONS)
+    raise KeyError(f"no function {name!r} (known: {known})")
+
+
+def http_routers() -> tuple[str, ...]:
+    """Every router some function mounts, in table order: what the docs describe and
+    ``acmi serve`` serves."""
+    seen: dict[str, None] = {}
+    for spec in FUNCTIONS:
+        seen.update(dict.fromkeys(spec.routers))
+    return tuple(seen)
+
+
+def mounted_routers(spec: FunctionSpec) -> tuple[str, ...]:
+    """What ``spec``'s app mounts: its routers; a docs function describes them all."""
+    return http_routers() if spec.docs else spec.routers

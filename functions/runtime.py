@@ -1,0 +1,212 @@
+"""The Lambda runtime kit: every module in functions/ is one line built from here.
+
+``http_handler(name)`` and ``job_handler(name)`` turn a row of ``acmi_core.lambdas`` into
+the callable Lambda invokes. Importing a handler module does no I/O and writes nothing:
+the settings, the token secret, the store and the app are built on the first invocation
+and reused while the process stays warm.
+
+- HTTP functions: the FastAPI app of the row's routers behind mangum (lifespan off),
+  store calls inline (one request per process at a time: no worker thread per request).
+- Scheduled functions: exactly EventBridge Scheduler's ``Input`` in, the job's summary
+  out; no mangum, no app.
+- Both: Powertools Logger (JSON, correlation id) and Metrics (EMF). Tracer is not used
+  (its X-Ray import costs ~0.8 s of cold start).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+
+from acmi_core import Acmi, Settings, Store, open_store
+from acmi_core.lambdas import FunctionSpec, function, mounted_routers
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+# Invocations that record no metric (docs, 401s) are normal, not worth a warning each.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+logger = Logger(service="acmi")
+metrics = Metrics(namespace="ACMI", service="acmi")
+
+Event = dict[str, Any]
+Invoke = Callable[[Event, Any], dict[str, Any]]
+
+
+class PowertoolsObserver:
+    """Business metrics as CloudWatch EMF; the events' correlationId on every log line."""
+
+    def metric(self, name: str, value: float = 1) -> None:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+    def correlate(self, correlation_id: str) -> None:
+        logger.set_correlation_id(correlation_id)
+
+
+# --- settings and the token secret -----------------------------------------------------------
+
+
+def fetch_token(arn: str) -> str:
+    """The Upstash token from Secrets Manager: a plain string, or JSON with an
+    ``UPSTASH_REDIS_REST_TOKEN`` or ``token`` field. Powertools parameters (and boto3)
+    are imported here only, so functions without the ARN never pay for them."""
+    from aws_lambda_powertools.utilities import parameters
+
+    value = parameters.get_secret(arn)
+    text = value.decode("utf-8") if isinstance(value, bytes) else str(value or "")
+    if text.lstrip().startswith("{"):
+        data = json.loads(text)
+        text = str(data.get("UPSTASH_REDIS_REST_TOKEN") or data.get("token") or "")
+    if not text:
+        raise RuntimeError(f"secret {arn} holds no Upstash token")
+    return text
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from the environment, with the token fetched when only its ARN is set."""
+    settings = Settings.from_env(env)
+    if settings.needs_token_secret:
+        assert settings.upstash_token_secret_arn is not None
+        token = fetch_token(settings.upstash_token_secret_arn)
+        settings = dataclasses.replace(settings, upstash_token=token)
+    return settings
+
+
+# --- one Lambda function -----------------------------------------------------------------
+
+
+Builder = Callable[[FunctionSpec, Settings, Store], Invoke]
+
+
+class LambdaFunction:
+    """A row of the function table made callable by Lambda: ``handler(event, context)``.
+
+    Built on its first invocation from the environment; ``configure`` swaps in another
+    environment or store (tests, ``acmi invoke``) and rebuilds on the next call.
+    """
+
+    def __init__(self, spec: FunctionSpec, build: Builder) -> None:
+        self.spec = spec
+        self._build = build
+        self._env: Mapping[str, str] | None = None
+        self._store: Store | None = None
+        self._invoke: Invoke | None = None
+
+    def configure(
+        self, *, env: Mapping[str, str] | None = None, store: Store | None = None
+    ) -> None:
+        self._env, self._store, self._invoke = env, store, None
+
+    def warm(self) -> None:
+        """Build now what the first invocation would build (settings, secret, store, app)."""
+        if self._invoke is None:
+            self._invoke = self._setup()
+
+    def __call__(self, event: Event, context: Any) -> dict[str, Any]:
+        self.warm()
+        assert self._invoke is not None
+        return self._invoke(event, context)
+
+    def _setup(self) -> Invoke:
+        if not self.spec.store:  # no secret fetch, no connection on its cold start
+            from acmi_core.store.base import NoStore
+
+            return self._build(self.spec, Settings.from_env(self._env), NoStore())
+        settings = load_settings(self._env)
+        return self._build(self.spec, settings, self._store or open_store(settings))
+
+
+# --- HTTP functions --------------------------------------------------------------------------
+
+
+def http_app(spec: FunctionSpec, acmi: Acmi) -> FastAPI:
+    """The app HTTP function ``spec`` serves: its routers (all of them, to describe, for
+    a docs function), store calls inline."""
+    from acmi_core.api.app import ApiContext, create_app
+
+    ctx = ApiContext(acmi, observer=PowertoolsObserver(), offload=False)
+    return create_app(ctx, mounted_routers(spec), docs=spec.docs)
+
+
+def _build_http(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
+    from mangum import Mangum
+
+    from acmi_core.auth.apikeys import ensure_admin_key
+
+    acmi = Acmi(store, settings)
+    if settings.api_key and spec.store:  # local runs and `sam local invoke`: a known key
+        ensure_admin_key(
+            store, settings.api_key, tenant=settings.default_tenant, now_ms=acmi.clock()
+        )
+    asgi = Mangum(http_app(spec, acmi), lifespan="off")
+
+    @metrics.log_metrics
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    def invoke(event: Event, context: Any) -> dict[str, Any]:
+        response: dict[str, Any] = asgi(event, context)
+        # One structured line per invocation; correlation_id is the events' correlationId
+        # when there were events, else the API Gateway request id.
+        logger.info(
+            "handled", extra={"route": event.get("routeKey"), "status": response.get("statusCode")}
+        )
+        return response
+
+    return invoke
+
+
+def _row(function_: str | FunctionSpec) -> FunctionSpec:
+    return function(function_) if isinstance(function_, str) else function_
+
+
+def http_handler(name: str | FunctionSpec) -> LambdaFunction:
+    """The handler of HTTP function ``name``. Imports its routers now (no I/O), so their
+    import cost falls in Lambda's init phase."""
+    spec = _row(name)
+    if spec.kind != "http":
+        raise ValueError(f"function {spec.name!r} is a scheduled job: use job_handler")
+    import importlib
+
+    from acmi_core.api.app import ROUTER_MODULES
+
+    for router in mounted_routers(spec):
+        importlib.import_module(ROUTER_MODULES[router])
+    return LambdaFunction(spec, _build_http)
+
+
+# --- scheduled functions ---------------------------------------------------------------------
+
+
+def _build_job(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
+    from acmi_core.jobs import JobRun, load_job
+
+    assert spec.job is not None
+    job = load_job(spec.job)
+    acmi = Acmi(store, settings)
+
+    @metrics.log_metrics
+    @logger.inject_lambda_context(correlation_id_path="execution_id")
+    def invoke(event: Event, context: Any) -> dict[str, Any]:
+        run = JobRun.parse(spec.name, event, now_ms=acmi.clock())
+        result = job(acmi, run)
+        metrics.add_metric(name="JobRuns", unit=MetricUnit.Count, value=1)
+        logger.info("job done", extra={"job": spec.name, "result": result})
+        return {"job": spec.name, "execution_id": run.execution_id, **result}
+
+    return invoke
+
+
+def job_handler(name: str | FunctionSpec) -> LambdaFunction:
+    """The handler of scheduled function ``name``: runs its job with an ``Acmi`` built from
+    the settings, on exactly the Scheduler's ``Input``."""
+    spec = _row(name)
+    if spec.kind != "job":
+        raise ValueError(f"function {spec.name!r} serves HTTP: use http_handler")
+    return LambdaFunction(spec, _build_job)
