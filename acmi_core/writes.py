@@ -9,10 +9,11 @@ set), which is what makes a blind retry after a dropped connection safe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from typing import Final, Literal
 
-from acmi_core.errors import CorruptData, StoreCommandError
+from acmi_core.errors import AcmiError, CorruptData, PlanError, StoreCommandError
 from acmi_core.model import dumps
 from acmi_core.store.base import Arg, Reply, Script, Store
 
@@ -20,6 +21,29 @@ APPLY: Final = Script(resources.files("acmi_core").joinpath("lua/apply.lua").rea
 
 FieldMode = Literal["set", "setnx", "del"]
 REPLAY_MARK: Final = b"ACMI_REPLAY"
+
+
+def _corrupt(detail: str) -> AcmiError:
+    return CorruptData(detail, field=detail.split(" ", 1)[0])  # the detail starts with the key
+
+
+# apply.lua's error replies start with a marker (and nothing was written); what each means:
+SCRIPT_ERRORS: Final[dict[str, Callable[[str], AcmiError]]] = {
+    "ACMI_WRONGTYPE": _corrupt,  # a key holds another Redis type than its op needs
+    "ACMI_CORRUPT": _corrupt,  # an object key holds text that is not a JSON object
+    "ACMI_BADOP": PlanError,  # unknown op, key index out of range, bad argument: a bug here
+}
+
+
+def script_error(exc: StoreCommandError) -> AcmiError:
+    """What a failed run of apply.lua means: the error its marker maps to, or ``exc``
+    itself when it carries none (a script that could not run, a bug in it)."""
+    message = str(exc)
+    for marker, error in SCRIPT_ERRORS.items():
+        _, found, detail = message.partition(f"{marker} ")
+        if found:
+            return error(detail)
+    return exc
 
 
 class Replayed(Exception):
@@ -90,12 +114,10 @@ class WritePlan:
         try:
             result = store.eval(APPLY, self._keys, [self._count, *self._args])
         except StoreCommandError as exc:
-            message = str(exc)
-            for marker in ("ACMI_WRONGTYPE ", "ACMI_CORRUPT "):
-                if marker in message:
-                    detail = message.split(marker, 1)[1]
-                    raise CorruptData(detail, field=detail.split(" ", 1)[0]) from None
-            raise
+            error = script_error(exc)
+            if error is exc:
+                raise
+            raise error from None
         assert isinstance(result, list)
         if len(result) == 2 and result[0] == REPLAY_MARK and isinstance(result[1], bytes):
             raise Replayed(result[1])

@@ -11,25 +11,44 @@
 --                                otherwise k is SET to value with a TTL, with the rest
 --   OBJ  k n {mode name literal value}*n
 --        edit top-level fields of a JSON object stored as a STRING; mode is
---        set | setnx (only when absent: auto-fill never clobbers) | del
+--        set | setnx (only when absent: auto-fill never clobbers) | del;
+--        literal is name as a JSON string, value is JSON text
 --
--- Phase 1 reads and checks everything (key types, stored JSON) and computes new
--- values; phase 2 only writes. Redis does not roll back, so nothing may fail in
+-- Phase 1 reads and checks everything (arguments, key types, stored JSON) and computes
+-- new values; phase 2 only writes. Redis does not roll back, so nothing may fail in
 -- phase 2. JSON values are spliced as raw text, never decoded: Redis's cjson is
 -- lossy ([] becomes {}, big integers become floats). Only escaped key names go
 -- through cjson, and strings survive it exactly.
 --
 -- Returns one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new JSON
--- text, others -> 0.
+-- text, others -> 0. Errors (nothing was written), each starting with a marker:
+--   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
+--   ACMI_CORRUPT <key> ...      an OBJ key holds text that is not a JSON object
+--   ACMI_BADOP op <i> <op>: ... the plan is malformed (unknown op, key index out of
+--   ACMI_BADOP plan: ...        range, missing or bad argument, miscounted ops): a
+--                               bug in the code that built it (writes.py maps each)
 
-local EXPECT = {
-  SET = 'string', OBJ = 'string', ZADD = 'zset', SADD = 'set', SREM = 'set',
-  HSET = 'hash', HDEL = 'hash', ONCE = 'string',
+local find, byte, sub, gsub = string.find, string.byte, string.sub, string.gsub
+local unpack = unpack or table.unpack
+
+-- op -> the Redis type its key must hold when it exists; whether it creates the key
+-- with that type (SREM and HDEL never create one); its fixed argument count
+local OPS = {
+  SET  = { type = 'string', argc = 1 },
+  DEL  = { argc = 0 },
+  ZADD = { type = 'zset', creates = true, argc = 2 },
+  SADD = { type = 'set', creates = true, argc = 1 },
+  SREM = { type = 'set', argc = 1 },
+  HSET = { type = 'hash', creates = true, argc = 2 },
+  HDEL = { type = 'hash', argc = 1 },
+  ONCE = { type = 'string', argc = 2 },
+  OBJ  = { type = 'string' },  -- 1 + 4 * n arguments
 }
-local ARGC = { SET = 1, DEL = 0, ZADD = 2, SADD = 1, SREM = 1, HSET = 2, HDEL = 1, ONCE = 2 }
+
+-- ---- the batch so far ---------------------------------------------------------------
 
 local ktype = {}   -- key index -> effective type as the batch goes
-local kval = {}    -- key index -> string value (false = absent) for SET/OBJ keys
+local kval = {}    -- key index -> string value (false = absent) for SET/OBJ/ONCE keys
 
 local function type_of(ki)
   if ktype[ki] == nil then
@@ -47,197 +66,302 @@ local function value_of(ki)
   return kval[ki]
 end
 
+-- ---- argument checks ----------------------------------------------------------------
+
+local function count_of(s)         -- a non-negative decimal integer, or nil
+  if s and #s <= 15 and find(s, '^%d+$') then return tonumber(s) end
+  return nil
+end
+
+local function score_of(s)         -- a decimal number or +-inf, as ZADD takes it; or nil
+  if not s then return nil end
+  if find(string.lower(s), '^[+-]?inf$') then return s end
+  local x = tonumber(s)
+  if not x or not find(s, '^[+-]?[%d.][%d.eE+-]*$') then return nil end  -- no hex, no nan
+  if x == math.huge or x == -math.huge then return nil end  -- Redis refuses 1e999
+  if x == 0 and find((string.match(s, '^[^eE]*')), '[1-9]') then return nil end  -- and 1e-999
+  return s
+end
+
+local function ttl_of(s)           -- PX milliseconds: a positive integer Redis takes; or nil
+  if s and #s <= 15 and find(s, '^[1-9]%d*$') then return s end
+  return nil
+end
+
+-- the error for a malformed plan: where ('op 3 ZADD'), what is wrong, the argument
+local function bad(where, what, value)
+  local message = 'ACMI_BADOP ' .. where .. ': ' .. what
+  if value ~= nil then  -- shown short, on one line
+    message = message .. " '" .. (gsub(sub(value, 1, 40), '%c', '?')) .. "'"
+  end
+  return redis.error_reply(message .. '; nothing was written')
+end
+
 -- ---- a JSON scanner: finds spans, decodes nothing -----------------------------------
 
+local QUOTE, BACKSLASH, COLON, COMMA = 34, 92, 58, 44
+local LBRACE, RBRACE, LBRACKET = 123, 125, 91
+local NOT_SPACE = '[^ \t\r\n]'
+local QUOTE_OR_BACKSLASH = '["\\]'
+local BRACKET_OR_QUOTE = '[%[%]{}"]'
+local ATOM_END = '[,}%] \t\r\n]'   -- what ends a number, true, false or null
+
 local function skip_ws(s, i)
-  return (string.find(s, '[^ \t\r\n]', i))
+  return (find(s, NOT_SPACE, i))
 end
 
 local function scan_string(s, i)       -- s[i] is '"'; returns index after the closing quote
   local j = i + 1
   while true do
-    local q = string.find(s, '["\\]', j)
+    local q = find(s, QUOTE_OR_BACKSLASH, j)
     if not q then return nil end
-    if string.byte(s, q) == 34 then return q + 1 end
-    j = q + 2
+    if byte(s, q) ~= BACKSLASH then return q + 1 end
+    j = q + 2                          -- skip the escaped byte
   end
 end
 
 local function scan_value(s, i)        -- returns index after the value
-  local c = string.byte(s, i)
-  if c == 34 then return scan_string(s, i) end
-  if c == 123 or c == 91 then
+  local c = byte(s, i)
+  if c == QUOTE then return scan_string(s, i) end
+  if c == LBRACE or c == LBRACKET then
     local depth, j = 0, i
     while true do
-      local p = string.find(s, '[%[%]{}"]', j)
+      local p = find(s, BRACKET_OR_QUOTE, j)
       if not p then return nil end
-      local b = string.byte(s, p)
-      if b == 34 then
+      local b = byte(s, p)
+      if b == QUOTE then
         j = scan_string(s, p)
         if not j then return nil end
       else
-        if b == 123 or b == 91 then depth = depth + 1 else depth = depth - 1 end
+        if b == LBRACE or b == LBRACKET then depth = depth + 1 else depth = depth - 1 end
         j = p + 1
         if depth == 0 then return j end
       end
     end
   end
-  local e = string.find(s, '[,}%] \t\r\n]', i)
+  local e = find(s, ATOM_END, i)
   if not e or e == i then return nil end
   return e
 end
 
-local function key_name(literal)
-  local body = string.sub(literal, 2, -2)
-  if not string.find(body, '\\', 1, true) then return body end
-  return cjson.decode(literal)
+local function key_name(literal)       -- the name a JSON string literal stands for, or nil
+  local body = sub(literal, 2, -2)
+  if not find(body, '\\', 1, true) then return body end
+  local ok, name = pcall(cjson.decode, literal)
+  if ok and type(name) == 'string' then return name end
+  return nil
 end
 
--- returns a list of {literal, name, raw value}, or nil when s is not a JSON object
+-- ---- a JSON object as its members -------------------------------------------------
+-- lit[i] and raw[i] are member i's name literal and value text, raw[i] == false once it
+-- is removed; first[name] is the first member called name and later[name] lists the
+-- others (JSON written by others may repeat a name, and a parser keeps the last one).
+
+local function new_object()
+  return { n = 0, lit = {}, raw = {}, first = {}, later = {} }
+end
+
+local function add_member(obj, literal, name, raw)
+  local n = obj.n + 1
+  obj.n, obj.lit[n], obj.raw[n] = n, literal, raw
+  if obj.first[name] == nil then
+    obj.first[name] = n
+  else
+    local later = obj.later[name]
+    if not later then
+      later = {}
+      obj.later[name] = later
+    end
+    later[#later + 1] = n
+  end
+end
+
+local function drop_later(obj, name)
+  local later = obj.later[name]
+  if later then
+    for _, i in ipairs(later) do obj.raw[i] = false end
+    obj.later[name] = nil
+  end
+end
+
+-- mode -> how it edits a field
+local EDIT = {
+  set = function(obj, name, literal, raw)
+    local i = obj.first[name]
+    if i then
+      obj.raw[i] = raw       -- in place, keeping the stored name literal
+      drop_later(obj, name)  -- a duplicate later in the text would win on parse
+    else
+      add_member(obj, literal, name, raw)
+    end
+  end,
+  setnx = function(obj, name, literal, raw)
+    if not obj.first[name] then add_member(obj, literal, name, raw) end
+  end,
+  del = function(obj, name)
+    local i = obj.first[name]
+    if i then
+      obj.raw[i] = false
+      obj.first[name] = nil
+      drop_later(obj, name)
+    end
+  end,
+}
+
+-- the members of s, or nil when s is not a JSON object (JSON null counts as {})
 local function parse_object(s)
-  local members = {}
+  local obj = new_object()
   local i = skip_ws(s, 1)
   if not i then return nil end
-  if string.sub(s, i, i + 3) == 'null' and not skip_ws(s, i + 4) then return members end
-  if string.byte(s, i) ~= 123 then return nil end
+  if sub(s, i, i + 3) == 'null' and not skip_ws(s, i + 4) then return obj end
+  if byte(s, i) ~= LBRACE then return nil end
   i = skip_ws(s, i + 1)
   if not i then return nil end
-  if string.byte(s, i) == 125 then return members end
+  if byte(s, i) == RBRACE then
+    if skip_ws(s, i + 1) then return nil end
+    return obj
+  end
   while true do
-    if string.byte(s, i) ~= 34 then return nil end
+    if byte(s, i) ~= QUOTE then return nil end
     local ke = scan_string(s, i)
     if not ke then return nil end
-    local literal = string.sub(s, i, ke - 1)
+    local literal = sub(s, i, ke - 1)
+    local name = key_name(literal)
+    if not name then return nil end
     i = skip_ws(s, ke)
-    if not i or string.byte(s, i) ~= 58 then return nil end
+    if not i or byte(s, i) ~= COLON then return nil end
     i = skip_ws(s, i + 1)
     if not i then return nil end
     local ve = scan_value(s, i)
     if not ve then return nil end
-    members[#members + 1] = { literal, key_name(literal), string.sub(s, i, ve - 1) }
+    add_member(obj, literal, name, sub(s, i, ve - 1))
     i = skip_ws(s, ve)
     if not i then return nil end
-    local c = string.byte(s, i)
-    if c == 125 then
+    local c = byte(s, i)
+    if c == RBRACE then
       if skip_ws(s, i + 1) then return nil end
-      return members
+      return obj
     end
-    if c ~= 44 then return nil end
+    if c ~= COMMA then return nil end
     i = skip_ws(s, i + 1)
     if not i then return nil end
   end
 end
 
-local function find(members, name)
-  for idx = 1, #members do
-    if members[idx][2] == name then return idx end
-  end
-  return nil
-end
-
-local function edit_object(ki, pos, n)
-  local current = value_of(ki)
-  local members = {}
-  if current then
-    members = parse_object(current)
-    if not members then
-      return nil, 'ACMI_CORRUPT ' .. KEYS[ki] .. ' does not hold a JSON object'
-    end
-  end
-  for _ = 1, n do
-    local mode, name, literal, value = ARGV[pos], ARGV[pos + 1], ARGV[pos + 2], ARGV[pos + 3]
-    pos = pos + 4
-    local idx = find(members, name)
-    if mode == 'del' then
-      while idx do
-        table.remove(members, idx)
-        idx = find(members, name)
-      end
-    elseif mode == 'set' or (mode == 'setnx' and not idx) then
-      if idx then
-        members[idx][3] = value
-        -- a duplicate name later in the text would win on parse: drop it
-        for later = #members, idx + 1, -1 do
-          if members[later][2] == name then table.remove(members, later) end
-        end
-      else
-        members[#members + 1] = { literal, name, value }
-      end
-    end
-  end
+local function object_text(obj)
   local parts = {}
-  for idx = 1, #members do
-    parts[idx] = members[idx][1] .. ':' .. members[idx][3]
+  for i = 1, obj.n do
+    local raw = obj.raw[i]
+    if raw then parts[#parts + 1] = obj.lit[i] .. ':' .. raw end
   end
-  return '{' .. table.concat(parts, ',') .. '}', pos
+  return '{' .. table.concat(parts, ',') .. '}'
 end
 
 -- ---- phase 1: check and plan ------------------------------------------------------
 
-local nops = tonumber(ARGV[1])
-local pos = 2
-local writes = {}
-local results = {}
+-- OBJ's arguments from ARGV[pos]: the object's new text and where the next op starts;
+-- or nil and an error
+local function edit_object(where, ki, pos)
+  local n = count_of(ARGV[pos])
+  if not n then return nil, bad(where, 'field count is not a count', ARGV[pos]) end
+  if ARGV[pos + 4 * n] == nil then return nil, bad(where, 'arguments missing') end
+  local obj = parse_object(value_of(ki) or '{}')
+  if not obj then
+    return nil, redis.error_reply('ACMI_CORRUPT ' .. KEYS[ki] .. ' does not hold a JSON object')
+  end
+  for f = 1, n do
+    local at = pos + 4 * f - 3
+    local mode, name, literal, raw = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+    local edit = EDIT[mode]
+    if not edit then return nil, bad(where, 'field ' .. f .. ' mode is unknown', mode) end
+    edit(obj, name, literal, raw)
+  end
+  return object_text(obj), pos + 1 + 4 * n
+end
 
-for op = 1, nops do
-  local code, ki = ARGV[pos], tonumber(ARGV[pos + 1])
+-- Reads op number `op`, which starts at ARGV[pos], and checks it against the batch so
+-- far. Returns the write to do (a Redis command), the op's result (nil: the write's
+-- reply, known in phase 2) and where the next op starts; or nil and the script's
+-- answer: an error reply, or the replay of an idempotency record.
+local function plan_op(op, pos)
+  local code = ARGV[pos]
+  local spec = OPS[code]
+  if not spec then return nil, bad('op ' .. op, 'unknown op code', code) end
+  local where = 'op ' .. op .. ' ' .. code
+  local ki = count_of(ARGV[pos + 1])
+  if not ki or ki < 1 or ki > #KEYS then
+    return nil, bad(where, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
+  end
+  local key, t = KEYS[ki], type_of(ki)
+  if spec.type and t ~= 'none' and t ~= spec.type then
+    return nil, redis.error_reply('ACMI_WRONGTYPE ' .. key .. ' holds a ' .. t ..
+      ', expected a ' .. spec.type .. '; nothing was written')
+  end
   pos = pos + 2
-  local expected = EXPECT[code]
-  if expected then
-    local t = type_of(ki)
-    if t ~= 'none' and t ~= expected then
-      return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[ki] .. ' holds a ' .. t ..
-        ', expected a ' .. expected .. '; nothing was written')
-    end
-  end
+
   if code == 'OBJ' then
-    local n = tonumber(ARGV[pos])
-    local doc, nextpos = edit_object(ki, pos + 1, n)
-    if not doc then return redis.error_reply(nextpos) end
-    pos = nextpos
+    local doc, nextpos = edit_object(where, ki, pos)
+    if not doc then return nil, nextpos end
     kval[ki], ktype[ki] = doc, 'string'
-    writes[#writes + 1] = { 'SET', ki, doc }
-    results[op] = doc
-  elseif ARGC[code] then
-    local args = { code, ki }
-    for a = 1, ARGC[code] do args[#args + 1] = ARGV[pos + a - 1] end
-    pos = pos + ARGC[code]
-    writes[#writes + 1] = args
-    if code == 'ONCE' then
-      local stored = redis.call('GET', KEYS[ki])
-      if stored then return { 'ACMI_REPLAY', stored } end
-    end
-    if code == 'SET' then
-      kval[ki], ktype[ki] = args[3], 'string'
-    elseif code == 'DEL' then
-      kval[ki], ktype[ki] = false, 'none'
-    elseif ktype[ki] == 'none' then
-      ktype[ki] = expected
-    end
-    results[op] = 0
-  else
-    return redis.error_reply('ACMI_BADOP unknown op ' .. tostring(code))
+    return { 'SET', key, doc }, doc, nextpos
   end
-  writes[#writes].op = op
+
+  local argc = spec.argc
+  if argc > 0 and ARGV[pos + argc - 1] == nil then return nil, bad(where, 'arguments missing') end
+  local a, b = ARGV[pos], ARGV[pos + 1]
+  local w, result = nil, 0
+  if code == 'ONCE' then
+    if not ttl_of(a) then return nil, bad(where, 'ttl_ms is not a positive integer', a) end
+    local stored = value_of(ki)
+    if stored then return nil, { 'ACMI_REPLAY', stored } end
+    w = { 'SET', key, b, 'PX', a }
+  elseif code == 'ZADD' then
+    if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
+    w, result = { 'ZADD', key, 'NX', a, b }, nil
+  elseif argc == 2 then
+    w = { code, key, a, b }   -- HSET
+  elseif argc == 1 then
+    w = { code, key, a }      -- SET SADD SREM HDEL
+  else
+    w = { code, key }         -- DEL
+  end
+
+  if code == 'SET' then
+    kval[ki], ktype[ki] = a, 'string'
+  elseif code == 'ONCE' then
+    kval[ki], ktype[ki] = b, 'string'
+  elseif code == 'DEL' then
+    kval[ki], ktype[ki] = false, 'none'
+  elseif spec.creates and t == 'none' then
+    ktype[ki] = spec.type
+  end
+  return w, result, pos + argc
 end
 
 -- ---- phase 2: write ---------------------------------------------------------------
 
-for _, w in ipairs(writes) do
-  local code, key = w[1], KEYS[w[2]]
-  if code == 'SET' then
-    redis.call('SET', key, w[3])
-  elseif code == 'DEL' then
-    redis.call('DEL', key)
-  elseif code == 'ZADD' then
-    results[w.op] = redis.call('ZADD', key, 'NX', w[3], w[4])
-  elseif code == 'ONCE' then
-    redis.call('SET', key, w[4], 'PX', w[3])
-  elseif code == 'HSET' then
-    redis.call('HSET', key, w[3], w[4])
-  else
-    redis.call(code, key, w[3])
-  end
+local function write(w)
+  return redis.call(unpack(w))
+end
+
+-- ---- run --------------------------------------------------------------------------
+
+local nops = count_of(ARGV[1])
+if not nops then return bad('plan', 'op count is not a count', ARGV[1]) end
+local pos = 2
+local writes, results = {}, {}
+for op = 1, nops do
+  local w, result, nextpos = plan_op(op, pos)
+  if not w then return result end
+  writes[op], results[op], pos = w, result, nextpos
+end
+if ARGV[pos] ~= nil then
+  return bad('plan', (#ARGV - pos + 1) .. ' arguments after its last op', ARGV[pos])
+end
+
+for op, w in ipairs(writes) do
+  local reply = write(w)
+  if results[op] == nil then results[op] = reply end
 end
 
 return results

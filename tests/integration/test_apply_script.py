@@ -4,10 +4,14 @@ other tools: whitespace, escapes, tricky strings, duplicates, corruption, wrong 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 
 from acmi_core import Acmi, CorruptData, EntityId
+from acmi_core.errors import PlanError, StoreCommandError
+from acmi_core.store.base import Arg, Reply, Script
+from acmi_core.writes import APPLY, FieldMode, WritePlan, script_error
 
 
 def raw_set(acmi: Acmi, key: str, value: str | bytes) -> None:
@@ -76,7 +80,10 @@ def test_key_order_is_kept_and_new_keys_append(acmi: Acmi) -> None:
     assert list(json.loads(text)) == ["z", "a", "actor_type", "tenant_id", "m"]
 
 
-@pytest.mark.parametrize("stored", ["not json", "[1,2]", '{"a":}', '{"a":1', '"text"', '{"a":1}x'])
+@pytest.mark.parametrize(
+    "stored",
+    ["not json", "[1,2]", '{"a":}', '{"a":1', '"text"', '{"a":1}x', "{}x", "{ } {}", '{"a\\x":1}'],
+)
 def test_corrupt_stored_object_raises_and_writes_nothing(acmi: Acmi, stored: str) -> None:
     entity, other = acmi_entity(acmi), acmi_entity(acmi)
     key = acmi.keys.signals(EntityId.parse(entity))
@@ -125,6 +132,149 @@ def test_large_object_edit(acmi: Acmi) -> None:
     assert len(stored) == 1000
     assert stored["k500"] == "changed"
     assert stored["k999"] == values["k999"]
+
+
+def test_duplicate_names_keep_first_position_per_mode(acmi: Acmi) -> None:
+    key = acmi.keys.signals(EntityId.parse(acmi_entity(acmi)))
+
+    def edit(*fields: tuple[FieldMode, str, str]) -> bytes:
+        plan = WritePlan()
+        plan.edit_object(key, list(fields))
+        (doc,) = plan.apply(acmi.store)
+        assert isinstance(doc, bytes)
+        assert raw_get(acmi, key) == doc
+        return doc
+
+    raw_set(acmi, key, '{"a":1,"b":2,"\\u0061":3,"a":4}')
+    assert (
+        edit(("setnx", "a", "5"), ("setnx", "c", "6")) == b'{"a":1,"b":2,"\\u0061":3,"a":4,"c":6}'
+    )
+    assert edit(("set", "a", "7"), ("set", "a", "8")) == b'{"a":8,"b":2,"c":6}'
+    assert edit(("del", "a", "null"), ("setnx", "a", "9"), ("del", "x", "null")) == (
+        b'{"b":2,"c":6,"a":9}'
+    )
+    raw_set(acmi, key, '{"a":1,"a":2,"b":3,"a":4}')
+    assert edit(("del", "a", "null"), ("set", "b", "5")) == b'{"b":5}'
+
+
+# -- a malformed plan is a bug: PlanError, and nothing is written ----------------------------
+
+
+def apply_raw(acmi: Acmi, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+    """Run apply.lua on hand-made arguments, mapping its errors as WritePlan.apply does."""
+    try:
+        return acmi.store.eval(APPLY, keys, args)
+    except StoreCommandError as exc:
+        raise script_error(exc) from None
+
+
+def three_keys(acmi: Acmi) -> list[str]:
+    eid = EntityId.parse(acmi_entity(acmi))
+    return [acmi.keys.profile(eid), acmi.keys.timeline(eid), acmi.keys.signals(eid)]
+
+
+def assert_nothing_written(acmi: Acmi, keys: Sequence[str]) -> None:
+    assert [acmi.store.execute(("EXISTS", key)) for key in keys] == [0] * len(keys)
+
+
+GOOD_OPS: list[Arg] = ["SET", 1, '{"a":1}', "ZADD", 2, 5, "m"]  # two ops, both fine, then op 3
+
+
+@pytest.mark.parametrize(
+    ("op", "complaint"),
+    [
+        (["NOPE", 3, "x"], "op 3: unknown op code 'NOPE'"),
+        (["set", 3, "x"], "op 3: unknown op code 'set'"),
+        (["SET", 0, "x"], "op 3 SET: key index is not in 1..3 '0'"),
+        (["SET", 4, "x"], "op 3 SET: key index is not in 1..3 '4'"),
+        (["SADD", -1, "x"], "op 3 SADD: key index"),
+        (["SADD", "1.0", "x"], "op 3 SADD: key index"),
+        (["DEL", "k"], "op 3 DEL: key index"),
+        (["ZADD", 3, "abc", "m"], "op 3 ZADD: score is not a number 'abc'"),
+        (["ZADD", 3, "nan", "m"], "op 3 ZADD: score"),
+        (["ZADD", 3, "", "m"], "op 3 ZADD: score"),
+        (["ZADD", 3, " 1", "m"], "op 3 ZADD: score"),
+        (["ZADD", 3, "0x10", "m"], "op 3 ZADD: score"),
+        (["ZADD", 3, "1e999", "m"], "op 3 ZADD: score"),
+        (["ZADD", 3, "1e-999", "m"], "op 3 ZADD: score"),
+        (["ONCE", 3, 0, "v"], "op 3 ONCE: ttl_ms is not a positive integer '0'"),
+        (["ONCE", 3, "abc", "v"], "op 3 ONCE: ttl_ms"),
+        (["ONCE", 3, -5, "v"], "op 3 ONCE: ttl_ms"),
+        (["ONCE", 3, "1.5", "v"], "op 3 ONCE: ttl_ms"),
+        (["ONCE", 3, "1e3", "v"], "op 3 ONCE: ttl_ms"),
+        (["ONCE", 3, 10**20, "v"], "op 3 ONCE: ttl_ms"),
+        (["OBJ", 3, 1, "put", "a", '"a"', "1"], "op 3 OBJ: field 1 mode is unknown 'put'"),
+        (["OBJ", 3, "one"], "op 3 OBJ: field count is not a count 'one'"),
+        (["OBJ", 3, 2, "set", "a", '"a"', "1"], "op 3 OBJ: arguments missing"),
+        (["HSET", 3, "f"], "op 3 HSET: arguments missing"),
+    ],
+)
+def test_a_malformed_op_raises_plan_error_and_writes_nothing(
+    acmi: Acmi, op: list[Arg], complaint: str
+) -> None:
+    keys = three_keys(acmi)
+    with pytest.raises(PlanError) as err:
+        apply_raw(acmi, keys, [3, *GOOD_OPS, *op])
+    assert err.value.message.startswith(complaint), err.value.message
+    assert err.value.message.endswith("; nothing was written")
+    assert_nothing_written(acmi, keys)
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["two", *GOOD_OPS], "plan: op count is not a count 'two'"),
+        ([3, *GOOD_OPS], "op 3: unknown op code"),  # one op short: ARGV ran out
+        ([1, *GOOD_OPS], "plan: 4 arguments after its last op 'ZADD'"),
+    ],
+)
+def test_a_miscounted_plan_raises_plan_error_and_writes_nothing(
+    acmi: Acmi, args: list[Arg], complaint: str
+) -> None:
+    keys = three_keys(acmi)
+    with pytest.raises(PlanError, match="^" + complaint):
+        apply_raw(acmi, keys, args)
+    assert_nothing_written(acmi, keys)
+
+
+def test_bad_write_plan_arguments_raise_plan_error_through_apply(acmi: Acmi) -> None:
+    keys = three_keys(acmi)
+    for bad in (
+        lambda plan: plan.zadd(keys[1], float("nan"), "m"),  # Redis would refuse it in phase 2
+        lambda plan: plan.once(keys[1], 0, "{}"),
+        lambda plan: plan._op("NOPE", keys[1]),
+    ):
+        plan = WritePlan()
+        plan.set(keys[0], "{}")
+        bad(plan)
+        plan.sadd(keys[2], "after")
+        with pytest.raises(PlanError, match=r"^op 2\b"):
+            plan.apply(acmi.store)
+        assert_nothing_written(acmi, keys)
+
+
+@pytest.mark.parametrize(
+    "score", [0, -0.0, 1.5, -3, 1e-05, 1.5e16, 12345678901234567, float("inf")]
+)
+def test_every_score_python_writes_is_accepted(acmi: Acmi, score: float) -> None:
+    key = three_keys(acmi)[1]
+    plan = WritePlan()
+    plan.zadd(key, score, "m")
+    plan.zadd(key, float("-inf"), "n")
+    assert plan.apply(acmi.store) == [1, 1]
+    assert acmi.store.execute(("ZSCORE", key, "m")) is not None
+
+
+@pytest.mark.parametrize("source", ["error('boom')", "return redis.error_reply('ERR boom')"])
+def test_a_script_error_without_a_marker_stays_a_store_error(
+    acmi: Acmi, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    monkeypatch.setattr("acmi_core.writes.APPLY", Script(source))
+    plan = WritePlan()
+    plan.set(three_keys(acmi)[0], "{}")
+    with pytest.raises(StoreCommandError, match="boom") as err:
+        plan.apply(acmi.store)
+    assert script_error(err.value) is err.value
 
 
 _counter = iter(range(10**9))
