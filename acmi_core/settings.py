@@ -1,6 +1,7 @@
-"""Settings: the one environment model. The only module in acmi_core that reads the
-environment, and it only reads: every variable is listed in :data:`ENVIRONMENT`, parsed
-there, and a bad value raises an error that names the variable."""
+"""Settings: the one environment model. Every variable ACMI is configured by is listed in
+:data:`ENVIRONMENT` and parsed there, and a bad value raises an error that names the
+variable. Nothing in acmi_core writes the environment; entry points (the CLI, the Lambda
+kit) pass a mapping in where they need another one."""
 
 from __future__ import annotations
 

@@ -109,6 +109,7 @@ def test_sources_set_never_prints_the_secret(
     assert "a-very-long-hmac-secret-value" not in json.dumps(shown) + err
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_invoke_runs_a_handler_like_sam_local_invoke(tmp_path: Path) -> None:
     event = {
         "version": "2.0",

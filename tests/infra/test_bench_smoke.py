@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs `python -m bench --quick` (~20 s)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # operation -> round trips (requests to the Upstash double) per call

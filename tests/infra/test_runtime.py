@@ -216,6 +216,7 @@ print(json.dumps({"status": response["statusCode"], "modules": sorted(sys.module
 """
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.parametrize("store_env", ["embedded", "upstash"])
 def test_ingest_import_budget(store_env: str) -> None:
     """A fresh interpreter, clean environment (no ACMI_API_KEY, no secret ARN), embedded
@@ -232,6 +233,7 @@ def test_ingest_import_budget(store_env: str) -> None:
     assert not loaded, f"imported on the cold start of functions.ingest: {loaded}"
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_a_handler_does_no_io_and_writes_nothing(redis_server: RedisServer) -> None:
     """With a store and an admin key configured, importing every handler connects to
     nothing and writes nothing: the first invocation builds (and registers the key)."""
@@ -245,6 +247,7 @@ def test_importing_a_handler_does_no_io_and_writes_nothing(redis_server: RedisSe
         assert client.dbsize() == 0
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_handlers_need_nothing_that_is_not_shipped() -> None:
     out = run_fresh(WITHOUT_UNSHIPPED, UPSTASH_ENV, ",".join(NOT_SHIPPED))
     assert out["status"] == 200

@@ -192,6 +192,7 @@ def drill_api(double: UpstashDouble, auth_cache_s: float) -> Iterator[tuple[Test
             yield client, acmi, key
 
 
+@pytest.mark.slow  # 40 deliveries through injected faults and hangs
 @pytest.mark.parametrize(
     ("seed", "auth_cache_s"),
     [(7, 0.0), (2026, 600.0), (31337, 600.0)],

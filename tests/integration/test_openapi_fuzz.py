@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -14,10 +15,12 @@ from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
 from acmi_core.store.memory import MemoryStore
 
+pytestmark = pytest.mark.slow
+
 ADMIN_KEY = "acmi_schemathesis_admin_key_000000000001"
 
 _acmi = Acmi(MemoryStore(), Settings())
-apikeys.ensure_admin_key(_acmi, ADMIN_KEY)
+apikeys.ensure_admin_key(_acmi.store, ADMIN_KEY, tenant=_acmi.tenant, now_ms=0)
 app = create_app(ApiContext(_acmi))
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 
