@@ -10,10 +10,12 @@ from acmi_core.errors import (
     CorruptData,
     NotFound,
     StoreAuthError,
+    StoreBusy,
     StoreCommandError,
     StoreError,
     StoreUnavailable,
     Throttled,
+    Unavailable,
 )
 from acmi_core.model import ActorType, EntityId, Event
 from acmi_core.settings import Settings
@@ -52,10 +54,12 @@ __all__ = [
     "Skipped",
     "Store",
     "StoreAuthError",
+    "StoreBusy",
     "StoreCommandError",
     "StoreError",
     "StoreUnavailable",
     "Throttled",
+    "Unavailable",
     "create_acmi",
     "open_store",
 ]

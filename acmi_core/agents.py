@@ -31,10 +31,11 @@ def _text(value: object, field: str, max_len: int = 256) -> str:
 
 
 def _loads(raw: object) -> Any:
-    """Tolerant decode: what another tool wrote must never break a read."""
+    """Tolerant decode: what another tool wrote must never break a read (nesting too
+    deep for the decoder included: json.loads raises RecursionError, not ValueError)."""
     try:
         return json.loads(raw) if isinstance(raw, bytes) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -18,10 +20,11 @@ from typing import Any
 
 from acmi_core import Acmi, AcmiError, create_acmi
 from acmi_core.auth import apikeys
+from acmi_core.client import render_json
 from acmi_core.ingest import config as source_configs
 from acmi_core.lambdas import FUNCTIONS, function
 
-EXAMPLE_EVENT_KEY = "acmi_local_example_admin_key_0001"  # the key the events/ samples carry
+EXAMPLE_EVENT_KEY = apikeys.EXAMPLE_EVENT_KEY  # the key the events/ samples carry
 
 
 def _json_arg(raw: str, name: str) -> Any:
@@ -32,7 +35,8 @@ def _json_arg(raw: str, name: str) -> Any:
 
 
 def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    # render_json: stored values exactly (huge numbers, lone surrogates other clients wrote)
+    print(render_json(value, indent=2).decode("utf-8"))
 
 
 def cmd_demo(acmi: Acmi, args: argparse.Namespace) -> None:
@@ -96,7 +100,13 @@ def cmd_get(acmi: Acmi, args: argparse.Namespace) -> None:
 
 
 def cmd_list(acmi: Acmi, args: argparse.Namespace) -> None:
-    _print(acmi.list(args.ns))
+    """Streams: one SSCAN page (one round trip) at a time, never the whole index in
+    memory; entities come sorted within a page, in index order across pages."""
+    count = 0
+    for entity in acmi.iter_list(args.ns, limit=1000):
+        print("[\n  " if count == 0 else ",\n  ", json.dumps(entity), sep="", end="")
+        count += 1
+    print("\n]" if count else "[]")
 
 
 def cmd_delete(acmi: Acmi, args: argparse.Namespace) -> None:
@@ -120,7 +130,24 @@ def cmd_keys_revoke(acmi: Acmi, args: argparse.Namespace) -> None:
     _print({"revoked": apikeys.revoke(acmi.store, args.key_id).to_dict()})
 
 
+# (what sets it, its flag, what removes it, its flag): one command does one or the other
+SOURCE_FLAG_CONFLICTS = (
+    ("hmac_secret_env", "--hmac-secret-env", "remove_hmac_secret", "--remove-hmac-secret"),
+    ("push_token", "--push-token", "remove_push_token", "--remove-push-token"),
+    ("oidc_audience", "--oidc-audience", "remove_oidc", "--remove-oidc"),
+    ("oidc_email", "--oidc-email", "remove_oidc", "--remove-oidc"),
+    ("entity", "--entity", "remove_entity", "--remove-entity"),
+    ("mapping", "--mapping", "remove_mapping", "--remove-mapping"),
+)
+
+
 def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
+    """Change what the flags name and keep the rest of the stored config."""
+    for setter, set_flag, remover, remove_flag in SOURCE_FLAG_CONFLICTS:
+        if getattr(args, setter) not in (None, False) and getattr(args, remover):
+            raise AcmiError(
+                f"{remove_flag}: conflicts with {set_flag}: set it or remove it, not both"
+            )
     secret = None
     if args.hmac_secret_env:
         secret = os.environ.get(args.hmac_secret_env)
@@ -131,11 +158,17 @@ def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
         acmi.keys,
         args.source,
         hmac_secret=secret,
+        remove_hmac_secret=args.remove_hmac_secret,
         new_push_token=args.push_token,
+        remove_push_token=args.remove_push_token,
         oidc_audience=args.oidc_audience,
         oidc_email=args.oidc_email,
+        remove_oidc=args.remove_oidc,
         entity=args.entity,
+        remove_entity=args.remove_entity,
         mapping=_json_arg(args.mapping, "--mapping") if args.mapping else None,
+        remove_mapping=args.remove_mapping,
+        replace=args.replace,
     )
     shown = config.model_dump(exclude_none=True)
     if "hmac_secret" in shown:
@@ -146,6 +179,50 @@ def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
     _print(shown)
 
 
+# Query parameters that carry credentials, and ACMI's own keys and push tokens wherever
+# they appear in a URL (a sender may put one in a path or another parameter).
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&;](?:[a-z0-9_.-]*token|api_?key|key|secret|password|signature)=)[^&#\s\"]*"
+)
+_ACMI_SECRET = re.compile(r"\b(acmipt_|acmi_)[A-Za-z0-9_-]{16,}")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with credential-carrying query values and ACMI keys replaced by ***."""
+    return _ACMI_SECRET.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", text))
+
+
+class RedactSecrets(logging.Filter):
+    """Redacts every str of a log record (uvicorn's access log puts the path with its
+    query string in ``args``; its formatter needs the args tuple kept as is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_secrets(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_secrets(a) if isinstance(a, str) else a for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {
+                k: redact_secrets(v) if isinstance(v, str) else v for k, v in record.args.items()
+            }
+        return True
+
+
+def serve_log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration, with :class:`RedactSecrets` on its loggers and
+    handlers: push tokens travel in the URL (``?token=``) and must not reach a log."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["redact_secrets"] = {"()": RedactSecrets}
+    for section in ("loggers", "handlers"):
+        for entry in config[section].values():
+            entry.setdefault("filters", []).append("redact_secrets")
+    return config
+
+
 def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     """The whole HTTP API under uvicorn, on whatever store the environment selects."""
     import uvicorn
@@ -153,10 +230,19 @@ def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     from acmi_core.api.app import ApiContext, create_app
 
     if acmi.settings.api_key:
-        apikeys.ensure_admin_key(
+        # the same policy as the Lambda kit: sample keys only on the embedded store, and
+        # a revoked key is never registered again
+        record = apikeys.ensure_admin_key(
             acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
         )
-        print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
+        if record is None:
+            print(
+                "# ACMI_API_KEY was revoked and is not registered again: unset it and "
+                "create a key with `acmi keys create`",
+                file=sys.stderr,
+            )
+        else:
+            print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
     else:
         key, _ = apikeys.mint(
             acmi.store, tenant=acmi.tenant, scope="admin", name="serve", now_ms=acmi.clock()
@@ -167,7 +253,9 @@ def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     )
     # offload: uvicorn serves requests concurrently, so store calls go to worker threads
     app = create_app(ApiContext(acmi, offload=True))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="info", log_config=serve_log_config()
+    )
 
 
 def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
@@ -181,9 +269,17 @@ def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
     with open(args.event, encoding="utf-8") as handle:
         event = json.load(handle)
     env = dict(os.environ)
-    if not env.get("ACMI_API_KEY") and acmi.store.name == "memory":
+    if not env.get("ACMI_API_KEY") and acmi.store.name == apikeys.EMBEDDED_STORE:
         # the embedded store starts empty: accept the key the sample events carry
         env["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
+    headers = event.get("headers") if isinstance(event, dict) else None
+    credential = str((headers or {}).get("authorization", "")).partition(" ")[2].strip()
+    if acmi.store.name != apikeys.EMBEDDED_STORE and apikeys.is_sample_key(credential):
+        print(
+            f"# this event carries the public sample key, which the {acmi.store.name} store "
+            "never accepts: put a key from `acmi keys create` in its authorization header",
+            file=sys.stderr,
+        )
     context = SimpleNamespace(
         function_name=f"acmi-{spec.name}",
         function_version="$LATEST",
@@ -268,15 +364,31 @@ def _add_sources(sub: Any) -> None:
     srcs = sub.add_parser("sources", help="webhook sources").add_subparsers(
         dest="sources", required=True
     )
-    p = srcs.add_parser("set", help="configure a source (auth and mapping)")
+    p = srcs.add_parser(
+        "set",
+        help="configure a source (auth and mapping): changes what the flags name, keeps the rest",
+    )
     p.set_defaults(func=cmd_sources_set)
     p.add_argument("source", help="make | n8n | gmail | generic, or <one>-<name>")
     p.add_argument("--hmac-secret-env", help="env var holding the HMAC secret (not argv)")
-    p.add_argument("--push-token", action="store_true", help="mint a URL token for the source")
+    p.add_argument("--remove-hmac-secret", action="store_true", help="stop requiring an HMAC")
+    p.add_argument(
+        "--push-token", action="store_true", help="mint a URL token (replaces the previous one)"
+    )
+    p.add_argument("--remove-push-token", action="store_true", help="revoke the URL token")
     p.add_argument("--oidc-audience", help="Gmail/Pub/Sub push: the token's audience")
     p.add_argument("--oidc-email", help="Gmail/Pub/Sub push: the service account email")
+    p.add_argument("--remove-oidc", action="store_true", help="remove the OIDC audience and email")
     p.add_argument("--entity", help="default entity for deliveries that name none")
+    p.add_argument("--remove-entity", action="store_true", help="remove the default entity")
     p.add_argument("--mapping", help='generic: JSON, e.g. {"entity": "customer.id"}')
+    p.add_argument("--remove-mapping", action="store_true", help="remove the stored mapping")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="write the config whole from the flags given, dropping the rest (the way to "
+        "overwrite a stored config that cannot be read)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

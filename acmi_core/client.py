@@ -6,25 +6,41 @@
     acmi.timeline.append("user:mikey", {"source": "user:mikey", "kind": "note",
                                         "correlationId": "c-1", "summary": "hi"})
     ctx = acmi.get("user:mikey")               # one round trip
+    page = acmi.timeline.page("user:mikey", limit=100)   # then cursor=page.next_cursor
 
-Round trips: every write (including batch and its index) = 1, get = 1, read = 1.
+Round trips: every write (including batch and its index) = 1, get = 1, read = 1, one
+page (``list_page``, ``timeline.page``) = 1.
+
+Reads never raise on what is stored: a value that cannot be served (not JSON, nested
+deeper than ``MAX_READ_DEPTH``, NaN) is skipped and reported; everything else comes back
+exactly, lone surrogates and numbers beyond the double range included (``render_json``).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import math
+import re
+import secrets
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
+
+from pydantic import ValidationError as PydanticValidationError
 
 from acmi_core.agents import AgentAPI
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.keys import Keys
 from acmi_core.model import (
+    EVENT_FIELD_ORDER,
+    MAX_ENTITY_LEN,
     EntityId,
     Event,
     check_category,
@@ -37,7 +53,7 @@ from acmi_core.model import (
     profile_defaults,
 )
 from acmi_core.settings import Settings
-from acmi_core.store.base import Reply, Store
+from acmi_core.store.base import Command, Reply, Store
 from acmi_core.writes import WritePlan
 
 log = logging.getLogger("acmi")
@@ -46,10 +62,130 @@ Clock = Callable[[], int]
 """Returns now in epoch milliseconds."""
 
 DEFAULT_BUNDLE_EVENTS = 50
+# Deepest stored value a read serves; deeper is skipped and reported. Fixed rather than
+# "whatever json.loads survives", which depends on the caller's stack depth; 512 levels
+# decode and render with room to spare under Python's default recursion limit (1000).
+MAX_READ_DEPTH: Final = 512
+DEFAULT_PAGE_SIZE: Final = 100
+MAX_PAGE_SIZE: Final = 1000
+# Stored bytes of events per page: keeps a page well under Lambda's 6 MB response limit
+# (re-rendering can lengthen a number's text; 1 MiB leaves room for it).
+MAX_PAGE_BYTES: Final = 1024 * 1024
+MAX_CURSOR_LEN: Final = 1024
+_LIST_SCAN_COUNT: Final = 1000
 
 
 def system_clock() -> int:
     return time.time_ns() // 1_000_000
+
+
+# --- stored JSON: read tolerantly, render exactly --------------------------------------------
+
+
+class JsonNumber(Decimal):
+    """A stored JSON number no double can hold (beyond +-1.8e308, or a non-zero number
+    below 5e-324): kept as written, so it renders back digit for digit."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+class _Unreadable(Exception):
+    """A stored value that cannot be served; ``reason`` never echoes its content."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_TOO_DEEP: Final = f"nested deeper than {MAX_READ_DEPTH} levels (the read limit)"
+_LONE_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
+
+
+def _number(text: str) -> float | JsonNumber:
+    value = float(text)
+    if math.isinf(value) or (value == 0.0 and text.lower().partition("e")[0].strip("-+0.")):
+        return JsonNumber(text)  # overflow, or a non-zero number that underflowed to 0
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise _Unreadable(f"holds {name}, which is not JSON")
+
+
+# Built once: json.loads(..., parse_float=...) builds a decoder per call (5 us each).
+_DECODER: Final = json.JSONDecoder(parse_float=_number, parse_constant=_constant)
+
+
+def _too_deep(value: Any, text: str) -> bool:
+    # cheap tests first: a level takes two characters, and an opening bracket
+    if len(text) <= 2 * MAX_READ_DEPTH or text.count("{") + text.count("[") <= MAX_READ_DEPTH:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:  # iterative: the value may be too deep for recursion
+        item, depth = stack.pop()
+        if depth > MAX_READ_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def _load_stored(raw: bytes) -> Any:
+    """A stored JSON value, as another client may have written it. Raises ``_Unreadable``
+    (with a reason) for what cannot be served: not UTF-8, not JSON, NaN/Infinity, nested
+    deeper than ``MAX_READ_DEPTH``, an integer past Python's digit limit."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Unreadable("not UTF-8") from None
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise _Unreadable(_TOO_DEEP) from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            limit = sys.get_int_max_str_digits()
+            raise _Unreadable(f"holds an integer longer than {limit} digits") from None
+        raise _Unreadable("not JSON") from None
+    if _too_deep(value, text):
+        raise _Unreadable(_TOO_DEEP)
+    return value
+
+
+def render_json(value: Any, *, indent: int | None = None) -> bytes:
+    """UTF-8 JSON of what a read returned, exactly (compact unless ``indent``):
+    ``JsonNumber``s as written and lone surrogates as \\u escapes (as ensure_ascii writes
+    them; UTF-8 cannot carry them). The stdlib encoder, not pydantic's, which stops at
+    depth 255."""
+    numbers: list[str] = []
+    marker = f"\x00acmi-number-{secrets.token_hex(8)}-"
+
+    def number(obj: object) -> str:
+        if isinstance(obj, JsonNumber):
+            numbers.append(obj.text)
+            return f"{marker}{len(numbers) - 1}"
+        raise TypeError(f"{type(obj).__name__} is not JSON")
+
+    text = json.dumps(
+        value,
+        ensure_ascii=False,
+        allow_nan=False,
+        indent=indent,
+        separators=(",", ": ") if indent is not None else (",", ":"),
+        default=number,
+    )
+    if numbers:
+        placeholder = re.compile(re.escape(json.dumps(marker)[:-1]) + r'(\d+)"')
+        text = placeholder.sub(lambda m: numbers[int(m[1])], text)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text).encode("utf-8")
 
 
 # --- read results ---------------------------------------------------------------------------
@@ -65,11 +201,35 @@ class Skipped:
 
 
 class Events(list[Event]):
-    """Timeline events (a plain list) plus the stored members that were skipped."""
+    """Timeline events (a plain list) plus the stored members that were skipped.
 
-    def __init__(self, events: Iterable[Event] = (), skipped: Iterable[Skipped] = ()) -> None:
+    ``to_dicts()`` gives each event as stored (what the API returns): an ``Event`` holds
+    well-formed text (a lone surrogate becomes U+FFFD) and its ``to_dict`` stops at
+    pydantic's depth 255; the stored dict has neither limit."""
+
+    def __init__(
+        self,
+        events: Iterable[Event] = (),
+        skipped: Iterable[Skipped] = (),
+        stored: Iterable[tuple[Event, dict[str, Any]]] = (),
+    ) -> None:
         super().__init__(events)
         self.skipped: list[Skipped] = list(skipped)
+        # keyed by id(), holding the event itself so the id cannot be reused
+        self._stored = {id(event): (event, data) for event, data in stored}
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        dicts = []
+        for event in self:
+            pair = self._stored.get(id(event))
+            if pair is None or pair[0] is not event:
+                dicts.append(event.to_dict())
+                continue
+            data = pair[1]
+            ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
+            ordered.update(data)  # unknown fields keep their order, after the known ones
+            dicts.append(ordered)
+        return dicts
 
 
 @dataclass(frozen=True)
@@ -87,9 +247,32 @@ class EntityContext:
             "entity": self.entity,
             "profile": self.profile,
             "signals": self.signals,
-            "timeline": [e.to_dict() for e in self.timeline],
+            "timeline": self.timeline.to_dicts(),
             "skipped": [s.__dict__ for s in self.timeline.skipped],
             "problems": self.problems,
+        }
+
+
+@dataclass(frozen=True)
+class EntityPage:
+    """Entity ids from one SSCAN step of a category index; ``next_cursor`` is None at the end."""
+
+    entities: list[str]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One page of a timeline; ``next_cursor`` is None at the end."""
+
+    events: Events
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "events": self.events.to_dicts(),
+            "skipped": [s.__dict__ for s in self.events.skipped],
+            "next_cursor": self.next_cursor,
         }
 
 
@@ -100,9 +283,9 @@ def _decode_object(raw: Reply, key: str) -> dict[str, Any] | None:
     if not isinstance(raw, bytes):
         raise CorruptData(f"{key} does not hold a string", field=key)
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except ValueError:  # includes UnicodeDecodeError
-        raise CorruptData(f"{key} does not hold valid UTF-8 JSON", field=key) from None
+        value = _load_stored(raw)
+    except _Unreadable as exc:
+        raise CorruptData(f"{key}: {exc.reason}", field=key) from None
     if value is None:  # the reference could store null profiles
         return None
     if not isinstance(value, dict):
@@ -110,16 +293,66 @@ def _decode_object(raw: Reply, key: str) -> dict[str, Any] | None:
     return value
 
 
-def _decode_events(raw: Reply, key: str) -> Events:
+def _well_formed(data: dict[str, Any]) -> dict[str, Any] | None:
+    """``data`` with lone surrogates in its top-level keys and strings replaced by U+FFFD
+    (pydantic refuses them in str fields; payload and extra values are not checked), or
+    None when there are none."""
+    clean: dict[str, Any] = {}
+    changed = False
+    for name, value in data.items():
+        fixed_name = _LONE_SURROGATE.sub("\ufffd", name)
+        fixed = _LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+        changed = changed or fixed_name != name or fixed is not value
+        clean[fixed_name] = fixed
+    return clean if changed else None
+
+
+def _invalid_reason(member: bytes) -> str:
+    """Why a stored member is not an event, in the model's words."""
+    try:
+        reason = event_from_member(member)
+    except RecursionError:
+        return _TOO_DEEP
+    return reason if isinstance(reason, str) else "not a valid Comms v1.1 event"
+
+
+def _decode_member(member: Reply) -> tuple[Event, dict[str, Any]] | str:
+    """The event and its stored dict, or why not."""
+    if not isinstance(member, bytes):
+        return "not a string"
+    try:
+        data = _load_stored(member)
+    except _Unreadable as exc:
+        return exc.reason
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    try:
+        event = Event.model_validate(data)
+    except PydanticValidationError:
+        clean = _well_formed(data)
+        if clean is None:
+            return _invalid_reason(member)
+        try:
+            event = Event.model_validate(clean)
+        except PydanticValidationError:
+            return _invalid_reason(render_json(clean))
+    return event, data
+
+
+def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:
     members = raw if isinstance(raw, list) else []
-    events: list[Event] = []
+    decoded: list[tuple[Event, dict[str, Any]]] = []
     skipped: list[Skipped] = []
     for position, member in enumerate(members):
-        parsed = event_from_member(member) if isinstance(member, bytes) else "not a string"
-        if isinstance(parsed, Event):
-            events.append(parsed)
-        else:
+        if max_bytes is not None and isinstance(member, bytes) and len(member) > max_bytes:
+            reason = f"{len(member)} bytes: larger than a page carries ({max_bytes} bytes)"
+            skipped.append(Skipped(key, position, reason))
+            continue
+        parsed = _decode_member(member)
+        if isinstance(parsed, str):
             skipped.append(Skipped(key, position, parsed))
+        else:
+            decoded.append(parsed)
     if skipped:
         log.warning(
             "skipped unreadable timeline members",
@@ -129,13 +362,131 @@ def _decode_events(raw: Reply, key: str) -> Events:
                 "reasons": sorted({s.reason for s in skipped}),
             },
         )
-    return Events(events, skipped)
+    return Events((event for event, _ in decoded), skipped, decoded)
 
 
 def _check_reply(reply: Reply | StoreCommandError, key: str) -> Reply:
     if isinstance(reply, StoreCommandError):
         raise CorruptData(f"{key}: {reply}", field=key)
     return reply
+
+
+def _read(store: Store, command: Command, key: str) -> Reply:
+    """One read command; an error reply (a key of the wrong type, written by another
+    tool) is stored data that cannot be used as asked, not a server failure."""
+    try:
+        return store.execute(command)
+    except StoreCommandError as exc:
+        raise CorruptData(f"{key}: {exc}", field=key) from None
+
+
+# --- cursors: opaque to callers, validated on the way back ----------------------------------
+
+
+def _page_size(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise AcmiValidationError("limit", "range", f"must be an integer from 1 to {MAX_PAGE_SIZE}")
+    return limit
+
+
+def _encode_cursor(*fields: object) -> str:
+    text = json.dumps(fields, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _bad_cursor(why: str = "is not a cursor this API returned") -> AcmiValidationError:
+    return AcmiValidationError("cursor", "cursor", f"{why}; pass next_cursor back unchanged")
+
+
+def _decode_cursor(cursor: object, kind: str, size: int) -> list[Any]:
+    """The fields of a cursor of ``kind`` (after the kind), exactly ``size`` of them."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LEN:
+        raise _bad_cursor(f"must be a string of 1-{MAX_CURSOR_LEN} characters")
+    try:
+        text = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        fields = json.loads(text)
+    except (ValueError, RecursionError):  # binascii.Error is a ValueError
+        raise _bad_cursor() from None
+    if not isinstance(fields, list) or len(fields) != size + 1 or fields[0] != kind:
+        raise _bad_cursor()
+    return fields[1:]
+
+
+def _is_int(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _digest(member: bytes) -> str:
+    return hashlib.blake2b(member, digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True)
+class _TimelinePosition:
+    """After the ``run``-th member (in read order) of those scored ``score``; that member's
+    digest tells whether it is still there."""
+
+    reverse: bool
+    score: float
+    run: int
+    digest: str
+
+    def encode(self) -> str:
+        return _encode_cursor("t", int(self.reverse), repr(self.score), self.run, self.digest)
+
+    @classmethod
+    def decode(cls, cursor: object, reverse: bool) -> _TimelinePosition:
+        direction, score_text, run, digest = _decode_cursor(cursor, "t", 4)
+        try:
+            score = float(score_text) if isinstance(score_text, str) else math.nan
+        except ValueError:
+            score = math.nan
+        if (
+            direction not in (0, 1)
+            or math.isnan(score)
+            or not _is_int(run, 1, 2**53)
+            or not isinstance(digest, str)
+            or not re.fullmatch(r"[0-9a-f]{16}", digest)
+        ):
+            raise _bad_cursor()
+        if bool(direction) != reverse:
+            raise _bad_cursor(f"was issued for reverse={bool(direction)}, not reverse={reverse}")
+        return cls(reverse, score, run, digest)
+
+    def behind(self, bound: float | None) -> bool:
+        """The query's start bound lies past this position (the caller moved it)."""
+        if bound is None:
+            return False
+        return bound < self.score if self.reverse else bound > self.score
+
+
+def _entity_cursor(cursor: object) -> tuple[int, int, bytes | None]:
+    """(SSCAN cursor, its COUNT, the last id returned from that SSCAN step or None)."""
+    scan, count, after = _decode_cursor(cursor, "e", 3)
+    if not _is_int(scan, 0, 2**64 - 1) or not _is_int(count, 1, MAX_PAGE_SIZE):
+        raise _bad_cursor()
+    if after is None:
+        return scan, count, None
+    if not isinstance(after, str) or len(after) > 2 * MAX_ENTITY_LEN:
+        raise _bad_cursor()
+    try:
+        last = base64.b64decode(after + "=" * (-len(after) % 4), altchars=b"-_", validate=True)
+    except ValueError:  # binascii.Error is one
+        raise _bad_cursor() from None
+    if not 0 < len(last) <= MAX_ENTITY_LEN:
+        raise _bad_cursor()
+    return scan, count, last
+
+
+def _score_pairs(reply: Reply) -> list[tuple[Reply, float]]:
+    """A WITHSCORES reply as (member, score) pairs."""
+    items = reply if isinstance(reply, list) else []
+    pairs = []
+    for member, score in zip(items[::2], items[1::2], strict=False):
+        try:
+            pairs.append((member, float(score) if isinstance(score, bytes) else math.nan))
+        except ValueError:
+            pairs.append((member, math.nan))
+    return pairs
 
 
 # --- writers (shared by the client and batches) ---------------------------------------------
@@ -167,7 +518,7 @@ class ProfileAPI(_Slot):
 
     def get(self, entity: str | EntityId) -> dict[str, Any] | None:
         key = self._keys.profile(EntityId.parse(entity))
-        return _decode_object(self._acmi.store.execute(("GET", key)), key)
+        return _decode_object(_read(self._acmi.store, ("GET", key), key), key)
 
     def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         """Overwrite the profile. actor_type/tenant_id are filled when absent."""
@@ -201,14 +552,12 @@ class ProfileAPI(_Slot):
 
         def build(plan: WritePlan) -> int:
             self._index(plan, eid)
-            return plan.edit_object(self._keys.profile(eid), fields)
+            return plan.edit_object(self._keys.profile(eid), fields, field="profile")
 
         merged = self._write(build)
         if merged is None:
             return None
-        assert isinstance(merged, bytes)
-        result: dict[str, Any] = json.loads(merged)
-        return result
+        return _decode_object(merged, self._keys.profile(eid)) or {}
 
     def delete(self, entity: str | EntityId) -> None:
         eid = EntityId.parse(entity)
@@ -220,7 +569,7 @@ class SignalsAPI(_Slot):
 
     def all(self, entity: str | EntityId) -> dict[str, Any]:
         key = self._keys.signals(EntityId.parse(entity))
-        return _decode_object(self._acmi.store.execute(("GET", key)), key) or {}
+        return _decode_object(_read(self._acmi.store, ("GET", key), key), key) or {}
 
     def get(self, entity: str | EntityId, key: str, default: Any = None) -> Any:
         """The signal's value, or ``default`` when it is missing."""
@@ -243,7 +592,7 @@ class SignalsAPI(_Slot):
 
         def build(plan: WritePlan) -> int:
             self._index(plan, eid)
-            return plan.edit_object(self._keys.signals(eid), fields)
+            return plan.edit_object(self._keys.signals(eid), fields, field="signals")
 
         self._write(build)
 
@@ -312,24 +661,133 @@ class TimelineAPI(_Slot):
         until_ms: float | None = None,
     ) -> Events:
         """Oldest first (newest first with ``reverse``); bounds inclusive; ``limit``
-        counts from the first event in that order."""
+        counts from the first event in that order. Without ``limit`` this reads the whole
+        range: for long timelines use ``page``/``pages``."""
         key = self._keys.timeline(EntityId.parse(entity))
-        low = _bound(since_ms, "since_ms", "-inf")
-        high = _bound(until_ms, "until_ms", "+inf")
-        if since_ms is not None and until_ms is not None and since_ms > until_ms:
-            raise AcmiValidationError("since_ms", "range", "must be <= until_ms")
+        low, high = _bounds(since_ms, until_ms)
         command: list[str | int] = ["ZRANGE", key]
         command += [high, low, "BYSCORE", "REV"] if reverse else [low, high, "BYSCORE"]
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise AcmiValidationError("limit", "range", "must be an integer >= 1")
             command += ["LIMIT", 0, limit]
-        return _decode_events(self._acmi.store.execute(command), key)
+        return _decode_events(_read(self._acmi.store, command, key), key)
+
+    def page(
+        self,
+        entity: str | EntityId,
+        *,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        reverse: bool = False,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> EventPage:
+        """One page of ``read``'s order (one round trip): at most ``limit`` events
+        (1-``MAX_PAGE_SIZE``) and ``MAX_PAGE_BYTES`` of stored JSON; pass ``next_cursor``
+        back, with the same ``reverse``, for the next page.
+
+        The cursor is a score plus a position among the members of that score (Redis
+        orders equal scores by member bytes) and a digest of the last member, so events
+        with equal ``ts`` are neither lost nor repeated across pages, even when events
+        are added at that very ``ts`` meanwhile (those land behind the cursor)."""
+        key = self._keys.timeline(EntityId.parse(entity))
+        low, high = _bounds(since_ms, until_ms)
+        size = _page_size(limit)
+        at = None if cursor is None else _TimelinePosition.decode(cursor, reverse)
+        if at is not None and at.behind(until_ms if reverse else since_ms):
+            at = None
+        if at is None:
+            start, offset, count = (high if reverse else low), 0, size + 1
+        else:
+            # Re-read from the last member returned: the digest confirms it is still
+            # where the position says, and the extra member tells whether more follow.
+            start, offset, count = repr(at.score), at.run - 1, size + 2
+        command: list[str | int] = ["ZRANGE", key, start, low if reverse else high, "BYSCORE"]
+        command += ["REV"] if reverse else []
+        command += ["LIMIT", offset, count, "WITHSCORES"]
+        window = _score_pairs(_read(self._acmi.store, command, key))
+
+        drop = 0
+        if at is not None:
+            for index, (member, score) in enumerate(window):
+                if score != at.score:
+                    break
+                if isinstance(member, bytes) and _digest(member) == at.digest:
+                    drop = index + 1
+                    break
+        taken = 0
+        total = 0
+        for member, _ in window[drop : drop + size]:
+            length = len(member) if isinstance(member, bytes) else 0
+            length = 0 if length > MAX_PAGE_BYTES else length  # skipped, not carried
+            if taken and total + length > MAX_PAGE_BYTES:
+                break
+            taken += 1
+            total += length
+        last = drop + taken - 1
+        next_cursor = None
+        if (len(window) == count or len(window) > drop + taken) and last >= 0:
+            member, score = window[last]
+            run = sum(1 for _, other in window[: last + 1] if other == score)
+            if at is not None and score == at.score:
+                run += offset  # members of that score before the window
+            digest = _digest(member) if isinstance(member, bytes) else "0" * 16
+            next_cursor = _TimelinePosition(reverse, score, run, digest).encode()
+        members = [member for member, _ in window[drop : drop + taken]]
+        events = _decode_events(members, key, max_bytes=MAX_PAGE_BYTES)
+        return EventPage(events, next_cursor)
+
+    def pages(
+        self,
+        entity: str | EntityId,
+        *,
+        limit: int = DEFAULT_PAGE_SIZE,
+        reverse: bool = False,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> Iterator[EventPage]:
+        """Every page of the range, one round trip each, fetched as the caller iterates."""
+        cursor: str | None = None
+        while True:
+            page = self.page(
+                entity,
+                cursor=cursor,
+                limit=limit,
+                reverse=reverse,
+                since_ms=since_ms,
+                until_ms=until_ms,
+            )
+            yield page
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def size(self, entity: str | EntityId) -> int:
         reply = self._acmi.store.execute(("ZCARD", self._keys.timeline(EntityId.parse(entity))))
         assert isinstance(reply, int)
         return reply
+
+
+def _bounds(since_ms: float | None, until_ms: float | None) -> tuple[str, str]:
+    low = _bound(since_ms, "since_ms", "-inf")
+    high = _bound(until_ms, "until_ms", "+inf")
+    if since_ms is not None and until_ms is not None and since_ms > until_ms:
+        raise AcmiValidationError("since_ms", "range", "must be <= until_ms")
+    return low, high
+
+
+def _scan_reply(reply: Reply, key: str) -> tuple[int, list[Reply]]:
+    """SSCAN's [cursor, [members]]."""
+    if (
+        isinstance(reply, list)
+        and len(reply) == 2
+        and isinstance(reply[0], bytes)
+        and reply[0].isdigit()
+        and isinstance(reply[1], list)
+    ):
+        return int(reply[0]), reply[1]
+    raise CorruptData(f"{key}: SSCAN gave an unexpected reply", field=key)
 
 
 def _bound(value: float | None, name: str, open_end: str) -> str:
@@ -448,13 +906,60 @@ class Acmi:
         return EntityContext(str(eid), profile, signals, timeline, problems)
 
     def list(self, category: str) -> list[str]:
-        """Entity ids of a category (from its ``acmi:<cat>:list`` index), sorted."""
+        """Every entity id of a category (its ``acmi:<cat>:list`` index), sorted. Read in
+        SSCAN steps of 1,000 (one round trip each) so no single reply is the whole index;
+        to hold one page at a time instead, use ``iter_list`` or ``list_page``."""
+        check_category(category)
+        ids: set[str] = set()
+        cursor: str | None = None
+        while True:
+            page = self.list_page(category, cursor=cursor, limit=_LIST_SCAN_COUNT)
+            ids.update(page.entities)  # a set: SSCAN may repeat an id while the set resizes
+            if page.next_cursor is None:
+                return sorted(ids)
+            cursor = page.next_cursor
+
+    def list_page(
+        self, category: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> EntityPage:
+        """One page of a category's entity ids (one round trip): at most ``limit``
+        (1-``MAX_PAGE_SIZE``), sorted within the page, in index (hash) order across pages;
+        pass ``next_cursor`` back for the next page. An id present for the whole walk is
+        listed; exactly once unless Redis resizes the set meanwhile (SSCAN's guarantee).
+        Index members longer than an entity id can be (only another tool writes those)
+        are left out."""
         key = self.keys.index(check_category(category))
-        reply = _check_reply(self.store.execute(("SMEMBERS", key)), key)
-        ids = reply if isinstance(reply, list) else []
-        return sorted(
-            f"{category}:{m.decode('utf-8', 'replace')}" for m in ids if isinstance(m, bytes)
-        )
+        size = _page_size(limit)
+        scan, count, after = (0, size, None) if cursor is None else _entity_cursor(cursor)
+        reply = _read(self.store, ("SSCAN", key, scan, "COUNT", count), key)
+        next_scan, members = _scan_reply(reply, key)
+        local_len = MAX_ENTITY_LEN - len(category) - 1
+        ids = sorted({m for m in members if isinstance(m, bytes) and 0 < len(m) <= local_len})
+        if after is not None:
+            # the same SSCAN step again: leave out what the previous page returned
+            ids = [m for m in ids if m > after]
+        chosen = ids[:size]
+        if len(ids) > size:
+            # the same SSCAN step has more: resume it after the last id of this page
+            last = base64.urlsafe_b64encode(chosen[-1]).decode().rstrip("=")
+            next_cursor: str | None = _encode_cursor("e", scan, count, last)
+        elif next_scan:
+            next_cursor = _encode_cursor("e", next_scan, size, None)
+        else:
+            next_cursor = None
+        entities = [f"{category}:{m.decode('utf-8', 'replace')}" for m in chosen]
+        return EntityPage(entities, next_cursor)
+
+    def iter_list(self, category: str, *, limit: int = DEFAULT_PAGE_SIZE) -> Iterator[str]:
+        """Every entity id of a category, one ``list_page`` (one round trip) at a time, as
+        the caller iterates: memory stays one page whatever the size of the category."""
+        cursor: str | None = None
+        while True:
+            page = self.list_page(category, cursor=cursor, limit=limit)
+            yield from page.entities
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def delete(self, entity: str | EntityId) -> None:
         """Every key of the entity (extensions included) and its index entry, atomically."""

@@ -9,8 +9,8 @@ HTTP mapping lives in one place (the API layer); here only the meaning:
 - CorruptData: stored data (often written by another tool) cannot be used as asked.
 - Unavailable: something we depend on failed for now (the store, Google's keys); the
   caller should retry after ``retry_after`` seconds (503 + Retry-After).
-- StoreError and its kinds: the backend failed; Throttled and StoreUnavailable are
-  Unavailable, StoreAuthError is a misconfiguration.
+- StoreError and its kinds: the backend failed; Throttled, StoreBusy and StoreUnavailable
+  are Unavailable, StoreAuthError is a misconfiguration.
 - PlanError: the write script refused a plan. Only a bug in the code that built the plan
   can cause it, never the caller's input.
 """
@@ -43,6 +43,17 @@ class PayloadTooLarge(AcmiValidationError):
     """The request body is over the documented cap."""
 
     code = "payload_too_large"
+
+
+class IdempotencyKeyReused(AcmiValidationError):
+    """An Idempotency-Key sent again with a different request (another body, entity or
+    URL): HTTP 422, as the IETF Idempotency-Key draft asks, instead of a silent replay
+    of another request's response. Nothing was stored."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("Idempotency-Key", "reused", message)
 
 
 class Unauthenticated(AcmiError):
@@ -115,3 +126,10 @@ class Throttled(StoreUnavailable):
     """The backend kept answering 429 until the retry budget ran out. Transient."""
 
     code = "throttled"
+
+
+class StoreBusy(StoreUnavailable):
+    """Redis refused a command for now (BUSY running a script, LOADING, TRYAGAIN,
+    CLUSTERDOWN, MASTERDOWN): the refused command did not run; retry shortly. Transient."""
+
+    code = "store_busy"

@@ -16,7 +16,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
-from acmi_core.errors import AcmiValidationError
+from acmi_core.errors import AcmiValidationError, PayloadTooLarge
 
 CATEGORY_RE: Final = re.compile(r"[a-z][a-z0-9_-]*")
 LOCAL_ID_RE: Final = re.compile(r"[A-Za-z0-9_.-]+")
@@ -28,6 +28,13 @@ MAX_TS_MS: Final = 253_402_300_799_999
 # Categories that would collide with ACMI's own key layout.
 RESERVED_CATEGORIES: Final = frozenset({"tenant"})
 TENANT_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+# JSON written through ACMI. Every write runs as one Redis script, and a script blocks all of
+# Redis (every tenant) while it runs, so what one edit may cost is bounded:
+MAX_JSON_DEPTH: Final = 64  # arrays and objects inside each other, in any value written
+MAX_EDIT_FIELDS: Final = 1_000  # fields one object edit sets or deletes (merge, update)
+# One stored profile or signals object, in UTF-8 bytes; apply.lua holds the same number
+# and refuses an edit of a bigger object or one that would make it bigger.
+MAX_OBJECT_BYTES: Final = 64 * 1024
 
 
 class ActorType(StrEnum):
@@ -117,8 +124,9 @@ def check_signal_key(key: object, field: str = "key") -> str:
 
 
 def dumps(value: Any, field: str = "value") -> str:
-    """Compact JSON, exactly what JSON.stringify would write; NaN/Infinity rejected."""
-    _check_keys(value, field)
+    """Compact JSON, exactly what JSON.stringify would write; NaN/Infinity rejected, and
+    no deeper than MAX_JSON_DEPTH (json.dumps recurses: a deep value would crash it)."""
+    check_json_tree(value, field)
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
@@ -134,29 +142,65 @@ def dumps(value: Any, field: str = "value") -> str:
     return text
 
 
-def _check_keys(value: Any, field: str) -> None:
-    """json.dumps would turn {1: "a"} into {"1": "a"} silently (and {1: .., "1": ..} into
-    duplicate keys): refuse non-string keys at any depth instead."""
-    stack = [value]
+def check_json_tree(value: Any, field: str = "value") -> None:
+    """Every object key is a string, and arrays and objects nest at most MAX_JSON_DEPTH
+    deep (a value that contains itself never ends: it is refused as too deep).
+
+    Iterative, so a 100,000-deep value is a validation error, not a RecursionError. The
+    error names the top-level member the problem is under (``signals.k``)."""
+    # (item, depth of the containers around it, the field it is under)
+    stack: list[tuple[Any, int, str]] = [(value, 0, field)]
     while stack:
-        item = stack.pop()
+        item, depth, where = stack.pop()
+        if not isinstance(item, dict | list | tuple):
+            continue
+        if depth == MAX_JSON_DEPTH:
+            raise AcmiValidationError(
+                where,
+                "max_depth",
+                f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep",
+            )
+        top = depth == 0  # name the member a problem is under, not deeper parts
         if isinstance(item, dict):
             for key, child in item.items():
                 if not isinstance(key, str):
+                    # json.dumps would turn {1: "a"} into {"1": "a"} silently (and
+                    # {1: .., "1": ..} into duplicate keys): refuse instead
                     raise AcmiValidationError(
-                        field, "object_keys", f"object keys must be strings, got {key!r}"
+                        where, "object_keys", f"object keys must be strings, got {key!r}"
                     )
-                stack.append(child)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+                stack.append((child, depth + 1, f"{where}.{key}" if top else where))
+        else:
+            for index, child in enumerate(item):
+                stack.append((child, depth + 1, f"{where}[{index}]" if top else where))
 
 
 def check_json_object(doc: object, field: str) -> dict[str, Any]:
+    """A JSON object that will be stored whole (a profile, the signals, a rollup): JSON,
+    and at most MAX_OBJECT_BYTES once written (413 beyond, as for a body)."""
     if not isinstance(doc, dict):
         got = "null" if doc is None else type(doc).__name__
         raise AcmiValidationError(field, "object", f"must be a JSON object, got {got}")
-    dumps(doc, field)  # proves it is JSON (no NaN, no sets, no objects)
+    text = dumps(doc, field)  # proves it is JSON (no NaN, no sets, no objects)
+    size = len(text.encode("utf-8"))
+    if size > MAX_OBJECT_BYTES:
+        raise PayloadTooLarge(
+            field,
+            "max_object_bytes",
+            f"is {size} bytes as JSON; an object holds at most {MAX_OBJECT_BYTES} bytes",
+        )
     return doc
+
+
+def check_edit_fields(count: int, field: str) -> None:
+    """One object edit (a merge, a signals update) sets or deletes at most MAX_EDIT_FIELDS
+    fields."""
+    if count > MAX_EDIT_FIELDS:
+        raise AcmiValidationError(
+            field,
+            "max_fields",
+            f"one edit sets or deletes at most {MAX_EDIT_FIELDS} fields, got {count}",
+        )
 
 
 # --- profiles -------------------------------------------------------------------------------
@@ -270,6 +314,7 @@ def parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "event") 
                 data["speaker_type"] = speaker.value
                 break
     data.setdefault("tenant_id", tenant)
+    check_json_tree(data, field)  # before pydantic walks a payload of any depth
     try:
         event = Event.model_validate(data)
     except PydanticValidationError as exc:
@@ -309,6 +354,8 @@ def event_from_member(member: bytes) -> Event | str:
         return "not UTF-8"
     except ValueError:
         return "not JSON"
+    except RecursionError:
+        return "nested too deep"
     if not isinstance(data, dict):
         return "not a JSON object"
     if "correlationId" not in data and "correlation_id" in data:

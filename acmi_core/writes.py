@@ -5,6 +5,10 @@ checked before the first write), and no lost updates: read-modify-write of a JSO
 object happens inside Redis. Values are spliced as raw JSON text, never decoded in
 Lua, so they survive exactly. Every op is idempotent (SET, ZADD NX, SADD, field
 set), which is what makes a blind retry after a dropped connection safe.
+
+A script blocks all of Redis while it runs, so an object edit is bounded: at most
+model.MAX_EDIT_FIELDS fields (checked here), and the edit, the object it edits and
+the result at most model.MAX_OBJECT_BYTES each (checked by the script: 413).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Final, Literal
 
-from acmi_core.errors import AcmiError, CorruptData, PlanError, StoreCommandError
-from acmi_core.model import dumps
+from acmi_core.errors import AcmiError, CorruptData, PayloadTooLarge, PlanError, StoreCommandError
+from acmi_core.model import check_edit_fields, dumps
 from acmi_core.store.base import Arg, Reply, Script, Store
 
 APPLY: Final = Script(resources.files("acmi_core").joinpath("lua/apply.lua").read_text())
@@ -27,10 +31,16 @@ def _corrupt(detail: str) -> AcmiError:
     return CorruptData(detail, field=detail.split(" ", 1)[0])  # the detail starts with the key
 
 
+def _too_large(detail: str) -> AcmiError:
+    key, _, what = detail.partition(": ")
+    return PayloadTooLarge(key, "max_object_bytes", what)
+
+
 # apply.lua's error replies start with a marker (and nothing was written); what each means:
 SCRIPT_ERRORS: Final[dict[str, Callable[[str], AcmiError]]] = {
     "ACMI_WRONGTYPE": _corrupt,  # a key holds another Redis type than its op needs
     "ACMI_CORRUPT": _corrupt,  # an object key holds text that is not a JSON object
+    "ACMI_TOOLARGE": _too_large,  # an object edit, or its object, over MAX_OBJECT_BYTES (413)
     "ACMI_BADOP": PlanError,  # unknown op, key index out of range, bad argument: a bug here
 }
 
@@ -100,8 +110,15 @@ class WritePlan:
         and then stores ``value`` there for ``ttl_ms``. Otherwise :class:`Replayed`."""
         return self._op("ONCE", key, ttl_ms, value)
 
-    def edit_object(self, key: str, fields: list[tuple[FieldMode, str, str]]) -> int:
-        """Edit top-level fields of a JSON object: (mode, name, value as JSON text)."""
+    def edit_object(
+        self, key: str, fields: list[tuple[FieldMode, str, str]], *, field: str | None = None
+    ) -> int:
+        """Edit top-level fields of a JSON object: (mode, name, value as JSON text).
+
+        At most MAX_EDIT_FIELDS set or del fields (the script runs with Redis blocked);
+        setnx fields, ACMI's own auto-fill, are not the caller's and are not counted. A
+        refusal names ``field`` (default: the key)."""
+        check_edit_fields(sum(mode != "setnx" for mode, _, _ in fields), field or key)
         args: list[Arg] = [len(fields)]
         for mode, name, json_text in fields:
             args.extend((mode, name, dumps(name), json_text))

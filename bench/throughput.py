@@ -48,7 +48,6 @@ def _worker_env(extra_env: dict[str, str]) -> dict[str, str]:
     env.update(
         {
             "PYTHONPATH": str(ROOT),
-            "ACMI_API_KEY": "acmi_local_example_admin_key_0001",
             "POWERTOOLS_METRICS_NAMESPACE": "ACMI",
             **extra_env,
         }

@@ -142,10 +142,14 @@ def _build_http(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
     from acmi_core.auth.apikeys import ensure_admin_key
 
     acmi = Acmi(store, settings)
-    if settings.api_key and spec.store:  # local runs and `sam local invoke`: a known key
-        ensure_admin_key(
+    if settings.api_key and spec.store:
+        # The policy of `acmi serve`: a sample key only on the embedded store (else this
+        # raises, and the function fails loudly), and a revoked key is never re-created.
+        record = ensure_admin_key(
             store, settings.api_key, tenant=settings.default_tenant, now_ms=acmi.clock()
         )
+        if record is None:
+            logger.warning("ACMI_API_KEY was revoked: not registered again; unset it")
     asgi = Mangum(http_app(spec, acmi), lifespan="off")
 
     @metrics.log_metrics

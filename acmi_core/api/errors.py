@@ -18,6 +18,7 @@ from acmi_core.errors import (
     Conflict,
     CorruptData,
     Forbidden,
+    IdempotencyKeyReused,
     NotFound,
     PayloadTooLarge,
     PlanError,
@@ -32,6 +33,7 @@ log = logging.getLogger("acmi.api")
 # Most specific first: the first isinstance match wins. 500s say nothing inner.
 STATUS_BY_ERROR: tuple[tuple[type[AcmiError], int], ...] = (
     (PayloadTooLarge, 413),
+    (IdempotencyKeyReused, 422),
     (AcmiValidationError, 400),
     (Unauthenticated, 401),
     (Forbidden, 403),

@@ -7,9 +7,17 @@ listings and revocation.
 Layout (global: looked up before the tenant is known):
     acmi:_apikey:<sha256>   STRING JSON record
     acmi:_apikeys           HASH id -> JSON record (with its hash), for list/revoke
+    acmi:_apikeys_revoked   SET of the hashes of revoked keys: :func:`register` refuses
+                            them, so a configured key (ACMI_API_KEY) that was revoked is
+                            never re-created by the next start
 
 Lookups are cached per process (:class:`KeyCache`) so that a warm Lambda spends no round
 trip on auth; a revoked key stops working within the cache time.
+
+``ACMI_API_KEY`` (:func:`ensure_admin_key`): on the embedded store any key is registered
+(it lives as long as the process); on a real store a public sample key (the events/
+samples' key, anything starting ``acmi_local_example``) is refused with an error, and any
+other key is registered unless it was revoked.
 """
 
 from __future__ import annotations
@@ -32,6 +40,19 @@ from acmi_core.writes import WritePlan
 
 KEY_PREFIX: Final = "acmi_"
 INDEX_KEY: Final = internal_global("apikeys")
+REVOKED_KEY: Final = internal_global("apikeys_revoked")
+
+# Published in events/ and the docs, so an admin key to anyone: only the embedded store,
+# which lives as long as one process, may hold one.
+EXAMPLE_EVENT_KEY: Final = "acmi_local_example_admin_key_0001"
+SAMPLE_KEYS: Final = frozenset({EXAMPLE_EVENT_KEY})
+SAMPLE_KEY_PREFIX: Final = "acmi_local_example"
+EMBEDDED_STORE: Final = "memory"
+
+# KeyCache bounds: known keys kept per process, and unknown tokens remembered apart from
+# them (so random tokens cannot push known keys out).
+KEY_CACHE_MAX_KEYS: Final = 10_000
+KEY_CACHE_MAX_MISSES: Final = 1_000
 
 
 class Scope(StrEnum):
@@ -73,20 +94,46 @@ def _check_scope(scope: str) -> Scope:
         raise AcmiValidationError("scope", "enum", "must be one of read, write, admin") from None
 
 
+class KeyRevoked(AcmiValidationError):
+    """The key was revoked: it is never registered again."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "api_key",
+            "revoked",
+            "this key was revoked and is never registered again; create a new one "
+            "(acmi keys create)",
+        )
+
+
+def is_sample_key(plaintext: str) -> bool:
+    return plaintext in SAMPLE_KEYS or plaintext.startswith(SAMPLE_KEY_PREFIX)
+
+
+def _is_revoked(store: Store, digest: str) -> bool:
+    return store.execute(("SISMEMBER", REVOKED_KEY, digest)) == 1
+
+
 def register(
     store: Store, plaintext: str, *, tenant: str, scope: str, name: str, now_ms: int
 ) -> ApiKey:
-    """Store the hash of a given key value (``ACMI_API_KEY``); idempotent."""
+    """Store the hash of a given key value (``ACMI_API_KEY``); idempotent. A revoked key
+    is refused (:class:`KeyRevoked`)."""
     if len(plaintext) < 24:
         raise AcmiValidationError("api_key", "min_length", "must be at least 24 characters")
     if not 1 <= len(name) <= 64:
         raise AcmiValidationError("name", "length", "must be 1-64 characters")
     digest = key_hash(plaintext)
     record = ApiKey(digest[:12], check_tenant(tenant), _check_scope(scope), name, now_ms)
+    if _is_revoked(store, digest):
+        raise KeyRevoked()
     plan = WritePlan()
     plan.set(_record_key(digest), dumps(record.to_dict()))
     plan.hset(INDEX_KEY, record.id, dumps({**record.to_dict(), "hash": digest}))
     plan.apply(store)
+    if _is_revoked(store, digest):  # revoked between the check and the write: undo it
+        _forget(store, digest, record.id)
+        raise KeyRevoked()
     return record
 
 
@@ -120,11 +167,17 @@ def revoke(store: Store, key_id: str) -> ApiKey:
     if record is None or not isinstance(raw, bytes):
         raise NotFound(f"key_id: no API key with id {key_id!r}", field="key_id")
     digest = json.loads(raw)["hash"]
+    _forget(store, digest, key_id)
+    return record
+
+
+def _forget(store: Store, digest: str, key_id: str) -> None:
+    """Delete a key's record and remember its hash as revoked, in one atomic write."""
     plan = WritePlan()
     plan.delete(_record_key(digest))
     plan.hdel(INDEX_KEY, key_id)
+    plan.sadd(REVOKED_KEY, digest)
     plan.apply(store)
-    return record
 
 
 def _decode(raw: object) -> ApiKey | None:
@@ -139,11 +192,27 @@ def _decode(raw: object) -> ApiKey | None:
         return None
 
 
-def ensure_admin_key(store: Store, plaintext: str, *, tenant: str, now_ms: int) -> ApiKey:
-    """Register a configured key value (ACMI_API_KEY) as ``tenant``'s admin key."""
-    return register(
-        store, plaintext, tenant=tenant, scope=Scope.ADMIN, name="ACMI_API_KEY", now_ms=now_ms
-    )
+def ensure_admin_key(store: Store, plaintext: str, *, tenant: str, now_ms: int) -> ApiKey | None:
+    """Register a configured key value (ACMI_API_KEY) as ``tenant``'s admin key, the same
+    way for ``acmi serve`` and the Lambda kit. None when the key was revoked (it stays
+    revoked; the caller says so). A public sample key on a store other than the embedded
+    one is an error: it would be an admin key anyone can use, re-created on every start."""
+    if store.name != EMBEDDED_STORE and is_sample_key(plaintext):
+        raise AcmiValidationError(
+            "ACMI_API_KEY",
+            "sample_key",
+            f"is a public sample key (prefix {SAMPLE_KEY_PREFIX!r}, carried by the events/ "
+            f"samples) and is refused on the {store.name} store, where it would be an admin "
+            "key anyone can use. Unset ACMI_API_KEY and create a key with `acmi keys create "
+            "--tenant <tenant> --scope admin` (or run the samples on the embedded store: "
+            "`acmi invoke`)",
+        )
+    try:
+        return register(
+            store, plaintext, tenant=tenant, scope=Scope.ADMIN, name="ACMI_API_KEY", now_ms=now_ms
+        )
+    except KeyRevoked:
+        return None
 
 
 class KeyCache:
@@ -154,7 +223,9 @@ class KeyCache:
         self, store: Store, ttl_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._store = store
-        self._cache: TtlCache[str, ApiKey] = TtlCache(ttl_s, clock=clock)
+        self._cache: TtlCache[str, ApiKey] = TtlCache(
+            ttl_s, max_entries=KEY_CACHE_MAX_KEYS, max_misses=KEY_CACHE_MAX_MISSES, clock=clock
+        )
 
     def lookup(self, plaintext: str) -> ApiKey | None:
         return self._cache.get(key_hash(plaintext), lambda: lookup(self._store, plaintext))

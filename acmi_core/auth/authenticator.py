@@ -3,27 +3,33 @@ credential a source accepts, per the source table, plus its HMAC signature).
 
 Everything the checks read from the store (key records, source configs) is cached per
 process for ``settings.auth_cache_s``: a warm Lambda spends no round trip on auth, and a
-revoked key or a changed source config takes effect within that time.
+revoked key or a changed source config takes effect within that time. A source config
+that cannot be read fails closed: its deliveries get a 503 and the operator a log line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hmac
+import logging
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from acmi_core.auth.apikeys import KEY_PREFIX, KeyCache, Scope
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal, bearer_token
-from acmi_core.auth.signatures import SIGNATURE_HEADER, verify_signature
+from acmi_core.auth.signatures import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
 from acmi_core.cache import TtlCache
 from acmi_core.errors import Forbidden, Unauthenticated
 from acmi_core.ingest import config as source_configs
-from acmi_core.ingest.config import SourceConfig
+from acmi_core.ingest.config import SourceConfig, SourceConfigUnreadable, push_token_hash
 from acmi_core.ingest.sources import Credential, SourceSpec
 from acmi_core.keys import Keys
 from acmi_core.model import check_tenant
 from acmi_core.settings import Settings
 from acmi_core.store.base import Store
+
+log = logging.getLogger("acmi.auth")
 
 
 @dataclass(frozen=True)
@@ -40,13 +46,24 @@ def looks_like_jwt(token: str) -> bool:
 
 class Authenticator:
     def __init__(
-        self, store: Store, settings: Settings, google: GoogleTokenVerifier | None = None
+        self,
+        store: Store,
+        settings: Settings,
+        google: GoogleTokenVerifier | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` times the caches; ``wall_clock`` (unix seconds) checks signed
+        timestamps."""
         self._store = store
         self._settings = settings
         self._google = google
-        self.keys = KeyCache(store, settings.auth_cache_s)
-        self._configs: TtlCache[tuple[str, str], SourceConfig] = TtlCache(settings.auth_cache_s)
+        self._wall_clock = wall_clock
+        self.keys = KeyCache(store, settings.auth_cache_s, clock=clock)
+        self._configs: TtlCache[tuple[str, str], SourceConfig] = TtlCache(
+            settings.auth_cache_s, clock=clock
+        )
 
     def api_key(
         self, authorization: str | None, scope: Scope, *, tenant_header: str | None = None
@@ -64,11 +81,27 @@ class Authenticator:
         principal.require(scope, tenant_header=tenant_header)
         return principal
 
-    def source_config(self, tenant: str, source: str) -> SourceConfig | None:
+    def source_config(
+        self, tenant: str, source: str, *, fresh: bool = False
+    ) -> SourceConfig | None:
+        """The source's config in ``tenant`` (cached; ``fresh``: read it now)."""
         keys = Keys(tenant, self._settings.default_tenant)
-        return self._configs.get(
-            (tenant, source), lambda: source_configs.get_config(self._store, keys, source)
-        )
+        if fresh:
+            self._configs.forget((tenant, source))
+        try:
+            return self._configs.get(
+                (tenant, source), lambda: source_configs.get_config(self._store, keys, source)
+            )
+        except SourceConfigUnreadable as exc:
+            # Never cached: the next delivery reads it again, so a fix applies at once.
+            log.error(
+                "source config unreadable, deliveries refused: tenant=%s source=%s problems=%s",
+                exc.tenant,
+                exc.source,
+                "; ".join(exc.problems),
+                extra={"tenant": exc.tenant, "source": exc.source, "problems": exc.problems},
+            )
+            raise
 
     def webhook(
         self,
@@ -92,9 +125,16 @@ class Authenticator:
         return WebhookCaller(principal, self.source_config(principal.tenant, source))
 
     def verify_body(self, caller: WebhookCaller, raw: bytes, headers: Mapping[str, str]) -> None:
-        """The HMAC signature, when the source's config holds a secret."""
+        """The HMAC signature (over ``<X-Acmi-Timestamp>.<body>`` when that header is
+        sent), when the source's config holds a secret."""
         if caller.config is not None and caller.config.hmac_secret:
-            verify_signature(caller.config.hmac_secret, raw, headers.get(SIGNATURE_HEADER))
+            verify_signature(
+                caller.config.hmac_secret,
+                raw,
+                headers.get(SIGNATURE_HEADER),
+                headers.get(TIMESTAMP_HEADER),
+                now_s=self._wall_clock(),
+            )
 
     def _push_principal(self, source: str, push_token: str) -> Principal:
         found = source_configs.resolve_push_token(self._store, push_token)
@@ -103,7 +143,20 @@ class Authenticator:
         tenant, allowed = found
         if allowed != source:
             raise Forbidden(f"token: this push token is for source {allowed!r}", field="token")
+        # The token's record alone is not enough: the source's config must name it (a
+        # record left behind by an interrupted rotation authenticates nothing). A cached
+        # config may predate a rotation: read it again before refusing.
+        digest = push_token_hash(push_token)
+        if not self._names_token(self.source_config(tenant, source), digest) and (
+            not self._names_token(self.source_config(tenant, source, fresh=True), digest)
+        ):
+            raise Unauthenticated("token: unknown push token", field="token")
         return Principal(tenant, Scope.WRITE, f"push:{source}", source=source)
+
+    @staticmethod
+    def _names_token(config: SourceConfig | None, digest: str) -> bool:
+        stored = config.push_token_hash if config is not None else None
+        return stored is not None and hmac.compare_digest(stored, digest)
 
     def _google_principal(
         self, source: str, token: str, headers: Mapping[str, str], query: Mapping[str, str]

@@ -9,10 +9,17 @@ module sits on a Lambda cold-start path, and only Gmail pushes should pay for th
 
 Error messages name the check that failed and never echo the token (nor any claim or
 header value from it: those are attacker-controlled and end up in logs).
+
+When Google's JWKS endpoint fails: at most one fetch attempt per ``min_refresh_interval_s``
+(60 s by default), however many pushes arrive; the last key set keeps verifying tokens
+for up to ``STALE_GRACE_S`` (24 h) past its max-age, with a warning logged per failed
+attempt; a token naming a key we do not have gets ``GoogleKeysUnavailable`` (503), since
+it may be a key Google published while we could not fetch.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -32,13 +39,23 @@ GOOGLE_ISSUERS: Final = frozenset({"accounts.google.com", "https://accounts.goog
 # HS256 keyed with our public key, which anyone can download).
 ALGORITHM: Final = "RS256"
 DEFAULT_MAX_AGE_S: Final = 3600.0
-# Honour Google's max-age, but never trust a cached key set for more than a day.
+# Honour Google's max-age, but never trust a cached key set for more than a day while
+# Google answers.
 MAX_CACHE_S: Final = 86400.0
+# While refreshing fails, the last key set keeps serving this long past its expiry: Google
+# publishes a key before signing with it and keeps a retired one published for a while,
+# so a recently expired set still holds the key in use; a revoked key stays trusted at
+# most this long into an outage. Past it, every push is a 503 until a fetch succeeds.
+STALE_GRACE_S: Final = 86400.0
+# The default least interval between two fetch attempts, for unknown kids and failures.
+MIN_REFRESH_INTERVAL_S: Final = 60.0
 # Google ID tokens are ~1 KB; refuse to parse anything absurdly larger.
 MAX_TOKEN_CHARS: Final = 16384
 FETCH_TIMEOUT_S: Final = 5.0
 
 _MAX_AGE_RE: Final = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
+
+log = logging.getLogger("acmi.auth")
 
 JwksFetcher = Callable[[], tuple[dict[str, Any], float]]
 
@@ -130,7 +147,9 @@ class GoogleTokenVerifier:
     Keys are fetched lazily on the first ``verify`` (no network at construction), cached
     for the JWKS max-age, and refreshed once when a token names an unknown ``kid`` (Google
     rotated its keys). That refresh is rate limited by ``min_refresh_interval_s`` so a
-    flood of tokens with forged kids cannot make us hammer Google.
+    flood of tokens with forged kids cannot make us hammer Google; so is every attempt
+    after a failed one, so an outage costs Google one fetch per interval, not one per
+    push. While fetches fail, the last key set serves for ``stale_grace_s`` past expiry.
     """
 
     def __init__(
@@ -139,17 +158,21 @@ class GoogleTokenVerifier:
         fetch_jwks: JwksFetcher | None = None,
         clock: Callable[[], float] = time.time,
         leeway_s: float = 60,
-        min_refresh_interval_s: float = 60,
+        min_refresh_interval_s: float = MIN_REFRESH_INTERVAL_S,
+        stale_grace_s: float = STALE_GRACE_S,
     ) -> None:
         self._fetch_jwks: JwksFetcher = fetch_jwks or fetch_google_jwks
         self._clock = clock
         self._leeway_s = float(leeway_s)
         self._min_refresh_interval_s = float(min_refresh_interval_s)
+        self._stale_grace_s = float(stale_grace_s)
         self._keys: dict[str, RSAPublicKey] = {}
         self._keys_expire_at = -math.inf
         # Time of the last fetch *attempt* (success or failure): the refresh rate limit
         # must also hold while Google is failing.
         self._last_fetch_at = -math.inf
+        # Why the last attempt failed; None once one succeeds (Google is up, as we know).
+        self._fetch_error: GoogleKeysUnavailable | None = None
         # Lambda is single-threaded, but a threaded local server must not double-fetch.
         self._lock = threading.Lock()
 
@@ -241,20 +264,61 @@ class GoogleTokenVerifier:
     def _key_for(self, kid: str) -> RSAPublicKey:
         with self._lock:
             now = self._clock()
+            failed: GoogleKeysUnavailable | None = None
             if now >= self._keys_expire_at:
-                self._refresh(now)
+                # Expired: refresh (honouring max-age, however short, while Google is up).
+                # While refreshing fails, the last set serves within its grace period.
+                failed = self._try_refresh(now, limited=self._fetch_error is not None)
+                if now >= self._keys_expire_at + self._stale_grace_s:
+                    raise failed or self._unavailable(now)
             key = self._keys.get(kid)
             # Unknown kid: Google may have rotated. Refresh once, unless we fetched
             # recently (which includes the fetch just above).
-            if key is None and now - self._last_fetch_at >= self._min_refresh_interval_s:
-                self._refresh(now)
+            if key is None and failed is None:
+                failed = self._try_refresh(now, limited=True)
                 key = self._keys.get(kid)
-            if key is None:
-                raise GoogleTokenError("token signed by an unknown key")
-            return key
+            if key is not None:
+                return key
+            if failed is not None:
+                raise failed
+            if self._fetch_error is not None:
+                # The last attempt failed: this may be a key Google published since, which
+                # we could not fetch, or a forged kid. A 503 lets a genuine push be retried.
+                raise self._unavailable(now)
+            raise GoogleTokenError("token signed by an unknown key")
+
+    def _try_refresh(self, now: float, *, limited: bool) -> GoogleKeysUnavailable | None:
+        """Fetch the key set, unless ``limited`` and the last attempt was less than
+        ``min_refresh_interval_s`` ago. Returns the error if this attempt failed."""
+        if limited and now - self._last_fetch_at < self._min_refresh_interval_s:
+            return None
+        self._last_fetch_at = now
+        try:
+            self._refresh(now)
+        except GoogleKeysUnavailable as exc:
+            self._fetch_error = exc
+            if now < self._keys_expire_at + self._stale_grace_s:
+                state = f"the previous key set serves until {self._stale_grace_s:.0f}s past expiry"
+            else:
+                state = "no key set to serve: pushes get 503"
+            log.warning(
+                "Google signing keys could not be fetched (next attempt in %.0fs); %s: %s",
+                self._min_refresh_interval_s,
+                state,
+                exc.message,
+                extra={"error": exc.code},
+            )
+            return exc
+        self._fetch_error = None
+        return None
+
+    def _unavailable(self, now: float) -> GoogleKeysUnavailable:
+        """503 without a fetch: Retry-After says when the next attempt may happen."""
+        wait = max(1.0, self._last_fetch_at + self._min_refresh_interval_s - now)
+        reason = self._fetch_error.message if self._fetch_error else "keys expired"
+        return GoogleKeysUnavailable(f"{reason} (next attempt in {wait:.0f}s)", retry_after=wait)
 
     def _refresh(self, now: float) -> None:
-        self._last_fetch_at = now
         try:
             document, max_age = self._fetch_jwks()
             keys = _parse_jwks(document)
@@ -263,7 +327,8 @@ class GoogleTokenVerifier:
             raise
         except Exception as exc:  # any fetcher failure (network, HTTP, JSON) is transient
             raise GoogleKeysUnavailable(
-                f"could not fetch Google signing keys: {type(exc).__name__}: {exc}"
+                f"could not fetch Google signing keys: {type(exc).__name__}: {exc}",
+                retry_after=self._min_refresh_interval_s,  # the next attempt, at the earliest
             ) from exc
         if math.isnan(max_age) or max_age < 0:
             max_age = 0.0

@@ -4,6 +4,11 @@ Stored at ``acmi:_source:<tenant>:<source>`` (JSON). The push token is stored on
 hash, plus a global ``acmi:_pushtoken:<sha256>`` -> {tenant, source} so that a sender
 that can only put a token in its URL is found without knowing its tenant. The HMAC
 secret must be stored as is: verifying an HMAC needs it.
+
+A stored config that cannot be read (not JSON, unknown or mistyped fields, a secret too
+short to be one, another Redis type) is never taken for "no config": that would skip its
+HMAC check. Reading it raises :class:`SourceConfigUnreadable` (a 503: senders retry
+while the operator fixes it), and updating it needs ``replace=True``.
 """
 
 from __future__ import annotations
@@ -11,18 +16,21 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from typing import Any
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from acmi_core.errors import AcmiValidationError
+from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError, Unavailable
 from acmi_core.ingest.mappers import check_mapping
 from acmi_core.ingest.sources import check_source, source_spec
 from acmi_core.keys import Keys, internal_global
-from acmi_core.model import dumps
+from acmi_core.model import EntityId, dumps
 from acmi_core.store.base import Store
 from acmi_core.writes import WritePlan
+
+MIN_HMAC_SECRET: Final = 16  # characters
+UNREADABLE_RETRY_AFTER_S: Final = 60.0
 
 
 class SourceConfig(BaseModel):
@@ -32,12 +40,36 @@ class SourceConfig(BaseModel):
 
     source: str
     kind: str = Field(description="the source table entry it uses: make, n8n, gmail, generic")
-    hmac_secret: str | None = Field(default=None, repr=False)
-    push_token_hash: str | None = None
-    oidc_audience: str | None = None
-    oidc_email: str | None = None
-    entity: str | None = None  # default entity for deliveries that name none
+    hmac_secret: str | None = Field(default=None, repr=False, min_length=MIN_HMAC_SECRET)
+    push_token_hash: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    oidc_audience: str | None = Field(default=None, min_length=1)
+    oidc_email: str | None = Field(default=None, min_length=1)
+    entity: str | None = Field(default=None, min_length=1)  # for deliveries that name none
     mapping: dict[str, str] | None = None  # generic: field -> dotted path or '=literal'
+
+    @field_validator("mapping")
+    @classmethod
+    def _valid_mapping(cls, mapping: dict[str, str] | None) -> dict[str, str] | None:
+        return None if mapping is None else check_mapping(mapping)
+
+
+class SourceConfigUnreadable(Unavailable):
+    """The stored config of a source cannot be read: its deliveries are refused (503)
+    rather than accepted without the checks it may hold. ``problems`` says what is wrong
+    (field locations and error kinds, never a value) for the log."""
+
+    code = "source_config_unreadable"
+
+    def __init__(self, tenant: str, source: str, problems: list[str]) -> None:
+        super().__init__(
+            f"source: the stored configuration of source {source!r} cannot be read, so "
+            "no delivery is accepted until the operator sets it again; retry later",
+            retry_after=UNREADABLE_RETRY_AFTER_S,
+        )
+        self.field = "source"
+        self.tenant = tenant
+        self.source = source
+        self.problems = problems
 
 
 def _config_key(keys: Keys, source: str) -> str:
@@ -48,14 +80,60 @@ def _push_token_key(digest: str) -> str:
     return internal_global("pushtoken", digest)
 
 
-def get_config(store: Store, keys: Keys, source: str) -> SourceConfig | None:
-    raw = store.execute(("GET", _config_key(keys, source)))
+def push_token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _problems(exc: PydanticValidationError) -> list[str]:
+    # locations and error types only: pydantic's messages and inputs may hold the secret
+    return [
+        f"{'.'.join(str(p) for p in error['loc']) or '<root>'}: {error['type']}"
+        for error in exc.errors(include_input=False, include_context=False, include_url=False)
+    ]
+
+
+def _parse(raw: object, keys: Keys, source: str) -> SourceConfig | None:
+    if raw is None:
+        return None
     if not isinstance(raw, bytes):
-        return None
+        raise SourceConfigUnreadable(keys.tenant, source, [f"<root>: {type(raw).__name__}"])
     try:
-        return SourceConfig.model_validate_json(raw)
-    except PydanticValidationError:
+        config = SourceConfig.model_validate_json(raw)
+    except PydanticValidationError as exc:
+        raise SourceConfigUnreadable(keys.tenant, source, _problems(exc)) from None
+    if config.source != source or config.kind != source_spec(source).name:
+        raise SourceConfigUnreadable(keys.tenant, source, ["source/kind: another source's"])
+    return config
+
+
+def get_config(store: Store, keys: Keys, source: str) -> SourceConfig | None:
+    """The source's config; None when it has none. :class:`SourceConfigUnreadable` when
+    one is stored but cannot be read."""
+    try:
+        raw = store.execute(("GET", _config_key(keys, source)))
+    except StoreCommandError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        # another Redis type sits at the key
+        raise SourceConfigUnreadable(keys.tenant, source, ["<root>: wrong_type"]) from None
+    return _parse(raw, keys, source)
+
+
+def _stray_push_token_hash(raw: object) -> str | None:
+    """The push token hash an unreadable config may still show, to delete its record."""
+    try:
+        data = json.loads(raw) if isinstance(raw, bytes) else None
+    except ValueError:
         return None
+    found = data.get("push_token_hash") if isinstance(data, dict) else None
+    return found if isinstance(found, str) and len(found) == 64 else None
+
+
+def _check_not_both(setting: bool, removing: bool, field: str) -> None:
+    if setting and removing:
+        raise AcmiValidationError(
+            f"remove_{field}", "conflict", f"conflicts with {field}: set it or remove it"
+        )
 
 
 def put_config(
@@ -64,47 +142,103 @@ def put_config(
     source: str,
     *,
     hmac_secret: str | None = None,
+    remove_hmac_secret: bool = False,
     new_push_token: bool = False,
+    remove_push_token: bool = False,
     oidc_audience: str | None = None,
     oidc_email: str | None = None,
+    remove_oidc: bool = False,
     entity: str | None = None,
+    remove_entity: bool = False,
     mapping: dict[str, str] | None = None,
+    remove_mapping: bool = False,
+    replace: bool = False,
 ) -> tuple[SourceConfig, str | None]:
-    """Create or replace a source's config. Returns (config, push token shown once)."""
+    """Create or update a source's config. What is given changes, what a ``remove_*``
+    flag names is removed, everything else stays as stored. ``replace``: start from an
+    empty config instead (the way to overwrite one that cannot be read). Returns
+    (config, push token shown once)."""
     kind = source_spec(check_source(source)).name
-    if (oidc_audience is None) != (oidc_email is None):
-        raise AcmiValidationError("oidc", "pair", "give both oidc_audience and oidc_email")
-    if hmac_secret is not None and len(hmac_secret) < 16:
-        raise AcmiValidationError("hmac_secret", "min_length", "must be at least 16 characters")
+    _check_not_both(hmac_secret is not None, remove_hmac_secret, "hmac_secret")
+    _check_not_both(new_push_token, remove_push_token, "push_token")
+    _check_not_both(oidc_audience is not None or oidc_email is not None, remove_oidc, "oidc")
+    _check_not_both(entity is not None, remove_entity, "entity")
+    _check_not_both(mapping is not None, remove_mapping, "mapping")
+    if hmac_secret is not None and len(hmac_secret) < MIN_HMAC_SECRET:
+        raise AcmiValidationError(
+            "hmac_secret", "min_length", f"must be at least {MIN_HMAC_SECRET} characters"
+        )
+    if entity is not None:
+        EntityId.parse(entity, "entity")
     if mapping is not None:
         check_mapping(mapping)
-    previous = get_config(store, keys, source)
+
+    key = _config_key(keys, source)
+    raw = store.execute(("GET", key))
+    previous: SourceConfig | None = None
+    old_token_hash: str | None
+    if replace:
+        old_token_hash = _stray_push_token_hash(raw)
+    else:
+        try:
+            previous = _parse(raw, keys, source)
+        except SourceConfigUnreadable:
+            raise CorruptData(
+                f"source {source!r}: the stored config is unreadable (corrupted or written "
+                "by another tool); nothing was changed. Write a new one whole with "
+                f"`acmi sources set {source} --replace ...` (replace=True)",
+                field="source",
+            ) from None
+        old_token_hash = previous.push_token_hash if previous else None
+
+    data: dict[str, Any] = previous.model_dump() if previous else {}
+    data.update(source=source, kind=kind)
+    for field, given, remove in (
+        ("hmac_secret", hmac_secret, remove_hmac_secret),
+        ("oidc_audience", oidc_audience, remove_oidc),
+        ("oidc_email", oidc_email, remove_oidc),
+        ("entity", entity, remove_entity),
+        ("mapping", mapping, remove_mapping),
+    ):
+        if given is not None:
+            data[field] = given
+        elif remove:
+            data[field] = None
+    if (data.get("oidc_audience") is None) != (data.get("oidc_email") is None):
+        raise AcmiValidationError(
+            "oidc", "pair", "give both oidc_audience and oidc_email (or remove both)"
+        )
     token = f"acmipt_{secrets.token_urlsafe(32)}" if new_push_token else None
-    digest = hashlib.sha256(token.encode()).hexdigest() if token else None
-    config = SourceConfig(
-        source=source,
-        kind=kind,
-        hmac_secret=hmac_secret,
-        push_token_hash=digest or (previous.push_token_hash if previous else None),
-        oidc_audience=oidc_audience,
-        oidc_email=oidc_email,
-        entity=entity,
-        mapping=mapping,
-    )
+    if token is not None:
+        data["push_token_hash"] = push_token_hash(token)
+    elif remove_push_token or replace:
+        data["push_token_hash"] = None
+    config = SourceConfig(**data)
+
     plan = WritePlan()
-    plan.set(_config_key(keys, source), dumps(config.model_dump(exclude_none=True)))
-    if digest:
-        if previous and previous.push_token_hash:
-            plan.delete(_push_token_key(previous.push_token_hash))
-        plan.set(_push_token_key(digest), dumps({"tenant": keys.tenant, "source": source}))
+    plan.set(key, dumps(config.model_dump(exclude_none=True)))
+    if old_token_hash and old_token_hash != config.push_token_hash:
+        plan.delete(_push_token_key(old_token_hash))
+    if token is not None and config.push_token_hash:
+        plan.set(
+            _push_token_key(config.push_token_hash),
+            dumps({"tenant": keys.tenant, "source": source}),
+        )
     plan.apply(store)
     return config, token
 
 
 def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:
-    """(tenant, source) of a push token, or None."""
-    raw = store.execute(("GET", _push_token_key(hashlib.sha256(token.encode()).hexdigest())))
-    if not isinstance(raw, bytes):
+    """(tenant, source) of a push token, or None (also for a record that cannot be read:
+    the token is then unknown, never accepted)."""
+    raw = store.execute(("GET", _push_token_key(push_token_hash(token))))
+    try:
+        data = json.loads(raw) if isinstance(raw, bytes) else None
+    except ValueError:
         return None
-    data: dict[str, Any] = json.loads(raw)
-    return str(data["tenant"]), str(data["source"])
+    if not isinstance(data, dict):
+        return None
+    tenant, source = data.get("tenant"), data.get("source")
+    if not isinstance(tenant, str) or not isinstance(source, str):
+        return None
+    return tenant, source

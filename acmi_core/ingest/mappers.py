@@ -43,6 +43,14 @@ MAPPING_FIELDS: Final = (
     "ts",
     "payload",
 )
+# A mapping path: at most this long (a '=literal' too: a mapped summary fits), and at
+# most this many dotted segments (bodies nest at most 64 levels: deeper cannot match).
+MAX_MAPPING_PATH_LEN: Final = 512
+MAX_MAPPING_PATH_SEGMENTS: Final = 64
+# A list index in a path: ASCII digits only ('²' is a digit to str.isdigit(), not to
+# int()), and at most 9 of them (no body holds a billion items); anything else is only
+# ever an object key.
+LIST_INDEX_RE: Final = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,9 @@ def parse_pubsub_push(body: Any) -> PubSubPush:
         raise AcmiValidationError("body.message.data", "required", "must be base64 text")
     try:
         data = json.loads(base64.b64decode(raw, validate=True).decode("utf-8"))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: data nested ~1,000 deep (the body's depth bound cannot see
+        # inside base64); ValueError covers integers past Python's 4,300 digits too.
         raise AcmiValidationError(
             "body.message.data", "base64_json", "must be base64 of a UTF-8 JSON object"
         ) from None
@@ -232,15 +242,28 @@ _MISSING: Final = object()
 
 
 def check_mapping(mapping: object, field: str = "mapping") -> dict[str, str]:
+    """A mapping of event fields to dotted paths or '=literal's, checked once (stored
+    mappings when set, URL mappings per request) so that lookups need no checks."""
     if not isinstance(mapping, dict):
         raise AcmiValidationError(field, "object", "must be an object of field -> path")
     for name, path in mapping.items():
+        where = f"{field}.{name}"
         if name not in MAPPING_FIELDS:
             raise AcmiValidationError(
-                f"{field}.{name}", "unknown", f"must be one of {', '.join(MAPPING_FIELDS)}"
+                where, "unknown", f"must be one of {', '.join(MAPPING_FIELDS)}"
             )
         if not isinstance(path, str) or not path:
-            raise AcmiValidationError(f"{field}.{name}", "type", "must be a non-empty string")
+            raise AcmiValidationError(where, "type", "must be a non-empty string")
+        if len(path) > MAX_MAPPING_PATH_LEN:
+            raise AcmiValidationError(
+                where, "max_length", f"must be at most {MAX_MAPPING_PATH_LEN} characters"
+            )
+        if not path.startswith("=") and path.count(".") >= MAX_MAPPING_PATH_SEGMENTS:
+            raise AcmiValidationError(
+                where,
+                "max_segments",
+                f"must have at most {MAX_MAPPING_PATH_SEGMENTS} dotted segments",
+            )
     return mapping
 
 
@@ -268,7 +291,9 @@ def _lookup(data: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+        elif (
+            isinstance(current, list) and LIST_INDEX_RE.fullmatch(part) and int(part) < len(current)
+        ):
             current = current[int(part)]
         else:
             return _MISSING

@@ -1,28 +1,59 @@
 """The ingest operations the HTTP layer calls: events for one entity, and source webhooks.
 
 Every delivery is one atomic step (one round trip): its events, their entities' index
-entries and, when the delivery can be identified, its idempotency record holding the
-response. A retried delivery finds the record, writes nothing and gets the first
-response back.
+entries and, when the delivery can be identified, its idempotency record. A retried
+delivery finds the record and writes nothing.
+
+A delivery is identified by, in order:
+
+- the ``Idempotency-Key`` header (kept ``idempotency_ttl_s``, 7 days by default): one
+  key space per tenant, for both routes. The record keeps a digest of the request
+  (route, entity or source, the URL parameters below, the exact body); the same key
+  with another request is refused (422, ``rule: reused``), never answered with another
+  request's response;
+- Pub/Sub's messageId (gmail) with the source and the URL parameters (as long);
+- otherwise the source, the URL parameters and the exact body
+  (``derived_idempotency_ttl_s``, 6 hours by default), so that the same body sent for
+  another entity or with another mapping is another delivery.
+
+The URL parameters that count are those choosing the entity or the mapping: ``entity``,
+``tenant`` and every ``map.*``; never the push ``token`` (a rotated token must not turn a
+retry into a new delivery) nor parameters nobody reads.
+
+The record holds the request digest, a nonce of the request that wrote it, and a minimal
+response: the count and each stored event's entity, ts and correlationId, never the
+event data (the entity may be deleted before a retry comes). A replay is answered with
+that minimal response and ``Idempotent-Replayed: true``. A replay carrying this request's
+own nonce is no replay: the store retried our script after losing its reply, and the
+write it reports is this request's own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError
+from acmi_core.errors import AcmiValidationError, CorruptData, IdempotencyKeyReused
 from acmi_core.ingest.config import SourceConfig
 from acmi_core.ingest.mappers import Delivery, WebhookBody, body_digest
 from acmi_core.ingest.sources import source_spec
-from acmi_core.model import EntityId, dumps, parse_event
+from acmi_core.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.writes import Replayed, WritePlan
 
-MAX_IDEMPOTENCY_KEY_LEN = 255
+MAX_IDEMPOTENCY_KEY_LEN: Final = 255
+# A webhook event dated later than now + this is stored at now (its own ts kept as
+# ``sender_ts``): a sender's clock may run a little ahead, but a sender must not date an
+# event in year 9999 and hold the newest-events window agents read from then on.
+MAX_WEBHOOK_TS_SKEW_MS: Final = 5 * 60 * 1000
+DELIVERY_PARAMS: Final = frozenset({"entity", "tenant"})
+MAPPING_PARAM_PREFIX: Final = "map."
+# What a record (and so a replayed response) keeps of each stored event.
+EVENT_ID_FIELDS: Final = ("entity", "ts", "correlationId")
 
 
 @dataclass(frozen=True)
@@ -38,25 +69,75 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Idempotency:
-    """Identifies one delivery: where the id came from, the id, and how long to remember."""
+    """One delivery's record: where its id came from, the record's key, the digest of
+    the request it answers, and how long it is kept."""
 
-    origin: str  # "header" | "pubsub" | "body"
-    value: str
+    origin: Literal["header", "pubsub", "body"]
+    key: str
+    request: str
     ttl_s: int
 
 
-def idempotency_from_header(raw: str | None, ttl_s: int) -> Idempotency | None:
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def delivery_params(query: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The URL parameters that choose the entity or the mapping, in a canonical order."""
+    return sorted(
+        (name, value)
+        for name, value in query.items()
+        if name in DELIVERY_PARAMS or name.startswith(MAPPING_PARAM_PREFIX)
+    )
+
+
+def request_digest(route: str, target: str, params: list[tuple[str, str]], body_sha: str) -> str:
+    """What a request asks for: its route, entity or source, URL parameters and body."""
+    return _sha256(json.dumps([route, target, params, body_sha]))
+
+
+def idempotency_from_header(acmi: Acmi, raw: str | None, request: str) -> Idempotency | None:
     if raw is None:
         return None
     if not 1 <= len(raw) <= MAX_IDEMPOTENCY_KEY_LEN:
         raise AcmiValidationError(
             "Idempotency-Key", "length", f"must be 1-{MAX_IDEMPOTENCY_KEY_LEN} characters"
         )
-    return Idempotency("header", raw, ttl_s)
+    key = acmi.keys.internal("idem", "key", _sha256(raw))
+    return Idempotency("header", key, request, acmi.settings.idempotency_ttl_s)
+
+
+def _minimal(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The count and each event's ids: what a record keeps and a replay answers."""
+    events = response.get("events")
+    return {
+        "stored": response.get("stored", 0),
+        "events": [
+            {name: event[name] for name in EVENT_ID_FIELDS if name in event}
+            for event in (events if isinstance(events, list) else [])
+            if isinstance(event, dict)
+        ],
+    }
+
+
+def _bound_ts(event: dict[str, Any], now: int) -> dict[str, Any]:
+    """A webhook event dated past now + skew, at now, with the sender's ts beside it
+    (top level: a payload need not be an object, and the sender's data stays as sent).
+    Values that are no time at all are left for validation to name."""
+    ts = event.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return event
+    if now + MAX_WEBHOOK_TS_SKEW_MS < ts <= MAX_TS_MS:
+        return {**event, "ts": now, "sender_ts": ts}
+    return event
 
 
 def store_deliveries(
-    acmi: Acmi, scope: str, deliveries: list[Delivery], idempotency: Idempotency | None
+    acmi: Acmi,
+    deliveries: list[Delivery],
+    idempotency: Idempotency | None,
+    *,
+    bound_future_ts: bool = False,
 ) -> IngestResult:
     """Validate every event, then store all of them (or, on a replay, none) in one step."""
     plan = WritePlan()
@@ -65,25 +146,57 @@ def store_deliveries(
     for index, delivery in enumerate(deliveries):
         field = f"events[{index}]"
         entity = EntityId.parse(delivery.entity, f"{field}.entity")
-        event = parse_event(delivery.event, now_ms=now, tenant=acmi.tenant, field=field)
+        raw_event = _bound_ts(delivery.event, now) if bound_future_ts else delivery.event
+        event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
         acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
     body = {"stored": len(stored), "events": stored}
-    if idempotency is not None:
-        digest = hashlib.sha256(idempotency.value.encode("utf-8")).hexdigest()
-        key = acmi.keys.internal("idem", scope, digest)
-        plan.once(key, idempotency.ttl_s * 1000, dumps(body))
+    if idempotency is None:
+        plan.apply(acmi.store)
+        return IngestResult(body, replayed=False)
+    nonce = secrets.token_hex(16)
+    record = {"request": idempotency.request, "nonce": nonce, **_minimal(body)}
+    plan.once(idempotency.key, idempotency.ttl_s * 1000, dumps(record))
     try:
         plan.apply(acmi.store)
     except Replayed as replay:
-        return IngestResult(json.loads(replay.previous), replayed=True)
+        return _replayed(replay.previous, idempotency, nonce, body)
     return IngestResult(body, replayed=False)
 
 
-def append_events(
-    acmi: Acmi, entity: str, body: Any, *, idempotency_key: str | None, max_events: int
+def _replayed(
+    previous: bytes, idempotency: Idempotency, nonce: str, body: dict[str, Any]
 ) -> IngestResult:
-    """POST /v1/entities/{entity}/events: one event or a list of up to ``max_events``."""
+    try:
+        record = json.loads(previous)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        raise CorruptData(
+            f"{idempotency.key}: idempotency record is not a JSON object", field=idempotency.key
+        )
+    if record.get("nonce") == nonce:
+        # Our own write: the store ran the script, lost the reply and ran it again.
+        return IngestResult(body, replayed=False)
+    if idempotency.origin == "header" and record.get("request") != idempotency.request:
+        raise IdempotencyKeyReused(
+            "was already used with a different request (another body, entity or URL): "
+            "send a new key for each new request"
+        )
+    return IngestResult(_minimal(record), replayed=True)
+
+
+def append_events(
+    acmi: Acmi,
+    entity: str,
+    raw_body: bytes,
+    body: Any,
+    *,
+    idempotency_key: str | None,
+    max_events: int,
+) -> IngestResult:
+    """POST /v1/entities/{entity}/events: one event or a list of up to ``max_events``.
+    Their ts are stored as sent: an API-key writer may rewrite the entity anyway."""
     EntityId.parse(entity)
     items = body if isinstance(body, list) else [body]
     if not items:
@@ -94,8 +207,9 @@ def append_events(
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise AcmiValidationError(f"events[{index}]", "object", "must be a JSON object")
-    idempotency = idempotency_from_header(idempotency_key, acmi.settings.idempotency_ttl_s)
-    return store_deliveries(acmi, f"events:{entity}", deliveries, idempotency)
+    request = request_digest("events", entity, [], body_digest(raw_body))
+    idempotency = idempotency_from_header(acmi, idempotency_key, request)
+    return store_deliveries(acmi, deliveries, idempotency)
 
 
 def ingest_webhook(
@@ -108,7 +222,8 @@ def ingest_webhook(
     idempotency_key: str | None,
     config: SourceConfig | None,
 ) -> IngestResult:
-    """POST /v1/ingest/{source}: map the sender's body to events and store them once."""
+    """POST /v1/ingest/{source}: map the sender's body to events and store them once,
+    each dated at most now + MAX_WEBHOOK_TS_SKEW_MS."""
     spec = source_spec(source)
     settings = acmi.settings
     sha = body_digest(raw_body)
@@ -124,12 +239,18 @@ def ingest_webhook(
             configured_mapping=config.mapping if config else None,
         )
     )
-    idempotency = idempotency_from_header(idempotency_key, settings.idempotency_ttl_s)
+    params = delivery_params(query)
+    request = request_digest("ingest", source, params, sha)
+    idempotency = idempotency_from_header(acmi, idempotency_key, request)
     if idempotency is None and spec.idempotency == "pubsub" and mapped.sender_id:
-        # Pub/Sub redelivers the identical message with the same messageId.
-        idempotency = Idempotency("pubsub", mapped.sender_id, settings.idempotency_ttl_s)
-    # n8n and Make send one request per item and share execution ids across a run: only
-    # the exact body identifies a delivery (two items differ; a retry is identical).
-    idempotency = idempotency or Idempotency("body", sha, settings.derived_idempotency_ttl_s)
-    scope = f"ingest:{source}:{idempotency.origin}"
-    return store_deliveries(acmi, scope, mapped.deliveries, idempotency)
+        # Pub/Sub redelivers a message with the same messageId (and may add a
+        # deliveryAttempt to the body): the id, not the body, names the delivery.
+        digest = _sha256(json.dumps([source, params, mapped.sender_id]))
+        key = acmi.keys.internal("idem", "ingest", source, "pubsub", digest)
+        idempotency = Idempotency("pubsub", key, request, settings.idempotency_ttl_s)
+    if idempotency is None:
+        # n8n and Make send one request per item and share execution ids across a run:
+        # only the exact body (for this entity and mapping) identifies a delivery.
+        key = acmi.keys.internal("idem", "ingest", source, "body", request)
+        idempotency = Idempotency("body", key, request, settings.derived_idempotency_ttl_s)
+    return store_deliveries(acmi, mapped.deliveries, idempotency, bound_future_ts=True)

@@ -31,9 +31,12 @@ class Credential(StrEnum):
 @dataclass(frozen=True)
 class SourceSpec:
     """``idempotency``: how a delivery without an ``Idempotency-Key`` header is recognised
-    when retried: ``body`` (the exact body, remembered briefly) or ``pubsub`` (the
-    mapper's ``sender_id``, Pub/Sub's messageId). ``lenient_json``: raw newlines and tabs
-    inside strings are accepted (Make pastes mapped text unescaped)."""
+    when retried: ``body`` (the source, the URL's parameters that choose the entity or
+    the mapping, and the exact body, remembered briefly) or ``pubsub`` (the same URL
+    parameters and the mapper's ``sender_id``, Pub/Sub's messageId). ``lenient_json``:
+    raw newlines, carriage returns and tabs inside strings are accepted (never any other
+    control character); only for a sender that writes its body from a text template, and
+    the row says why."""
 
     name: str
     summary: str
@@ -51,13 +54,16 @@ SOURCES: Final[tuple[SourceSpec, ...]] = (
         "make",
         "Make (HTTP module): a JSON object per item; well-known fields are picked up",
         map_automation,
+        # Make's HTTP module sends its "Request content" as typed, with mapped values
+        # pasted in unescaped: a multi-line note arrives as raw newlines inside a string.
         lenient_json=True,
     ),
     SourceSpec(
         "n8n",
         "n8n (HTTP Request node): a JSON object per item; well-known fields are picked up",
         map_automation,
-        lenient_json=True,
+        # Strict: the HTTP Request node parses its JSON body itself ("JSON parameter needs
+        # to be valid JSON") and sends it re-serialised (JSON.stringify), escapes and all.
     ),
     SourceSpec(
         "gmail",
@@ -70,6 +76,9 @@ SOURCES: Final[tuple[SourceSpec, ...]] = (
         "generic",
         "any JSON, mapped with map.<field>=<path> query parameters or a stored mapping",
         map_generic,
+        # Generic senders include templated ones (IFTTT's "Make a web request", Zapier's
+        # Custom Request, a curl line in a shell script) that paste values into a JSON
+        # text unescaped, as Make does.
         lenient_json=True,
     ),
 )

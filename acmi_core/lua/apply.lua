@@ -12,24 +12,34 @@
 --   OBJ  k n {mode name literal value}*n
 --        edit top-level fields of a JSON object stored as a STRING; mode is
 --        set | setnx (only when absent: auto-fill never clobbers) | del;
---        literal is name as a JSON string, value is JSON text
+--        literal is name as a JSON string, value is JSON text (both checked)
 --
 -- Phase 1 reads and checks everything (arguments, key types, stored JSON) and computes
 -- new values; phase 2 only writes. Redis does not roll back, so nothing may fail in
 -- phase 2. JSON values are spliced as raw text, never decoded: Redis's cjson is
--- lossy ([] becomes {}, big integers become floats). Only escaped key names go
--- through cjson, and strings survive it exactly.
+-- lossy ([] becomes {}, big integers become floats, lone surrogates fail). The scanner
+-- below checks the whole grammar of what it splices into and decodes only key names.
+--
+-- A script blocks all of Redis while it runs, so an OBJ edit is bounded: its names and
+-- values, the stored object and the edited one are each at most MAX_OBJECT_BYTES, and
+-- every step is O(n) (the caller also caps the fields of one edit).
 --
 -- Returns one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new JSON
 -- text, others -> 0. Errors (nothing was written), each starting with a marker:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
 --   ACMI_CORRUPT <key> ...      an OBJ key holds text that is not a JSON object
+--   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over
+--                               MAX_OBJECT_BYTES
 --   ACMI_BADOP op <i> <op>: ... the plan is malformed (unknown op, key index out of
 --   ACMI_BADOP plan: ...        range, missing or bad argument, miscounted ops): a
 --                               bug in the code that built it (writes.py maps each)
 
 local find, byte, sub, gsub = string.find, string.byte, string.sub, string.gsub
+local floor = math.floor
 local unpack = unpack or table.unpack
+
+-- mirrors acmi_core.model.MAX_OBJECT_BYTES (tests/unit/test_json_limits.py checks)
+local MAX_OBJECT_BYTES = 65536
 
 -- op -> the Redis type its key must hold when it exists; whether it creates the key
 -- with that type (SREM and HDEL never create one); its fixed argument count
@@ -97,89 +107,260 @@ local function bad(where, what, value)
   return redis.error_reply(message .. '; nothing was written')
 end
 
--- ---- a JSON scanner: finds spans, decodes nothing -----------------------------------
+-- ---- a JSON scanner: checks the grammar, finds spans, decodes only key names ---------
+-- Iterative (an explicit stack, no recursion: no depth overflows it) and O(n): every
+-- step is one string.find or string.byte from where the last one stopped.
 
-local QUOTE, BACKSLASH, COLON, COMMA = 34, 92, 58, 44
-local LBRACE, RBRACE, LBRACKET = 123, 125, 91
+local QUOTE, BACKSLASH, SLASH, COLON, COMMA = 34, 92, 47, 58, 44
+local LBRACE, RBRACE, LBRACKET, RBRACKET = 123, 125, 91, 93
+local MINUS, DOT, ZERO, NINE, LOWER_E, UPPER_E, LOWER_U = 45, 46, 48, 57, 101, 69, 117
+local IS_SPACE = { [32] = true, [9] = true, [10] = true, [13] = true }
 local NOT_SPACE = '[^ \t\r\n]'
-local QUOTE_OR_BACKSLASH = '["\\]'
-local BRACKET_OR_QUOTE = '[%[%]{}"]'
-local ATOM_END = '[,}%] \t\r\n]'   -- what ends a number, true, false or null
+local STRING_STOP = '["\\%z\1-\31]'  -- a quote, a backslash or a raw control byte
+-- escape letter -> the byte it stands for (\uXXXX apart)
+local ESCAPES = {
+  [QUOTE] = '"', [BACKSLASH] = '\\', [SLASH] = '/', [98] = '\b', [102] = '\f',
+  [110] = '\n', [114] = '\r', [116] = '\t',
+}
+local WORDS = { [116] = 'true', [102] = 'false', [110] = 'null' }  -- by first byte
+local CLOSER = { [LBRACE] = RBRACE, [LBRACKET] = RBRACKET }
 
-local function skip_ws(s, i)
+local function skip_ws(s, i)           -- the first non-space at or after i, or nil
+  local c = byte(s, i)
+  if c and not IS_SPACE[c] then return i end  -- compact JSON: no search
   return (find(s, NOT_SPACE, i))
 end
 
-local function scan_string(s, i)       -- s[i] is '"'; returns index after the closing quote
-  local j = i + 1
+-- s[i] is '"': the index after the closing quote and whether the string has escapes;
+-- nil when it is not a JSON string (unclosed, a raw control byte, a bad escape)
+local function scan_string(s, i)
+  local j, escaped = i + 1, false
   while true do
-    local q = find(s, QUOTE_OR_BACKSLASH, j)
+    local q = find(s, STRING_STOP, j)
     if not q then return nil end
-    if byte(s, q) ~= BACKSLASH then return q + 1 end
-    j = q + 2                          -- skip the escaped byte
+    local c, d = byte(s, q, q + 1)
+    if c == QUOTE then return q + 1, escaped end
+    if c ~= BACKSLASH then return nil end
+    c = d
+    if c == LOWER_U then
+      if not find(s, '^%x%x%x%x', q + 2) then return nil end
+      j = q + 6
+    elseif ESCAPES[c] then
+      j = q + 2
+    else
+      return nil
+    end
+    escaped = true
   end
 end
 
-local function scan_value(s, i)        -- returns index after the value
-  local c = byte(s, i)
-  if c == QUOTE then return scan_string(s, i) end
-  if c == LBRACE or c == LBRACKET then
-    local depth, j = 0, i
-    while true do
-      local p = find(s, BRACKET_OR_QUOTE, j)
-      if not p then return nil end
-      local b = byte(s, p)
-      if b == QUOTE then
-        j = scan_string(s, p)
-        if not j then return nil end
+-- s[i] is c, '-' or a digit: the index after the number and the byte there; nil when it
+-- breaks JSON's grammar (a leading zero, a bare '.', an 'e' without digits). Any number
+-- of digits is fine: a 100-digit integer is kept as written.
+local function scan_number(s, i, c)
+  if c == MINUS then
+    i = i + 1
+    c = byte(s, i)
+    if not c or c < ZERO or c > NINE then return nil end
+  end
+  local e = i + 1
+  local d = byte(s, e)
+  if d and d >= ZERO and d <= NINE then  -- more digits (a short number skips the find)
+    if c == ZERO then return nil end
+    local _, last = find(s, '^%d+', e)
+    e = last + 1
+    d = byte(s, e)
+  end
+  if d == DOT then
+    local _, last = find(s, '^%d+', e + 1)
+    if not last then return nil end
+    e = last + 1
+    d = byte(s, e)
+  end
+  if d == LOWER_E or d == UPPER_E then
+    local _, last = find(s, '^[+-]?%d+', e + 1)
+    if not last then return nil end
+    e = last + 1
+    d = byte(s, e)
+  end
+  return e, d
+end
+
+-- s[i] starts an object member: the index of its value, or nil
+local function member_value(s, i)
+  if byte(s, i) ~= QUOTE then return nil end
+  local e = scan_string(s, i)
+  e = e and skip_ws(s, e)
+  if not e or byte(s, e) ~= COLON then return nil end
+  return skip_ws(s, e + 1)
+end
+
+local closers = {}                     -- scan_value's stack, reused between calls
+
+-- the index just after the JSON value starting at s[i], or nil when none starts there.
+-- The hot loop of every edit: c always holds the byte being looked at, and whitespace
+-- (rare in stored JSON) costs a search only where there is some.
+local function scan_value(s, i)
+  local depth, c, e = 0, byte(s, i), nil
+  while true do
+    e = nil                            -- c = s[i] starts a value; e: the index after it
+    if c == QUOTE then
+      e = scan_string(s, i)
+      c = e and byte(s, e)
+    elseif c == MINUS or (c and c >= ZERO and c <= NINE) then
+      e, c = scan_number(s, i, c)
+    elseif CLOSER[c] then
+      local close = CLOSER[c]
+      i = i + 1
+      c = byte(s, i)
+      if IS_SPACE[c] then
+        i = find(s, NOT_SPACE, i)
+        c = i and byte(s, i)
+      end
+      if c == close then               -- {} or []
+        e = i + 1
+        c = byte(s, e)
+      else                             -- descend: its first value is next
+        depth = depth + 1
+        closers[depth] = close
+        if close == RBRACE then
+          i = i and member_value(s, i)
+          if not i then return nil end
+          c = byte(s, i)
+        end
+        e = false
+      end
+    else
+      local word = WORDS[c]
+      if word and sub(s, i, i + #word - 1) == word then
+        e = i + #word
+        c = byte(s, e)
+      end
+    end
+    if e == nil then return nil end
+    while e do                         -- a value ended before e: close containers or go on
+      if depth == 0 then return e end
+      if IS_SPACE[c] then
+        e = find(s, NOT_SPACE, e)
+        c = e and byte(s, e)
+      end
+      if c == COMMA then
+        i = e + 1
+        c = byte(s, i)
+        if IS_SPACE[c] then
+          i = find(s, NOT_SPACE, i)
+          c = i and byte(s, i)
+        end
+        if closers[depth] == RBRACE then
+          i = i and member_value(s, i)
+          if not i then return nil end
+          c = byte(s, i)
+        end
+        e = false
+      elseif c == closers[depth] then
+        depth, e = depth - 1, e + 1
+        c = byte(s, e)
       else
-        if b == LBRACE or b == LBRACKET then depth = depth + 1 else depth = depth - 1 end
-        j = p + 1
-        if depth == 0 then return j end
+        return nil
       end
     end
   end
-  local e = find(s, ATOM_END, i)
-  if not e or e == i then return nil end
-  return e
 end
 
-local function key_name(literal)       -- the name a JSON string literal stands for, or nil
-  local body = sub(literal, 2, -2)
-  if not find(body, '\\', 1, true) then return body end
-  local ok, name = pcall(cjson.decode, literal)
-  if ok and type(name) == 'string' then return name end
-  return nil
+-- a code point's UTF-8 bytes (a surrogate's too: its 3-byte form)
+local function utf8_char(cp)
+  if cp < 0x80 then return string.char(cp) end
+  if cp < 0x800 then return string.char(0xC0 + floor(cp / 0x40), 0x80 + cp % 0x40) end
+  if cp < 0x10000 then
+    return string.char(0xE0 + floor(cp / 0x1000), 0x80 + floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+  end
+  return string.char(0xF0 + floor(cp / 0x40000), 0x80 + floor(cp / 0x1000) % 0x40,
+    0x80 + floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+end
+
+local decoded = {}                     -- 'XXXX' -> its UTF-8, for \uXXXX outside surrogates
+local UNESCAPED = {                    -- escape letter -> the byte it stands for
+  ['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n', r = '\r', t = '\t',
+}
+
+-- one escape, as gsub finds it: its letter and up to 4 hex digits after it (\uXXXX's
+-- digits, or plain characters after a one-letter escape, given back as they are)
+local function unescape_one(letter, after)
+  if letter ~= 'u' then return UNESCAPED[letter] .. after end
+  local char = decoded[after]
+  if not char then
+    char = utf8_char(tonumber(after, 16))
+    decoded[after] = char
+  end
+  return char
+end
+
+-- the bytes a string body (escapes checked by scan_string) stands for. A lone surrogate
+-- (JavaScript writes them) becomes its 3-byte form, which no UTF-8 name equals.
+local function unescape(body)
+  if not find(body, '\\u[dD][89a-fA-F]') then  -- no surrogates: one pass in C
+    return (gsub(body, '\\(.)(%x?%x?%x?%x?)', unescape_one))
+  end
+  local out, n, j = {}, 0, 1
+  while true do
+    local b = find(body, '\\', j, true)
+    if not b then break end
+    n = n + 1
+    out[n] = sub(body, j, b - 1)
+    local c = byte(body, b + 1)
+    n = n + 1
+    if c == LOWER_U then
+      local cp = tonumber(sub(body, b + 2, b + 5), 16)
+      j = b + 6
+      if cp >= 0xD800 and cp < 0xDC00 and sub(body, j, j + 1) == '\\u' then  -- a pair?
+        local low = tonumber(sub(body, j + 2, j + 5), 16)
+        if low >= 0xDC00 and low < 0xE000 then
+          cp = 0x10000 + (cp - 0xD800) * 0x400 + (low - 0xDC00)
+          j = j + 6
+        end
+      end
+      out[n] = utf8_char(cp)
+    else
+      out[n] = ESCAPES[c]
+      j = b + 2
+    end
+  end
+  n = n + 1
+  out[n] = sub(body, j)
+  return table.concat(out, '', 1, n)
 end
 
 -- ---- a JSON object as its members -------------------------------------------------
--- lit[i] and raw[i] are member i's name literal and value text, raw[i] == false once it
--- is removed; first[name] is the first member called name and later[name] lists the
--- others (JSON written by others may repeat a name, and a parser keeps the last one).
+-- Member i is either as written in the stored text s (at[i]: where its name starts,
+-- value_end[i]: just after its value) or added by the edit (lit[i]: its name literal).
+-- new[i] is its new value text, false once it is removed, nil while it is as written.
+-- Only the names the edit touches are indexed: first[name] is the first member called
+-- name, later[name] lists the others (JSON written by others may repeat a name, and a
+-- parser keeps the last one).
 
-local function new_object()
-  return { n = 0, lit = {}, raw = {}, first = {}, later = {} }
-end
-
-local function add_member(obj, literal, name, raw)
-  local n = obj.n + 1
-  obj.n, obj.lit[n], obj.raw[n] = n, literal, raw
+local function index_member(obj, name, i)
   if obj.first[name] == nil then
-    obj.first[name] = n
+    obj.first[name] = i
   else
     local later = obj.later[name]
     if not later then
       later = {}
       obj.later[name] = later
     end
-    later[#later + 1] = n
+    later[#later + 1] = i
   end
+end
+
+local function add_member(obj, name, literal, raw)
+  local n = obj.n + 1
+  obj.n, obj.lit[n], obj.new[n] = n, literal, raw
+  index_member(obj, name, n)
 end
 
 local function drop_later(obj, name)
   local later = obj.later[name]
   if later then
-    for _, i in ipairs(later) do obj.raw[i] = false end
+    for _, i in ipairs(later) do obj.new[i] = false end
     obj.later[name] = nil
   end
 end
@@ -189,94 +370,158 @@ local EDIT = {
   set = function(obj, name, literal, raw)
     local i = obj.first[name]
     if i then
-      obj.raw[i] = raw       -- in place, keeping the stored name literal
+      obj.new[i] = raw       -- in place, keeping the stored name literal
       drop_later(obj, name)  -- a duplicate later in the text would win on parse
     else
-      add_member(obj, literal, name, raw)
+      add_member(obj, name, literal, raw)
     end
   end,
   setnx = function(obj, name, literal, raw)
-    if not obj.first[name] then add_member(obj, literal, name, raw) end
+    if not obj.first[name] then add_member(obj, name, literal, raw) end
   end,
   del = function(obj, name)
     local i = obj.first[name]
     if i then
-      obj.raw[i] = false
+      obj.new[i] = false
       obj.first[name] = nil
       drop_later(obj, name)
     end
   end,
 }
 
--- the members of s, or nil when s is not a JSON object (JSON null counts as {})
-local function parse_object(s)
-  local obj = new_object()
+-- the members of s, indexing those named in wanted; nil when s is not a JSON object
+-- (JSON null counts as {})
+local function parse_object(s, wanted)
+  local at, value_end = {}, {}
+  local obj = {
+    s = s, n = 0, at = at, value_end = value_end, lit = {}, new = {}, first = {}, later = {},
+  }
   local i = skip_ws(s, 1)
   if not i then return nil end
-  if sub(s, i, i + 3) == 'null' and not skip_ws(s, i + 4) then return obj end
-  if byte(s, i) ~= LBRACE then return nil end
+  if byte(s, i) ~= LBRACE then
+    if sub(s, i, i + 3) == 'null' and not skip_ws(s, i + 4) then return obj end
+    return nil
+  end
   i = skip_ws(s, i + 1)
   if not i then return nil end
   if byte(s, i) == RBRACE then
     if skip_ws(s, i + 1) then return nil end
     return obj
   end
+  local n = 0
   while true do
     if byte(s, i) ~= QUOTE then return nil end
-    local ke = scan_string(s, i)
-    if not ke then return nil end
-    local literal = sub(s, i, ke - 1)
-    local name = key_name(literal)
-    if not name then return nil end
-    i = skip_ws(s, ke)
-    if not i or byte(s, i) ~= COLON then return nil end
-    i = skip_ws(s, i + 1)
-    if not i then return nil end
-    local ve = scan_value(s, i)
-    if not ve then return nil end
-    add_member(obj, literal, name, sub(s, i, ve - 1))
-    i = skip_ws(s, ve)
-    if not i then return nil end
-    local c = byte(s, i)
+    local name_end, escaped = scan_string(s, i)
+    local v = name_end and skip_ws(s, name_end)
+    if not v or byte(s, v) ~= COLON then return nil end
+    v = skip_ws(s, v + 1)
+    local e = v and scan_value(s, v)
+    if not e then return nil end
+    n = n + 1
+    at[n], value_end[n] = i, e
+    local name = sub(s, i + 1, name_end - 2)
+    if escaped then name = unescape(name) end
+    if wanted[name] then index_member(obj, name, n) end
+    obj.n = n
+    local c = byte(s, e)
+    if IS_SPACE[c] then
+      e = find(s, NOT_SPACE, e)
+      c = e and byte(s, e)
+    end
     if c == RBRACE then
-      if skip_ws(s, i + 1) then return nil end
+      if skip_ws(s, e + 1) then return nil end
       return obj
     end
     if c ~= COMMA then return nil end
-    i = skip_ws(s, i + 1)
+    i = skip_ws(s, e + 1)
     if not i then return nil end
   end
 end
 
+-- member i's name literal
+local function literal_of(obj, i)
+  local at = obj.at[i]
+  if not at then return obj.lit[i] end
+  return sub(obj.s, at, scan_string(obj.s, at) - 1)
+end
+
+-- the edited object's text: runs of members kept as written are copied as one piece
 local function object_text(obj)
-  local parts = {}
+  local s, at, value_end = obj.s, obj.at, obj.value_end
+  local parts, run = {}, nil           -- run: the first member of the current such run
   for i = 1, obj.n do
-    local raw = obj.raw[i]
-    if raw then parts[#parts + 1] = obj.lit[i] .. ':' .. raw end
+    local new = obj.new[i]
+    if new == nil then
+      run = run or i
+    else
+      if run then
+        parts[#parts + 1] = sub(s, at[run], value_end[i - 1] - 1)
+        run = nil
+      end
+      if new then parts[#parts + 1] = literal_of(obj, i) .. ':' .. new end
+    end
   end
+  if run then parts[#parts + 1] = sub(s, at[run], value_end[obj.n] - 1) end
   return '{' .. table.concat(parts, ',') .. '}'
 end
 
 -- ---- phase 1: check and plan ------------------------------------------------------
 
+local function too_large(ki, what, size)
+  return redis.error_reply('ACMI_TOOLARGE ' .. KEYS[ki] .. ': ' .. what .. ' ' .. size ..
+    ' bytes, over the cap of ' .. MAX_OBJECT_BYTES .. ' bytes for an object edited in place' ..
+    ' (max_object_bytes); nothing was written')
+end
+
+-- whether literal is a JSON string that stands for name
+local function names(literal, name)
+  if byte(literal, 1) ~= QUOTE then return false end
+  local e, escaped = scan_string(literal, 1)
+  if e ~= #literal + 1 then return false end
+  local body = sub(literal, 2, -2)
+  return (escaped and unescape(body) or body) == name
+end
+
 -- OBJ's arguments from ARGV[pos]: the object's new text and where the next op starts;
--- or nil and an error
+-- or nil and an error. Every argument is checked before the stored object is read.
 local function edit_object(where, ki, pos)
   local n = count_of(ARGV[pos])
   if not n then return nil, bad(where, 'field count is not a count', ARGV[pos]) end
   if ARGV[pos + 4 * n] == nil then return nil, bad(where, 'arguments missing') end
-  local obj = parse_object(value_of(ki) or '{}')
+  local wanted, size = {}, 0
+  for f = 1, n do
+    local at = pos + 4 * f - 3
+    local mode, name, literal, raw = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+    size = size + #literal + #raw      -- bounds the work below before any of it is done
+    if size > MAX_OBJECT_BYTES then
+      return nil, too_large(ki, 'the edit carries at least', size)
+    end
+    if not EDIT[mode] then return nil, bad(where, 'field ' .. f .. ' mode is unknown', mode) end
+    if not names(literal, name) then
+      return nil, bad(where, 'field ' .. f .. ' literal is not its name as a JSON string', literal)
+    end
+    if scan_value(raw, 1) ~= #raw + 1 then
+      return nil, bad(where, 'field ' .. f .. ' value is not one JSON value', raw)
+    end
+    wanted[name] = true
+  end
+  local stored = value_of(ki) or '{}'
+  if #stored > MAX_OBJECT_BYTES then
+    return nil, too_large(ki, 'the stored object holds', #stored)
+  end
+  local obj = parse_object(stored, wanted)
   if not obj then
     return nil, redis.error_reply('ACMI_CORRUPT ' .. KEYS[ki] .. ' does not hold a JSON object')
   end
   for f = 1, n do
     local at = pos + 4 * f - 3
-    local mode, name, literal, raw = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-    local edit = EDIT[mode]
-    if not edit then return nil, bad(where, 'field ' .. f .. ' mode is unknown', mode) end
-    edit(obj, name, literal, raw)
+    EDIT[ARGV[at]](obj, ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
   end
-  return object_text(obj), pos + 1 + 4 * n
+  local doc = object_text(obj)
+  if #doc > MAX_OBJECT_BYTES then
+    return nil, too_large(ki, 'the edited object would hold', #doc)
+  end
+  return doc, pos + 1 + 4 * n
 end
 
 -- Reads op number `op`, which starts at ARGV[pos], and checks it against the batch so

@@ -8,6 +8,11 @@ checks before it writes, where MULTI/EXEC would leave a half-applied transaction
 Replies are normalised the same way on every backend: bulk strings are ``bytes``
 (never decoded here, so a non-UTF-8 member cannot break a whole read), integers are
 ``int``, nil is ``None``, arrays are ``list``. Status replies are ``bytes`` (b"OK").
+
+Error replies are normalised too (:func:`error_reply`): the ones that mean "not now"
+(BUSY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) raise :class:`StoreBusy` (a 503 with
+Retry-After), whole-call, even from a pipeline slot; every other one is a
+:class:`StoreCommandError` carrying Redis's text.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
-from acmi_core.errors import StoreCommandError, StoreUnavailable
+from acmi_core.errors import StoreBusy, StoreCommandError, StoreUnavailable
 
 Arg: TypeAlias = str | bytes | int | float
 Command: TypeAlias = Sequence[Arg]
@@ -78,6 +83,40 @@ class NoStore:
 
     def close(self) -> None:
         return None
+
+
+# Error codes Redis answers while it cannot run a command for now: a script is running
+# past busy-reply-threshold (BUSY), it is loading its dataset (LOADING), a cluster slot is
+# moving or down (TRYAGAIN, CLUSTERDOWN), a replica lost its master (MASTERDOWN).
+# Matched on the whole first word: BUSYKEY and BUSYGROUP are final errors.
+TRANSIENT_ERROR_CODES: Final = frozenset(
+    {"BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"}
+)
+# The refused command did not run, so a retry is safe. A second suits BUSY (the script
+# ends or is killed); LOADING or CLUSTERDOWN may last longer and earn another 503.
+BUSY_RETRY_AFTER_S: Final = 1.0
+
+
+def error_reply(text: str) -> StoreCommandError | StoreBusy:
+    """A Redis error reply (its text, code first) as the error a backend raises."""
+    if text.split(" ", 1)[0] in TRANSIENT_ERROR_CODES:
+        return StoreBusy(
+            f"Redis refused the command for now: {text}", retry_after=BUSY_RETRY_AFTER_S
+        )
+    return StoreCommandError(text)
+
+
+def pipeline_slots(
+    slots: Sequence[Reply | StoreCommandError | StoreBusy],
+) -> list[Reply | StoreCommandError]:
+    """A pipeline's results, or its first StoreBusy raised: a command refused for now is
+    not a failed command (callers read a failed slot as bad data), it fails the call."""
+    results: list[Reply | StoreCommandError] = []
+    for slot in slots:
+        if isinstance(slot, StoreBusy):
+            raise slot
+        results.append(slot)
+    return results
 
 
 def is_noscript(error: StoreCommandError) -> bool:

@@ -12,7 +12,17 @@ used: every write is one Lua script, so there is no ``/multi-exec``.
 
 Retries: a request is retried on HTTP 429, 5xx and network errors only. A command that
 reached Redis before the connection dropped may therefore run twice; writes above this
-layer are idempotent for that reason.
+layer are idempotent for that reason. An error reply Redis gives while it cannot run a
+command for now (BUSY, LOADING, ...) is not retried here: it fails the call as StoreBusy.
+
+The deadline: ``settings.store_timeout_s`` bounds a whole call, retries and backoff
+included, not each read. httpx's timeouts apply per socket operation, so a reply that
+arrives a byte a second would never trip them. Two guards end a call at its deadline:
+every socket operation of our own transport (connect, TLS, each write, each read of the
+headers or the body) is given only what is left of it (``_DeadlineBackend``, installed
+into httpx's connection pool), and the body is streamed with no read started after it
+(``_Paced``, which also covers an injected transport). The connection of an abandoned
+reply is closed, never reused.
 """
 
 from __future__ import annotations
@@ -23,11 +33,13 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+import httpcore
 import httpx
 import upstash_redis
 from upstash_redis.http import SyncHttpClient
@@ -35,13 +47,25 @@ from upstash_redis.http import SyncHttpClient
 from acmi_core.errors import (
     AcmiValidationError,
     StoreAuthError,
+    StoreBusy,
     StoreCommandError,
     StoreError,
     StoreUnavailable,
     Throttled,
 )
 from acmi_core.settings import Settings
-from acmi_core.store.base import Arg, Command, Reply, Script, eval_script
+from acmi_core.store.base import (
+    Arg,
+    Command,
+    Reply,
+    Script,
+    error_reply,
+    eval_script,
+    pipeline_slots,
+)
+
+if TYPE_CHECKING:
+    import ssl
 
 _SYNC_TOKEN_HEADER = "Upstash-Sync-Token"
 
@@ -94,13 +118,13 @@ def _decode(raw: object) -> Reply:
     raise StoreError(f"unexpected {type(raw).__name__} in Upstash reply")
 
 
-def _slot(item: object) -> Reply | StoreCommandError:
+def _slot(item: object) -> Reply | StoreCommandError | StoreBusy:
     """One entry of a /pipeline answer: ``{"result": ..}`` or ``{"error": ..}``."""
     if not isinstance(item, dict):
         raise StoreError("malformed Upstash pipeline reply")
     error = item.get("error")
     if error is not None:
-        return StoreCommandError(str(error))
+        return error_reply(str(error))
     if "result" not in item:
         raise StoreError("malformed Upstash pipeline reply")
     return _decode(item["result"])
@@ -126,6 +150,132 @@ def _error_text(response: httpx.Response) -> str | None:
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         return str(body["error"])
     return None
+
+
+# -- the deadline ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    at: float
+    clock: Callable[[], float]
+
+    def left(self) -> float:
+        return self.at - self.clock()
+
+
+# The deadline of the store call running in this thread (or context), read by every
+# socket operation of our transport; None outside a call.
+_DEADLINE: ContextVar[_Deadline | None] = ContextVar("acmi_store_deadline", default=None)
+
+
+def _bounded(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to what is left of the call's deadline; raises once none is."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline.left()
+    if left <= 0:
+        raise expired("the store call's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's network backend, with connections bounded by the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(
+            self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _install_deadline(client: httpx.Client) -> None:
+    """Bound every socket operation of ``client``'s own transports by the call's deadline.
+
+    httpx has no public hook for it: this wraps the network backend of each transport's
+    httpcore pool (``Client._transport``/``_mounts``, ``HTTPTransport._pool``,
+    ``ConnectionPool._network_backend``, stable across httpx 0.2x and httpcore 1.x; a unit
+    test fails if they move). An injected transport without a pool (``MockTransport``)
+    is left alone: ``_Paced`` bounds its body.
+    """
+    for transport in (client._transport, *client._mounts.values()):
+        pool = getattr(transport, "_pool", None)
+        if isinstance(pool, httpcore.ConnectionPool) and not isinstance(
+            pool._network_backend, _DeadlineBackend
+        ):
+            pool._network_backend = _DeadlineBackend(pool._network_backend)
+
+
+class _Paced(httpx.SyncByteStream):
+    """A reply body read against the deadline: no read starts once it has passed."""
+
+    def __init__(self, inner: httpx.SyncByteStream, deadline: _Deadline) -> None:
+        self._inner = inner
+        self._deadline = deadline
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks = iter(self._inner)
+        while True:
+            if self._deadline.left() <= 0:
+                raise httpx.ReadTimeout("the store call's deadline passed with its reply unread")
+            chunk = next(chunks, None)
+            if chunk is None:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+# -- the transport -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -166,6 +316,7 @@ class _Transport(SyncHttpClient):
             self._client.close()
             self._client = httpx.Client(transport=transport)
         self._client.timeout = httpx.Timeout(settings.store_timeout_s)
+        _install_deadline(self._client)
         self._token = token
         self._settings = settings
         self._sleep = sleep
@@ -190,50 +341,67 @@ class _Transport(SyncHttpClient):
         payload = self._post(url, headers, content)
         if from_pipeline:
             if isinstance(payload, dict) and payload.get("error") is not None:
-                raise StoreCommandError(self._scrub(str(payload["error"])))
+                raise error_reply(self._scrub(str(payload["error"])))
             if not isinstance(payload, list) or len(payload) != len(command):
                 raise StoreError("malformed Upstash pipeline reply")
-            return [_slot(item) for item in payload]
+            return pipeline_slots([_slot(item) for item in payload])
         if not isinstance(payload, dict):
             raise StoreError("malformed Upstash reply")
         if payload.get("error") is not None:
-            raise StoreCommandError(self._scrub(str(payload["error"])))
+            raise error_reply(self._scrub(str(payload["error"])))
         return _decode(payload.get("result"))
 
     def _post(self, url: str, headers: dict[str, str], content: bytes) -> object:
         """POST with bounded, jittered retries on 429/5xx/network errors; return the JSON."""
-        deadline = self._clock() + self._settings.store_timeout_s
-        headers = {**headers, "Content-Type": "application/json"}
-        failure = _Failure("no attempt made")
-        attempts = 0
-        while attempts < self._settings.store_max_attempts:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                break
-            attempts += 1
-            outcome = self._attempt(url, headers, content, timeout=remaining)
-            if isinstance(outcome, httpx.Response):
-                return self._interpret(outcome)
-            failure = outcome
-            delay = self._delay_before_retry(attempts, failure, deadline)
-            if delay is None:
-                break
-            self._sleep(delay)
-        raise self._gave_up(failure, attempts)
+        deadline = _Deadline(self._clock() + self._settings.store_timeout_s, self._clock)
+        reset = _DEADLINE.set(deadline)
+        try:
+            headers = {**headers, "Content-Type": "application/json"}
+            failure = _Failure("no attempt made")
+            attempts = 0
+            while attempts < self._settings.store_max_attempts:
+                remaining = deadline.left()
+                if remaining <= 0:
+                    break
+                attempts += 1
+                outcome = self._attempt(url, headers, content, deadline, timeout=remaining)
+                if isinstance(outcome, httpx.Response):
+                    return self._interpret(outcome)
+                failure = outcome
+                delay = self._delay_before_retry(attempts, failure, deadline.at)
+                if delay is None:
+                    break
+                self._sleep(delay)
+            raise self._gave_up(failure, attempts)
+        finally:
+            _DEADLINE.reset(reset)
 
     def _attempt(
-        self, url: str, headers: dict[str, str], content: bytes, *, timeout: float
+        self,
+        url: str,
+        headers: dict[str, str],
+        content: bytes,
+        deadline: _Deadline,
+        *,
+        timeout: float,
     ) -> httpx.Response | _Failure:
-        """One POST: the response to act on, or the failure to retry."""
+        """One POST: the response (its body read) to act on, or the failure to retry."""
+        request = self._client.build_request(
+            "POST", url, headers=headers, content=content, timeout=httpx.Timeout(timeout)
+        )
         try:
-            response = self._client.post(
-                url, headers=headers, content=content, timeout=httpx.Timeout(timeout)
-            )
+            response = self._client.send(request, stream=True)
+            try:
+                sync_token = response.headers.get(_SYNC_TOKEN_HEADER)
+                if sync_token and self._sync_token_cb is not None:
+                    self._sync_token_cb(sync_token)
+                if isinstance(response.stream, httpx.SyncByteStream):
+                    response.stream = _Paced(response.stream, deadline)
+                response.read()
+            finally:
+                response.close()  # after a partial read: drops the connection
         except httpx.TransportError as exc:
             return _Failure(f"{type(exc).__name__}: {exc}")
-        sync_token = response.headers.get(_SYNC_TOKEN_HEADER)
-        if sync_token and self._sync_token_cb is not None:
-            self._sync_token_cb(sync_token)
         status = response.status_code
         if status != 429 and status < 500:
             return response
@@ -284,7 +452,7 @@ class _Transport(SyncHttpClient):
                 raise StoreError(f"Upstash answered HTTP {status} with invalid JSON") from None
         text = _error_text(response)
         if 400 <= status < 500:
-            raise StoreCommandError(self._scrub(text if text else f"Upstash HTTP {status}"))
+            raise error_reply(self._scrub(text if text else f"Upstash HTTP {status}"))
         raise StoreError(f"unexpected Upstash HTTP {status}")
 
     def _scrub(self, text: str) -> str:

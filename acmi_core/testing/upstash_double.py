@@ -10,8 +10,8 @@ Commands go over a raw pooled connection rather than through redis-py's command 
 redis-py strips the error prefix ("ERR ", "NOSCRIPT ") from known errors and rewrites
 pipeline errors, while Upstash sends Redis's error text unchanged.
 
-Fault injection (``fail_next``, ``drop_next``, ``hang_next``) and request counting let
-tests assert retries and round trips.
+Fault injection (``fail_next``, ``drop_next``, ``hang_next``, ``lose_reply_next``,
+``drip_next``) and request counting let tests assert retries, round trips and deadlines.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -32,10 +33,11 @@ from redis.exceptions import ResponseError
 
 @dataclass(frozen=True)
 class _Fault:
-    kind: str  # "status" | "drop" | "hang" | "lose_reply"
+    kind: str  # "status" | "drop" | "hang" | "lose_reply" | "drip"
     status: int = 0
     retry_after: float | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # a hang's length; a drip's pause before each byte
+    headers: bool = False  # drip: the status line and headers too, not only the body
 
 
 def _error_text(error: ResponseError) -> str:
@@ -90,6 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     server: _Server
     _lose_reply = False
+    _drip: _Fault | None = None
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -107,7 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self._lose_reply = fault is not None and fault.kind == "lose_reply"
-        if fault is not None and not self._lose_reply:
+        self._drip = fault if fault is not None and fault.kind == "drip" else None
+        if fault is not None and fault.kind in ("drop", "status", "hang"):
             if fault.kind == "drop":
                 self.close_connection = True  # no response at all: the client sees EOF
                 return
@@ -159,6 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         data = json.dumps(body).encode()
+        if self._drip is not None:
+            self._send_dripping(self._drip, status, data, headers or {})
+            return
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -170,6 +177,32 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except OSError:  # the client gave up (timeout) before we answered
             self.close_connection = True
+
+    def _send_dripping(
+        self, fault: _Fault, status: int, data: bytes, headers: dict[str, str]
+    ) -> None:
+        """The real answer, a byte at a time with a pause before each: every read the
+        client makes returns quickly, so only a deadline over the whole call stops it."""
+        self.close_connection = True
+        lines = [
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(data)}",
+            f"Upstash-Sync-Token: {self.server.double._next_sync_token()}",
+            "Connection: close",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        slow = head + data if fault.headers else data
+        try:
+            if not fault.headers:
+                self.wfile.write(head)
+            for i in range(len(slow)):
+                if self.server.double._stopping.wait(fault.seconds):
+                    return
+                self.wfile.write(slow[i : i + 1])
+        except OSError:  # the client gave up: its deadline passed
+            return
 
 
 def _slot(reply: Any, b64: bool) -> dict[str, Any]:
@@ -267,6 +300,12 @@ class UpstashDouble:
 
     def hang_next(self, n: int, seconds: float) -> None:
         self._queue(n, _Fault("hang", seconds=seconds))
+
+    def drip_next(self, n: int, seconds_per_byte: float, *, headers: bool = False) -> None:
+        """Run the next n requests, then send each answer slowly: the headers at once
+        and the body a byte every ``seconds_per_byte`` (with ``headers=True``, the status
+        line and headers drip too)."""
+        self._queue(n, _Fault("drip", seconds=seconds_per_byte, headers=headers))
 
     def clear_faults(self) -> None:
         """The outage is over: drop every fault still queued."""

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Settings, create_acmi
+from acmi_core.auth.apikeys import register
 from acmi_core.lambdas import FUNCTIONS, FunctionSpec
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
@@ -101,16 +102,20 @@ class Harness:
 
 @pytest.fixture
 def harness(redis_server: RedisServer) -> Iterator[Harness]:
-    """Each function's real handler, configured as the template would configure it for
-    `sam local invoke` (a Redis URL and the sample admin key), on a flushed database."""
+    """Each function's real handler, configured with a Redis URL on a flushed database
+    where the key the events/ samples carry is provisioned as an operator provisions a
+    key (a real store refuses the public sample key as ACMI_API_KEY)."""
     url = redis_server.url_for(DB["handlers"])
     client = redis.Redis.from_url(url)
     client.flushdb()
-    env = {"ACMI_REDIS_URL": url, "ACMI_API_KEY": EXAMPLE_KEY}
+    provisioning = RedisStore.from_url(url)
+    register(provisioning, EXAMPLE_KEY, tenant="default", scope="admin", name="samples", now_ms=0)
+    provisioning.close()
+    env = {"ACMI_REDIS_URL": url}
     handlers = {spec.name: handler_of(spec) for spec in FUNCTIONS}
     for handler in handlers.values():
         handler.configure(env=env)
-        handler.warm()  # builds the app and registers the admin key before any snapshot
+        handler.warm()  # builds the app before any snapshot
 
     def invoke(name: str) -> dict[str, Any]:
         function = name.split(".", 1)[0]
@@ -266,9 +271,16 @@ def test_webhook_retried_three_times_stores_one_event(name: str, harness: Harnes
     first, second, third = (harness.invoke(name) for _ in range(3))
     assert first["statusCode"] == 201, first.get("body")
     assert header(first, "idempotent-replayed") is None
+    # a replay answers the count and each stored event's ids, never the event data
+    minimal = {
+        "stored": 1,
+        "events": [
+            {k: e[k] for k in ("entity", "ts", "correlationId")} for e in json_body(first)["events"]
+        ],
+    }
     for retry in (second, third):
         assert retry["statusCode"] == first["statusCode"]
-        assert json_body(retry) == json_body(first)
+        assert json_body(retry) == minimal
         assert header(retry, "idempotent-replayed") == "true"
     entity, _ = STORED[name]
     assert len(harness.acmi.timeline.read(entity)) == 1

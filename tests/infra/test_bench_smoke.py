@@ -55,11 +55,23 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+SECTIONS = ("round_trips", "latency", "cold_start", "throughput", "write_limits")
+
+
 def test_every_section_is_there(report: dict[str, Any]) -> None:
-    assert set(report) >= {"meta", "round_trips", "latency", "cold_start", "throughput"}
+    assert set(report) >= {"meta", *SECTIONS}
     assert report["meta"]["quick"] is True
-    for section in ("round_trips", "latency", "cold_start", "throughput"):
+    for section in SECTIONS:
         assert _number(report[section]["duration_s"]), section
+
+
+def test_the_largest_allowed_edit_is_timed_by_the_server(report: dict[str, Any]) -> None:
+    """Redis's own SLOWLOG time of the worst edit the limits allow (a script blocks every
+    client of that Redis while it runs) is reported for every case; the budget itself is
+    held by tests/integration/test_write_limits.py."""
+    section = report["write_limits"]
+    assert _number(section["largest_edit_median_ms"]) and section["largest_edit_median_ms"] > 0
+    assert section["cases"] and all(_number(c["median_ms"]) for c in section["cases"].values())
 
 
 def test_round_trips_are_the_documented_ones(report: dict[str, Any]) -> None:

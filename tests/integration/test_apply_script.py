@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 
 import pytest
+import redis
 
 from acmi_core import Acmi, CorruptData, EntityId
 from acmi_core.errors import PlanError, StoreCommandError
@@ -72,6 +73,38 @@ def test_duplicate_stored_keys_collapse_on_set(acmi: Acmi) -> None:
     assert acmi.signals.all(entity) == {}
 
 
+# JSON other clients legitimately write: lone surrogates (JavaScript's JSON.stringify),
+# integers no double holds, exponents, whitespace; an edit keeps their bytes exactly
+FOREIGN_JSON = [
+    '{"s":"\\ud800","t":"x\\udc00y","u":"\\ud83d\\ude00","v":"\\uDBFF"}',
+    '{"\\ud800":1,"k":0,"\\udfff\\ud800":2}',
+    '{"big":' + "9" * 120 + ',"neg":-' + "1" * 100 + ',"e":1E+400,"f":-0.5e-300,"g":0}',
+    '{ "a" : [ 1 , { "b" : null } ] ,\n\t"k" : true }',
+]
+
+
+@pytest.mark.parametrize("text", FOREIGN_JSON)
+def test_an_edit_keeps_foreign_json_byte_for_byte(acmi: Acmi, raw: redis.Redis, text: str) -> None:
+    entity = acmi_entity(acmi)
+    eid = EntityId.parse(entity)
+    raw.set(acmi.keys.signals(eid), text)
+    raw.set(acmi.keys.profile(eid), text)
+    members = "{" + text[1:-1].strip()  # the members as written, from the first to the last
+    acmi.signals.set(entity, "added", 1)
+    assert raw.get(acmi.keys.signals(eid)) == members.encode() + b',"added":1}'
+    acmi.profile.merge(entity, {"added": [1]})
+    merged = raw.get(acmi.keys.profile(eid))
+    assert isinstance(merged, bytes) and merged.startswith(members.encode() + b',"added":[1],')
+
+
+def test_an_edit_finds_a_name_stored_with_escapes(acmi: Acmi, raw: redis.Redis) -> None:
+    entity = acmi_entity(acmi)
+    key = acmi.keys.signals(EntityId.parse(entity))
+    raw.set(key, '{"\\ud800":1,"\\u006b\\u0001":2,"\\/\\b":3}')
+    acmi.signals.update(entity, {"k\x01": 20, "/\b": 30})
+    assert raw.get(key) == b'{"\\ud800":1,"\\u006b\\u0001":20,"\\/\\b":30}'
+
+
 def test_key_order_is_kept_and_new_keys_append(acmi: Acmi) -> None:
     entity = acmi_entity(acmi)
     acmi.profile.set(entity, {"z": 1, "a": 2})
@@ -80,10 +113,38 @@ def test_key_order_is_kept_and_new_keys_append(acmi: Acmi) -> None:
     assert list(json.loads(text)) == ["z", "a", "actor_type", "tenant_id", "m"]
 
 
-@pytest.mark.parametrize(
-    "stored",
-    ["not json", "[1,2]", '{"a":}', '{"a":1', '"text"', '{"a":1}x', "{}x", "{ } {}", '{"a\\x":1}'],
-)
+CORRUPT_STORED = [
+    *("not json", "[1,2]", '{"a":}', '{"a":1', '"text"', '{"a":1}x', "{}x", "{ } {}"),
+    '{"a\\x":1}',
+    # scalars and nested values are checked by the grammar too, not only skipped over
+    '{"a":tru}',
+    '{"a":1.2.3}',
+    '{"a":01}',
+    '{"a":-}',
+    '{"a":1.}',
+    '{"a":.5}',
+    '{"a":+1}',
+    '{"a":1e}',
+    '{"a":NaN}',
+    '{"a":Infinity}',
+    '{"a":nulll}',
+    '{"a":"\\x"}',
+    '{"a":"\\u12G4"}',
+    '{"a":"tab\there"}',
+    '{"a":1,}',
+    '{"a":[tru]}',
+    '{"a":[1,]}',
+    '{"a":[1 2]}',
+    '{"a":{"b"}}',
+    '{"a":{"b":1,}}',
+    '{"a":[{"b":nul}]}',
+    '{"a":[1}',
+    '{"a":{"b":1]}',
+    '{"a":[]]}',
+]
+
+
+@pytest.mark.parametrize("stored", CORRUPT_STORED)
 def test_corrupt_stored_object_raises_and_writes_nothing(acmi: Acmi, stored: str) -> None:
     entity, other = acmi_entity(acmi), acmi_entity(acmi)
     key = acmi.keys.signals(EntityId.parse(entity))
@@ -125,7 +186,7 @@ def test_ops_in_one_batch_compose_in_order(acmi: Acmi) -> None:
 
 def test_large_object_edit(acmi: Acmi) -> None:
     entity = acmi_entity(acmi)
-    values = {f"k{i}": {"i": i, "s": "x" * 50, "l": [i, [], {}]} for i in range(1000)}
+    values = {f"k{i}": {"i": i, "s": "x" * 20, "l": [i, [], {}]} for i in range(1000)}  # < 64 KiB
     acmi.signals.update(entity, values)
     acmi.signals.set(entity, "k500", "changed")
     stored = acmi.signals.all(entity)
@@ -206,6 +267,13 @@ GOOD_OPS: list[Arg] = ["SET", 1, '{"a":1}', "ZADD", 2, 5, "m"]  # two ops, both 
         (["OBJ", 3, 1, "put", "a", '"a"', "1"], "op 3 OBJ: field 1 mode is unknown 'put'"),
         (["OBJ", 3, "one"], "op 3 OBJ: field count is not a count 'one'"),
         (["OBJ", 3, 2, "set", "a", '"a"', "1"], "op 3 OBJ: arguments missing"),
+        (["OBJ", 3, 1, "set", "a", '"b"', "1"], "op 3 OBJ: field 1 literal is not its name"),
+        (["OBJ", 3, 1, "set", "a", "a", "1"], "op 3 OBJ: field 1 literal is not its name"),
+        (["OBJ", 3, 1, "set", "a", '"a" ', "1"], "op 3 OBJ: field 1 literal is not its name"),
+        (["OBJ", 3, 1, "set", "a", '"a"', "tru"], "op 3 OBJ: field 1 value is not one JSON value"),
+        (["OBJ", 3, 1, "set", "a", '"a"', "1 2"], "op 3 OBJ: field 1 value is not one JSON value"),
+        (["OBJ", 3, 1, "set", "a", '"a"', ""], "op 3 OBJ: field 1 value is not one JSON value"),
+        (["OBJ", 3, 1, "set", "a", '"a"', "[1"], "op 3 OBJ: field 1 value is not one JSON value"),
         (["HSET", 3, "f"], "op 3 HSET: arguments missing"),
     ],
 )

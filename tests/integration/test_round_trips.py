@@ -45,7 +45,9 @@ OPERATIONS: dict[str, tuple[Callable[[Acmi], Any], int]] = {
     "signals.all": (lambda a: a.signals.all("user:rt"), 1),
     "timeline.read": (lambda a: a.timeline.read("user:rt", limit=10, reverse=True), 1),
     "timeline.size": (lambda a: a.timeline.size("user:rt"), 1),
-    "list": (lambda a: a.list("user"), 1),
+    "list": (lambda a: a.list("user"), 1),  # one per 1,000 ids (SSCAN steps)
+    "list_page": (lambda a: a.list_page("user", limit=10), 1),
+    "timeline.page": (lambda a: a.timeline.page("user:rt", limit=10, reverse=True), 1),
     "delete (all slots + index)": (lambda a: a.delete("user:rt"), 1),
 }
 
@@ -56,6 +58,35 @@ def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) ->
     upstash_double.reset_counts()
     call(acmi_up)
     assert upstash_double.requests == expected, name
+
+
+def test_every_page_is_one_round_trip(acmi_up: Acmi, upstash_double: UpstashDouble) -> None:
+    """Following next_cursor costs one round trip per page, also inside a run of equal
+    timestamps; a streamed listing reads one page per step."""
+    acmi_up.timeline.extend(
+        "user:pages", [{**EVENT, "ts": 7, "summary": f"{n}"} for n in range(25)]
+    )
+    for n in range(25):
+        acmi_up.signals.set(f"user:p{n}", "k", 1)
+    for read in (
+        lambda cursor: acmi_up.timeline.page("user:pages", cursor=cursor, limit=10),
+        lambda cursor: acmi_up.list_page("user", cursor=cursor, limit=10),
+    ):
+        cursor, counts = None, []
+        while True:
+            upstash_double.reset_counts()
+            page = read(cursor)
+            counts.append(upstash_double.requests)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert len(counts) >= 3 and set(counts) == {1}
+    upstash_double.reset_counts()
+    listing = acmi_up.iter_list("user", limit=10)
+    assert upstash_double.requests == 0  # nothing read until iterated
+    for _ in range(10):
+        next(listing)
+    assert upstash_double.requests == 1
 
 
 def test_first_write_of_a_process_loads_the_script_once(

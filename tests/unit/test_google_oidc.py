@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import subprocess
 import sys
 from typing import Any
@@ -490,13 +491,14 @@ def _unavailable(verifier: GoogleTokenVerifier, token: str) -> GoogleKeysUnavail
 
 
 def test_fetch_failure_is_keys_unavailable(
-    verifier: GoogleTokenVerifier, google: FakeGoogle
+    verifier: GoogleTokenVerifier, google: FakeGoogle, clock: FakeClock
 ) -> None:
     google.error = httpx.ConnectTimeout("timed out")
     err = _unavailable(verifier, _token())
     assert isinstance(err.__cause__, httpx.ConnectTimeout)
 
-    google.error = None  # Google is back: the next verify fetches again and succeeds
+    google.error = None  # Google is back: the next attempt (a minute on) succeeds
+    clock.now += 60
     assert _verify(verifier, _token()).email == EMAIL
     assert google.calls == 2
 
@@ -524,9 +526,12 @@ def test_failure_after_expiry_then_recovery(
     _verify(verifier, _token())
     clock.now += 3600
     google.error = httpx.ConnectError("down")
-    _unavailable(verifier, _token(_claims(iat=int(clock.now), exp=int(clock.now) + 3600)))
-    google.error = None
+    # the expired set still serves its keys while Google fails (grace period)
     assert _verify(verifier, _token(_claims(iat=int(clock.now), exp=int(clock.now) + 3600)))
+    google.error = None
+    clock.now += 60
+    assert _verify(verifier, _token(_claims(iat=int(clock.now), exp=int(clock.now) + 3600)))
+    assert google.calls == 3
 
 
 def test_unknown_kid_refresh_failure_is_rate_limited_too(
@@ -537,9 +542,110 @@ def test_unknown_kid_refresh_failure_is_rate_limited_too(
     google.error = httpx.ConnectError("down")
     _unavailable(verifier, _token(kid="maybe-rotated"))  # might be a real new key: 503
     assert google.calls == 2
-    _reject(verifier, _token(kid="forged"), "token signed by an unknown key")
-    assert google.calls == 2  # the failed attempt counts against the rate limit
+    # While the last attempt failed, any unknown kid might be a new key we could not
+    # fetch: 503, and the failed attempt counts against the rate limit (no fetch).
+    _unavailable(verifier, _token(kid="forged"))
+    assert google.calls == 2
     _verify(verifier, _token())  # cached keys still serve known kids
+
+
+# -- an outage of Google's JWKS endpoint ----------------------------------------------
+
+
+def _fresh_token(clock: FakeClock, **kwargs: Any) -> str:
+    return _token(_claims(iat=int(clock.now), exp=int(clock.now) + 3600), **kwargs)
+
+
+def test_failing_fetches_are_rate_limited(
+    verifier: GoogleTokenVerifier, google: FakeGoogle, clock: FakeClock
+) -> None:
+    google.error = httpx.ConnectError("down")
+    for _ in range(20):  # a burst of pushes on a cold cache: one attempt, not twenty
+        err = _unavailable(verifier, _token())
+    assert google.calls == 1
+    assert err.retry_after == 60  # when the next attempt is allowed
+    clock.now += 59
+    assert _unavailable(verifier, _token()).retry_after == 1
+    assert google.calls == 1
+    clock.now += 1  # MIN_REFRESH_INTERVAL_S after the failed attempt: one more
+    _unavailable(verifier, _token())
+    assert google.calls == 2
+    google.error = None
+    clock.now += 60
+    assert _verify(verifier, _token()).email == EMAIL
+    assert google.calls == 3
+
+
+def test_expired_keys_keep_serving_through_an_outage(
+    verifier: GoogleTokenVerifier,
+    google: FakeGoogle,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _verify(verifier, _token())
+    clock.now += 3600  # the set's max-age has passed
+    google.error = httpx.ConnectError("googleapis.com unreachable")
+    token = _fresh_token(clock)
+    with caplog.at_level(logging.WARNING, logger="acmi.auth"):
+        for _ in range(20):
+            assert _verify(verifier, token).email == EMAIL
+        assert google.calls == 2  # one failed refresh, not one per push
+        clock.now += 60
+        assert _verify(verifier, token).email == EMAIL
+        assert google.calls == 3
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2  # one per failed attempt
+    assert all("ConnectError" in w and "previous key set" in w for w in warnings)
+    assert all(token not in w for w in warnings)
+
+
+def test_unknown_kid_during_an_outage_is_503_without_a_fetch(
+    verifier: GoogleTokenVerifier, google: FakeGoogle, clock: FakeClock
+) -> None:
+    _verify(verifier, _token())
+    clock.now += 3600
+    google.error = httpx.ConnectError("down")
+    assert _verify(verifier, _fresh_token(clock)).email == EMAIL  # the refresh fails
+    assert google.calls == 2
+    for i in range(20):  # maybe rotated keys, maybe forged: we cannot tell, so 503
+        _unavailable(verifier, _fresh_token(clock, key=GOOGLE_KEY_2, kid=f"new-{i}"))
+    assert google.calls == 2
+
+
+def test_stale_keys_are_dropped_after_the_grace_period(
+    verifier: GoogleTokenVerifier, google: FakeGoogle, clock: FakeClock
+) -> None:
+    _verify(verifier, _token())  # max-age 3600
+    google.error = httpx.ConnectError("down")
+    clock.now = NOW + 3600 + google_oidc.STALE_GRACE_S - 1
+    assert _verify(verifier, _fresh_token(clock)).email == EMAIL
+    clock.now += 61
+    _unavailable(verifier, _fresh_token(clock))  # a day past its max-age: not trusted
+
+
+def test_recovery_replaces_the_stale_set(
+    verifier: GoogleTokenVerifier, google: FakeGoogle, clock: FakeClock
+) -> None:
+    _verify(verifier, _token())
+    clock.now += 3600
+    google.error = httpx.ConnectError("down")
+    assert _verify(verifier, _fresh_token(clock)).email == EMAIL
+    google.error = None
+    google.document = _jwks((GOOGLE_KEY_2, KID2))  # rotated during the outage
+    clock.now += 60
+    assert _verify(verifier, _fresh_token(clock, key=GOOGLE_KEY_2, kid=KID2)).email == EMAIL
+    assert google.calls == 3
+    _reject(verifier, _fresh_token(clock), "token signed by an unknown key")  # retired
+
+
+def test_a_bad_document_during_refresh_keeps_the_previous_set(
+    verifier: GoogleTokenVerifier, google: FakeGoogle, clock: FakeClock
+) -> None:
+    _verify(verifier, _token())
+    clock.now += 3600
+    google.document = {"keys": []}
+    assert _verify(verifier, _fresh_token(clock)).email == EMAIL
+    assert google.calls == 2
 
 
 # -- no token in any message ----------------------------------------------------------

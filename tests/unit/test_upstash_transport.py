@@ -22,6 +22,7 @@ import upstash_redis
 
 from acmi_core.errors import (
     StoreAuthError,
+    StoreBusy,
     StoreCommandError,
     StoreError,
     StoreUnavailable,
@@ -30,7 +31,7 @@ from acmi_core.errors import (
 )
 from acmi_core.settings import Settings
 from acmi_core.store.base import Store
-from acmi_core.store.upstash import UpstashStore
+from acmi_core.store.upstash import UpstashStore, _DeadlineBackend
 
 URL = "https://unit-test.upstash.io"
 TOKEN = "unit-secret-token-7f3a9c"
@@ -173,6 +174,19 @@ def test_relies_on_pinned_upstash_redis_internals() -> None:
         assert store._redis._headers["Upstash-Encoding"] == "base64"
         assert "Upstash-Telemetry-Sdk" not in store._redis._headers
         assert store._transport._client.timeout == httpx.Timeout(SETTINGS.store_timeout_s)
+
+
+def test_the_adopted_client_bounds_each_socket_operation_by_the_deadline() -> None:
+    # httpx has no public hook for a per-call deadline: the wrapper sits in the network
+    # backend of httpx's connection pool. An httpx/httpcore upgrade that moves it fails here
+    # (tests/integration/test_store_deadlines.py shows what it buys: dripped headers).
+    with UpstashStore(URL, TOKEN, settings=SETTINGS) as store:
+        client = store._transport._client
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        assert isinstance(pool._network_backend, _DeadlineBackend)
+    with UpstashStore(URL, TOKEN, settings=SETTINGS, transport=httpx.HTTPTransport()) as store:
+        pool = store._transport._client._transport._pool  # type: ignore[attr-defined]
+        assert isinstance(pool._network_backend, _DeadlineBackend)
 
 
 def test_every_request_goes_through_the_injected_transport(rig: MakeRig) -> None:
@@ -369,6 +383,45 @@ def test_the_deadline_bounds_the_whole_call(rig: MakeRig) -> None:
     assert r.server.timeouts() == [10.0, 7.0, 4.0, 1.0]
 
 
+class Drip(httpx.SyncByteStream):
+    """A reply body that arrives a byte per second of the fake clock."""
+
+    def __init__(self, body: bytes, clock: Clock) -> None:
+        self.body = body
+        self.clock = clock
+        self.sent = 0
+        self.closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        for i in range(len(self.body)):
+            self.clock.now += 1.0
+            self.sent += 1
+            yield self.body[i : i + 1]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_reply_that_drips_is_abandoned_at_the_deadline(rig: MakeRig) -> None:
+    # Every read returns within a second, so a per-read timeout never fires; the deadline
+    # over the whole call must. 3 s budget: 3 bytes of ~40 arrive, then the call fails.
+    settings = Settings(
+        store_timeout_s=3.0, store_max_attempts=4, retry_base_delay_s=0.1, retry_max_delay_s=0.5
+    )
+    r = rig(ok(b64(b"x" * 20)), settings=settings)
+    drip = Drip(json.dumps({"result": b64(b"x" * 20)}).encode(), r.server.clock)
+    r.server.answers = [httpx.Response(200, stream=drip)]
+    with pytest.raises(
+        StoreUnavailable, match=r"after 1 attempt\(s\) within 3s: ReadTimeout"
+    ) as info:
+        r.store.execute(("GET", "k"))
+    assert type(info.value) is StoreUnavailable
+    assert drip.sent == 3  # no read was started after the deadline
+    assert drip.closed  # the connection is given up, never reused mid-reply
+    assert len(r.server.requests) == 1
+    assert r.sleeps.delays == []
+
+
 def test_a_wait_that_would_pass_the_deadline_is_not_taken(rig: MakeRig) -> None:
     settings = Settings(
         store_timeout_s=1.0, store_max_attempts=10, retry_base_delay_s=0.6, retry_max_delay_s=5.0
@@ -434,6 +487,54 @@ def test_the_token_never_appears_in_an_error(rig: MakeRig, answer: Answer) -> No
         r.store.execute(("GET", "k"))
     shown = "".join(traceback.format_exception(info.value)) + repr(info.value)
     assert TOKEN not in shown  # chained causes included
+
+
+# -- Redis refusing for now: BUSY and friends -----------------------------------------------
+
+TRANSIENT = [
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+    "LOADING Redis is loading the dataset in memory",
+    "TRYAGAIN Multiple keys request during rehashing of slot",
+    "CLUSTERDOWN The cluster is down",
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+]
+
+
+@pytest.mark.parametrize("text", TRANSIENT, ids=lambda text: text.split()[0])
+@pytest.mark.parametrize("status", [400, 200])
+def test_transient_redis_errors_are_busy_not_command_errors(
+    rig: MakeRig, text: str, status: int
+) -> None:
+    r = rig(http(status, text), ok())
+    with pytest.raises(StoreBusy) as info:
+        r.store.execute(("GET", "k"))
+    assert isinstance(info.value, Unavailable)  # 503 + Retry-After
+    assert info.value.retry_after == 1.0
+    assert str(info.value).endswith(text)
+    assert len(r.server.requests) == 1  # answered at once: the caller decides when to retry
+
+
+@pytest.mark.parametrize("text", TRANSIENT, ids=lambda text: text.split()[0])
+def test_a_transient_error_in_a_pipeline_fails_the_whole_call(rig: MakeRig, text: str) -> None:
+    # A busy slot is not a command that failed (the client would map it to corrupt data):
+    # the pipeline as a whole is refused for now.
+    r = rig(httpx.Response(200, json=[{"result": 1}, {"error": text}]))
+    with pytest.raises(StoreBusy, match=text.split(maxsplit=1)[0]):
+        r.store.pipeline([("INCR", "n"), ("GET", "k")])
+    r = rig(http(400, text))
+    with pytest.raises(StoreBusy):
+        r.store.pipeline([("INCR", "n")])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["BUSYKEY Target key name already exists.", "BUSYGROUP Consumer Group name already exists"],
+)
+def test_errors_that_merely_start_like_busy_stay_command_errors(rig: MakeRig, text: str) -> None:
+    r = rig(http(400, text))
+    with pytest.raises(StoreCommandError) as info:
+        r.store.execute(("RESTORE", "k", 0, "x"))
+    assert not isinstance(info.value, Unavailable)
 
 
 # -- replies --------------------------------------------------------------------------------

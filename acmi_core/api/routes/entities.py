@@ -1,24 +1,62 @@
-"""Entity reads and writes: profile, signals, timeline, full context, list, delete."""
+"""Entity reads and writes: profile, signals, timeline, full context, list, delete.
+
+Every route answers with :class:`StoredJSON`: what is stored is already plain JSON, so it
+is rendered by the stdlib encoder as read (``render_json``), with no jsonable_encoder or
+pydantic pass, whose depth limit (255) turned deep stored values into 500s. The response
+models below only describe the routes in the OpenAPI document."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 
 from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import read_json
 from acmi_core.auth.apikeys import Scope
-from acmi_core.client import Acmi
+from acmi_core.client import (
+    DEFAULT_PAGE_SIZE,
+    MAX_CURSOR_LEN,
+    MAX_PAGE_SIZE,
+    Acmi,
+    render_json,
+)
 from acmi_core.errors import NotFound
 from acmi_core.model import MAX_SIGNAL_KEY_LEN, check_json_object
 
-router = APIRouter(tags=["entities"], dependencies=[Depends(HTTPBearer(auto_error=False))])
 
+class StoredJSON(JSONResponse):
+    """JSON rendered exactly from what a read returned (see ``render_json``). A
+    JSONResponse only so that the OpenAPI document shows the response model."""
+
+    def render(self, content: Any) -> bytes:
+        return render_json(content)
+
+
+router = APIRouter(
+    tags=["entities"],
+    dependencies=[Depends(HTTPBearer(auto_error=False))],
+    default_response_class=StoredJSON,
+)
+
+Json = dict[str, Any]
 Entity = Annotated[str, Path(max_length=256, description="<category>:<id>, e.g. user:mikey")]
 SignalKey = Annotated[str, Path(min_length=1, max_length=MAX_SIGNAL_KEY_LEN)]
 Ctx = Annotated[ApiContext, Depends(context)]
+Cursor = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_CURSOR_LEN,
+        description="next_cursor of the previous page, unchanged; omit for the first page",
+    ),
+]
+PageLimit = Annotated[
+    int,
+    Query(ge=1, le=MAX_PAGE_SIZE, description=f"page size, at most {MAX_PAGE_SIZE}"),
+]
 
 
 def _object_body(description: str) -> dict[str, Any]:
@@ -51,130 +89,157 @@ async def _object(request: Request, acmi: Acmi, field: str) -> dict[str, Any]:
 # --- whole entity ---------------------------------------------------------------------------
 
 
-@router.get("/v1/entities/{entity}", summary="Profile, signals and newest events: one round trip")
+@router.get(
+    "/v1/entities/{entity}",
+    summary="Profile, signals and newest events: one round trip",
+    response_model=Json,
+)
 async def get_entity(
     request: Request,
     entity: Entity,
     ctx: Ctx,
     events: Annotated[int, Query(ge=0, le=1000)] = 50,
-) -> dict[str, Any]:
+) -> Response:
     acmi = await _read(ctx, request)
     result = await ctx.call(acmi.get, entity, events)
-    return result.to_dict()
+    return StoredJSON(result.to_dict())
 
 
 @router.delete(
-    "/v1/entities/{entity}", summary="Delete every key of the entity and its index entry"
+    "/v1/entities/{entity}",
+    summary="Delete every key of the entity and its index entry",
+    response_model=Json,
 )
-async def delete_entity(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+async def delete_entity(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     await ctx.call(acmi.delete, entity)
-    return {"deleted": entity}
+    return StoredJSON({"deleted": entity})
 
 
-@router.get("/v1/namespaces/{category}/entities", summary="Entities of a category")
+@router.get(
+    "/v1/namespaces/{category}/entities",
+    summary="Entities of a category, a page at a time (follow next_cursor until null)",
+    response_model=Json,
+)
 async def list_entities(
     request: Request,
     category: Annotated[str, Path(max_length=128)],
     ctx: Ctx,
-) -> dict[str, Any]:
+    cursor: Cursor = None,
+    limit: PageLimit = DEFAULT_PAGE_SIZE,
+) -> Response:
     acmi = await _read(ctx, request)
-    return {"category": category, "entities": await ctx.call(acmi.list, category)}
+    page = await ctx.call(acmi.list_page, category, cursor=cursor, limit=limit)
+    return StoredJSON(
+        {"category": category, "entities": page.entities, "next_cursor": page.next_cursor}
+    )
 
 
 # --- profile --------------------------------------------------------------------------------
 
 
-@router.get("/v1/entities/{entity}/profile", summary="The profile (404 when none)")
-async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+@router.get(
+    "/v1/entities/{entity}/profile", summary="The profile (404 when none)", response_model=Json
+)
+async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _read(ctx, request)
     profile = await ctx.call(acmi.profile.get, entity)
     if profile is None:
         raise NotFound(f"profile: {entity} has no profile", field="profile")
-    return profile
+    return StoredJSON(profile)
 
 
 @router.put(
     "/v1/entities/{entity}/profile",
     summary="Replace the profile (a JSON object)",
     openapi_extra=_object_body("the new profile"),
+    response_model=Json,
 )
-async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     doc = await _object(request, acmi, "profile")
     stored = await ctx.call(acmi.profile.set, entity, doc)
-    return stored or {}
+    return StoredJSON(stored or {})
 
 
 @router.patch(
     "/v1/entities/{entity}/profile",
     summary="Shallow-merge into the profile, atomically; returns the merged profile",
     openapi_extra=_object_body("fields to merge"),
+    response_model=Json,
 )
-async def patch_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+async def patch_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     partial = await _object(request, acmi, "profile")
     merged = await ctx.call(acmi.profile.merge, entity, partial)
-    return merged or {}
+    return StoredJSON(merged or {})
 
 
-@router.delete("/v1/entities/{entity}/profile", summary="Delete the profile")
-async def delete_profile(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+@router.delete("/v1/entities/{entity}/profile", summary="Delete the profile", response_model=Json)
+async def delete_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     await ctx.call(acmi.profile.delete, entity)
-    return {"deleted": f"{entity}/profile"}
+    return StoredJSON({"deleted": f"{entity}/profile"})
 
 
 # --- signals --------------------------------------------------------------------------------
 
 
-@router.get("/v1/entities/{entity}/signals", summary="All signals ({} when none)")
-async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+@router.get(
+    "/v1/entities/{entity}/signals", summary="All signals ({} when none)", response_model=Json
+)
+async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _read(ctx, request)
-    return await ctx.call(acmi.signals.all, entity)
+    return StoredJSON(await ctx.call(acmi.signals.all, entity))
 
 
 @router.put(
     "/v1/entities/{entity}/signals",
     summary="Replace all signals",
     openapi_extra=_object_body("the whole signals map"),
+    response_model=Json,
 )
-async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     values = await _object(request, acmi, "signals")
     await ctx.call(acmi.signals.replace, entity, values)
-    return values
+    return StoredJSON(values)
 
 
 @router.patch(
     "/v1/entities/{entity}/signals",
     summary="Set the given signals, keep the others (atomic)",
     openapi_extra=_object_body("signals to set"),
+    response_model=Json,
 )
-async def patch_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+async def patch_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     values = await _object(request, acmi, "signals")
     await ctx.call(acmi.signals.update, entity, values)
-    return await ctx.call(acmi.signals.all, entity)
+    return StoredJSON(await ctx.call(acmi.signals.all, entity))
 
 
-@router.delete("/v1/entities/{entity}/signals", summary="Delete all signals")
-async def delete_signals(request: Request, entity: Entity, ctx: Ctx) -> dict[str, Any]:
+@router.delete("/v1/entities/{entity}/signals", summary="Delete all signals", response_model=Json)
+async def delete_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     await ctx.call(acmi.signals.clear, entity)
-    return {"deleted": f"{entity}/signals"}
+    return StoredJSON({"deleted": f"{entity}/signals"})
 
 
 _MISSING = object()
 
 
-@router.get("/v1/entities/{entity}/signals/{key}", summary="One signal (404 when missing)")
-async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> dict[str, Any]:
+@router.get(
+    "/v1/entities/{entity}/signals/{key}",
+    summary="One signal (404 when missing)",
+    response_model=Json,
+)
+async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> Response:
     acmi = await _read(ctx, request)
     value = await ctx.call(acmi.signals.get, entity, key, _MISSING)
     if value is _MISSING:
         raise NotFound(f"signal: {entity} has no signal {key!r}", field="key")
-    return {"key": key, "value": value}
+    return StoredJSON({"key": key, "value": value})
 
 
 @router.put(
@@ -183,43 +248,51 @@ async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx)
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
     },
+    response_model=Json,
 )
-async def put_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> dict[str, Any]:
+async def put_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     value = await read_json(request, acmi.settings.max_body_bytes)
     await ctx.call(acmi.signals.set, entity, key, value)
-    return {"key": key, "value": value}
+    return StoredJSON({"key": key, "value": value})
 
 
-@router.delete("/v1/entities/{entity}/signals/{key}", summary="Delete one signal")
-async def delete_signal(
-    request: Request, entity: Entity, key: SignalKey, ctx: Ctx
-) -> dict[str, Any]:
+@router.delete(
+    "/v1/entities/{entity}/signals/{key}", summary="Delete one signal", response_model=Json
+)
+async def delete_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> Response:
     acmi = await _write(ctx, request)
     await ctx.call(acmi.signals.delete, entity, key)
-    return {"deleted": f"{entity}/signals/{key}"}
+    return StoredJSON({"deleted": f"{entity}/signals/{key}"})
 
 
 # --- timeline -------------------------------------------------------------------------------
 
 
-@router.get("/v1/entities/{entity}/timeline", summary="Events, oldest first; bounds inclusive")
+@router.get(
+    "/v1/entities/{entity}/timeline",
+    summary="Events, oldest first, a page at a time (follow next_cursor until null); "
+    "bounds inclusive",
+    response_model=Json,
+)
 async def get_timeline(
     request: Request,
     entity: Entity,
     ctx: Ctx,
     since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     until_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
-    limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    limit: PageLimit = DEFAULT_PAGE_SIZE,
     reverse: bool = False,
-) -> dict[str, Any]:
+    cursor: Cursor = None,
+) -> Response:
     acmi = await _read(ctx, request)
-    events = await ctx.call(
-        lambda: acmi.timeline.read(
-            entity, limit=limit, reverse=reverse, since_ms=since_ms, until_ms=until_ms
-        )
+    page = await ctx.call(
+        acmi.timeline.page,
+        entity,
+        cursor=cursor,
+        limit=limit,
+        reverse=reverse,
+        since_ms=since_ms,
+        until_ms=until_ms,
     )
-    return {
-        "events": [e.to_dict() for e in events],
-        "skipped": [s.__dict__ for s in events.skipped],
-    }
+    return StoredJSON(page.to_dict())

@@ -12,7 +12,12 @@ from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import parse_json, read_raw
 from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.signatures import SIGNATURE_HEADER
-from acmi_core.ingest.service import IngestResult, append_events, ingest_webhook
+from acmi_core.ingest.service import (
+    MAX_WEBHOOK_TS_SKEW_MS,
+    IngestResult,
+    append_events,
+    ingest_webhook,
+)
 from acmi_core.ingest.sources import SOURCES, Credential, source_spec
 
 router = APIRouter(tags=["ingest"], dependencies=[Depends(HTTPBearer(auto_error=False))])
@@ -34,7 +39,15 @@ EVENT_SCHEMA: dict[str, Any] = {
     "additionalProperties": True,
 }
 STORED: dict[int | str, dict[str, Any]] = {
-    201: {"description": "Stored (or, for a retried delivery, the first response again)"},
+    201: {
+        "description": "Stored: the events as stored. A retried delivery stores nothing and "
+        "gets `Idempotent-Replayed: true` with a minimal body: `stored` and each event's "
+        "`entity`, `ts` and `correlationId` (never the event data)."
+    },
+    422: {
+        "description": "The `Idempotency-Key` was already used with a different request "
+        "(another body, entity or URL): `rule: reused`; nothing stored."
+    },
 }
 
 
@@ -71,11 +84,13 @@ async def post_events(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> JSONResponse:
     _, acmi = await ctx.authorize(request, Scope.WRITE)
-    body = parse_json(await read_raw(request, acmi.settings.max_body_bytes))
+    raw = await read_raw(request, acmi.settings.max_body_bytes)
+    body = parse_json(raw)
     result = await ctx.call(
         append_events,
         acmi,
         entity,
+        raw,
         body,
         idempotency_key=idempotency_key,
         max_events=acmi.settings.max_batch_events,
@@ -104,7 +119,9 @@ def _sources_description() -> str:
         + "\n".join(rows)
         + f"\n\nSources with an HMAC secret also need `{SIGNATURE_HEADER}: sha256=<hex>` "
         "over the raw body. Query `entity=<category>:<id>` names the entity when the body "
-        "does not; generic sources take `map.<field>=<dotted.path>`."
+        "does not; generic sources take `map.<field>=<dotted.path>`. An event dated more "
+        f"than {MAX_WEBHOOK_TS_SKEW_MS // 60_000} minutes ahead is stored at the time it "
+        "arrives, with the sender's value as `sender_ts`."
     )
 
 
