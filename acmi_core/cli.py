@@ -20,9 +20,9 @@ from typing import Any
 
 from acmi_core import Acmi, AcmiError, create_acmi
 from acmi_core.auth import apikeys
-from acmi_core.client import render_json
 from acmi_core.ingest import config as source_configs
 from acmi_core.lambdas import FUNCTIONS, function
+from acmi_core.stored import render_json
 
 EXAMPLE_EVENT_KEY = apikeys.EXAMPLE_EVENT_KEY  # the key the events/ samples carry
 

@@ -19,17 +19,11 @@ exactly, lone surrogates and numbers beyond the double range included (``render_
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
 import logging
 import math
-import re
-import secrets
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from types import TracebackType
 from typing import Any, Final
 
@@ -52,8 +46,18 @@ from acmi_core.model import (
     parse_event,
     profile_defaults,
 )
+from acmi_core.pages import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_BYTES,
+    TimelinePosition,
+    encode_cursor,
+    entity_cursor,
+    member_digest,
+    page_size,
+)
 from acmi_core.settings import Settings
 from acmi_core.store.base import Command, Reply, Store
+from acmi_core.stored import LONE_SURROGATE, TOO_DEEP, Unreadable, load_stored, render_json
 from acmi_core.writes import WritePlan
 
 log = logging.getLogger("acmi")
@@ -62,130 +66,11 @@ Clock = Callable[[], int]
 """Returns now in epoch milliseconds."""
 
 DEFAULT_BUNDLE_EVENTS = 50
-# Deepest stored value a read serves; deeper is skipped and reported. Fixed rather than
-# "whatever json.loads survives", which depends on the caller's stack depth; 512 levels
-# decode and render with room to spare under Python's default recursion limit (1000).
-MAX_READ_DEPTH: Final = 512
-DEFAULT_PAGE_SIZE: Final = 100
-MAX_PAGE_SIZE: Final = 1000
-# Stored bytes of events per page: keeps a page well under Lambda's 6 MB response limit
-# (re-rendering can lengthen a number's text; 1 MiB leaves room for it).
-MAX_PAGE_BYTES: Final = 1024 * 1024
-MAX_CURSOR_LEN: Final = 1024
 _LIST_SCAN_COUNT: Final = 1000
 
 
 def system_clock() -> int:
     return time.time_ns() // 1_000_000
-
-
-# --- stored JSON: read tolerantly, render exactly --------------------------------------------
-
-
-class JsonNumber(Decimal):
-    """A stored JSON number no double can hold (beyond +-1.8e308, or a non-zero number
-    below 5e-324): kept as written, so it renders back digit for digit."""
-
-    text: str
-
-    def __new__(cls, text: str) -> JsonNumber:
-        number = super().__new__(cls, text)
-        number.text = text
-        return number
-
-
-class _Unreadable(Exception):
-    """A stored value that cannot be served; ``reason`` never echoes its content."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-_TOO_DEEP: Final = f"nested deeper than {MAX_READ_DEPTH} levels (the read limit)"
-_LONE_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
-
-
-def _number(text: str) -> float | JsonNumber:
-    value = float(text)
-    if math.isinf(value) or (value == 0.0 and text.lower().partition("e")[0].strip("-+0.")):
-        return JsonNumber(text)  # overflow, or a non-zero number that underflowed to 0
-    return value
-
-
-def _constant(name: str) -> Any:
-    raise _Unreadable(f"holds {name}, which is not JSON")
-
-
-# Built once: json.loads(..., parse_float=...) builds a decoder per call (5 us each).
-_DECODER: Final = json.JSONDecoder(parse_float=_number, parse_constant=_constant)
-
-
-def _too_deep(value: Any, text: str) -> bool:
-    # cheap tests first: a level takes two characters, and an opening bracket
-    if len(text) <= 2 * MAX_READ_DEPTH or text.count("{") + text.count("[") <= MAX_READ_DEPTH:
-        return False
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:  # iterative: the value may be too deep for recursion
-        item, depth = stack.pop()
-        if depth > MAX_READ_DEPTH:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return False
-
-
-def _load_stored(raw: bytes) -> Any:
-    """A stored JSON value, as another client may have written it. Raises ``_Unreadable``
-    (with a reason) for what cannot be served: not UTF-8, not JSON, NaN/Infinity, nested
-    deeper than ``MAX_READ_DEPTH``, an integer past Python's digit limit."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _Unreadable("not UTF-8") from None
-    try:
-        value = _DECODER.decode(text)
-    except RecursionError:
-        raise _Unreadable(_TOO_DEEP) from None
-    except ValueError as exc:
-        if "integer string conversion" in str(exc):
-            limit = sys.get_int_max_str_digits()
-            raise _Unreadable(f"holds an integer longer than {limit} digits") from None
-        raise _Unreadable("not JSON") from None
-    if _too_deep(value, text):
-        raise _Unreadable(_TOO_DEEP)
-    return value
-
-
-def render_json(value: Any, *, indent: int | None = None) -> bytes:
-    """UTF-8 JSON of what a read returned, exactly (compact unless ``indent``):
-    ``JsonNumber``s as written and lone surrogates as \\u escapes (as ensure_ascii writes
-    them; UTF-8 cannot carry them). The stdlib encoder, not pydantic's, which stops at
-    depth 255."""
-    numbers: list[str] = []
-    marker = f"\x00acmi-number-{secrets.token_hex(8)}-"
-
-    def number(obj: object) -> str:
-        if isinstance(obj, JsonNumber):
-            numbers.append(obj.text)
-            return f"{marker}{len(numbers) - 1}"
-        raise TypeError(f"{type(obj).__name__} is not JSON")
-
-    text = json.dumps(
-        value,
-        ensure_ascii=False,
-        allow_nan=False,
-        indent=indent,
-        separators=(",", ": ") if indent is not None else (",", ":"),
-        default=number,
-    )
-    if numbers:
-        placeholder = re.compile(re.escape(json.dumps(marker)[:-1]) + r'(\d+)"')
-        text = placeholder.sub(lambda m: numbers[int(m[1])], text)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text).encode("utf-8")
 
 
 # --- read results ---------------------------------------------------------------------------
@@ -283,8 +168,8 @@ def _decode_object(raw: Reply, key: str) -> dict[str, Any] | None:
     if not isinstance(raw, bytes):
         raise CorruptData(f"{key} does not hold a string", field=key)
     try:
-        value = _load_stored(raw)
-    except _Unreadable as exc:
+        value = load_stored(raw)
+    except Unreadable as exc:
         raise CorruptData(f"{key}: {exc.reason}", field=key) from None
     if value is None:  # the reference could store null profiles
         return None
@@ -300,8 +185,8 @@ def _well_formed(data: dict[str, Any]) -> dict[str, Any] | None:
     clean: dict[str, Any] = {}
     changed = False
     for name, value in data.items():
-        fixed_name = _LONE_SURROGATE.sub("\ufffd", name)
-        fixed = _LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+        fixed_name = LONE_SURROGATE.sub("\ufffd", name)
+        fixed = LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
         changed = changed or fixed_name != name or fixed is not value
         clean[fixed_name] = fixed
     return clean if changed else None
@@ -312,7 +197,7 @@ def _invalid_reason(member: bytes) -> str:
     try:
         reason = event_from_member(member)
     except RecursionError:
-        return _TOO_DEEP
+        return TOO_DEEP
     return reason if isinstance(reason, str) else "not a valid Comms v1.1 event"
 
 
@@ -321,8 +206,8 @@ def _decode_member(member: Reply) -> tuple[Event, dict[str, Any]] | str:
     if not isinstance(member, bytes):
         return "not a string"
     try:
-        data = _load_stored(member)
-    except _Unreadable as exc:
+        data = load_stored(member)
+    except Unreadable as exc:
         return exc.reason
     if not isinstance(data, dict):
         return "not a JSON object"
@@ -378,103 +263,6 @@ def _read(store: Store, command: Command, key: str) -> Reply:
         return store.execute(command)
     except StoreCommandError as exc:
         raise CorruptData(f"{key}: {exc}", field=key) from None
-
-
-# --- cursors: opaque to callers, validated on the way back ----------------------------------
-
-
-def _page_size(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
-        raise AcmiValidationError("limit", "range", f"must be an integer from 1 to {MAX_PAGE_SIZE}")
-    return limit
-
-
-def _encode_cursor(*fields: object) -> str:
-    text = json.dumps(fields, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _bad_cursor(why: str = "is not a cursor this API returned") -> AcmiValidationError:
-    return AcmiValidationError("cursor", "cursor", f"{why}; pass next_cursor back unchanged")
-
-
-def _decode_cursor(cursor: object, kind: str, size: int) -> list[Any]:
-    """The fields of a cursor of ``kind`` (after the kind), exactly ``size`` of them."""
-    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LEN:
-        raise _bad_cursor(f"must be a string of 1-{MAX_CURSOR_LEN} characters")
-    try:
-        text = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-        fields = json.loads(text)
-    except (ValueError, RecursionError):  # binascii.Error is a ValueError
-        raise _bad_cursor() from None
-    if not isinstance(fields, list) or len(fields) != size + 1 or fields[0] != kind:
-        raise _bad_cursor()
-    return fields[1:]
-
-
-def _is_int(value: object, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def _digest(member: bytes) -> str:
-    return hashlib.blake2b(member, digest_size=8).hexdigest()
-
-
-@dataclass(frozen=True)
-class _TimelinePosition:
-    """After the ``run``-th member (in read order) of those scored ``score``; that member's
-    digest tells whether it is still there."""
-
-    reverse: bool
-    score: float
-    run: int
-    digest: str
-
-    def encode(self) -> str:
-        return _encode_cursor("t", int(self.reverse), repr(self.score), self.run, self.digest)
-
-    @classmethod
-    def decode(cls, cursor: object, reverse: bool) -> _TimelinePosition:
-        direction, score_text, run, digest = _decode_cursor(cursor, "t", 4)
-        try:
-            score = float(score_text) if isinstance(score_text, str) else math.nan
-        except ValueError:
-            score = math.nan
-        if (
-            direction not in (0, 1)
-            or math.isnan(score)
-            or not _is_int(run, 1, 2**53)
-            or not isinstance(digest, str)
-            or not re.fullmatch(r"[0-9a-f]{16}", digest)
-        ):
-            raise _bad_cursor()
-        if bool(direction) != reverse:
-            raise _bad_cursor(f"was issued for reverse={bool(direction)}, not reverse={reverse}")
-        return cls(reverse, score, run, digest)
-
-    def behind(self, bound: float | None) -> bool:
-        """The query's start bound lies past this position (the caller moved it)."""
-        if bound is None:
-            return False
-        return bound < self.score if self.reverse else bound > self.score
-
-
-def _entity_cursor(cursor: object) -> tuple[int, int, bytes | None]:
-    """(SSCAN cursor, its COUNT, the last id returned from that SSCAN step or None)."""
-    scan, count, after = _decode_cursor(cursor, "e", 3)
-    if not _is_int(scan, 0, 2**64 - 1) or not _is_int(count, 1, MAX_PAGE_SIZE):
-        raise _bad_cursor()
-    if after is None:
-        return scan, count, None
-    if not isinstance(after, str) or len(after) > 2 * MAX_ENTITY_LEN:
-        raise _bad_cursor()
-    try:
-        last = base64.b64decode(after + "=" * (-len(after) % 4), altchars=b"-_", validate=True)
-    except ValueError:  # binascii.Error is one
-        raise _bad_cursor() from None
-    if not 0 < len(last) <= MAX_ENTITY_LEN:
-        raise _bad_cursor()
-    return scan, count, last
 
 
 def _score_pairs(reply: Reply) -> list[tuple[Reply, float]]:
@@ -693,8 +481,8 @@ class TimelineAPI(_Slot):
         are added at that very ``ts`` meanwhile (those land behind the cursor)."""
         key = self._keys.timeline(EntityId.parse(entity))
         low, high = _bounds(since_ms, until_ms)
-        size = _page_size(limit)
-        at = None if cursor is None else _TimelinePosition.decode(cursor, reverse)
+        size = page_size(limit)
+        at = None if cursor is None else TimelinePosition.decode(cursor, reverse)
         if at is not None and at.behind(until_ms if reverse else since_ms):
             at = None
         if at is None:
@@ -713,7 +501,7 @@ class TimelineAPI(_Slot):
             for index, (member, score) in enumerate(window):
                 if score != at.score:
                     break
-                if isinstance(member, bytes) and _digest(member) == at.digest:
+                if isinstance(member, bytes) and member_digest(member) == at.digest:
                     drop = index + 1
                     break
         taken = 0
@@ -732,8 +520,8 @@ class TimelineAPI(_Slot):
             run = sum(1 for _, other in window[: last + 1] if other == score)
             if at is not None and score == at.score:
                 run += offset  # members of that score before the window
-            digest = _digest(member) if isinstance(member, bytes) else "0" * 16
-            next_cursor = _TimelinePosition(reverse, score, run, digest).encode()
+            digest = member_digest(member) if isinstance(member, bytes) else "0" * 16
+            next_cursor = TimelinePosition(reverse, score, run, digest).encode()
         members = [member for member, _ in window[drop : drop + taken]]
         events = _decode_events(members, key, max_bytes=MAX_PAGE_BYTES)
         return EventPage(events, next_cursor)
@@ -929,8 +717,8 @@ class Acmi:
         Index members longer than an entity id can be (only another tool writes those)
         are left out."""
         key = self.keys.index(check_category(category))
-        size = _page_size(limit)
-        scan, count, after = (0, size, None) if cursor is None else _entity_cursor(cursor)
+        size = page_size(limit)
+        scan, count, after = (0, size, None) if cursor is None else entity_cursor(cursor)
         reply = _read(self.store, ("SSCAN", key, scan, "COUNT", count), key)
         next_scan, members = _scan_reply(reply, key)
         local_len = MAX_ENTITY_LEN - len(category) - 1
@@ -942,9 +730,9 @@ class Acmi:
         if len(ids) > size:
             # the same SSCAN step has more: resume it after the last id of this page
             last = base64.urlsafe_b64encode(chosen[-1]).decode().rstrip("=")
-            next_cursor: str | None = _encode_cursor("e", scan, count, last)
+            next_cursor: str | None = encode_cursor("e", scan, count, last)
         elif next_scan:
-            next_cursor = _encode_cursor("e", next_scan, size, None)
+            next_cursor = encode_cursor("e", next_scan, size, None)
         else:
             next_cursor = None
         entities = [f"{category}:{m.decode('utf-8', 'replace')}" for m in chosen]

@@ -16,15 +16,11 @@ from fastapi.security import HTTPBearer
 from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import read_json
 from acmi_core.auth.apikeys import Scope
-from acmi_core.client import (
-    DEFAULT_PAGE_SIZE,
-    MAX_CURSOR_LEN,
-    MAX_PAGE_SIZE,
-    Acmi,
-    render_json,
-)
+from acmi_core.client import Acmi
 from acmi_core.errors import NotFound
 from acmi_core.model import MAX_SIGNAL_KEY_LEN, check_json_object
+from acmi_core.pages import DEFAULT_PAGE_SIZE, MAX_CURSOR_LEN, MAX_PAGE_SIZE
+from acmi_core.stored import render_json
 
 
 class StoredJSON(JSONResponse):
