@@ -1,8 +1,8 @@
 """The ``acmi`` command line (also ``python -m acmi_core``).
 
 Backend from the environment: UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN, or
-ACMI_REDIS_URL, else the embedded store (which lives only as long as the process, so
-use ``demo`` there).
+ACMI_REDIS_URL, else the embedded store, kept in ACMI_HOME and shared with a running
+``acmi serve`` (``acmi_core/store/local.py``); ``demo`` and ``invoke`` use a throwaway one.
 """
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from acmi_core import Acmi, AcmiError, create_acmi
+from acmi_core import Acmi, AcmiError, Settings, create_acmi
 from acmi_core.auth import apikeys
 from acmi_core.ingest import config as source_configs
 from acmi_core.lambdas import FUNCTIONS, function
+from acmi_core.store import describe_store, open_store
 from acmi_core.stored import render_json
 
 EXAMPLE_EVENT_KEY = apikeys.EXAMPLE_EVENT_KEY  # the key the events/ samples carry
@@ -114,6 +116,34 @@ def cmd_delete(acmi: Acmi, args: argparse.Namespace) -> None:
     _print({"deleted": f"{args.ns}:{args.id}"})
 
 
+def cmd_doctor(acmi: Acmi, args: argparse.Namespace) -> None:
+    """Read-only check of a keyspace other tools wrote; exits 1 when problems are found."""
+    from acmi_core.maintenance import doctor_report
+
+    status = doctor_report(
+        acmi, out=sys.stdout, err=sys.stderr, as_json=args.json, category=args.category
+    )
+    if status:
+        raise SystemExit(status)
+
+
+def cmd_migrate(acmi: Acmi, args: argparse.Namespace) -> None:
+    """Repair what doctor finds; exits 1 when conflicts remain."""
+    from acmi_core.maintenance import migrate_report
+
+    status = migrate_report(
+        acmi,
+        out=sys.stdout,
+        err=sys.stderr,
+        as_json=args.json,
+        dry_run=args.dry_run,
+        tenant_id=args.tenant_id,
+        category=args.category,
+    )
+    if status:
+        raise SystemExit(status)
+
+
 def cmd_keys_create(acmi: Acmi, args: argparse.Namespace) -> None:
     plaintext, record = apikeys.mint(
         acmi.store, tenant=args.key_tenant, scope=args.scope, name=args.name, now_ms=acmi.clock()
@@ -138,7 +168,27 @@ SOURCE_FLAG_CONFLICTS = (
     ("oidc_email", "--oidc-email", "remove_oidc", "--remove-oidc"),
     ("entity", "--entity", "remove_entity", "--remove-entity"),
     ("mapping", "--mapping", "remove_mapping", "--remove-mapping"),
+    ("map", "--map", "remove_mapping", "--remove-mapping"),
 )
+
+
+def _map_args(entries: list[str] | None, mapping_json: str | None) -> dict[str, str] | None:
+    """The mapping the flags give: --mapping JSON, or --map FIELD=PATH entries (together
+    the whole mapping, as --mapping is)."""
+    if entries and mapping_json:
+        raise AcmiError("--map: conflicts with --mapping: give the mapping one way")
+    if mapping_json:
+        given: dict[str, str] = _json_arg(mapping_json, "--mapping")
+        return given
+    if not entries:
+        return None
+    mapping: dict[str, str] = {}
+    for entry in entries:
+        name, sep, path = entry.partition("=")
+        if not sep or not name or not path:
+            raise AcmiError(f"--map: {entry!r} must be FIELD=PATH (e.g. summary=email.subject)")
+        mapping[name] = path
+    return mapping
 
 
 def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
@@ -166,7 +216,7 @@ def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
         remove_oidc=args.remove_oidc,
         entity=args.entity,
         remove_entity=args.remove_entity,
-        mapping=_json_arg(args.mapping, "--mapping") if args.mapping else None,
+        mapping=_map_args(args.map, args.mapping),
         remove_mapping=args.remove_mapping,
         replace=args.replace,
     )
@@ -223,6 +273,31 @@ def serve_log_config() -> dict[str, Any]:
     return config
 
 
+SERVE_KEY_NAME = "serve"
+
+
+def _serve_key(acmi: Acmi) -> None:
+    """Mint an admin key named ``serve`` only when the tenant has none: on a persistent
+    store every start would otherwise add another never-expiring admin key."""
+    existing = [
+        r
+        for r in apikeys.list_keys(acmi.store, acmi.tenant)
+        if r.name == SERVE_KEY_NAME and r.scope is apikeys.Scope.ADMIN
+    ]
+    if existing:
+        print(
+            f"# tenant {acmi.tenant!r} already has an admin key named {SERVE_KEY_NAME!r} "
+            f"(id {existing[0].id}; shown once, when it was made). Need a key? "
+            f"`acmi keys create --tenant {acmi.tenant} --scope admin`",
+            file=sys.stderr,
+        )
+        return
+    key, _ = apikeys.mint(
+        acmi.store, tenant=acmi.tenant, scope="admin", name=SERVE_KEY_NAME, now_ms=acmi.clock()
+    )
+    print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
+
+
 def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     """The whole HTTP API under uvicorn, on whatever store the environment selects."""
     import uvicorn
@@ -244,18 +319,56 @@ def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
         else:
             print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
     else:
-        key, _ = apikeys.mint(
-            acmi.store, tenant=acmi.tenant, scope="admin", name="serve", now_ms=acmi.clock()
-        )
-        print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
+        _serve_key(acmi)
+    from acmi_core.store.local import EmbeddedStore
+
+    if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it
+        host, port = acmi.store.serve()
+        print(f"# store: other acmi commands reach it at {host}:{port}", file=sys.stderr)
     print(
         f"# backend: {acmi.store.name}; docs: http://{args.host}:{args.port}/docs", file=sys.stderr
     )
     # offload: uvicorn serves requests concurrently, so store calls go to worker threads
     app = create_app(ApiContext(acmi, offload=True))
-    uvicorn.run(
-        app, host=args.host, port=args.port, log_level="info", log_config=serve_log_config()
-    )
+    # uvicorn re-raises SIGTERM once it has shut down, which would end the process before
+    # main closes the store (the embedded one saves its last writes then): exit via main
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        uvicorn.run(
+            app, host=args.host, port=args.port, log_level="info", log_config=serve_log_config()
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_signal(signum: int, frame: object) -> NoReturn:
+    raise SystemExit(128 + signum)
+
+
+def _event_file(path: str) -> dict[str, Any]:
+    """The event file's JSON object; a one-line error (exit 2) when it cannot be."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            event = json.load(handle)
+    except OSError as exc:
+        raise AcmiError(
+            f"--event: cannot read {path!r}: {exc.strerror or exc}", field="--event", rule="file"
+        ) from None
+    except UnicodeDecodeError:
+        raise AcmiError(f"--event: {path!r} is not UTF-8", field="--event", rule="utf8") from None
+    except json.JSONDecodeError as exc:
+        raise AcmiError(
+            f"--event: {path!r} is not valid JSON ({exc.msg}, line {exc.lineno})",
+            field="--event",
+            rule="json",
+        ) from None
+    if not isinstance(event, dict):
+        raise AcmiError(
+            f"--event: {path!r} must hold a JSON object (a Lambda event)",
+            field="--event",
+            rule="object",
+        )
+    return event
 
 
 def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
@@ -266,8 +379,7 @@ def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
     from types import SimpleNamespace
 
     spec = function(args.function)
-    with open(args.event, encoding="utf-8") as handle:
-        event = json.load(handle)
+    event = _event_file(args.event)
     env = dict(os.environ)
     if not env.get("ACMI_API_KEY") and acmi.store.name == apikeys.EMBEDDED_STORE:
         # the embedded store starts empty: accept the key the sample events carry
@@ -297,7 +409,9 @@ def cmd_invoke(acmi: Acmi, args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acmi", description=__doc__.splitlines()[0])
+    # the docstring's first line, without its reST literal markup (``acmi``)
+    summary = __doc__.splitlines()[0].replace("``", "")
+    parser = argparse.ArgumentParser(prog="acmi", description=summary)
     parser.add_argument("--tenant", help="tenant id (default: ACMI_DEFAULT_TENANT or 'default')")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -333,6 +447,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("delete", cmd_delete, "delete an entity (all its keys)")
     p.add_argument("ns")
     p.add_argument("id")
+    p = add("doctor", cmd_doctor, "check a keyspace other ACMI tools wrote (read-only)")
+    p.add_argument("--json", action="store_true", help="JSON lines, the last one a summary")
+    p.add_argument("--category", help="only keys of this category")
+    p = add("migrate", cmd_migrate, "repair what doctor finds (index, MCP layout, tenant_id)")
+    p.add_argument("--dry-run", action="store_true", help="print what it would do, write nothing")
+    p.add_argument("--tenant-id", help="set this tenant_id on default-tenant profiles without one")
+    p.add_argument("--json", action="store_true", help="JSON lines, the last one a summary")
+    p.add_argument("--category", help="only keys of this category")
     _add_keys(sub)
     _add_sources(sub)
 
@@ -369,7 +491,7 @@ def _add_sources(sub: Any) -> None:
         help="configure a source (auth and mapping): changes what the flags name, keeps the rest",
     )
     p.set_defaults(func=cmd_sources_set)
-    p.add_argument("source", help="make | n8n | gmail | generic, or <one>-<name>")
+    p.add_argument("source", help="make | n8n | gmail | generic | slack | github, or <one>-<name>")
     p.add_argument("--hmac-secret-env", help="env var holding the HMAC secret (not argv)")
     p.add_argument("--remove-hmac-secret", action="store_true", help="stop requiring an HMAC")
     p.add_argument(
@@ -381,7 +503,14 @@ def _add_sources(sub: Any) -> None:
     p.add_argument("--remove-oidc", action="store_true", help="remove the OIDC audience and email")
     p.add_argument("--entity", help="default entity for deliveries that name none")
     p.add_argument("--remove-entity", action="store_true", help="remove the default entity")
-    p.add_argument("--mapping", help='generic: JSON, e.g. {"entity": "customer.id"}')
+    p.add_argument("--mapping", help='make, n8n, generic: JSON, e.g. {"entity": "customer.id"}')
+    p.add_argument(
+        "--map",
+        action="append",
+        metavar="FIELD=PATH",
+        help="make, n8n, generic: one mapped field (repeat; together the whole mapping), "
+        "e.g. --map summary=email.subject --map kind=event",
+    )
     p.add_argument("--remove-mapping", action="store_true", help="remove the stored mapping")
     p.add_argument(
         "--replace",
@@ -394,8 +523,21 @@ def _add_sources(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with create_acmi(tenant=args.tenant) as acmi:
-            args.func(acmi, args)
+        settings = Settings.from_env()
+        # demo and invoke run samples (invoke registers the public sample key): on a
+        # throwaway store, never on the local data every other command shares
+        local = args.func not in (cmd_demo, cmd_invoke)
+        store = open_store(settings, local=local)
+        try:
+            shown = describe_store(store)
+            if not local and store.name == apikeys.EMBEDDED_STORE:
+                from acmi_core.store.local import data_dir
+
+                shown = f"embedded, throwaway (samples stay out of {data_dir(settings)})"
+            print(f"# store: {shown}", file=sys.stderr)
+            args.func(create_acmi(store, settings, tenant=args.tenant), args)
+        finally:
+            store.close()
     except AcmiError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2

@@ -14,6 +14,10 @@ page (``list_page``, ``timeline.page``) = 1.
 Reads never raise on what is stored: a value that cannot be served (not JSON, nested
 deeper than ``MAX_READ_DEPTH``, NaN) is skipped and reported; everything else comes back
 exactly, lone surrogates and numbers beyond the double range included (``render_json``).
+Timeline reads show what the reference's readers show: an event another tool wrote
+without following every rule (no kind/correlationId, a speaker_type outside the enum, a
+numeric tenant_id, ts out of range, a long summary) is returned, flagged in
+``Event.legacy``; only a member with no usable ts/source/summary is skipped.
 """
 
 from __future__ import annotations
@@ -26,8 +30,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final
-
-from pydantic import ValidationError as PydanticValidationError
 
 from acmi_core.agents import AgentAPI
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError
@@ -42,7 +44,7 @@ from acmi_core.model import (
     check_profile,
     check_signal_key,
     dumps,
-    event_from_member,
+    event_from_stored,
     parse_event,
     profile_defaults,
 )
@@ -57,7 +59,7 @@ from acmi_core.pages import (
 )
 from acmi_core.settings import Settings
 from acmi_core.store.base import Command, Reply, Store
-from acmi_core.stored import LONE_SURROGATE, TOO_DEEP, Unreadable, load_stored, render_json
+from acmi_core.stored import LONE_SURROGATE, Unreadable, load_stored
 from acmi_core.writes import WritePlan
 
 log = logging.getLogger("acmi")
@@ -90,7 +92,9 @@ class Events(list[Event]):
 
     ``to_dicts()`` gives each event as stored (what the API returns): an ``Event`` holds
     well-formed text (a lone surrogate becomes U+FFFD) and its ``to_dict`` stops at
-    pydantic's depth 255; the stored dict has neither limit."""
+    pydantic's depth 255; the stored dict has neither limit. ``legacy_report()`` lists
+    the legacy events among them, by index: beside the events, never inside them, so it
+    cannot collide with a stored field."""
 
     def __init__(
         self,
@@ -116,6 +120,15 @@ class Events(list[Event]):
             dicts.append(ordered)
         return dicts
 
+    def legacy_report(self) -> list[dict[str, Any]]:
+        """``[{"index": i, "reasons": ["kind: required", ...]}]`` for each legacy event,
+        ``i`` its position in this list (and in ``to_dicts()``)."""
+        return [
+            {"index": index, "reasons": list(event.legacy)}
+            for index, event in enumerate(self)
+            if event.legacy
+        ]
+
 
 @dataclass(frozen=True)
 class EntityContext:
@@ -133,6 +146,7 @@ class EntityContext:
             "profile": self.profile,
             "signals": self.signals,
             "timeline": self.timeline.to_dicts(),
+            "legacy": self.timeline.legacy_report(),
             "skipped": [s.__dict__ for s in self.timeline.skipped],
             "problems": self.problems,
         }
@@ -156,6 +170,7 @@ class EventPage:
     def to_dict(self) -> dict[str, Any]:
         return {
             "events": self.events.to_dicts(),
+            "legacy": self.events.legacy_report(),
             "skipped": [s.__dict__ for s in self.events.skipped],
             "next_cursor": self.next_cursor,
         }
@@ -192,17 +207,8 @@ def _well_formed(data: dict[str, Any]) -> dict[str, Any] | None:
     return clean if changed else None
 
 
-def _invalid_reason(member: bytes) -> str:
-    """Why a stored member is not an event, in the model's words."""
-    try:
-        reason = event_from_member(member)
-    except RecursionError:
-        return TOO_DEEP
-    return reason if isinstance(reason, str) else "not a valid Comms v1.1 event"
-
-
 def _decode_member(member: Reply) -> tuple[Event, dict[str, Any]] | str:
-    """The event and its stored dict, or why not."""
+    """The event (perhaps legacy) and its stored dict, or why not."""
     if not isinstance(member, bytes):
         return "not a string"
     try:
@@ -211,17 +217,14 @@ def _decode_member(member: Reply) -> tuple[Event, dict[str, Any]] | str:
         return exc.reason
     if not isinstance(data, dict):
         return "not a JSON object"
-    try:
-        event = Event.model_validate(data)
-    except PydanticValidationError:
+    event = event_from_stored(data)
+    if isinstance(event, str) or event.legacy:
+        # pydantic refuses lone surrogates in str fields: read them as U+FFFD (the stored
+        # dict keeps them); only here, so a valid event costs no second look
         clean = _well_formed(data)
-        if clean is None:
-            return _invalid_reason(member)
-        try:
-            event = Event.model_validate(clean)
-        except PydanticValidationError:
-            return _invalid_reason(render_json(clean))
-    return event, data
+        if clean is not None:
+            event = event_from_stored(clean)
+    return event if isinstance(event, str) else (event, data)
 
 
 def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
 from pydantic import ValidationError as PydanticValidationError
 
 from acmi_core.errors import AcmiValidationError, PayloadTooLarge
@@ -22,6 +30,8 @@ CATEGORY_RE: Final = re.compile(r"[a-z][a-z0-9_-]*")
 LOCAL_ID_RE: Final = re.compile(r"[A-Za-z0-9_.-]+")
 MAX_ENTITY_LEN: Final = 256
 MAX_SIGNAL_KEY_LEN: Final = 128
+# Counted in UTF-16 code units, as the reference (JavaScript's String length) counts it:
+# an emoji is 2, so nothing we accept is refused by the reference.
 MAX_SUMMARY_LEN: Final = 500
 # Year 9999 in ms: past it a "ts" is a unit mistake (µs, ns), not a time.
 MAX_TS_MS: Final = 253_402_300_799_999
@@ -124,15 +134,19 @@ def check_signal_key(key: object, field: str = "key") -> str:
 
 
 def dumps(value: Any, field: str = "value") -> str:
-    """Compact JSON, exactly what JSON.stringify would write; NaN/Infinity rejected, and
-    no deeper than MAX_JSON_DEPTH (json.dumps recurses: a deep value would crash it)."""
-    check_json_tree(value, field)
+    """Compact JSON, byte for byte what JSON.stringify writes for the same value (numbers
+    included: see ``js_number``), so an event the reference and we both append is one
+    ZSET member; NaN/Infinity rejected, and no deeper than MAX_JSON_DEPTH (json.dumps
+    recurses: a deep value would crash it)."""
+    floats = _check_tree(value, field)
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
         raise AcmiValidationError(field, "finite", "NaN and Infinity are not JSON") from None
     except TypeError as exc:
         raise AcmiValidationError(field, "json", f"is not JSON-serialisable ({exc})") from None
+    if floats:
+        text = _js_floats(text, floats)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate ("\udc00" in the JSON that came in)
@@ -142,17 +156,102 @@ def dumps(value: Any, field: str = "value") -> str:
     return text
 
 
+# A JSON string (kept whole, whatever it holds) or a number token with a fraction or an
+# exponent, i.e. a float as json.dumps writes it (ints are digits only and already match).
+_JSON_TOKEN: Final = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"'  # a string, escapes included
+    r"|(?<!\d)-?\d+(?:\.\d+(?:e[-+]\d+)?|e[-+]\d+)"  # a float: 1.5, 1e-07, 1.5e+16
+)
+
+
+def _js_token(match: re.Match[str]) -> str:
+    token = match[0]
+    return token if token[0] == '"' else js_number(float(token))
+
+
+def _js_floats(text: str, floats: dict[str, int]) -> str:
+    """``text`` (json.dumps output) with the float tokens ``floats`` counts (repr -> times
+    in the value) written as JavaScript writes them.
+
+    json.dumps writes floats with repr (its C encoder takes no float formatter). When each
+    repr occurs in the text exactly as often as in the value, no string and no longer
+    number holds it, so those occurrences alone are replaced (in one pass when a
+    replacement holds another float's repr: 0.00001 holds 0.0); otherwise every token is
+    scanned, strings kept whole."""
+    if any(text.count(r) != n for r, n in floats.items()):
+        return _JSON_TOKEN.sub(_js_token, text)
+    table = {r: js for r in floats if (js := js_number(float(r))) != r}
+    if any(r in js for r in table for js in table.values()):
+        pattern = "|".join(re.escape(r) for r in sorted(table, key=len, reverse=True))
+        return re.sub(pattern, lambda m: table[m[0]], text)
+    for r, js in table.items():  # no replacement holds a repr: replacing in turn is safe
+        text = text.replace(r, js)
+    return text
+
+
+def js_number(number: float) -> str:
+    """A finite float as ECMAScript's Number::toString (so JSON.stringify) writes it.
+
+    The digits are the shortest that round-trip (Python's repr gives exactly those); the
+    notation follows ECMAScript: plain for 1e-7 < |x| < 1e21 (``0.00001``,
+    ``10000000000000000``), else ``d.ddde+n`` / ``d.ddde-n`` (``1e-7``, ``1e+21``);
+    integral values without ``.0``; -0 as ``0``."""
+    text = float.__repr__(number)
+    if "e" not in text:  # repr is plain for 1e-4 <= |x| < 1e16: JavaScript's too
+        if text.endswith(".0"):
+            text = text[:-2]
+            return "0" if text == "-0" else text
+        return text
+    mantissa, _, exponent = text.partition("e")
+    sign = ""
+    if mantissa[0] == "-":
+        sign, mantissa = "-", mantissa[1:]
+    whole, _, fraction = mantissa.partition(".")  # repr writes one digit before the point
+    digits = (whole + fraction).rstrip("0") or "0"
+    k = len(digits)
+    n = int(exponent) + len(whole)  # the value is 0.<digits> * 10**n
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return f"{sign}{digits[:n]}.{digits[n:]}"
+    if -6 < n <= 0:
+        return f"{sign}0.{'0' * -n}{digits}"
+    point = f"{digits[0]}.{digits[1:]}" if k > 1 else digits
+    return f"{sign}{point}e{'+' if n > 0 else '-'}{abs(n - 1)}"
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, as JavaScript's String length counts it (a character
+    beyond U+FFFF is 2; a lone surrogate is 1)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def check_json_tree(value: Any, field: str = "value") -> None:
     """Every object key is a string, and arrays and objects nest at most MAX_JSON_DEPTH
     deep (a value that contains itself never ends: it is refused as too deep).
 
     Iterative, so a 100,000-deep value is a validation error, not a RecursionError. The
     error names the top-level member the problem is under (``signals.k``)."""
+    _check_tree(value, field)
+
+
+def _check_tree(value: Any, field: str) -> dict[str, int] | None:
+    """``check_json_tree``; returns the floats json.dumps writes other than JSON.stringify
+    does (their repr -> how often), or None: one walk serves both, and a value without
+    such a float (the usual event: ints and strings) pays nothing more."""
+    floats: dict[str, int] | None = None
     # (item, depth of the containers around it, the field it is under)
     stack: list[tuple[Any, int, str]] = [(value, 0, field)]
     while stack:
         item, depth, where = stack.pop()
         if not isinstance(item, dict | list | tuple):
+            if isinstance(item, float):
+                text = float.__repr__(item)
+                if "e" in text or text.endswith(".0"):  # else it is JavaScript's text too
+                    floats = floats or {}
+                    floats[text] = floats.get(text, 0) + 1
             continue
         if depth == MAX_JSON_DEPTH:
             raise AcmiValidationError(
@@ -173,6 +272,7 @@ def check_json_tree(value: Any, field: str = "value") -> None:
         else:
             for index, child in enumerate(item):
                 stack.append((child, depth + 1, f"{where}[{index}]" if top else where))
+    return floats
 
 
 def check_json_object(doc: object, field: str) -> dict[str, Any]:
@@ -246,8 +346,27 @@ EVENT_FIELD_ORDER: Final = (
 )
 
 
+SUMMARY_TOO_LONG: Final = (
+    f"must be at most {MAX_SUMMARY_LEN} UTF-16 code units, as JavaScript counts them "
+    "(a character beyond U+FFFF, e.g. an emoji, counts 2)"
+)
+
+
+def summary_too_long(summary: str) -> bool:
+    """Over MAX_SUMMARY_LEN UTF-16 code units. Checked by parse_event and the read path
+    rather than by an Event validator: a Python validator would cost every event read
+    ~1 us, and the model's own bound (500 code points) is never tighter."""
+    # a code point is at most 2 units: short text needs no counting
+    return len(summary) > MAX_SUMMARY_LEN // 2 and utf16_len(summary) > MAX_SUMMARY_LEN
+
+
 class Event(BaseModel):
-    """A Comms v1.1 event. Unknown fields are kept (the reference drops them: a bug)."""
+    """A Comms v1.1 event. Unknown fields are kept (the reference drops them: a bug).
+
+    An event read back from the store may be *legacy*: written by another tool (the
+    reference CLI's ``event``, its MCP server) without following every rule. Its
+    ``legacy`` says what it breaks (``("kind: required", "correlationId: required")``);
+    it is empty for every event that passes validation, so for every event we write."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
@@ -261,15 +380,44 @@ class Event(BaseModel):
     speaker_type: ActorType | None = None
     tenant_id: StrictStr | None = None
 
+    @property
+    def legacy(self) -> tuple[str, ...]:
+        """What a stored legacy event breaks, as ``"<field>: <rule>"`` in the rule names
+        validation uses; ``()`` for a valid event. A property, not a field: never
+        serialised, and a stored field named ``legacy`` stays an ordinary unknown field
+        (in ``model_extra`` and ``to_dict()``)."""
+        return ()
+
     def to_dict(self) -> dict[str, Any]:
         """The event as stored: fields in a fixed order, unset optionals absent."""
-        data = self.model_dump(mode="json", exclude_unset=True)
-        ordered: dict[str, Any] = {n: data.pop(n) for n in EVENT_FIELD_ORDER if n in data}
-        ordered.update(data)  # unknown fields keep their order, after the known ones
-        return ordered
+        return _in_field_order(self.model_dump(mode="json", exclude_unset=True))
 
     def to_json(self) -> str:
         return dumps(self.to_dict(), "event")
+
+
+def _in_field_order(data: dict[str, Any]) -> dict[str, Any]:
+    ordered: dict[str, Any] = {n: data.pop(n) for n in EVENT_FIELD_ORDER if n in data}
+    ordered.update(data)  # unknown fields keep their order, after the known ones
+    return ordered
+
+
+class LegacyEvent(Event):
+    """A stored event another writer left that breaks a rule (built by
+    ``event_from_stored``, never validated into being). Its attributes hold what they
+    can: a required string it lacks (or holds as another type) reads as ``""``, an
+    optional one as None; ``to_dict()`` gives every stored field verbatim. A subclass, so
+    valid events carry no private state (their validation stays as fast)."""
+
+    _legacy: tuple[str, ...] = PrivateAttr(default=())
+    _stored: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def legacy(self) -> tuple[str, ...]:
+        return self._legacy
+
+    def to_dict(self) -> dict[str, Any]:
+        return _in_field_order(_copy_tree(self._stored))
 
 
 _RULE_BY_PYDANTIC_TYPE = {
@@ -314,6 +462,9 @@ def parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "event") 
                 data["speaker_type"] = speaker.value
                 break
     data.setdefault("tenant_id", tenant)
+    summary = data.get("summary")
+    if isinstance(summary, str) and summary_too_long(summary):
+        raise AcmiValidationError(f"{field}.summary", "max_length", SUMMARY_TOO_LONG)
     check_json_tree(data, field)  # before pydantic walks a payload of any depth
     try:
         event = Event.model_validate(data)
@@ -344,9 +495,8 @@ def _validation_error(exc: PydanticValidationError, field: str) -> AcmiValidatio
 
 
 def event_from_member(member: bytes) -> Event | str:
-    """Parse one stored timeline member. Returns the event, or why it was skipped.
-
-    Tolerant on purpose: data written by other tools must never break a read.
+    """Parse one stored timeline member. Returns the event (perhaps legacy), or why it
+    was skipped. Tolerant on purpose: data written by other tools must never break a read.
     """
     try:
         data = json.loads(member.decode("utf-8"))
@@ -358,12 +508,88 @@ def event_from_member(member: bytes) -> Event | str:
         return "nested too deep"
     if not isinstance(data, dict):
         return "not a JSON object"
-    if "correlationId" not in data and "correlation_id" in data:
-        return "legacy snake_case correlation_id"
-    ts = data.get("ts")
-    if isinstance(ts, float) and not math.isfinite(ts):
-        return "ts is not finite"
+    return event_from_stored(data)
+
+
+# Attributes a legacy event gets for a field it lacks or holds with the wrong type: never
+# a valid value (writes need non-empty strings), so a reader can tell.
+_ABSENT: Final[dict[str, Any]] = {"source": "", "kind": "", "correlationId": "", "summary": ""}
+_STR_FIELDS: Final = frozenset(
+    {"source", "kind", "correlationId", "summary", "parentCorrelationId", "tenant_id"}
+)
+
+
+def _usable_ts(ts: object) -> bool:
+    if isinstance(ts, bool):
+        return False
+    return isinstance(ts, int) or (isinstance(ts, float) and math.isfinite(ts))
+
+
+def _copy_tree(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy of stored JSON, containers included; iterative, as a stored value may nest
+    deeper than copy.deepcopy's recursion reaches."""
+    top: dict[str, Any] = dict(data)
+    stack: list[dict[str, Any] | list[Any]] = [top]
+    while stack:
+        container = stack.pop()
+        if isinstance(container, dict):
+            for name, child in container.items():
+                if isinstance(child, dict | list):
+                    container[name] = fresh = type(child)(child)
+                    stack.append(fresh)
+        else:
+            for index, child in enumerate(container):
+                if isinstance(child, dict | list):
+                    container[index] = fresh = type(child)(child)
+                    stack.append(fresh)
+    return top
+
+
+def event_from_stored(data: dict[str, Any]) -> Event | str:
+    """A stored event as the reference's readers show it: a valid event; or, when it has a
+    usable ``ts`` (a finite number), ``source`` and ``summary`` (strings), a legacy event
+    flagged with every rule it breaks; else why it is skipped (``"source: required"``).
+    """
     try:
-        return Event.model_validate(data)
+        valid = Event.model_validate(data)
     except PydanticValidationError as exc:
-        return str(_validation_error(exc, "member"))
+        errors = exc.errors()
+    else:  # the common case first: a valid event costs one validation
+        if len(valid.summary) <= MAX_SUMMARY_LEN // 2 or not summary_too_long(valid.summary):
+            return valid
+        errors = []
+    if "ts" not in data:
+        return "ts: required"
+    if not _usable_ts(data["ts"]):
+        return "ts: type"
+    for name in ("source", "summary"):
+        if name not in data:
+            return f"{name}: required"
+        if not isinstance(data[name], str):
+            return f"{name}: type"
+    too_long = summary_too_long(data["summary"])
+    broken: dict[str, str] = {"summary": "max_length"} if too_long else {}
+    for err in errors:
+        name = str(err["loc"][0]) if err["loc"] else "event"
+        broken.setdefault(name, _RULE_BY_PYDANTIC_TYPE.get(err["type"], err["type"]))
+    if "ts" in broken:  # usable (checked above): so out of range; a union reports twice
+        broken["ts"] = "range"
+    if "correlationId" in broken and "correlationId" not in data and "correlation_id" in data:
+        broken["correlationId"] = "camel_case"
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        # an out-of-range value of the right type (ts, a long summary) is kept as the
+        # attribute; any other broken one only in to_dict()
+        fits = name == "ts" or (name in _STR_FIELDS and isinstance(value, str))
+        if name in broken and not fits:
+            continue
+        values[name] = ActorType(value) if name == "speaker_type" and value else value
+    present = {n for n in Event.model_fields if n in values}
+    event = LegacyEvent.model_construct(present, **{**_ABSENT, **values})
+    order = {name: i for i, name in enumerate(EVENT_FIELD_ORDER)}
+    event._legacy = tuple(
+        f"{name}: {rule}"
+        for name, rule in sorted(broken.items(), key=lambda kv: order.get(kv[0], len(order)))
+    )
+    event._stored = data
+    return event

@@ -29,6 +29,8 @@ class Settings:
     # Lambda: the token lives in Secrets Manager; functions/ resolves it on a cold start.
     upstash_token_secret_arn: str | None = None
     redis_url: str | None = field(default=None, repr=False)
+    # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
+    home: str | None = None
     store_timeout_s: float = 5.0
     store_max_attempts: int = 4
     retry_base_delay_s: float = 0.05
@@ -166,6 +168,11 @@ ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
         "redis_url",
         "redis:// or rediss:// URL (the Redis store)",
         rule=_url("redis://", "rediss://", "unix://"),
+    ),
+    EnvVar(
+        "ACMI_HOME",
+        "home",
+        "data directory of the embedded store (default $XDG_DATA_HOME/acmi or ~/.local/share/acmi)",
     ),
     EnvVar(
         "ACMI_STORE_TIMEOUT_S",

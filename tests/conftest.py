@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,6 +17,17 @@ from acmi_core.testing.redis_server import RedisServer, RedisServerError
 from acmi_core.testing.redis_server import redis_server as start_redis_server
 from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import DB
+
+
+@pytest.fixture(scope="session", autouse=True)
+def acmi_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The embedded store's data directory (ACMI_HOME) for the whole session, inherited by
+    the subprocesses tests start: no test reads or writes the real one under ~."""
+    home = tmp_path_factory.mktemp("acmi-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ACMI_HOME", str(home))
+        patch.setenv("XDG_DATA_HOME", str(home / "xdg"))  # for tests that unset ACMI_*
+        yield home
 
 
 @pytest.fixture(scope="session")

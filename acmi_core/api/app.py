@@ -3,21 +3,28 @@ its own operations (``acmi_core.lambdas``) while ``acmi serve`` mounts them all.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, ParamSpec, TypeVar
+from pathlib import Path
+from typing import Any, Final, ParamSpec, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, Response
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
-from acmi_core.api.errors import install_error_handlers
+from acmi_core.api.errors import ERROR_SCHEMA, install_error_handlers
 from acmi_core.api.observe import LogObserver, Observer
 from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal
 from acmi_core.client import Acmi
+from acmi_core.errors import NotFound
 from acmi_core.lambdas import http_routers
 
 # Router name -> module; each module defines ``router``. Imported only when mounted, so a
@@ -92,12 +99,148 @@ def create_app(
             f"{settings.max_batch_events} events."
         ),
         openapi_url="/openapi.json" if docs else None,
-        docs_url="/docs" if docs else None,
+        docs_url=None,  # FastAPI's page loads Swagger UI from a CDN; ours is served here
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
     )
     app.state.acmi = ctx
     install_error_handlers(app)
+    api_routes: list[APIRoute] = []
     for name in routers:
-        app.include_router(importlib.import_module(ROUTER_MODULES[name]).router)
+        router = importlib.import_module(ROUTER_MODULES[name]).router
+        app.include_router(router)
+        api_routes += [r for r in router.routes if isinstance(r, APIRoute)]
+    if docs:
+        _document_errors(app, api_routes)
+        app.add_api_route(DOCS_URL, _docs_page, methods=["GET"], include_in_schema=False)
     return app
+
+
+# --- the error responses of each route, in the OpenAPI document ------------------------------
+
+ERROR_DESCRIPTIONS: Final = {
+    400: "The request breaks a rule (a parameter, a header or the body): `field` and `rule` "
+    "name it; nothing stored.",
+    401: "No credentials, or credentials we do not know (`WWW-Authenticate: Bearer`).",
+    403: "Known credentials that may not do this (scope, tenant or source).",
+    404: "The thing asked for does not exist.",
+    409: "Stored data (often written by another tool) cannot be used as asked, or a "
+    "concurrent writer won.",
+    413: "The body is over the size cap (`rule: max_bytes`); nothing stored.",
+    422: "The `Idempotency-Key` was already used with a different request (another body, "
+    "entity or URL): `rule: reused`; nothing stored.",
+    500: "A server failure; the body says nothing inner.",
+    503: "A dependency (the store, Google's keys) failed for now: retry after `Retry-After` "
+    "seconds.",
+}
+# Every route authenticates (401, 403), validates its path and query (400), calls the
+# store (503, 500) and reads or writes stored data (409).
+COMMON_ERROR_STATUSES: Final = frozenset({400, 401, 403, 409, 500, 503})
+
+
+def error_statuses(route: APIRoute, operation: dict[str, Any]) -> frozenset[int]:
+    """The error statuses ``route`` can answer (``operation``: its OpenAPI operation)."""
+    statuses = set(COMMON_ERROR_STATUSES)
+    if "requestBody" in operation:
+        statuses.add(413)
+    parameters = operation.get("parameters") or []
+    if any(str(p.get("name", "")).lower() == "idempotency-key" for p in parameters):
+        statuses.add(422)  # the one 422: a reused Idempotency-Key
+    # Routes raise NotFound themselves (a missing profile or signal); the name in the
+    # endpoint's code is how we know, without a second list to keep in step.
+    if NotFound.__name__ in _code_names(route.endpoint):
+        statuses.add(404)
+    return frozenset(statuses)
+
+
+def _code_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    code = getattr(fn, "__code__", None)
+    return tuple(code.co_names) if code is not None else ()
+
+
+def _document_errors(app: FastAPI, routes: Sequence[APIRoute]) -> None:
+    """Post-process the generated document once: FastAPI lists a 422 on every route with
+    parameters (we answer validation errors with 400) and none of our real errors."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        # The routers' own routes (mounted without a prefix): FastAPI's app.routes wraps
+        # included routers in private types.
+        for route in routes:
+            if not route.include_in_schema:
+                continue
+            for method in route.methods or ():
+                operation = schema["paths"][route.path_format].get(method.lower())
+                if operation is None:
+                    continue
+                responses = operation.setdefault("responses", {})
+                statuses = error_statuses(route, operation)
+                if 422 not in statuses:
+                    responses.pop("422", None)
+                for status in sorted(statuses):
+                    described = responses.get(str(status), {}).get("description")
+                    responses[str(status)] = {
+                        "description": described or ERROR_DESCRIPTIONS[status],
+                        "content": error,
+                    }
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        schemas["Error"] = ERROR_SCHEMA
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+# --- /docs: Swagger UI served by the app, not a CDN ------------------------------------------
+
+DOCS_URL: Final = "/docs"
+# The assets live at /docs?asset=<name>: the one docs path the Lambda's HTTP API routes
+# (template.yaml), so a deployed page needs no route of its own for them.
+DOCS_ASSETS: Final = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "favicon.png": "image/png",
+}
+
+
+@functools.cache
+def _asset(name: str) -> bytes:
+    """An asset of the fastapi-offline package (found without importing it: its module
+    imports FastAPI's static files machinery, which the docs page does not need)."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise NotFound("asset: the Swagger UI assets (fastapi-offline) are not installed")
+    return (Path(locations[0]) / "static" / name).read_bytes()
+
+
+async def _docs_page(request: Request) -> Response:
+    asset = request.query_params.get("asset")
+    if asset is not None:
+        if asset not in DOCS_ASSETS:
+            raise NotFound(
+                f"asset: no docs asset {asset!r}; one of {sorted(DOCS_ASSETS)}", field="asset"
+            )
+        return Response(
+            _asset(asset),
+            media_type=DOCS_ASSETS[asset],
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+    root = str(request.scope.get("root_path", ""))
+    return HTMLResponse(
+        get_swagger_ui_html(
+            openapi_url=f"{root}{request.app.openapi_url}",
+            title=f"{request.app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOCS_URL}?asset=swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_URL}?asset=swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_URL}?asset=favicon.png",
+            # no badge calling validator.swagger.io with our document
+            swagger_ui_parameters={"validatorUrl": None},
+        ).body
+    )

@@ -1,5 +1,5 @@
-"""The one place that maps errors to HTTP. Every error body is JSON:
-``{"error": code, "message": ..., "field": ..., "rule": ...}``."""
+"""The one place that maps errors to HTTP. Every error body is JSON with all four keys:
+``{"error": code, "message": ..., "field": ..., "rule": ...}`` (``ERROR_SCHEMA``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ from acmi_core.errors import (
     PayloadTooLarge,
     PlanError,
     StoreAuthError,
+    StoreBusy,
     StoreError,
+    StoreUnavailable,
+    Throttled,
     Unauthenticated,
     Unavailable,
 )
@@ -50,17 +53,33 @@ SERVER_MESSAGES: dict[type[AcmiError], str] = {
     StoreError: "the store failed",
     PlanError: "a write was refused by the store script",
 }
+# 503s of the store say what happened, never the backend's own text: a redis-py
+# ConnectionError names the server's host:port, which is not the caller's business.
+# StoreBusy keeps its text (Redis's error reply: BUSY, LOADING, ...; no address).
+STORE_UNAVAILABLE_MESSAGES: dict[type[StoreUnavailable], str] = {
+    Throttled: "store: the store is throttling requests; retry after Retry-After seconds",
+    StoreUnavailable: "store: the store cannot be reached for now; retry after Retry-After seconds",
+}
+
+# The body of every error response, for the OpenAPI document.
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["error", "message", "field", "rule"],
+    "properties": {
+        "error": {"type": "string", "description": "the error's code, e.g. validation_error"},
+        "message": {"type": "string", "description": "what is wrong, naming the field"},
+        "field": {
+            "type": "string",
+            "description": "what to look at: a dotted body path, a parameter, a header",
+        },
+        "rule": {"type": "string", "description": "the name of the rule broken"},
+    },
+}
 
 
-def error_body(
-    code: str, message: str, field: str | None = None, rule: str | None = None
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": code, "message": message}
-    if field is not None:
-        body["field"] = field
-    if rule is not None:
-        body["rule"] = rule
-    return body
+def error_body(code: str, message: str, field: str, rule: str) -> dict[str, Any]:
+    return {"error": code, "message": message, "field": field, "rule": rule}
 
 
 def acmi_error_response(exc: AcmiError) -> JSONResponse:
@@ -76,10 +95,13 @@ def acmi_error_response(exc: AcmiError) -> JSONResponse:
         message = next(
             (m for cls, m in SERVER_MESSAGES.items() if isinstance(exc, cls)), "unexpected error"
         )
-        return JSONResponse(error_body(exc.code, message), status_code=500)
-    rule = getattr(exc, "rule", None)
+        return JSONResponse(error_body(exc.code, message, "server", exc.rule), status_code=500)
+    message = exc.message
+    if isinstance(exc, StoreUnavailable) and not isinstance(exc, StoreBusy):
+        log.warning("store unavailable: %s", exc.message, extra={"error": exc.code})
+        message = next(m for cls, m in STORE_UNAVAILABLE_MESSAGES.items() if isinstance(exc, cls))
     return JSONResponse(
-        error_body(exc.code, exc.message, exc.field, rule), status_code=status, headers=headers
+        error_body(exc.code, message, exc.field, exc.rule), status_code=status, headers=headers
     )
 
 
@@ -100,16 +122,22 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        codes = {404: "not_found", 405: "method_not_allowed"}
+        # (code, field, rule) of the errors Starlette raises itself
+        code, field, rule = {
+            404: ("not_found", "path", "route_exists"),
+            405: ("method_not_allowed", "method", "method_allowed"),
+        }.get(exc.status_code, ("http_error", "request", "http"))
         return JSONResponse(
-            error_body(codes.get(exc.status_code, "http_error"), str(exc.detail)),
+            error_body(code, str(exc.detail), field, rule),
             status_code=exc.status_code,
             headers=dict(exc.headers or {}),
         )
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
-        return JSONResponse(error_body("internal_error", "unexpected server error"), 500)
+        return JSONResponse(
+            error_body("internal_error", "unexpected server error", "server", "internal"), 500
+        )
 
     app.add_exception_handler(AcmiError, on_acmi)
     app.add_exception_handler(RequestValidationError, on_request_validation)

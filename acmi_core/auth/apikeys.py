@@ -42,8 +42,9 @@ KEY_PREFIX: Final = "acmi_"
 INDEX_KEY: Final = internal_global("apikeys")
 REVOKED_KEY: Final = internal_global("apikeys_revoked")
 
-# Published in events/ and the docs, so an admin key to anyone: only the embedded store,
-# which lives as long as one process, may hold one.
+# Published in events/ and the docs, so an admin key to anyone: only a throwaway in-memory
+# store (name "memory": it lives as long as one process) may hold one; the persistent
+# local store is named "embedded" and refuses it like Redis and Upstash.
 EXAMPLE_EVENT_KEY: Final = "acmi_local_example_admin_key_0001"
 SAMPLE_KEYS: Final = frozenset({EXAMPLE_EVENT_KEY})
 SAMPLE_KEY_PREFIX: Final = "acmi_local_example"

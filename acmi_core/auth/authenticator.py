@@ -18,7 +18,18 @@ from dataclasses import dataclass
 from acmi_core.auth.apikeys import KEY_PREFIX, KeyCache, Scope
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal, bearer_token
-from acmi_core.auth.signatures import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
+from acmi_core.auth.signatures import (
+    GITHUB_SIGNATURE_HEADER,
+    SCHEME_HEADERS,
+    SIGNATURE_HEADER,
+    SLACK_SIGNATURE_HEADER,
+    SLACK_TIMESTAMP_HEADER,
+    TIMESTAMP_HEADER,
+    SignatureRejected,
+    verify_github,
+    verify_signature,
+    verify_slack,
+)
 from acmi_core.cache import TtlCache
 from acmi_core.errors import Forbidden, Unauthenticated
 from acmi_core.ingest import config as source_configs
@@ -38,6 +49,7 @@ class WebhookCaller:
 
     principal: Principal
     config: SourceConfig | None
+    signature: str = "acmi"  # the source row's signature scheme
 
 
 def looks_like_jwt(token: str) -> bool:
@@ -72,11 +84,15 @@ class Authenticator:
         token = bearer_token(authorization)
         if token is None:
             raise Unauthenticated(
-                "authorization: required ('Authorization: Bearer <key>')", field="authorization"
+                "authorization: required ('Authorization: Bearer <key>')",
+                field="authorization",
+                rule="required",
             )
         record = self.keys.lookup(token)
         if record is None:
-            raise Unauthenticated("authorization: unknown or revoked key", field="authorization")
+            raise Unauthenticated(
+                "authorization: unknown or revoked key", field="authorization", rule="known_key"
+            )
         principal = Principal(record.tenant, record.scope, record.name)
         principal.require(scope, tenant_header=tenant_header)
         return principal
@@ -122,27 +138,60 @@ class Authenticator:
             principal = self.api_key(
                 headers.get("authorization"), Scope.WRITE, tenant_header=headers.get(TENANT_HEADER)
             )
-        return WebhookCaller(principal, self.source_config(principal.tenant, source))
+        config = self.source_config(principal.tenant, source)
+        return WebhookCaller(principal, config, spec.signature)
 
     def verify_body(self, caller: WebhookCaller, raw: bytes, headers: Mapping[str, str]) -> None:
-        """The HMAC signature (over ``<X-Acmi-Timestamp>.<body>`` when that header is
-        sent), when the source's config holds a secret."""
-        if caller.config is not None and caller.config.hmac_secret:
-            verify_signature(
-                caller.config.hmac_secret,
+        """The body's signature with the secret of the source's config: ours (over
+        ``<X-Acmi-Timestamp>.<body>`` when that header is sent) when a secret is
+        configured; a sender's own scheme (Slack, GitHub) always, those senders always
+        sign."""
+        secret = caller.config.hmac_secret if caller.config is not None else None
+        if caller.signature == "acmi":
+            if secret:
+                verify_signature(
+                    secret,
+                    raw,
+                    headers.get(SIGNATURE_HEADER),
+                    headers.get(TIMESTAMP_HEADER),
+                    now_s=self._wall_clock(),
+                )
+            return
+        if not secret:
+            raise SignatureRejected(
+                SCHEME_HEADERS[caller.signature],
+                "not_configured",
+                "this source needs its signing secret configured before it accepts a "
+                "delivery (acmi sources set <source> --hmac-secret-env VAR)",
+            )
+        if caller.signature == "slack":
+            verify_slack(
+                secret,
                 raw,
-                headers.get(SIGNATURE_HEADER),
-                headers.get(TIMESTAMP_HEADER),
+                headers.get(SLACK_SIGNATURE_HEADER),
+                headers.get(SLACK_TIMESTAMP_HEADER),
                 now_s=self._wall_clock(),
+            )
+        elif caller.signature == "github":
+            verify_github(secret, raw, headers.get(GITHUB_SIGNATURE_HEADER))
+        else:  # a row naming a scheme nobody implements must not mean "unsigned"
+            raise SignatureRejected(
+                SCHEME_HEADERS.get(caller.signature, SIGNATURE_HEADER),
+                "unsupported",
+                f"unknown signature scheme {caller.signature!r}",
             )
 
     def _push_principal(self, source: str, push_token: str) -> Principal:
         found = source_configs.resolve_push_token(self._store, push_token)
         if found is None:
-            raise Unauthenticated("token: unknown push token", field="token")
+            raise Unauthenticated("token: unknown push token", field="token", rule="known_token")
         tenant, allowed = found
         if allowed != source:
-            raise Forbidden(f"token: this push token is for source {allowed!r}", field="token")
+            raise Forbidden(
+                f"token: this push token is for source {allowed!r}",
+                field="token",
+                rule="source_match",
+            )
         # The token's record alone is not enough: the source's config must name it (a
         # record left behind by an interrupted rotation authenticates nothing). A cached
         # config may predate a rotation: read it again before refusing.
@@ -150,7 +199,7 @@ class Authenticator:
         if not self._names_token(self.source_config(tenant, source), digest) and (
             not self._names_token(self.source_config(tenant, source, fresh=True), digest)
         ):
-            raise Unauthenticated("token: unknown push token", field="token")
+            raise Unauthenticated("token: unknown push token", field="token", rule="known_token")
         return Principal(tenant, Scope.WRITE, f"push:{source}", source=source)
 
     @staticmethod
@@ -163,7 +212,11 @@ class Authenticator:
     ) -> Principal:
         tenant = check_tenant(query.get("tenant") or self._settings.default_tenant, "tenant")
         if headers.get(TENANT_HEADER) not in (None, tenant):
-            raise Forbidden(f"{TENANT_HEADER}: does not match ?tenant=", field=TENANT_HEADER)
+            raise Forbidden(
+                f"{TENANT_HEADER}: does not match ?tenant=",
+                field=TENANT_HEADER,
+                rule="tenant_match",
+            )
         config = self.source_config(tenant, source)
         if config is None or not config.oidc_audience or not config.oidc_email:
             raise Unauthenticated(
@@ -171,6 +224,7 @@ class Authenticator:
                 "and service account configured (acmi sources set --oidc-audience "
                 "--oidc-email)",
                 field="authorization",
+                rule="oidc_configured",
             )
         identity = self._google_verifier().verify(
             token, audience=config.oidc_audience, email=config.oidc_email

@@ -61,15 +61,20 @@ JwksFetcher = Callable[[], tuple[dict[str, Any], float]]
 
 
 class GoogleTokenError(Unauthenticated):
-    """The bearer token is not a valid Google OIDC token for us (401)."""
+    """The bearer token is not a valid Google OIDC token for us (401); ``rule`` names the
+    check it failed."""
 
     code = "invalid_token"
+    default_field = "authorization"
+    default_rule = "google_oidc_token"
 
 
 class GoogleKeysUnavailable(Unavailable):
     """Google's signing keys could not be fetched. Transient: 503 + Retry-After."""
 
     code = "keys_unavailable"
+    default_field = "authorization"
+    default_rule = "google_keys_available"
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,9 @@ def _number(claims: dict[str, Any], name: str) -> float:
     """A NumericDate claim; bool is an int subclass in Python, so reject it explicitly."""
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise GoogleTokenError(f"token claim '{name}' is missing or not a number")
+        raise GoogleTokenError(
+            f"token claim '{name}' is missing or not a number", rule="claim_number"
+        )
     return float(value)
 
 
@@ -185,20 +192,20 @@ class GoogleTokenVerifier:
         import jwt
 
         if not isinstance(token, str) or not token:
-            raise GoogleTokenError("token is missing")
+            raise GoogleTokenError("token is missing", rule="required")
         if len(token) > MAX_TOKEN_CHARS:
-            raise GoogleTokenError("token is too long")
+            raise GoogleTokenError("token is too long", rule="max_length")
 
         # `from None` throughout: PyJWT's own messages may quote parts of the token.
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            raise GoogleTokenError("token is malformed") from None
+            raise GoogleTokenError("token is malformed", rule="jwt_format") from None
         if header.get("alg") != ALGORITHM:
-            raise GoogleTokenError(f"token algorithm is not {ALGORITHM}")
+            raise GoogleTokenError(f"token algorithm is not {ALGORITHM}", rule="algorithm")
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
-            raise GoogleTokenError("token header has no key id")
+            raise GoogleTokenError("token header has no key id", rule="key_id")
 
         key = self._key_for(kid)
         try:
@@ -220,38 +227,38 @@ class GoogleTokenVerifier:
                 },
             )
         except jwt.InvalidSignatureError:
-            raise GoogleTokenError("token signature is invalid") from None
+            raise GoogleTokenError("token signature is invalid", rule="signature") from None
         except jwt.PyJWTError:
-            raise GoogleTokenError("token is malformed") from None
+            raise GoogleTokenError("token is malformed", rule="jwt_format") from None
         return self._check_claims(claims, audience=audience, email=email)
 
     def _check_claims(self, claims: dict[str, Any], *, audience: str, email: str) -> GoogleIdentity:
         if claims.get("iss") not in GOOGLE_ISSUERS:
-            raise GoogleTokenError("token issuer is not Google")
+            raise GoogleTokenError("token issuer is not Google", rule="issuer")
         # Google sends `aud` as a single string; a list is not what a push token looks like.
         token_audience = claims.get("aud")
         if not isinstance(token_audience, str) or token_audience != audience:
-            raise GoogleTokenError("token audience does not match")
+            raise GoogleTokenError("token audience does not match", rule="audience")
 
         now = self._clock()
         expires_at = _number(claims, "exp")
         issued_at = _number(claims, "iat")
         if expires_at <= now - self._leeway_s:
-            raise GoogleTokenError("token expired")
+            raise GoogleTokenError("token expired", rule="expired")
         if issued_at > now + self._leeway_s:
-            raise GoogleTokenError("token issued in the future")
+            raise GoogleTokenError("token issued in the future", rule="issued_at")
         if "nbf" in claims and _number(claims, "nbf") > now + self._leeway_s:
-            raise GoogleTokenError("token not yet valid")
+            raise GoogleTokenError("token not yet valid", rule="not_before")
 
         token_email = claims.get("email")
         if not isinstance(token_email, str) or token_email.casefold() != email.casefold():
-            raise GoogleTokenError("token email does not match")
+            raise GoogleTokenError("token email does not match", rule="email")
         # Strictly the JSON boolean true: anything else (missing, false, "true") fails.
         if claims.get("email_verified") is not True:
-            raise GoogleTokenError("token email is not verified")
+            raise GoogleTokenError("token email is not verified", rule="email_verified")
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
-            raise GoogleTokenError("token subject is missing")
+            raise GoogleTokenError("token subject is missing", rule="subject")
 
         return GoogleIdentity(
             email=token_email,
@@ -285,7 +292,7 @@ class GoogleTokenVerifier:
                 # The last attempt failed: this may be a key Google published since, which
                 # we could not fetch, or a forged kid. A 503 lets a genuine push be retried.
                 raise self._unavailable(now)
-            raise GoogleTokenError("token signed by an unknown key")
+            raise GoogleTokenError("token signed by an unknown key", rule="known_key")
 
     def _try_refresh(self, now: float, *, limited: bool) -> GoogleKeysUnavailable | None:
         """Fetch the key set, unless ``limited`` and the last attempt was less than

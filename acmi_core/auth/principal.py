@@ -25,13 +25,16 @@ class Principal:
         """403 unless this caller may act at ``scope`` in the tenant the request names."""
         if tenant_header is not None and tenant_header != self.tenant:
             raise Forbidden(
-                f"{TENANT_HEADER}: this key belongs to another tenant", field=TENANT_HEADER
+                f"{TENANT_HEADER}: this key belongs to another tenant",
+                field=TENANT_HEADER,
+                rule="tenant_match",
             )
         if not self.scope.allows(scope):
             raise Forbidden(
                 f"authorization: this key has scope {self.scope.value!r}; "
                 f"this route needs {scope.value!r}",
                 field="authorization",
+                rule="scope",
             )
 
 
@@ -41,5 +44,7 @@ def bearer_token(header: str | None) -> str | None:
         return None
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthenticated("authorization: must be 'Bearer <key>'", field="authorization")
+        raise Unauthenticated(
+            "authorization: must be 'Bearer <key>'", field="authorization", rule="bearer"
+        )
     return token.strip()

@@ -23,7 +23,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError, Unavailable
 from acmi_core.ingest.mappers import check_mapping
-from acmi_core.ingest.sources import check_source, source_spec
+from acmi_core.ingest.sources import SOURCES, check_source, source_spec
 from acmi_core.keys import Keys, internal_global
 from acmi_core.model import EntityId, dumps
 from acmi_core.store.base import Store
@@ -39,13 +39,17 @@ class SourceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str
-    kind: str = Field(description="the source table entry it uses: make, n8n, gmail, generic")
+    kind: str = Field(
+        description="the source table entry it uses: make, n8n, gmail, generic, slack, github",
+    )
     hmac_secret: str | None = Field(default=None, repr=False, min_length=MIN_HMAC_SECRET)
     push_token_hash: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     oidc_audience: str | None = Field(default=None, min_length=1)
     oidc_email: str | None = Field(default=None, min_length=1)
     entity: str | None = Field(default=None, min_length=1)  # for deliveries that name none
-    mapping: dict[str, str] | None = None  # generic: field -> dotted path or '=literal'
+    # make, n8n, generic: event field -> dotted path or '=literal' (category: a name);
+    # mapped fields win over the well-known names make and n8n look for.
+    mapping: dict[str, str] | None = None
 
     @field_validator("mapping")
     @classmethod
@@ -65,8 +69,9 @@ class SourceConfigUnreadable(Unavailable):
             f"source: the stored configuration of source {source!r} cannot be read, so "
             "no delivery is accepted until the operator sets it again; retry later",
             retry_after=UNREADABLE_RETRY_AFTER_S,
+            field="source",
+            rule="readable_config",
         )
-        self.field = "source"
         self.tenant = tenant
         self.source = source
         self.problems = problems
@@ -172,6 +177,11 @@ def put_config(
         EntityId.parse(entity, "entity")
     if mapping is not None:
         check_mapping(mapping)
+        if not source_spec(source).mapping:
+            readers = ", ".join(spec.name for spec in SOURCES if spec.mapping)
+            raise AcmiValidationError(
+                "mapping", "unsupported", f"{kind} sources read no mapping (only {readers})"
+            )
 
     key = _config_key(keys, source)
     raw = store.execute(("GET", key))

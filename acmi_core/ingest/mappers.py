@@ -6,10 +6,14 @@ store, no clock. The events it returns are validated by the timeline like any ot
 business (``acmi_core.ingest.sources``).
 
 - make / n8n: a JSON object (or a list of them) describing one thing that happened;
-  well-known field names are picked up (below), the whole body is kept as payload.
+  a stored mapping wins, then well-known field names are picked up, breadth-first into
+  nested objects (``find_nested``); the whole body is kept as payload.
 - gmail: a Google Pub/Sub push envelope whose ``message.data`` is the base64 Gmail
   notification ``{"emailAddress", "historyId"}``.
-- generic: any JSON object plus a mapping (field -> dotted path, or ``=literal``).
+- generic: any JSON object plus a mapping (field -> dotted path; ``category`` is a name;
+  other constants are ``=literal``).
+- slack: a Slack Events API ``event_callback`` (or the ``url_verification`` handshake).
+- github: a GitHub webhook, with its ``X-GitHub-Event`` and ``X-GitHub-Delivery`` headers.
 """
 
 from __future__ import annotations
@@ -25,12 +29,34 @@ from datetime import datetime
 from typing import Any, Final
 
 from acmi_core.errors import AcmiValidationError
-from acmi_core.model import MAX_SUMMARY_LEN
+from acmi_core.model import MAX_SUMMARY_LEN, check_category, utf16_len
 
-# Field names senders commonly use, in order of preference.
+# Field names senders commonly use, in order of preference. Subjects and titles come
+# before message/text: in an email or a ticket, "text" is the whole body.
 KIND_FIELDS: Final = ("kind", "event", "type", "action")
-SUMMARY_FIELDS: Final = ("summary", "message", "text", "subject", "title", "description")
-CORRELATION_FIELDS: Final = ("correlationId", "correlation_id", "id", "executionId")
+SUMMARY_FIELDS: Final = (
+    "summary",
+    "subject",
+    "Subject",  # n8n's Gmail trigger, simplified output
+    "title",
+    "message",
+    "text",
+    "description",
+    "snippet",
+)
+# The item's own id. An execution id is no such id: n8n and Make share it across the
+# items of one run (it only ever makes part of a correlationId, below).
+CORRELATION_FIELDS: Final = ("correlationId", "correlation_id", "id")
+EXECUTION_FIELDS: Final = ("executionId", "execution_id", "$execution.id")
+SCENARIO_FIELDS: Final = ("scenarioId", "scenario_id")
+ITEM_INDEX_FIELDS: Final = ("itemIndex", "$itemIndex", "item_index")
+# Objects describing the run, not the item (Make's scenario, n8n's $execution and
+# $workflow): their ids and names are never the item's kind, summary or id.
+RUN_OBJECTS: Final = frozenset({"scenario", "execution", "$execution", "workflow", "$workflow"})
+# How deep the well-known names are looked for: objects up to this many levels below
+# the item (email.subject is 1, body.deal.properties.dealname is 3); lists are not
+# entered (their items are other things: labels, attachments, line items).
+MAX_NESTED_DEPTH: Final = 3
 ENTITY_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 # Generic mappings: event field -> dotted path into the body, or '=literal'.
 MAPPING_FIELDS: Final = (
@@ -72,7 +98,10 @@ class WebhookBody:
     entity: str | None = None  # ?entity=
     default_entity: str | None = None  # the source's configured entity
     query: Mapping[str, str] = field(default_factory=dict)
-    configured_mapping: Mapping[str, str] | None = None  # generic: stored with the source
+    configured_mapping: Mapping[str, str] | None = None  # stored with the source
+    # The request headers the source's row names (``SourceSpec.headers``), by lower-case
+    # name: only those, so a mapper stays a function of what it is meant to read.
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,13 +111,24 @@ class Mapped:
 
     deliveries: list[Delivery]
     sender_id: str | None = None
+    # A handshake's reply (Slack's url_verification): answered as is, nothing stored.
+    answer: dict[str, Any] | None = None
 
 
 Mapper = Callable[[WebhookBody], Mapped]
 
 
 def truncate(text: str, limit: int = MAX_SUMMARY_LEN) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """At most ``limit`` UTF-16 code units (as the reference counts a summary), cut with
+    an ellipsis; a surrogate pair is never split."""
+    if utf16_len(text) <= limit:
+        return text
+    units, end = 0, 0
+    for end, char in enumerate(text):  # noqa: B007 (end is used after the loop)
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units > limit - 1:
+            break
+    return text[:end] + "…"
 
 
 def body_digest(body: bytes) -> str:
@@ -103,6 +143,90 @@ def _first_str(data: dict[str, Any], names: tuple[str, ...]) -> str | None:
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
     return None
+
+
+Levels = list[list[dict[str, Any]]]
+
+
+def nested_levels(item: dict[str, Any]) -> Levels:
+    """The item, then the objects one level down, and so on to MAX_NESTED_DEPTH, each
+    level in body order. Lists and RUN_OBJECTS are not entered. Built once per item for
+    all the names looked for: the cost is one pass over the objects, bounded by the body."""
+    levels = [[item]]
+    while len(levels) <= MAX_NESTED_DEPTH:
+        below = [
+            value
+            for data in levels[-1]
+            for key, value in data.items()
+            if isinstance(value, dict) and key not in RUN_OBJECTS
+        ]
+        if not below:
+            break
+        levels.append(below)
+    return levels
+
+
+def find_nested(
+    item: dict[str, Any], names: tuple[str, ...], levels: Levels | None = None
+) -> str | None:
+    """The first of ``names`` holding a non-empty string (or an integer), breadth-first
+    (``nested_levels``): the shallower level wins, within a level the earlier name, then
+    the earlier object in the body."""
+    rank = {name: position for position, name in enumerate(names)}
+    for level in levels if levels is not None else nested_levels(item):
+        best: tuple[int, str] | None = None
+        for data in level:
+            # Most objects hold none of the names: one C-level pass over their keys.
+            for name in rank.keys() & data.keys():
+                found = _first_str(data, (name,))
+                if found is not None and (best is None or rank[name] < best[0]):
+                    best = (rank[name], found)
+        if best is not None:
+            return best[1]
+    return None
+
+
+def _run_ids(item: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(scenario id, execution id) where the sender gives them: top-level fields
+    (``scenarioId``, ``executionId``, ``$execution.id``), or Make's ``scenario`` object
+    (``id``, ``executionId``) and n8n's ``execution`` / ``$execution`` object (``id``)."""
+    scenario = _first_str(item, SCENARIO_FIELDS)
+    execution = _first_str(item, EXECUTION_FIELDS)
+    make = item.get("scenario")
+    if isinstance(make, dict):
+        scenario = scenario or _first_str(make, ("id",))
+        execution = execution or _first_str(make, EXECUTION_FIELDS)
+    for name in ("$execution", "execution"):
+        n8n = item.get(name)
+        if execution is None and isinstance(n8n, dict):
+            execution = _first_str(n8n, ("id",))
+    return scenario, execution
+
+
+def _automation_correlation(
+    item: dict[str, Any], levels: Levels, source: str, sha: str, index: int
+) -> str:
+    """The item's own id; else its run's ids plus what tells the run's items apart (the
+    sender's item index, else the body's digest: the items of a run differ in body);
+    else the body's digest alone."""
+    own = find_nested(item, CORRELATION_FIELDS, levels)
+    if own is not None:
+        return own
+    scenario, execution = _run_ids(item)
+    if execution is not None:
+        run = f"{scenario}-{execution}" if scenario else execution
+        per_item = _first_str(item, ITEM_INDEX_FIELDS) or sha[:16]
+        return f"{source}-{run}-{per_item}-{index}"
+    return f"{source}-{sha[:16]}-{index}"
+
+
+def _automation_payload(item: dict[str, Any]) -> Any:
+    """An item written as an event (a ``kind`` or ``summary`` field) carries its payload
+    in ``payload``; any other item is the payload whole: a ``payload`` field there is the
+    sender's own (the MIME tree of n8n's Gmail trigger item), not ours."""
+    if "payload" in item and ("kind" in item or "summary" in item):
+        return item["payload"]
+    return item
 
 
 def _items(webhook: WebhookBody) -> list[tuple[str, dict[str, Any]]]:
@@ -138,23 +262,39 @@ def _entity(explicit: str | None, item: dict[str, Any], default: str | None, fie
 
 
 def map_automation(webhook: WebhookBody) -> Mapped:
-    """Make and n8n: one request per item (a list is accepted too); well-known field
-    names are picked up, the whole item is kept as payload."""
+    """Make and n8n: one request per item (a list is accepted too). A mapping (stored
+    with the source, ``map.<field>=`` in the URL over it) wins; else well-known names
+    are found by ``find_nested``; the whole item is kept as payload."""
     source, sha = webhook.source, webhook.body_sha
+    mapping = merged_mapping(webhook)
     deliveries = []
     for index, (where, item) in enumerate(_items(webhook)):
+        mapped = _MappedItem(mapping, item, where)
+        levels = nested_levels(item)
+        kind, summary = mapped.text("kind"), mapped.get("summary")
+        if summary is _MISSING:
+            summary = find_nested(item, SUMMARY_FIELDS, levels) or f"{source} webhook"
+        payload = mapped.get("payload")
         event: dict[str, Any] = {
             "source": item["source"] if isinstance(item.get("source"), str) else source,
-            "kind": _first_str(item, KIND_FIELDS) or f"{source}-webhook",
-            "correlationId": _first_str(item, CORRELATION_FIELDS) or f"{source}-{sha[:16]}-{index}",
-            "summary": truncate(_first_str(item, SUMMARY_FIELDS) or f"{source} webhook"),
-            "payload": item.get("payload", item),
+            "kind": kind or find_nested(item, KIND_FIELDS, levels) or f"{source}-webhook",
+            "correlationId": mapped.text("correlationId")
+            or _automation_correlation(item, levels, source, sha, index),
+            # not a string: kept, so validation names the rule
+            "summary": truncate(summary) if isinstance(summary, str) else summary,
+            "payload": _automation_payload(item) if payload is _MISSING else payload,
         }
-        if isinstance(item.get("parentCorrelationId"), str):
-            event["parentCorrelationId"] = item["parentCorrelationId"]
-        if "ts" in item:
+        parent = mapped.get("parentCorrelationId")
+        parent = item.get("parentCorrelationId") if parent is _MISSING else parent
+        if isinstance(parent, str):
+            event["parentCorrelationId"] = parent
+        ts = mapped.get("ts")
+        if ts is not _MISSING:
+            event["ts"] = ts
+        elif "ts" in item:
             event["ts"] = item["ts"]  # validated (finite, ms) with the event
-        entity = _entity(webhook.entity, item, webhook.default_entity, f"{where}.entity")
+        explicit = webhook.entity or mapped.entity()
+        entity = _entity(explicit, item, webhook.default_entity, f"{where}.entity")
         deliveries.append(Delivery(entity, event))
     return Mapped(deliveries)
 
@@ -254,6 +394,8 @@ def check_mapping(mapping: object, field: str = "mapping") -> dict[str, str]:
             )
         if not isinstance(path, str) or not path:
             raise AcmiValidationError(where, "type", "must be a non-empty string")
+        if name == "category":
+            check_category(path.removeprefix("="), where)
         if len(path) > MAX_MAPPING_PATH_LEN:
             raise AcmiValidationError(
                 where, "max_length", f"must be at most {MAX_MAPPING_PATH_LEN} characters"
@@ -267,10 +409,15 @@ def check_mapping(mapping: object, field: str = "mapping") -> dict[str, str]:
     return mapping
 
 
-def generic_mapping(webhook: WebhookBody) -> dict[str, str]:
+def merged_mapping(webhook: WebhookBody) -> dict[str, str]:
     """The stored mapping with the URL's ``map.<field>=<path>`` parameters over it."""
     from_query = {k[4:]: v for k, v in webhook.query.items() if k.startswith("map.")}
-    mapping = {**(webhook.configured_mapping or {}), **from_query}
+    return check_mapping({**(webhook.configured_mapping or {}), **from_query}, "mapping")
+
+
+def generic_mapping(webhook: WebhookBody) -> dict[str, str]:
+    """The merged mapping, which a generic source cannot do without."""
+    mapping = merged_mapping(webhook)
     if not mapping:
         raise AcmiValidationError(
             "mapping",
@@ -278,7 +425,7 @@ def generic_mapping(webhook: WebhookBody) -> dict[str, str]:
             "generic sources need a mapping: query map.<field>=<dotted.path> "
             f"(fields: {', '.join(MAPPING_FIELDS)}) or one stored with `acmi sources set`",
         )
-    return check_mapping(mapping, "mapping")
+    return mapping
 
 
 def _lookup(data: Any, path: str) -> Any:
@@ -300,8 +447,10 @@ def _lookup(data: Any, path: str) -> Any:
     return current
 
 
-# Mapped fields an item must have: naming them in the mapping promises they are there.
-_REQUIRED_WHEN_MAPPED: Final = frozenset({"entity", "kind", "summary"})
+# Mapped fields an item must have: naming them in the mapping promises they are there,
+# and a path that finds nothing is a mistake (a typo, another sender's shape) to report,
+# not to paper over with a derived value. A parent and a payload may be absent.
+_REQUIRED_WHEN_MAPPED: Final = frozenset({"entity", "kind", "summary", "correlationId", "ts"})
 
 
 class _MappedItem:
@@ -314,6 +463,10 @@ class _MappedItem:
         path = self.mapping.get(name)
         if path is None:
             return _MISSING
+        if name == "category":
+            # A category is a name, never a path: 'customer' (the '=customer' of stored
+            # mappings that predate this rule means the same).
+            return path.removeprefix("=")
         value = _lookup(self.item, path)
         if value is _MISSING and name in _REQUIRED_WHEN_MAPPED:
             raise AcmiValidationError(
@@ -329,7 +482,8 @@ class _MappedItem:
         return value if isinstance(value, str) else None
 
     def entity(self) -> str | None:
-        """The mapped entity; a bare id becomes ``<category>:<id>`` when category is mapped."""
+        """The mapped entity; a bare id becomes ``<category>:<id>`` when category is mapped
+        (each run of characters outside ``[A-Za-z0-9_.-]`` in the id becomes one ``_``)."""
         entity, category = self.text("entity"), self.get("category")
         if entity is not None and isinstance(category, str):
             return f"{category}:{ENTITY_UNSAFE.sub('_', entity)}"
@@ -338,7 +492,8 @@ class _MappedItem:
 
 def map_generic(webhook: WebhookBody) -> Mapped:
     """Any JSON object(s), with a mapping of event fields to dotted paths ('=literal' for
-    a constant). ``entity`` may map to a bare id when ``category`` is mapped too."""
+    a constant; ``category`` is always a name). ``entity`` may map to a bare id when
+    ``category`` is mapped too."""
     mapping = generic_mapping(webhook)
     source, sha = webhook.source, webhook.body_sha
     deliveries = []
@@ -363,3 +518,154 @@ def map_generic(webhook: WebhookBody) -> Mapped:
         entity = _entity(explicit, {}, webhook.default_entity, f"{where}.entity")
         deliveries.append(Delivery(entity, event))
     return Mapped(deliveries)
+
+
+# --- Slack Events API ---------------------------------------------------------------------
+
+
+def _sanitized(text: str) -> str:
+    """An id as an entity's local id: lower-cased, each run of characters outside
+    ``[A-Za-z0-9_.-]`` replaced by one ``_``."""
+    return ENTITY_UNSAFE.sub("_", text.lower())
+
+
+def _required_str(data: dict[str, Any], name: str, where: str, what: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        raise AcmiValidationError(f"{where}.{name}", "required", f"must be {what}")
+    return value
+
+
+def map_slack(webhook: WebhookBody) -> Mapped:
+    """A Slack Events API request: ``url_verification`` is answered with its challenge;
+    an ``event_callback`` is one event on its channel (``slack-channel:<channel id>``),
+    its ``event_id`` the sender's id (Slack retries with the same one)."""
+    body = webhook.body
+    if not isinstance(body, dict):
+        raise AcmiValidationError("body", "object", "must be a Slack Events API JSON object")
+    kind = body.get("type")
+    if kind == "url_verification":
+        return Mapped([], answer={"challenge": _required_str(body, "challenge", "body", "text")})
+    if kind != "event_callback":
+        raise AcmiValidationError(
+            "body.type", "unsupported", "must be event_callback or url_verification"
+        )
+    event_id = _required_str(body, "event_id", "body", "Slack's event id")
+    event = body.get("event")
+    if not isinstance(event, dict):
+        raise AcmiValidationError("body.event", "object", "must be the Slack event object")
+    event_type = _required_str(event, "type", "body.event", "the event's type")
+    subtype, user = event.get("subtype"), event.get("user")
+    item = event.get("item")
+    channel = event.get("channel")
+    if not isinstance(channel, str) and isinstance(item, dict):
+        channel = item.get("channel")  # reaction_added / reaction_removed
+    channel = channel if isinstance(channel, str) and channel else None
+    user = user if isinstance(user, str) and user else None
+    text = event.get("text")
+    where = f" in {channel}" if channel else ""
+    by = f" by {user}" if user else ""
+    summary = text.strip() if isinstance(text, str) and text.strip() else ""
+    out: dict[str, Any] = {
+        "source": webhook.source,
+        "kind": f"{event_type}.{subtype}" if isinstance(subtype, str) and subtype else event_type,
+        "correlationId": f"slack-{event_id}",
+        "summary": truncate(summary or f"Slack {event_type}{by}{where}"),
+        # The deprecated verification token is a credential: never stored.
+        "payload": {k: v for k, v in body.items() if k != "token"},
+    }
+    event_time = body.get("event_time")
+    if isinstance(event_time, int) and not isinstance(event_time, bool):
+        out["ts"] = event_time * 1000  # Slack sends unix seconds
+    fallback = (
+        f"slack-channel:{_sanitized(channel)}"
+        if channel
+        else f"slack-user:{_sanitized(user)}"
+        if user
+        else None
+    )
+    entity = webhook.entity or webhook.default_entity or fallback
+    if entity is None:
+        raise AcmiValidationError(
+            "body.event.channel",
+            "required",
+            "the event names no channel or user: give ?entity=<category>:<id> or configure "
+            "the source's entity",
+        )
+    return Mapped([Delivery(entity, out)], sender_id=event_id)
+
+
+# --- GitHub webhooks ----------------------------------------------------------------------
+
+GITHUB_EVENT_HEADER: Final = "X-GitHub-Event"
+GITHUB_DELIVERY_HEADER: Final = "X-GitHub-Delivery"
+
+
+def _login(data: Any) -> str | None:
+    login = data.get("login") if isinstance(data, dict) else None
+    return login if isinstance(login, str) and login else None
+
+
+def _github_summary(event: str, action: str | None, body: dict[str, Any], repo: str) -> str:
+    sender = _login(body.get("sender"))
+    by = f" by {sender}" if sender else ""
+    doing = f" {action}" if action else ""
+    for name, label in (("pull_request", "PR"), ("issue", "issue")):
+        thing = body.get(name)
+        if isinstance(thing, dict) and isinstance(thing.get("number"), int):
+            title = thing.get("title") if isinstance(thing.get("title"), str) else ""
+            return f"{repo}#{thing['number']} {label}{doing}{by}: {title}".rstrip(": ")
+    if event == "push":
+        commits = body.get("commits")
+        count = len(commits) if isinstance(commits, list) else 0
+        ref = body.get("ref") if isinstance(body.get("ref"), str) else "?"
+        head = body.get("head_commit")
+        message = head.get("message") if isinstance(head, dict) else None
+        first = message.splitlines()[0] if isinstance(message, str) and message else ""
+        pushed = f"{count} commit{'s' if count != 1 else ''} pushed to {ref} in {repo}{by}"
+        return f"{pushed}: {first}" if first else pushed
+    return f"{event}{doing} in {repo}{by}"
+
+
+def map_github(webhook: WebhookBody) -> Mapped:
+    """A GitHub webhook: ``X-GitHub-Event`` (with the body's ``action``) is the kind, the
+    ``X-GitHub-Delivery`` GUID the sender's id (a redelivery keeps it), the repository
+    the entity (``github-repo:<owner>_<name>``, else the organization's
+    ``github-org:<login>``)."""
+    event = webhook.headers.get(GITHUB_EVENT_HEADER.lower())
+    delivery = webhook.headers.get(GITHUB_DELIVERY_HEADER.lower())
+    if not event:
+        raise AcmiValidationError(GITHUB_EVENT_HEADER, "required", "GitHub's event name")
+    if not delivery:
+        raise AcmiValidationError(GITHUB_DELIVERY_HEADER, "required", "GitHub's delivery id")
+    body = webhook.body
+    if not isinstance(body, dict):
+        raise AcmiValidationError("body", "object", "must be a GitHub webhook JSON object")
+    action = body.get("action") if isinstance(body.get("action"), str) else None
+    repository = body.get("repository")
+    full_name = repository.get("full_name") if isinstance(repository, dict) else None
+    full_name = full_name if isinstance(full_name, str) and full_name else None
+    org = _login(body.get("organization"))
+    out: dict[str, Any] = {
+        "source": webhook.source,
+        "kind": f"{event}.{action}" if action else event,
+        "correlationId": f"github-{delivery}",
+        "summary": truncate(_github_summary(event, action, body, full_name or org or "GitHub")),
+        "payload": body,
+    }
+    fallback = (
+        f"github-repo:{_sanitized(full_name)}"
+        if full_name
+        else f"github-org:{_sanitized(org)}"
+        if org
+        else None
+    )
+    entity = webhook.entity or webhook.default_entity or fallback
+    if entity is None:
+        raise AcmiValidationError(
+            "body.repository",
+            "required",
+            "the delivery names no repository or organization: give "
+            "?entity=<category>:<id> or configure the source's entity",
+        )
+    return Mapped([Delivery(entity, out)], sender_id=delivery)

@@ -11,7 +11,8 @@ A delivery is identified by, in order:
   (route, entity or source, the URL parameters below, the exact body); the same key
   with another request is refused (422, ``rule: reused``), never answered with another
   request's response;
-- Pub/Sub's messageId (gmail) with the source and the URL parameters (as long);
+- the sender's own delivery id (Pub/Sub's messageId for gmail, Slack's event_id, GitHub's
+  X-GitHub-Delivery) with the source and the URL parameters (as long);
 - otherwise the source, the URL parameters and the exact body
   (``derived_idempotency_ttl_s``, 6 hours by default), so that the same body sent for
   another entity or with another mapping is another delivery.
@@ -72,7 +73,7 @@ class Idempotency:
     """One delivery's record: where its id came from, the record's key, the digest of
     the request it answers, and how long it is kept."""
 
-    origin: Literal["header", "pubsub", "body"]
+    origin: Literal["header", "pubsub", "sender", "body"]
     key: str
     request: str
     ttl_s: int
@@ -221,12 +222,16 @@ def ingest_webhook(
     query: Mapping[str, str],
     idempotency_key: str | None,
     config: SourceConfig | None,
+    headers: Mapping[str, str] | None = None,
 ) -> IngestResult:
     """POST /v1/ingest/{source}: map the sender's body to events and store them once,
-    each dated at most now + MAX_WEBHOOK_TS_SKEW_MS."""
+    each dated at most now + MAX_WEBHOOK_TS_SKEW_MS. A handshake (Slack's
+    url_verification) is answered with a 200 and stores nothing."""
     spec = source_spec(source)
     settings = acmi.settings
     sha = body_digest(raw_body)
+    given = {name.lower(): value for name, value in (headers or {}).items()}
+    wanted = {name.lower() for name in spec.headers}
     mapped = spec.mapper(
         WebhookBody(
             source=source,
@@ -237,17 +242,21 @@ def ingest_webhook(
             default_entity=config.entity if config else None,
             query=query,
             configured_mapping=config.mapping if config else None,
+            headers={name: value for name, value in given.items() if name in wanted},
         )
     )
+    if mapped.answer is not None:
+        return IngestResult(mapped.answer, replayed=False, status=200)
     params = delivery_params(query)
     request = request_digest("ingest", source, params, sha)
     idempotency = idempotency_from_header(acmi, idempotency_key, request)
-    if idempotency is None and spec.idempotency == "pubsub" and mapped.sender_id:
+    if idempotency is None and spec.idempotency != "body" and mapped.sender_id:
         # Pub/Sub redelivers a message with the same messageId (and may add a
-        # deliveryAttempt to the body): the id, not the body, names the delivery.
+        # deliveryAttempt to the body), Slack retries an event with its event_id, GitHub
+        # redelivers with its delivery id: the id, not the body, names the delivery.
         digest = _sha256(json.dumps([source, params, mapped.sender_id]))
-        key = acmi.keys.internal("idem", "ingest", source, "pubsub", digest)
-        idempotency = Idempotency("pubsub", key, request, settings.idempotency_ttl_s)
+        key = acmi.keys.internal("idem", "ingest", source, spec.idempotency, digest)
+        idempotency = Idempotency(spec.idempotency, key, request, settings.idempotency_ttl_s)
     if idempotency is None:
         # n8n and Make send one request per item and share execution ids across a run:
         # only the exact body (for this entity and mapping) identifies a delivery.

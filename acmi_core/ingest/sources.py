@@ -14,7 +14,16 @@ from enum import StrEnum
 from typing import Final, Literal
 
 from acmi_core.errors import AcmiValidationError
-from acmi_core.ingest.mappers import Mapper, map_automation, map_generic, map_gmail
+from acmi_core.ingest.mappers import (
+    GITHUB_DELIVERY_HEADER,
+    GITHUB_EVENT_HEADER,
+    Mapper,
+    map_automation,
+    map_generic,
+    map_github,
+    map_gmail,
+    map_slack,
+)
 
 SOURCE_RE: Final = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
@@ -32,18 +41,26 @@ class Credential(StrEnum):
 class SourceSpec:
     """``idempotency``: how a delivery without an ``Idempotency-Key`` header is recognised
     when retried: ``body`` (the source, the URL's parameters that choose the entity or
-    the mapping, and the exact body, remembered briefly) or ``pubsub`` (the same URL
-    parameters and the mapper's ``sender_id``, Pub/Sub's messageId). ``lenient_json``:
-    raw newlines, carriage returns and tabs inside strings are accepted (never any other
-    control character); only for a sender that writes its body from a text template, and
-    the row says why."""
+    the mapping, and the exact body, remembered briefly), ``pubsub`` or ``sender`` (the
+    same URL parameters and the mapper's ``sender_id``: Pub/Sub's messageId, Slack's
+    event_id, GitHub's delivery id). ``lenient_json``: raw newlines, carriage returns and
+    tabs inside strings are accepted (never any other control character); only for a
+    sender that writes its body from a text template, and the row says why.
+    ``signature``: how the body is signed with the secret in the source's config:
+    ``acmi`` (X-Acmi-Signature, checked when a secret is configured), ``slack`` or
+    ``github`` (the sender's own scheme, always required: such a source refuses
+    deliveries until its secret is configured). ``headers``: the request headers the
+    mapper reads. ``mapping``: the mapper reads a stored mapping (so one may be set)."""
 
     name: str
     summary: str
     mapper: Mapper
-    idempotency: Literal["body", "pubsub"] = "body"
+    idempotency: Literal["body", "pubsub", "sender"] = "body"
     lenient_json: bool = False
     credentials: frozenset[Credential] = frozenset({Credential.API_KEY, Credential.PUSH_TOKEN})
+    signature: Literal["acmi", "slack", "github"] = "acmi"
+    headers: tuple[str, ...] = ()
+    mapping: bool = False
 
     def accepts(self, credential: Credential) -> bool:
         return credential in self.credentials
@@ -57,6 +74,7 @@ SOURCES: Final[tuple[SourceSpec, ...]] = (
         # Make's HTTP module sends its "Request content" as typed, with mapped values
         # pasted in unescaped: a multi-line note arrives as raw newlines inside a string.
         lenient_json=True,
+        mapping=True,
     ),
     SourceSpec(
         "n8n",
@@ -64,6 +82,7 @@ SOURCES: Final[tuple[SourceSpec, ...]] = (
         map_automation,
         # Strict: the HTTP Request node parses its JSON body itself ("JSON parameter needs
         # to be valid JSON") and sends it re-serialised (JSON.stringify), escapes and all.
+        mapping=True,
     ),
     SourceSpec(
         "gmail",
@@ -80,6 +99,24 @@ SOURCES: Final[tuple[SourceSpec, ...]] = (
         # Custom Request, a curl line in a shell script) that paste values into a JSON
         # text unescaped, as Make does.
         lenient_json=True,
+        mapping=True,
+    ),
+    SourceSpec(
+        "slack",
+        "Slack Events API (event_callback; url_verification is answered with its challenge)",
+        map_slack,
+        idempotency="sender",
+        # Slack cannot set an Authorization header: the push token goes in the Request
+        # URL, and Slack's signing secret signs every request.
+        signature="slack",
+    ),
+    SourceSpec(
+        "github",
+        "GitHub webhooks (the X-GitHub-Event header is the kind)",
+        map_github,
+        idempotency="sender",
+        signature="github",
+        headers=(GITHUB_EVENT_HEADER, GITHUB_DELIVERY_HEADER),
     ),
 )
 

@@ -6,9 +6,12 @@ from acmi_core.settings import Settings
 from acmi_core.store.base import Store
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, local: bool = False) -> Store:
     """Upstash when its URL and token are set, Redis when ACMI_REDIS_URL is set, else the
-    embedded default. Imports only the backend it picks (cold starts pay for one)."""
+    embedded default: with ``local``, the one on disk that every ``acmi`` command and
+    ``acmi serve`` share (``store/local.py``); without, a throwaway in this process (the
+    Lambda functions, tests, samples). Imports only the backend it picks (cold starts pay
+    for one)."""
     if settings.upstash_url and settings.upstash_token:
         from acmi_core.store.upstash import UpstashStore
 
@@ -17,9 +20,20 @@ def open_store(settings: Settings) -> Store:
         from acmi_core.store.redis import RedisStore
 
         return RedisStore.from_url(settings.redis_url, settings)
+    if local:
+        from acmi_core.store.local import open_local_store
+
+        return open_local_store(settings)
     from acmi_core.store.memory import MemoryStore
 
     return MemoryStore()
 
 
-__all__ = ["Store", "open_store"]
+def describe_store(store: Store) -> str:
+    """Which store, for a person (never a URL, token or password): ``embedded, <path>``,
+    ``embedded via acmi serve at <host:port>``, or the backend's name."""
+    description = getattr(store, "description", None)
+    return description if isinstance(description, str) else store.name
+
+
+__all__ = ["Store", "describe_store", "open_store"]

@@ -1,6 +1,7 @@
 """MemoryStore: the embedded default. An in-process Redis (fakeredis, running our Lua
 through lupa's Lua 5.1, as Redis does) behind the same code as RedisStore, so it
-passes the same conformance suite. Data lives as long as the process."""
+passes the same conformance suite. Data lives as long as the process; the `acmi`
+command's default keeps it on disk and shares it (``local.py``, a subclass)."""
 
 from __future__ import annotations
 

@@ -274,7 +274,7 @@ def test_serve_access_log_shows_no_push_token_or_key(
 ) -> None:
     for name in ("UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "ACMI_REDIS_URL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ACMI_API_KEY", EXAMPLE_KEY)  # the embedded store: accepted
+    monkeypatch.setenv("ACMI_API_KEY", "acmi_dev_admin_key_for_the_log_test_0001")
     assert run(capsys, "serve")[0] == 0
     app, kwargs = served[0]
     # the server `acmi serve` would run: its app and its logging configuration

@@ -19,6 +19,9 @@ import redis
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.auth.apikeys import register
+from acmi_core.auth.authenticator import Authenticator
+from acmi_core.ingest.config import put_config
+from acmi_core.keys import Keys
 from acmi_core.lambdas import FUNCTIONS, FunctionSpec
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
@@ -44,6 +47,8 @@ EXPECTED: dict[str, int] = {
     "ingest.n8n": 201,
     "ingest.generic": 201,
     "ingest.gmail-pubsub": 201,
+    "ingest.slack": 201,
+    "ingest.github": 201,
     "ingest.no-auth": 401,
     "ingest.unknown-source": 400,
     "entities.get": 200,
@@ -81,9 +86,24 @@ STORED: dict[str, tuple[str, int]] = {
     "ingest.n8n": ("ticket:zd-18342", 1),
     "ingest.generic": ("customer:cus_R8fT2nVbX1", 1),
     "ingest.gmail-pubsub": ("user:mikey", 1),
+    "ingest.slack": ("slack-channel:c0lan2q65", 1),
+    "ingest.github": ("github-repo:acme-corp_platform", 1),
 }
 
-WEBHOOK_RETRIES = ("ingest.n8n", "ingest.make", "ingest.gmail-pubsub")
+WEBHOOK_RETRIES = (
+    "ingest.n8n",
+    "ingest.make",
+    "ingest.gmail-pubsub",
+    "ingest.slack",
+    "ingest.github",
+)
+# The signing secrets the slack and github samples are signed with, and the time the
+# Slack sample was signed at (its X-Slack-Request-Timestamp; the auth clock is held there).
+SAMPLE_SIGNING_SECRETS = {
+    "slack": "8f742231b10e8888abcd99yyyzzz85a5",
+    "github": "gh-webhook-secret-acme-2026-0001",
+}
+SLACK_SAMPLE_SIGNED_AT = 1795977726
 
 
 Invoke = Callable[[str], dict[str, Any]]
@@ -101,15 +121,22 @@ class Harness:
 
 
 @pytest.fixture
-def harness(redis_server: RedisServer) -> Iterator[Harness]:
+def harness(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     """Each function's real handler, configured with a Redis URL on a flushed database
     where the key the events/ samples carry is provisioned as an operator provisions a
-    key (a real store refuses the public sample key as ACMI_API_KEY)."""
+    key (a real store refuses the public sample key as ACMI_API_KEY), and the slack and
+    github sources have the signing secrets their samples are signed with."""
+    # Signed timestamps are checked against this clock (5-minute window): the Slack sample's.
+    monkeypatch.setitem(
+        Authenticator.__init__.__kwdefaults__, "wall_clock", lambda: SLACK_SAMPLE_SIGNED_AT + 2.0
+    )
     url = redis_server.url_for(DB["handlers"])
     client = redis.Redis.from_url(url)
     client.flushdb()
     provisioning = RedisStore.from_url(url)
     register(provisioning, EXAMPLE_KEY, tenant="default", scope="admin", name="samples", now_ms=0)
+    for source, secret in SAMPLE_SIGNING_SECRETS.items():
+        put_config(provisioning, Keys("default", "default"), source, hmac_secret=secret)
     provisioning.close()
     env = {"ACMI_REDIS_URL": url}
     handlers = {spec.name: handler_of(spec) for spec in FUNCTIONS}
@@ -264,6 +291,22 @@ def test_n8n_item_maps_event_id_and_subject(harness: Harness) -> None:
     assert event["kind"] == "ticket.created"
     assert event["correlationId"] == "ZD-18342"
     assert event["summary"] == "SSO login loops back to the sign-in page"
+
+
+def test_slack_and_github_samples_map_their_senders_fields(harness: Harness) -> None:
+    (slack,) = json_body(harness.invoke("ingest.slack"))["events"]
+    assert slack["kind"] == "message"
+    assert slack["correlationId"] == "slack-Ev08MFMKH6"
+    assert slack["summary"].startswith("Acme says SSO login loops back")
+    assert slack["ts"] == 1795977725000  # event_time, in ms
+    assert "token" not in slack["payload"]  # Slack's verification token is never stored
+    (github,) = json_body(harness.invoke("ingest.github"))["events"]
+    assert github["kind"] == "issues.opened"
+    assert github["correlationId"] == "github-72d3162e-cc78-11e3-81ab-4c9367dc0958"
+    assert github["summary"] == (
+        "acme-corp/platform#1287 issue opened by dana-ruiz: "
+        "SSO login loops back to the sign-in page"
+    )
 
 
 @pytest.mark.parametrize("name", WEBHOOK_RETRIES)

@@ -123,36 +123,91 @@ def test_other_tenants_use_the_v13_prefix(acmi: Acmi) -> None:
     assert acmi.profile.get(f"deal:{local}") is None
 
 
-def test_corrupt_and_legacy_members_are_skipped_and_reported(acmi: Acmi, raw: redis.Redis) -> None:
+def test_corrupt_members_are_skipped_and_legacy_ones_read_flagged(
+    acmi: Acmi, raw: redis.Redis
+) -> None:
     entity = f"user:wire-corrupt-{acmi.store.name}"
     key = acmi.keys.timeline(EntityId.parse(entity))
     good = {"ts": 10, "source": "s", "kind": "k", "correlationId": "c", "summary": "ok"}
+    snake = '{"ts":13,"source":"s","kind":"k","correlation_id":"c","summary":"x"}'
+    no_kind = '{"ts":14,"source":"s","correlationId":"c","summary":"no kind"}'
     raw.zadd(
         key,
         {
             json.dumps(good): 10,
             b"\xff\xfe not utf-8": 11,
             "not json": 12,
-            '{"ts":13,"source":"s","kind":"k","correlation_id":"c","summary":"x"}': 13,
-            '{"ts":14,"source":"s","correlationId":"c","summary":"no kind"}': 14,
+            snake: 13,
+            no_kind: 14,
             "[1,2]": 15,
+            '{"ts":16,"summary":"no source"}': 16,
         },
     )
 
     events = acmi.timeline.read(entity)
-    assert [e.summary for e in events] == ["ok"]
+    assert [e.summary for e in events] == ["ok", "x", "no kind"]
+    assert events.to_dicts() == [good, json.loads(snake), json.loads(no_kind)]
+    assert [e.legacy for e in events] == [
+        (),
+        ("correlationId: camel_case",),
+        ("kind: required",),
+    ]
     assert sorted(s.reason for s in events.skipped) == sorted(
-        [
-            "not UTF-8",
-            "not JSON",
-            "legacy snake_case correlation_id",
-            "member.kind: is required (Comms v1.1)",
-            "not a JSON object",
-        ]
+        ["not UTF-8", "not JSON", "not a JSON object", "source: required"]
     )
     ctx = acmi.get(entity)
-    assert len(ctx.timeline) == 1
-    assert len(ctx.timeline.skipped) == 5
+    assert len(ctx.timeline) == 3
+    assert len(ctx.timeline.skipped) == 4
+    assert ctx.to_dict()["legacy"] == [
+        {"index": 1, "reasons": ["correlationId: camel_case"]},
+        {"index": 2, "reasons": ["kind: required"]},
+    ]
+
+
+def test_reference_cli_events_read_back_as_the_reference_shows_them(
+    acmi: Acmi, raw: redis.Redis
+) -> None:
+    """The reference CLI's `event` and `work event` and its MCP server write
+    {ts, source, summary[, session_id]}: every reference reader shows them, so do we."""
+    ns = f"wirecli{acmi.store.name}"
+    written: list[dict[str, Any]] = [
+        {"ts": 1745947200000, "source": "gmail", "summary": "Sent the PDF proposal."},
+        {"ts": 1745947200001, "source": "agent:bob", "summary": "working", "session_id": "s-1"},
+    ]
+    raw.zadd(
+        f"acmi:{ns}:client-123:timeline",
+        {json.dumps(e, separators=(",", ":")): e["ts"] for e in written},
+    )
+    ctx = acmi.get(f"{ns}:client-123")
+    assert ctx.timeline.to_dicts() == written
+    assert [e.to_dict() for e in ctx.timeline] == written
+    assert all(e.legacy == ("kind: required", "correlationId: required") for e in ctx.timeline)
+    assert ctx.timeline.skipped == []
+
+
+def test_same_event_same_bytes_as_json_stringify(acmi: Acmi) -> None:
+    """Floats are written as JavaScript writes them, so the reference's append of the same
+    event is the same ZSET member (ZADD NX dedupes exact bytes: one member, not two)."""
+    entity = f"user:wire-floats-{acmi.store.name}"
+    key = acmi.keys.timeline(EntityId.parse(entity))
+    event = {
+        "ts": 1745947200000.0,
+        "source": "s",
+        "kind": "k",
+        "correlationId": "c",
+        "summary": "s",
+        "payload": {"p": 1e-7, "q": 3.0, "r": 1e-5, "s": 1e16, "t": -0.0, "u": 0.25},
+        "tenant_id": "default",
+    }
+    # what JSON.stringify writes for this event (node: JSON.stringify(event))
+    reference = (
+        '{"ts":1745947200000,"source":"s","kind":"k","correlationId":"c","summary":"s",'
+        '"payload":{"p":1e-7,"q":3,"r":0.00001,"s":10000000000000000,"t":0,"u":0.25},'
+        '"tenant_id":"default"}'
+    )
+    cmd(acmi, "ZADD", key, "NX", 1745947200000, reference)
+    acmi.timeline.append(entity, event)
+    assert cmd(acmi, "ZRANGE", key, 0, -1) == [reference.encode()]
 
 
 def test_wrong_type_keys_are_reported_in_get_not_raised(acmi: Acmi) -> None:

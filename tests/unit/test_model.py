@@ -130,6 +130,34 @@ def test_stored_member_parsing_is_tolerant() -> None:
     ok = event_from_member(json.dumps({**EVENT, "ts": 1, "extra": {"a": []}}).encode())
     assert not isinstance(ok, str)
     assert ok.to_dict()["extra"] == {"a": []}
+    assert ok.legacy == ()
+
+
+def test_a_stored_event_breaking_a_rule_is_read_as_legacy() -> None:
+    stored = {"ts": -1, "source": "cli", "summary": "x" * 501, "tenant_id": 3, "n": [{"a": 1}]}
+    event = event_from_member(json.dumps(stored).encode())
+    assert not isinstance(event, str)
+    assert event.legacy == (
+        "ts: range",
+        "kind: required",
+        "correlationId: required",
+        "summary: max_length",
+        "tenant_id: type",
+    )
+    assert (event.ts, event.kind, event.correlationId, event.tenant_id) == (-1, "", "", None)
+    copy = event.to_dict()
+    assert copy == stored  # verbatim, and a copy: changing it changes nothing stored
+    copy["n"][0]["a"] = 2
+    assert event.to_dict()["n"] == [{"a": 1}]
+    with pytest.raises(AcmiValidationError):  # appending it again meets the write rules
+        parse_event(event, now_ms=1, tenant="t")
+    for unusable, reason in [
+        ({"source": "s", "summary": "s"}, "ts: required"),
+        ({"ts": "1", "source": "s", "summary": "s"}, "ts: type"),
+        ({"ts": 1, "summary": "s"}, "source: required"),
+        ({"ts": 1, "source": "s", "summary": None}, "summary: type"),
+    ]:
+        assert event_from_member(json.dumps(unusable).encode()) == reason
 
 
 @pytest.mark.parametrize("payload", [{1: "a"}, {"x": [{2: "b"}]}, {None: 1}])

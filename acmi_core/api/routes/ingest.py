@@ -11,7 +11,11 @@ from fastapi.security import HTTPBearer
 from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import parse_json, read_raw
 from acmi_core.auth.apikeys import Scope
-from acmi_core.auth.signatures import SIGNATURE_HEADER
+from acmi_core.auth.signatures import (
+    GITHUB_SIGNATURE_HEADER,
+    SIGNATURE_HEADER,
+    SLACK_SIGNATURE_HEADER,
+)
 from acmi_core.ingest.service import (
     MAX_WEBHOOK_TS_SKEW_MS,
     IngestResult,
@@ -118,8 +122,12 @@ def _sources_description() -> str:
         "Sources (also as `<source>-<name>`, e.g. `n8n-billing`):\n\n"
         + "\n".join(rows)
         + f"\n\nSources with an HMAC secret also need `{SIGNATURE_HEADER}: sha256=<hex>` "
-        "over the raw body. Query `entity=<category>:<id>` names the entity when the body "
-        "does not; generic sources take `map.<field>=<dotted.path>`. An event dated more "
+        "over the raw body; `slack` and `github` always need their sender's own signature "
+        f"(`{SLACK_SIGNATURE_HEADER}`, `{GITHUB_SIGNATURE_HEADER}`) with the secret stored "
+        "as the source's HMAC secret, and Slack's `url_verification` is answered (200) with "
+        "its `challenge`. Query `entity=<category>:<id>` names the entity when the body "
+        "does not; generic, make and n8n sources take `map.<field>=<dotted.path>` "
+        "(`map.category=<name>`). An event dated more "
         f"than {MAX_WEBHOOK_TS_SKEW_MS // 60_000} minutes ahead is stored at the time it "
         "arrives, with the sender's value as `sender_ts`."
     )
@@ -128,8 +136,11 @@ def _sources_description() -> str:
 @router.post(
     "/v1/ingest/{source}",
     status_code=201,
-    responses=STORED,
-    summary="Webhook from Make, n8n, Gmail (Pub/Sub push) or a generic sender",
+    responses={
+        **STORED,
+        200: {"description": "A handshake (Slack's `url_verification`): its answer."},
+    },
+    summary="Webhook from Make, n8n, Gmail (Pub/Sub push), Slack, GitHub or a generic sender",
     description=_sources_description(),
     openapi_extra={
         "requestBody": {
@@ -160,6 +171,7 @@ async def post_ingest(
         query=query,
         idempotency_key=idempotency_key,
         config=caller.config,
+        headers=request.headers,
     )
     _observe(ctx, result, "WebhookEventsStored")
     return _respond(result)

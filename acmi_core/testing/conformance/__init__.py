@@ -74,8 +74,11 @@ By group:
   required event fields, ts, summary length (500), enums, non-object profiles, limits,
   NaN/Infinity: each rejected as ``AcmiValidationError`` naming a field and a rule, with
   nothing stored.
-- ``tolerance``: corrupt or legacy stored timeline members (not JSON, not an object, not
-  UTF-8, snake_case ``correlation_id``, missing fields) are skipped and reported, never raised.
+- ``tolerance``: stored members another tool wrote that break a rule (no kind or
+  correlationId, snake_case ``correlation_id``, an out-of-range enum, ts or summary, a
+  numeric tenant_id) are read verbatim and flagged in ``Event.legacy``; only members that
+  are not UTF-8, not JSON, not an object, or lack a usable ts/source/summary are skipped and
+  reported, never raised.
 - ``concurrency``: 20-50 concurrent writers on one entity lose nothing (the reference's
   read-modify-write kept 1 of 50).
 - ``json``: values Redis's cjson would change (``[]`` vs ``{}``, 12345678901234567,
