@@ -169,6 +169,12 @@ SOURCE_FLAG_CONFLICTS = (
     ("entity", "--entity", "remove_entity", "--remove-entity"),
     ("mapping", "--mapping", "remove_mapping", "--remove-mapping"),
     ("map", "--map", "remove_mapping", "--remove-mapping"),
+    (
+        "gmail_credentials_secret",
+        "--gmail-credentials-secret",
+        "remove_gmail_credentials_secret",
+        "--remove-gmail-credentials-secret",
+    ),
 )
 
 
@@ -218,6 +224,8 @@ def cmd_sources_set(acmi: Acmi, args: argparse.Namespace) -> None:
         remove_entity=args.remove_entity,
         mapping=_map_args(args.map, args.mapping),
         remove_mapping=args.remove_mapping,
+        gmail_credentials_secret=args.gmail_credentials_secret,
+        remove_gmail_credentials_secret=args.remove_gmail_credentials_secret,
         replace=args.replace,
     )
     shown = config.model_dump(exclude_none=True)
@@ -512,6 +520,17 @@ def _add_sources(sub: Any) -> None:
         "e.g. --map summary=email.subject --map kind=event",
     )
     p.add_argument("--remove-mapping", action="store_true", help="remove the stored mapping")
+    p.add_argument(
+        "--gmail-credentials-secret",
+        metavar="ARN",
+        help="gmail: Secrets Manager ARN of the mailbox's OAuth credentials (Google's "
+        "authorized_user JSON); the Lambda then stores one event per new message",
+    )
+    p.add_argument(
+        "--remove-gmail-credentials-secret",
+        action="store_true",
+        help="gmail: stop fetching messages (store the notification only)",
+    )
     p.add_argument(
         "--replace",
         action="store_true",

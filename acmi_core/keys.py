@@ -14,6 +14,7 @@ with a letter, so no entity key can ever equal one of these.
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import Final
 
@@ -69,6 +70,13 @@ class Keys:
     def internal(self, kind: str, *parts: str) -> str:
         """A bookkeeping key of this tenant (idempotency records, sources, leases)."""
         return internal_global(kind, self.tenant, *parts)
+
+    def gmail_history(self, source: str, email: str) -> str:
+        """Where a Gmail source keeps the history id the next fetch of ``email`` starts
+        from (JSON ``{"historyId": "<id>"}``). A digest of the address: no mail address
+        in a key name, and any address fits."""
+        digest = hashlib.sha256(email.lower().encode("utf-8")).hexdigest()
+        return self.internal("gmail", source, digest)
 
 
 def internal_global(kind: str, *parts: str) -> str:

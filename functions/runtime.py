@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ from acmi_core.lambdas import FunctionSpec, function, mounted_routers
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from acmi_core.ingest.service import GmailFetch
 
 # Invocations that record no metric (docs, 401s) are normal, not worth a warning each.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -68,6 +71,66 @@ def fetch_token(arn: str) -> str:
     if not text:
         raise RuntimeError(f"secret {arn} holds no Upstash token")
     return text
+
+
+# Gmail credentials are read again at most this often per process: a rotated secret is
+# picked up within 5 minutes, and a push does not pay a Secrets Manager call.
+GMAIL_SECRET_MAX_AGE_S = 300
+# The Secrets Manager read is retried by Pub/Sub (a 503) after this long.
+GMAIL_SECRET_RETRY_AFTER_S = 30.0
+
+
+def fetch_gmail_secret(arn: str) -> str:
+    """The text of a Gmail source's credentials secret (Google's authorized_user JSON),
+    cached ``GMAIL_SECRET_MAX_AGE_S``. A failed read is a 503 (Pub/Sub redelivers); its
+    message names the ARN, never a value. Powertools parameters (and boto3) are imported
+    here only, on the first push of a source that has the secret."""
+    from aws_lambda_powertools.utilities import parameters
+
+    from acmi_core.errors import Unavailable
+
+    try:
+        value = parameters.get_secret(arn, max_age=GMAIL_SECRET_MAX_AGE_S)
+    except parameters.GetParameterError:
+        raise Unavailable(
+            f"gmail_credentials_secret: {arn} could not be read from Secrets Manager "
+            "(missing, not allowed by the function's policy, or unreachable)",
+            retry_after=GMAIL_SECRET_RETRY_AFTER_S,
+            field="gmail_credentials_secret",
+            rule="readable_secret",
+        ) from None
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value or "")
+
+
+def gmail_fetch() -> GmailFetch:
+    """One per process: the secret reader, an HTTP client for Google, the token cache.
+    The client's connection pool (and its CA bundle, ~40 ms to load) is built on the
+    first Gmail fetch, not on every cold start of the ingest function."""
+    import httpx
+
+    from acmi_core.ingest.gmail_history import REQUEST_TIMEOUT_S, AccessTokens
+    from acmi_core.ingest.service import GmailFetch
+
+    class LazyTransport(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._inner: httpx.HTTPTransport | None = None
+            self._lock = threading.Lock()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            with self._lock:
+                if self._inner is None:
+                    self._inner = httpx.HTTPTransport()
+            return self._inner.handle_request(request)
+
+        def close(self) -> None:
+            if self._inner is not None:
+                self._inner.close()
+
+    return GmailFetch(
+        secret=fetch_gmail_secret,
+        client=httpx.Client(transport=LazyTransport(), timeout=REQUEST_TIMEOUT_S),
+        tokens=AccessTokens(),
+    )
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -132,8 +195,11 @@ def http_app(spec: FunctionSpec, acmi: Acmi) -> FastAPI:
     a docs function), store calls inline."""
     from acmi_core.api.app import ApiContext, create_app
 
-    ctx = ApiContext(acmi, observer=PowertoolsObserver(), offload=False)
-    return create_app(ctx, mounted_routers(spec), docs=spec.docs)
+    routers = mounted_routers(spec)
+    # Only the function that takes Gmail pushes pays for an HTTP client to Google.
+    gmail = gmail_fetch() if spec.store and "ingest" in routers else None
+    ctx = ApiContext(acmi, observer=PowertoolsObserver(), offload=False, gmail=gmail)
+    return create_app(ctx, routers, docs=spec.docs)
 
 
 def _build_http(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:

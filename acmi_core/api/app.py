@@ -9,7 +9,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -26,6 +26,9 @@ from acmi_core.auth.principal import TENANT_HEADER, Principal
 from acmi_core.client import Acmi
 from acmi_core.errors import NotFound
 from acmi_core.lambdas import http_routers
+
+if TYPE_CHECKING:
+    from acmi_core.ingest.service import GmailFetch
 
 # Router name -> module; each module defines ``router``. Imported only when mounted, so a
 # function's cold start pays for its own routes.
@@ -45,12 +48,16 @@ class ApiContext:
     ``offload``: run store calls on a worker thread (a server with concurrent requests,
     ``acmi serve``) or inline (Lambda: one request per process at a time, and no thread
     started and stopped per invocation).
+
+    ``gmail``: how a Gmail push fetches the mailbox's new messages (the Lambda kit builds
+    it); None (``acmi serve``): gmail sources store the notification only.
     """
 
     acmi: Acmi  # the default tenant's view; routes switch to the caller's tenant
     observer: Observer = field(default_factory=LogObserver)
     offload: bool = False
     google: GoogleTokenVerifier | None = None
+    gmail: GmailFetch | None = None
     auth: Authenticator = field(init=False)
 
     def __post_init__(self) -> None:

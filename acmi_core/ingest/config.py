@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from typing import Any, Final
 
@@ -30,6 +31,12 @@ from acmi_core.store.base import Store
 from acmi_core.writes import WritePlan
 
 MIN_HMAC_SECRET: Final = 16  # characters
+# A Secrets Manager secret ARN (any partition and region): the Gmail OAuth credentials are
+# named by it and fetched by the Lambda at push time, never stored here. Secret names are
+# at most 512 characters (plus the 7 Secrets Manager appends).
+GMAIL_SECRET_ARN_PATTERN: Final = (
+    r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]{1,32}:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]{1,519}$"
+)
 UNREADABLE_RETRY_AFTER_S: Final = 60.0
 
 
@@ -50,6 +57,9 @@ class SourceConfig(BaseModel):
     # make, n8n, generic: event field -> dotted path or '=literal' (category: a name);
     # mapped fields win over the well-known names make and n8n look for.
     mapping: dict[str, str] | None = None
+    # gmail: the Secrets Manager ARN of the mailbox's OAuth credentials (Google's
+    # authorized_user JSON); the ARN only, never the secret.
+    gmail_credentials_secret: str | None = Field(default=None, pattern=GMAIL_SECRET_ARN_PATTERN)
 
     @field_validator("mapping")
     @classmethod
@@ -157,6 +167,8 @@ def put_config(
     remove_entity: bool = False,
     mapping: dict[str, str] | None = None,
     remove_mapping: bool = False,
+    gmail_credentials_secret: str | None = None,
+    remove_gmail_credentials_secret: bool = False,
     replace: bool = False,
 ) -> tuple[SourceConfig, str | None]:
     """Create or update a source's config. What is given changes, what a ``remove_*``
@@ -182,6 +194,8 @@ def put_config(
             raise AcmiValidationError(
                 "mapping", "unsupported", f"{kind} sources read no mapping (only {readers})"
             )
+
+    _check_gmail_args(gmail_credentials_secret, remove_gmail_credentials_secret, kind)
 
     key = _config_key(keys, source)
     raw = store.execute(("GET", key))
@@ -209,6 +223,7 @@ def put_config(
         ("oidc_email", oidc_email, remove_oidc),
         ("entity", entity, remove_entity),
         ("mapping", mapping, remove_mapping),
+        ("gmail_credentials_secret", gmail_credentials_secret, remove_gmail_credentials_secret),
     ):
         if given is not None:
             data[field] = given
@@ -236,6 +251,28 @@ def put_config(
         )
     plan.apply(store)
     return config, token
+
+
+def _check_gmail_args(arn: str | None, remove: bool, kind: str) -> None:
+    _check_not_both(arn is not None, remove, "gmail_credentials_secret")
+    if arn is not None:
+        check_gmail_credentials_secret(arn, kind)
+
+
+def check_gmail_credentials_secret(arn: str, kind: str) -> None:
+    """A Secrets Manager ARN, for a gmail source. The refusal never repeats the value:
+    someone may have pasted the secret itself."""
+    if kind != "gmail":
+        raise AcmiValidationError(
+            "gmail_credentials_secret", "unsupported", f"{kind} sources fetch no Gmail mail"
+        )
+    if not re.fullmatch(GMAIL_SECRET_ARN_PATTERN, arn):
+        raise AcmiValidationError(
+            "gmail_credentials_secret",
+            "arn",
+            "must be a Secrets Manager secret ARN "
+            "(arn:aws:secretsmanager:<region>:<account>:secret:<name>), never the secret itself",
+        )
 
 
 def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:

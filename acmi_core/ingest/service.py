@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from acmi_core.client import Acmi
 from acmi_core.errors import AcmiValidationError, CorruptData, IdempotencyKeyReused
@@ -46,11 +47,23 @@ from acmi_core.ingest.sources import source_spec
 from acmi_core.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.writes import Replayed, WritePlan
 
+if TYPE_CHECKING:
+    import httpx
+
+    from acmi_core.ingest.gmail_history import AccessTokens
+
+log = logging.getLogger("acmi.ingest")
+
 MAX_IDEMPOTENCY_KEY_LEN: Final = 255
 # A webhook event dated later than now + this is stored at now (its own ts kept as
 # ``sender_ts``): a sender's clock may run a little ahead, but a sender must not date an
 # event in year 9999 and hold the newest-events window agents read from then on.
 MAX_WEBHOOK_TS_SKEW_MS: Final = 5 * 60 * 1000
+# A push's Gmail fetch stops starting requests after this long: the function's timeout
+# is 10 s (template.yaml) and the events are still to be written. A fetch cut short
+# stores what it read and the next push resumes from its cursor.
+GMAIL_FETCH_DEADLINE_S: Final = 6.0
+GMAIL_MAX_MESSAGES: Final = 50  # new messages stored per push, at most
 DELIVERY_PARAMS: Final = frozenset({"entity", "tenant"})
 MAPPING_PARAM_PREFIX: Final = "map."
 # What a record (and so a replayed response) keeps of each stored event.
@@ -77,6 +90,18 @@ class Idempotency:
     key: str
     request: str
     ttl_s: int
+
+
+@dataclass(frozen=True)
+class GmailFetch:
+    """What fetching a Gmail mailbox's new messages needs, built once per process (the
+    Lambda kit): ``secret`` returns the text of the secret an ARN names (the core never
+    talks to a secret store itself), ``client`` makes Google's requests, ``tokens`` caches
+    access tokens between pushes."""
+
+    secret: Callable[[str], str]
+    client: httpx.Client
+    tokens: AccessTokens
 
 
 def _sha256(text: str) -> str:
@@ -139,8 +164,11 @@ def store_deliveries(
     idempotency: Idempotency | None,
     *,
     bound_future_ts: bool = False,
+    also_set: tuple[str, str] | None = None,
 ) -> IngestResult:
-    """Validate every event, then store all of them (or, on a replay, none) in one step."""
+    """Validate every event, then store all of them (or, on a replay, none) in one step.
+    ``also_set``: (key, JSON text) written in the same step (a Gmail history cursor), so a
+    replay writes it no more than the events."""
     plan = WritePlan()
     now = acmi.clock()
     stored: list[dict[str, Any]] = []
@@ -152,6 +180,8 @@ def store_deliveries(
         acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
     body = {"stored": len(stored), "events": stored}
+    if also_set is not None:
+        plan.set(*also_set)  # staged before the record: the record's ONCE guards it too
     if idempotency is None:
         plan.apply(acmi.store)
         return IngestResult(body, replayed=False)
@@ -223,10 +253,15 @@ def ingest_webhook(
     idempotency_key: str | None,
     config: SourceConfig | None,
     headers: Mapping[str, str] | None = None,
+    gmail: GmailFetch | None = None,
 ) -> IngestResult:
     """POST /v1/ingest/{source}: map the sender's body to events and store them once,
     each dated at most now + MAX_WEBHOOK_TS_SKEW_MS. A handshake (Slack's
-    url_verification) is answered with a 200 and stores nothing."""
+    url_verification) is answered with a 200 and stores nothing.
+
+    A gmail source whose config names a credentials secret, when ``gmail`` is given (the
+    Lambda; ``acmi serve`` gives none), also stores one event per message added since
+    the mailbox's stored history id, and moves that id, in the same step."""
     spec = source_spec(source)
     settings = acmi.settings
     sha = body_digest(raw_body)
@@ -262,4 +297,81 @@ def ingest_webhook(
         # only the exact body (for this entity and mapping) identifies a delivery.
         key = acmi.keys.internal("idem", "ingest", source, "body", request)
         idempotency = Idempotency("body", key, request, settings.derived_idempotency_ttl_s)
-    return store_deliveries(acmi, mapped.deliveries, idempotency, bound_future_ts=True)
+    deliveries = mapped.deliveries
+    cursor: tuple[str, str] | None = None
+    if gmail is not None and config is not None and config.gmail_credentials_secret:
+        deliveries, cursor = _with_gmail_messages(
+            acmi, source, deliveries, gmail, config.gmail_credentials_secret
+        )
+    return store_deliveries(acmi, deliveries, idempotency, bound_future_ts=True, also_set=cursor)
+
+
+def _with_gmail_messages(
+    acmi: Acmi, source: str, deliveries: list[Delivery], gmail: GmailFetch, secret_arn: str
+) -> tuple[list[Delivery], tuple[str, str] | None]:
+    """The notification plus one event per new message, and the cursor to store. Google
+    failing for now (``GmailUnavailable``) propagates: a 503, nothing stored, Pub/Sub
+    redelivers. Google refusing (credentials, request) stores the notification alone with
+    ``payload.fetch_error`` and leaves the cursor, so the next push retries from it."""
+    from acmi_core.ingest import gmail_history
+
+    notification = deliveries[0]
+    payload = notification.event["payload"]
+    email = str(payload["emailAddress"])
+    cursor_key = acmi.keys.gmail_history(source, email)
+    start = _stored_history_id(acmi.store.execute(("GET", cursor_key)), cursor_key)
+    try:
+        creds = gmail_history.GmailCredentials.from_secret(gmail.secret(secret_arn))
+        changes = gmail_history.fetch_changes(
+            gmail.client,
+            creds,
+            email,
+            start,
+            tokens=gmail.tokens,
+            # with the notification, no more events than a batch may hold
+            max_messages=max(1, min(GMAIL_MAX_MESSAGES, acmi.settings.max_batch_events - 1)),
+            deadline_s=GMAIL_FETCH_DEADLINE_S,
+        )
+    except gmail_history.GmailUnavailable:
+        raise
+    except gmail_history.GmailApiError as exc:  # GmailAuthError included
+        # Safe to log: these messages name the request and Google's error code, never a
+        # token, secret or body (gmail_history's rule).
+        log.warning(
+            "gmail fetch refused (%s) for source %s of tenant %s: %s",
+            exc.code,
+            source,
+            acmi.tenant,
+            exc.message,
+        )
+        failed = {**payload, "fetch_error": exc.code}
+        return [Delivery(notification.entity, {**notification.event, "payload": failed})], None
+    messages = gmail_history.message_events(
+        changes,
+        source=source,
+        mailbox_entity=notification.entity,
+        parent_correlation_id=str(notification.event["correlationId"]),
+    )
+    cursor = dumps({"historyId": changes.last_history_id})
+    return [notification, *messages], (cursor_key, cursor)
+
+
+def _stored_history_id(raw: object, key: str) -> str | None:
+    """The stored cursor; None (fetch the last day, then store a good one) for none or
+    one that cannot be read: refusing would stall the mailbox until someone repairs it."""
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw) if isinstance(raw, bytes) else None
+    except ValueError:
+        data = None
+    history_id = data.get("historyId") if isinstance(data, dict) else None
+    if (
+        isinstance(history_id, str)
+        and history_id.isascii()
+        and history_id.isdigit()
+        and len(history_id) <= 20
+    ):
+        return history_id
+    log.warning("%s: unreadable Gmail history cursor, fetching the last day instead", key)
+    return None

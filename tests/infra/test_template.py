@@ -12,7 +12,7 @@ import json
 import re
 import subprocess
 import tomllib
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from fastapi import FastAPI
@@ -268,18 +268,38 @@ def test_every_http_event_uses_the_http_api(template: dict[str, Any]) -> None:
                 assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}, (name, event_name)
 
 
+TOKEN_POLICY: Final = {
+    "AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "UpstashTokenSecretArn"}}
+}
+# Only the ingest function, and only when Gmail secrets are given: read them, nothing else.
+GMAIL_POLICY: Final = {
+    "Fn::If": [
+        "HasGmailSecrets",
+        {
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": "secretsmanager:GetSecretValue",
+                    "Resource": {"Ref": "GmailCredentialsSecretArns"},
+                }
+            ]
+        },
+        {"Ref": "AWS::NoValue"},
+    ]
+}
+
+
 def test_every_function_may_read_the_token_secret_and_nothing_more(
     template: dict[str, Any],
 ) -> None:
     for name, function in serverless_functions(template).items():
         policies = function["Properties"]["Policies"]
-        assert policies == [
-            {
-                "AWSSecretsManagerGetSecretValuePolicy": {
-                    "SecretArn": {"Ref": "UpstashTokenSecretArn"}
-                }
-            }
-        ], name
+        expected = [TOKEN_POLICY, GMAIL_POLICY] if name == "IngestFunction" else [TOKEN_POLICY]
+        assert policies == expected, name
+    condition = template["Conditions"]["HasGmailSecrets"]
+    assert condition == {
+        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "GmailCredentialsSecretArns"}]}, ""]}]
+    }
 
 
 # --- parameters and secrets ----------------------------------------------------------------
@@ -354,8 +374,11 @@ def test_the_token_is_never_a_parameter_value_or_environment_literal(
 ) -> None:
     for name, param in template["Parameters"].items():
         if re.search(r"(?i)token|secret|password|apikey|api_key", name):
-            assert name.endswith("Arn"), f"{name}: pass secrets by Secrets Manager ARN only"
-            assert "Default" not in param, f"{name}: no default for a secret's ARN"
+            assert name.endswith(("Arn", "Arns")), f"{name}: pass secrets by ARN only"
+            if name.endswith("Arns"):  # an optional list of ARNs: empty turns it off
+                assert param["Type"] == "CommaDelimitedList" and param.get("Default") == ""
+            else:
+                assert "Default" not in param, f"{name}: no default for a secret's ARN"
         if "Default" in param:
             assert not secret_findings(f"Default: {param['Default']}"), name
     env_blocks = [template["Globals"]["Function"]["Environment"]["Variables"]]

@@ -172,6 +172,7 @@ async def post_ingest(
         idempotency_key=idempotency_key,
         config=caller.config,
         headers=request.headers,
+        gmail=ctx.gmail,
     )
     _observe(ctx, result, "WebhookEventsStored")
     return _respond(result)
