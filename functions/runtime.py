@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from acmi_core import Acmi, Settings, Store, open_store
 from acmi_core.lambdas import FunctionSpec, function, mounted_routers
 
 if TYPE_CHECKING:
+    import httpx
     from fastapi import FastAPI
 
     from acmi_core.ingest.service import GmailFetch
@@ -102,35 +102,21 @@ def fetch_gmail_secret(arn: str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value or "")
 
 
-def gmail_fetch() -> GmailFetch:
-    """One per process: the secret reader, an HTTP client for Google, the token cache.
-    The client's connection pool (and its CA bundle, ~40 ms to load) is built on the
-    first Gmail fetch, not on every cold start of the ingest function."""
+def _google_client() -> httpx.Client:
     import httpx
 
-    from acmi_core.ingest.gmail_history import REQUEST_TIMEOUT_S, AccessTokens
+    from acmi_core.ingest.gmail_history import REQUEST_TIMEOUT_S
+
+    return httpx.Client(timeout=REQUEST_TIMEOUT_S)
+
+
+def gmail_fetch() -> GmailFetch:
+    """One per process: the secret reader; the HTTP client for Google (httpx, its CA
+    bundle: ~40-100 ms) and the token cache are built on the first Gmail fetch, so an
+    ingest cold start without Gmail credentials pays nothing for them."""
     from acmi_core.ingest.service import GmailFetch
 
-    class LazyTransport(httpx.BaseTransport):
-        def __init__(self) -> None:
-            self._inner: httpx.HTTPTransport | None = None
-            self._lock = threading.Lock()
-
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            with self._lock:
-                if self._inner is None:
-                    self._inner = httpx.HTTPTransport()
-            return self._inner.handle_request(request)
-
-        def close(self) -> None:
-            if self._inner is not None:
-                self._inner.close()
-
-    return GmailFetch(
-        secret=fetch_gmail_secret,
-        client=httpx.Client(transport=LazyTransport(), timeout=REQUEST_TIMEOUT_S),
-        tokens=AccessTokens(),
-    )
+    return GmailFetch(secret=fetch_gmail_secret, new_client=_google_client)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -92,16 +93,44 @@ class Idempotency:
     ttl_s: int
 
 
-@dataclass(frozen=True)
 class GmailFetch:
-    """What fetching a Gmail mailbox's new messages needs, built once per process (the
-    Lambda kit): ``secret`` returns the text of the secret an ARN names (the core never
-    talks to a secret store itself), ``client`` makes Google's requests, ``tokens`` caches
-    access tokens between pushes."""
+    """What fetching a Gmail mailbox's new messages needs, one per process (the Lambda
+    kit): ``secret`` returns the text of the secret an ARN names (the core never talks to
+    a secret store itself), ``client`` makes Google's requests, ``tokens`` caches access
+    tokens between pushes. Given as ``new_client``, the client (httpx, the CA bundle) and
+    the token cache are built on the first Gmail fetch: an ingest cold start without any
+    Gmail credentials configured pays nothing for them."""
 
-    secret: Callable[[str], str]
-    client: httpx.Client
-    tokens: AccessTokens
+    def __init__(
+        self,
+        secret: Callable[[str], str],
+        client: httpx.Client | None = None,
+        tokens: AccessTokens | None = None,
+        *,
+        new_client: Callable[[], httpx.Client] | None = None,
+    ) -> None:
+        if client is None and new_client is None:
+            raise ValueError("GmailFetch needs a client or new_client")
+        self.secret = secret
+        self._client, self._tokens, self._new_client = client, tokens, new_client
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                assert self._new_client is not None
+                self._client = self._new_client()
+            return self._client
+
+    @property
+    def tokens(self) -> AccessTokens:
+        with self._lock:
+            if self._tokens is None:
+                from acmi_core.ingest.gmail_history import AccessTokens
+
+                self._tokens = AccessTokens()
+            return self._tokens
 
 
 def _sha256(text: str) -> str:

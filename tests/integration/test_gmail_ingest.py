@@ -553,7 +553,7 @@ def test_the_connection_pool_to_google_is_built_on_the_first_fetch(
     monkeypatch.setattr(httpx, "HTTPTransport", Transport)
     monkeypatch.setattr("httpx._client.HTTPTransport", Transport)  # what Client() builds
     gmail = runtime.gmail_fetch()
-    assert built == []  # no CA bundle loaded on a cold start that sees no Gmail push
+    assert built == []  # no client, no CA bundle on a cold start that sees no Gmail push
     assert gmail.client.get("https://oauth2.googleapis.com/token").json() == {
         "host": "oauth2.googleapis.com"
     }
