@@ -34,6 +34,7 @@ from typing import Any, Final
 from acmi_core.agents import AgentAPI
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.keys import Keys
+from acmi_core.locks import LockAPI
 from acmi_core.model import (
     EVENT_FIELD_ORDER,
     MAX_ENTITY_LEN,
@@ -650,6 +651,7 @@ class Acmi:
         self.signals = SignalsAPI(self)
         self.timeline = TimelineAPI(self)
         self.agents = AgentAPI(self)
+        self.locks = LockAPI(self)
 
     @property
     def tenant(self) -> str:

@@ -36,6 +36,9 @@ SESSIONS: Final = "sessions"  # SET (work items)
 EXTENSION_SLOTS: Final = (SPAWNS, ACTIVE_CONTEXT, ROLLUP_LATEST, SESSIONS)
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
+# The fleet coordination bus (reference layout): lock claims, releases and deferrals.
+COORDINATION_THREAD: Final = "thread:agent-coordination"
+
 ROOT: Final = "acmi"
 INTERNAL_MARK: Final = "_"
 
@@ -70,6 +73,14 @@ class Keys:
     def internal(self, kind: str, *parts: str) -> str:
         """A bookkeeping key of this tenant (idempotency records, sources, leases)."""
         return internal_global(kind, self.tenant, *parts)
+
+    def lock(self, resource: str) -> str:
+        """The lease HASH of ``resource`` (owner, token digest, expiry, fencing counter).
+        Resource names are checked by ``acmi_core.locks`` before they get here."""
+        return self.internal("lock", resource)
+
+    def coordination_timeline(self) -> str:
+        return self.timeline(EntityId.parse(COORDINATION_THREAD))
 
     def gmail_history(self, source: str, email: str) -> str:
         """Where a Gmail source keeps the history id the next fetch of ``email`` starts

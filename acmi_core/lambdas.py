@@ -69,6 +69,11 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         routers=("entities",),
     ),
     FunctionSpec(
+        "locks",
+        "leases with fencing tokens: claim, renew, release, get; coordination events",
+        routers=("locks",),
+    ),
+    FunctionSpec(
         "docs",
         "the OpenAPI spec and the docs page of every route",
         docs=True,

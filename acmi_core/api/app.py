@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 ROUTER_MODULES: Final = {
     "ingest": "acmi_core.api.routes.ingest",
     "entities": "acmi_core.api.routes.entities",
+    "locks": "acmi_core.api.routes.locks",
 }
 
 P = ParamSpec("P")

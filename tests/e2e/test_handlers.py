@@ -60,6 +60,8 @@ EXPECTED: dict[str, int] = {
     "entities.invalid-entity": 400,
     "entities.list": 200,
     "entities.wrong-key": 401,
+    "locks.claim": 200,
+    "locks.claim-invalid-ttl": 400,
     "docs.openapi": 200,
     "docs.docs": 200,
 }
@@ -75,6 +77,7 @@ EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
     "entities.put-profile-array": ("profile", "object"),
     "entities.invalid-entity": ("entity", None),
     "entities.wrong-key": ("authorization", None),
+    "locks.claim-invalid-ttl": ("ttl_ms", "range"),
 }
 
 # Events stored per successful ingest file: (entity, count).

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
 from acmi_core.api.errors import STATUS_BY_ERROR, acmi_error_response
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
@@ -240,7 +240,7 @@ def test_every_route_documents_the_errors_it_answers(api: Api) -> None:
         for method in getattr(route, "methods", ()) or ()
         if hasattr(route, "endpoint")
     }
-    for router in ("entities", "ingest"):
+    for router in ROUTER_MODULES:
         module = __import__(f"acmi_core.api.routes.{router}", fromlist=["router"])
         for route in module.router.routes:
             for method in route.methods:

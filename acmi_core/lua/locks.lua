@@ -1,0 +1,95 @@
+-- locks.lua: one lease operation (claim | renew | release) as one atomic step.
+--
+-- KEYS[1] the lease HASH acmi:_lock:<tenant>:<resource>
+--         {fence, owner, token (sha256 of the owner token), expires (ms), cid}
+--         fence survives release and expiry, so it is never reused
+-- KEYS[2] the coordination thread's timeline ZSET; KEYS[3] the thread namespace SET
+-- ARGV[1] op, ARGV[2] now_ms (the client's clock: tests control time), then per op:
+--   claim   owner token_hash expires cid index_member  claim_template  defer_template
+--   renew   token_hash expires
+--   release token_hash index_member release_template
+-- A template is a count n then n items: text, slot name, text, ... (JSON built by the
+-- client; slots are filled with values this script read or made, never decoded JSON).
+--
+-- Phase 1 reads and checks (key types, stored numbers); phase 2 only writes.
+-- Replies: {'OK', ...} | {'HELD', owner, expires, fence} | {'NONE'} |
+--          {'TOKEN', owner, expires} | {'EXPIRED', owner, expires}
+-- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
+
+local function check_type(key, want)
+  local t = redis.call('TYPE', key)
+  if type(t) == 'table' then t = t.ok end
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('ACMI_WRONGTYPE ' .. key .. ' holds a ' .. t .. ', not a ' .. want)
+  end
+  return nil
+end
+
+local function render(i, values)
+  local n = tonumber(ARGV[i])
+  local out = {}
+  for j = 1, n do
+    local item = ARGV[i + j]
+    if j % 2 == 1 then out[#out + 1] = item else out[#out + 1] = values[item] end
+  end
+  return table.concat(out), i + n + 1
+end
+
+local lease, thread, index = KEYS[1], KEYS[2], KEYS[3]
+for _, kt in ipairs({{lease, 'hash'}, {thread, 'zset'}, {index, 'set'}}) do
+  local err = check_type(kt[1], kt[2])
+  if err then return err end
+end
+
+local op, now = ARGV[1], tonumber(ARGV[2])
+local stored = redis.call('HMGET', lease, 'fence', 'owner', 'token', 'expires', 'cid')
+local fence, owner, token, expires, cid = stored[1], stored[2], stored[3], stored[4], stored[5]
+if fence and not tonumber(fence) then
+  return redis.error_reply('ACMI_CORRUPT ' .. lease .. ' fence is not a number')
+end
+local held_until = nil
+if owner then
+  held_until = tonumber(expires)
+  if not held_until or not token or not cid then
+    return redis.error_reply('ACMI_CORRUPT ' .. lease .. ' is not a lease')
+  end
+end
+local held = held_until ~= nil and held_until > now
+
+if op == 'claim' then
+  local new_owner, token_hash, new_expires, new_cid, member = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+  if held then
+    local _, next_i = render(8, {})
+    local event = render(next_i, {holder = owner, held_until = expires, holder_cid = cid,
+      holder_fence = fence})
+    redis.call('ZADD', thread, 'NX', ARGV[2], event)
+    redis.call('SADD', index, member)
+    return {'HELD', owner, expires, fence}
+  end
+  local new_fence = redis.call('HINCRBY', lease, 'fence', 1)
+  redis.call('HSET', lease, 'owner', new_owner, 'token', token_hash, 'expires', new_expires,
+    'cid', new_cid)
+  local event = render(8, {fence = tostring(new_fence)})
+  redis.call('ZADD', thread, 'NX', ARGV[2], event)
+  redis.call('SADD', index, member)
+  return {'OK', tostring(new_fence)}
+end
+
+if not owner then return {'NONE'} end
+if ARGV[3] ~= token then return {'TOKEN', owner, expires} end
+if not held then return {'EXPIRED', owner, expires} end
+
+if op == 'renew' then
+  redis.call('HSET', lease, 'expires', ARGV[4])
+  return {'OK', owner, fence, cid}
+end
+
+if op == 'release' then
+  redis.call('HDEL', lease, 'owner', 'token', 'expires', 'cid')
+  local event = render(5, {owner = owner, cid = cid, fence = fence})
+  redis.call('ZADD', thread, 'NX', ARGV[2], event)
+  redis.call('SADD', index, ARGV[4])
+  return {'OK', owner, fence, cid}
+end
+
+return redis.error_reply('ACMI_BADOP op ' .. tostring(op))
