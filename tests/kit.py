@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from fastapi.testclient import TestClient
 
+from acmi_core import Acmi
+from acmi_core.api.app import ApiContext, create_app
+from acmi_core.auth import apikeys
 from acmi_core.testing.conformance import run_together, same_json
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -59,6 +63,34 @@ def event_names() -> list[str]:
 def load_event(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
     return data
+
+
+# --- the HTTP app ---------------------------------------------------------------------------
+
+
+class Api:
+    """The whole HTTP app on one store, with keys minted for two tenants and every scope
+    (``keys["acme:read"]``); ``auth(who)`` gives the header of one of them."""
+
+    def __init__(self, acmi: Acmi) -> None:
+        self.acmi = acmi
+        self.ctx = ApiContext(acmi)
+        self.client = TestClient(create_app(self.ctx), raise_server_exceptions=False)
+        self.keys: dict[str, str] = {}
+        for tenant in ("default", "acme"):
+            for scope in ("read", "write", "admin"):
+                key, _ = apikeys.mint(
+                    acmi.store, tenant=tenant, scope=scope, name=scope, now_ms=acmi.clock()
+                )
+                self.keys[f"{tenant}:{scope}"] = key
+
+    def auth(self, who: str = "default:write") -> dict[str, str]:
+        return {"authorization": f"Bearer {self.keys[who]}"}
+
+    def dbsize(self) -> int:
+        size = self.acmi.store.execute(("DBSIZE",))
+        assert isinstance(size, int)
+        return size
 
 
 # --- template.yaml ---------------------------------------------------------------------------
@@ -125,6 +157,7 @@ __all__ = [
     "EXAMPLE_KEY",
     "ROOT",
     "TEMPLATE",
+    "Api",
     "CfnLoader",
     "FakeLambdaContext",
     "event_names",

@@ -16,11 +16,9 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from fastapi.testclient import TestClient
 from jwt.algorithms import RSAAlgorithm
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
@@ -28,32 +26,9 @@ from acmi_core.ingest import config as sources
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
+from tests.kit import Api
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
-
-
-class Api:
-    """An app on one store, with keys minted for two tenants and every scope."""
-
-    def __init__(self, acmi: Acmi) -> None:
-        self.acmi = acmi
-        self.ctx = ApiContext(acmi)
-        self.client = TestClient(create_app(self.ctx), raise_server_exceptions=False)
-        self.keys: dict[str, str] = {}
-        for tenant in ("default", "acme"):
-            for scope in ("read", "write", "admin"):
-                key, _ = apikeys.mint(
-                    acmi.store, tenant=tenant, scope=scope, name=scope, now_ms=acmi.clock()
-                )
-                self.keys[f"{tenant}:{scope}"] = key
-
-    def auth(self, who: str = "default:write") -> dict[str, str]:
-        return {"authorization": f"Bearer {self.keys[who]}"}
-
-    def dbsize(self) -> int:
-        size = self.acmi.store.execute(("DBSIZE",))
-        assert isinstance(size, int)
-        return size
 
 
 @pytest.fixture

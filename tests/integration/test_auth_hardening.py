@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 import redis
-from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.errors import AcmiValidationError
@@ -29,7 +27,7 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.runtime import http_handler
-from tests.kit import EXAMPLE_KEY, FakeLambdaContext, load_event
+from tests.kit import EXAMPLE_KEY, Api, FakeLambdaContext, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -44,31 +42,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Api:
-    """An app on one store, with keys minted for two tenants and every scope (the
-    pattern of tests/integration/test_api.py)."""
-
-    def __init__(self, acmi: Acmi) -> None:
-        self.acmi = acmi
-        self.ctx = ApiContext(acmi)
-        self.client = TestClient(create_app(self.ctx), raise_server_exceptions=False)
-        self.keys: dict[str, str] = {}
-        for tenant in ("default", "acme"):
-            for scope in ("read", "write", "admin"):
-                key, _ = apikeys.mint(
-                    acmi.store, tenant=tenant, scope=scope, name=scope, now_ms=acmi.clock()
-                )
-                self.keys[f"{tenant}:{scope}"] = key
-
-    def auth(self, who: str = "default:write") -> dict[str, str]:
-        return {"authorization": f"Bearer {self.keys[who]}"}
-
-    def dbsize(self) -> int:
-        size = self.acmi.store.execute(("DBSIZE",))
-        assert isinstance(size, int)
-        return size
 
 
 @pytest.fixture
