@@ -331,7 +331,7 @@ def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     from acmi_core.store.local import EmbeddedStore
 
     if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it
-        host, port = acmi.store.serve()
+        host, port = acmi.store.serve(avoid=args.port)  # the HTTP port is bound later
         print(f"# store: other acmi commands reach it at {host}:{port}", file=sys.stderr)
     print(
         f"# backend: {acmi.store.name}; docs: http://{args.host}:{args.port}/docs", file=sys.stderr

@@ -242,12 +242,17 @@ class EmbeddedStore(MemoryStore):
 
     # --- acmi serve -----------------------------------------------------------------------
 
-    def serve(self, host: str = "127.0.0.1") -> tuple[str, int]:
+    def serve(self, host: str = "127.0.0.1", *, avoid: int | None = None) -> tuple[str, int]:
         """Serve this data to other ``acmi`` processes over the Redis protocol on ``host``
-        (a free port) and snapshot it after writes, until :meth:`close`."""
+        (a free port, never ``avoid``: the HTTP port, not yet bound when this starts) and
+        snapshot it after writes, until :meth:`close`."""
         import fakeredis
 
         tcp = fakeredis.TcpFakeServer((host, 0))
+        while int(tcp.server_address[1]) == avoid:  # the OS handed out the HTTP port: again
+            replacement = fakeredis.TcpFakeServer((host, 0))
+            tcp.server_close()
+            tcp = replacement
         tcp.fake_server = self._server  # the same data this process serves over HTTP
         threading.Thread(
             target=tcp.serve_forever,

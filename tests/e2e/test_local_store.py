@@ -307,3 +307,35 @@ def test_a_corrupt_snapshot_is_named_not_overwritten(settings: Settings, tmp_pat
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:
         os.close(fd)
+
+
+def test_the_endpoint_never_takes_the_http_port(
+    settings: Settings, opened: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`acmi serve` binds its HTTP port after the endpoint: if the OS hands the endpoint
+    that very port (both are free ephemeral ports), the endpoint takes another."""
+    import fakeredis
+
+    real = fakeredis.TcpFakeServer
+    http_port = socket_port()
+    handed: list[int] = []
+
+    class FirstGetsTheHttpPort(real):  # type: ignore[misc, valid-type]
+        def __init__(self, address: tuple[str, int], *args: Any, **kwargs: Any) -> None:
+            port = http_port if not handed else address[1]
+            handed.append(port)
+            super().__init__((address[0], port), *args, **kwargs)
+
+    monkeypatch.setattr(fakeredis, "TcpFakeServer", FirstGetsTheHttpPort)
+    store = open_local_store(settings)
+    opened.append(store)
+    assert isinstance(store, EmbeddedStore)
+    _, port = store.serve(avoid=http_port)
+    assert handed[0] == http_port and port != http_port
+
+
+def socket_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
