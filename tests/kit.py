@@ -93,6 +93,16 @@ class Api:
         return size
 
 
+def assert_error(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
+    """An error response of ``status``: JSON with error and message, naming ``field``."""
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert set(body) >= {"error", "message"}
+    if field is not None:
+        assert body.get("field") == field, body
+    return body
+
+
 # --- template.yaml ---------------------------------------------------------------------------
 
 
@@ -160,6 +170,7 @@ __all__ = [
     "Api",
     "CfnLoader",
     "FakeLambdaContext",
+    "assert_error",
     "event_names",
     "load_event",
     "load_template",

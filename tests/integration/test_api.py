@@ -26,7 +26,7 @@ from acmi_core.ingest import config as sources
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import Api
+from tests.kit import Api, assert_error
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
 
@@ -34,15 +34,6 @@ EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary":
 @pytest.fixture
 def api() -> Api:
     return Api(Acmi(MemoryStore(), Settings(auth_cache_s=0)))
-
-
-def assert_error(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    assert set(body) >= {"error", "message"}
-    if field is not None:
-        assert body.get("field") == field, body
-    return body
 
 
 # --- auth -----------------------------------------------------------------------------------

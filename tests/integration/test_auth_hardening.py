@@ -27,7 +27,7 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.runtime import http_handler
-from tests.kit import EXAMPLE_KEY, Api, FakeLambdaContext, load_event
+from tests.kit import EXAMPLE_KEY, Api, FakeLambdaContext, assert_error, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -47,15 +47,6 @@ class Clock:
 @pytest.fixture
 def api() -> Api:
     return Api(Acmi(MemoryStore(), Settings(auth_cache_s=0)))
-
-
-def assert_error(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    assert set(body) >= {"error", "message"}
-    if field is not None:
-        assert body.get("field") == field, body
-    return body
 
 
 def signature(secret: str, message: bytes) -> str:
