@@ -32,7 +32,9 @@ from types import TracebackType
 from typing import Any, Final
 
 from acmi_core.agents import AgentAPI
+from acmi_core.bootstrap import Bootstrapper
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError
+from acmi_core.hitl import HitlAPI
 from acmi_core.keys import Keys
 from acmi_core.locks import LockAPI
 from acmi_core.model import (
@@ -45,7 +47,6 @@ from acmi_core.model import (
     check_profile,
     check_signal_key,
     dumps,
-    event_from_stored,
     parse_event,
     profile_defaults,
 )
@@ -60,7 +61,9 @@ from acmi_core.pages import (
 )
 from acmi_core.settings import Settings
 from acmi_core.store.base import Command, Reply, Store
-from acmi_core.stored import LONE_SURROGATE, Unreadable, load_stored
+from acmi_core.stored import Unreadable, decode_event, load_stored
+from acmi_core.work import WorkAPI
+from acmi_core.workflows import WorkflowAPI
 from acmi_core.writes import WritePlan
 
 log = logging.getLogger("acmi")
@@ -194,40 +197,6 @@ def _decode_object(raw: Reply, key: str) -> dict[str, Any] | None:
     return value
 
 
-def _well_formed(data: dict[str, Any]) -> dict[str, Any] | None:
-    """``data`` with lone surrogates in its top-level keys and strings replaced by U+FFFD
-    (pydantic refuses them in str fields; payload and extra values are not checked), or
-    None when there are none."""
-    clean: dict[str, Any] = {}
-    changed = False
-    for name, value in data.items():
-        fixed_name = LONE_SURROGATE.sub("\ufffd", name)
-        fixed = LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
-        changed = changed or fixed_name != name or fixed is not value
-        clean[fixed_name] = fixed
-    return clean if changed else None
-
-
-def _decode_member(member: Reply) -> tuple[Event, dict[str, Any]] | str:
-    """The event (perhaps legacy) and its stored dict, or why not."""
-    if not isinstance(member, bytes):
-        return "not a string"
-    try:
-        data = load_stored(member)
-    except Unreadable as exc:
-        return exc.reason
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    event = event_from_stored(data)
-    if isinstance(event, str) or event.legacy:
-        # pydantic refuses lone surrogates in str fields: read them as U+FFFD (the stored
-        # dict keeps them); only here, so a valid event costs no second look
-        clean = _well_formed(data)
-        if clean is not None:
-            event = event_from_stored(clean)
-    return event if isinstance(event, str) else (event, data)
-
-
 def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:
     members = raw if isinstance(raw, list) else []
     decoded: list[tuple[Event, dict[str, Any]]] = []
@@ -237,7 +206,7 @@ def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Eve
             reason = f"{len(member)} bytes: larger than a page carries ({max_bytes} bytes)"
             skipped.append(Skipped(key, position, reason))
             continue
-        parsed = _decode_member(member)
+        parsed = decode_event(member)
         if isinstance(parsed, str):
             skipped.append(Skipped(key, position, parsed))
         else:
@@ -652,6 +621,10 @@ class Acmi:
         self.timeline = TimelineAPI(self)
         self.agents = AgentAPI(self)
         self.locks = LockAPI(self)
+        self.work = WorkAPI(self)
+        self.bootstrap = Bootstrapper(self)
+        self.hitl = HitlAPI(self)
+        self.workflows = WorkflowAPI(self)
 
     @property
     def tenant(self) -> str:

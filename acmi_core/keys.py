@@ -6,6 +6,8 @@ Default tenant (wire-compatible with the reference deployment)::
     acmi:<cat>:list                                    SET of ids
     acmi:agent:<id>:spawns | active_context | rollup:latest
     acmi:work:<id>:sessions
+    acmi:hitl:<cat>:<id>:open | closed                 ZSET (SPEC v1.3 §11.6 per-addressee HITL)
+    acmi:thread:hitl:open | closed                     ZSET (the shared HITL queue, SPEC v1.2)
 
 Other tenants (ACMI SPEC v1.3 §12.2): the same under ``acmi:tenant:<tenant>:``.
 ACMI's own bookkeeping lives under ``acmi:_<kind>:<tenant>:...``: a category must start
@@ -81,6 +83,57 @@ class Keys:
 
     def coordination_timeline(self) -> str:
         return self.timeline(EntityId.parse(COORDINATION_THREAD))
+
+    @property
+    def prefix(self) -> str:
+        """What every entity key of this tenant starts with (``acmi:`` or
+        ``acmi:tenant:<t>:``): a script that reads items named by an index builds their
+        keys from it (``lua/bootstrap.lua``)."""
+        return self._prefix
+
+    # coordination bookkeeping: each kept by the write that changes what it indexes,
+    # in the same atomic step, so readers and sweeps never scan
+
+    def leases(self) -> str:
+        """Every lease with an owner, as a lexicographic ZSET (all scores 0) of
+        ``<owner>|<resource>|<expires ms>|<fence>|<cid>``: a ZRANGEBYLEX on ``<owner>|``
+        lists what an owner holds. Kept by ``lua/locks.lua``."""
+        return self.internal("leases")
+
+    def activity(self) -> str:
+        """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""
+        return self.internal("activity")
+
+    def hitl_queue(self, addressee: EntityId | None, state: str) -> str:
+        """A HITL queue (ZSET, score = deadline ms when open, resolution ms when closed;
+        member = the ``hitl-required`` event JSON). ``addressee`` None: the shared queue."""
+        if state not in ("open", "closed"):
+            raise ValueError(f"HITL queue state {state!r}: open or closed")
+        if addressee is None:
+            return f"{self._prefix}thread:hitl:{state}"
+        return f"{self._prefix}hitl:{addressee.category}:{addressee.local_id}:{state}"
+
+    def hitl_items(self) -> str:
+        """HASH correlationId -> the HITL item's record: what makes create idempotent and
+        lets resolve find the item without scanning a queue."""
+        return self.internal("hitl")
+
+    def work_open(self, owner: EntityId) -> str:
+        """ZSET work id -> last update (ms): the open work items ``owner`` owns."""
+        return self.internal("work-open", str(owner))
+
+    def work_owners(self) -> str:
+        """HASH work id -> owner entity id, for the work items that have an owner."""
+        return self.internal("work-owner")
+
+    def lessons(self) -> str:
+        """ZSET of the tenant's newest ``improvement`` events (score ts), trimmed by the
+        write that adds one: what a bootstrap filters by the agent's workflows."""
+        return self.internal("lessons")
+
+    def agent_workflows(self, agent: EntityId) -> str:
+        """ZSET workflow id -> last time ``agent`` executed, assessed or improved a step."""
+        return self.internal("workflows", str(agent))
 
     def gmail_history(self, source: str, email: str) -> str:
         """Where a Gmail source keeps the history id the next fetch of ``email`` starts

@@ -74,6 +74,31 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         routers=("locks",),
     ),
     FunctionSpec(
+        "work",
+        "work items: create, list, get, events with sessions, signals, owner",
+        routers=("work",),
+    ),
+    FunctionSpec(
+        "agents",
+        "an agent's heartbeat, spawns, active threads and latest rollup",
+        routers=("agents",),
+    ),
+    FunctionSpec(
+        "hitl",
+        "human-in-the-loop queues: create (idempotent), list by deadline, resolve",
+        routers=("hitl",),
+    ),
+    FunctionSpec(
+        "workflows",
+        "the RL cycle: step executions, assessments, improvements, lessons, unassessed steps",
+        routers=("workflows",),
+    ),
+    FunctionSpec(
+        "bootstrap",
+        "an agent's wake bundle in one round trip, JSON or Markdown, budgeted; spawn logging",
+        routers=("bootstrap",),
+    ),
+    FunctionSpec(
         "docs",
         "the OpenAPI spec and the docs page of every route",
         docs=True,

@@ -131,6 +131,18 @@ class LockState:
         return asdict(self)
 
 
+def parse_lease_entry(member: object) -> Lease | None:
+    """A member of the lease index, ``<owner>|<resource>|<expires>|<fence>|<cid>``
+    (``lua/locks.lua``); None for anything else."""
+    if not isinstance(member, bytes):
+        return None
+    parts = member.decode("utf-8", "replace").split("|")
+    if len(parts) != 5 or not parts[2].isdigit() or not parts[3].isdigit():
+        return None
+    owner, resource, expires, fence, cid = parts
+    return Lease(resource, owner, int(fence), int(expires), cid)
+
+
 class LockAPI:
     def __init__(self, acmi: Acmi) -> None:
         self._acmi = acmi
@@ -157,9 +169,10 @@ class LockAPI:
             self._keys.lock(resource),
             self._keys.coordination_timeline(),
             self._keys.index("thread"),
+            self._keys.leases(),
         ]
         try:
-            reply = self._acmi.store.eval(LOCKS, keys, args)
+            reply = self._acmi.store.eval(LOCKS, keys, [*args, resource])
         except StoreCommandError as exc:
             error = script_error(exc)
             if error is exc:
@@ -281,6 +294,21 @@ class LockAPI:
             int(fence) if fence and fence.isdigit() else 0,
         )
 
+    def held_by(self, owner: str, limit: int = 100) -> list[Lease]:
+        """The leases ``owner`` holds now, soonest expiry first (one round trip: a
+        ZRANGEBYLEX on the tenant's lease index; expired leases are left out)."""
+        owner_id = str(EntityId.parse(owner, "owner"))
+        reply = self._acmi.store.execute(
+            ("ZRANGEBYLEX", self._keys.leases(), f"[{owner_id}|", f"({owner_id}}}")
+        )
+        now = self._acmi.clock()
+        held = [
+            lease
+            for lease in (parse_lease_entry(m) for m in (reply if isinstance(reply, list) else []))
+            if lease is not None and lease.owner == owner_id and lease.expires_at > now
+        ]
+        return sorted(held, key=lambda lease: lease.expires_at)[:limit]
+
     @staticmethod
     def _refused(resource: str, reply: list[Any]) -> None:
         status = reply[0]
@@ -306,4 +334,4 @@ class LockAPI:
             )
 
 
-__all__ = ["Lease", "LockAPI", "LockState"]
+__all__ = ["Lease", "LockAPI", "LockState", "parse_lease_entry"]

@@ -38,7 +38,7 @@ def _bad_cursor(why: str = "is not a cursor this API returned") -> AcmiValidatio
     return AcmiValidationError("cursor", "cursor", f"{why}; pass next_cursor back unchanged")
 
 
-def _decode_cursor(cursor: object, kind: str, size: int) -> list[Any]:
+def decode_cursor(cursor: object, kind: str, size: int) -> list[Any]:
     """The fields of a cursor of ``kind`` (after the kind), exactly ``size`` of them."""
     if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LEN:
         raise _bad_cursor(f"must be a string of 1-{MAX_CURSOR_LEN} characters")
@@ -75,7 +75,7 @@ class TimelinePosition:
 
     @classmethod
     def decode(cls, cursor: object, reverse: bool) -> TimelinePosition:
-        direction, score_text, run, digest = _decode_cursor(cursor, "t", 4)
+        direction, score_text, run, digest = decode_cursor(cursor, "t", 4)
         try:
             score = float(score_text) if isinstance(score_text, str) else math.nan
         except ValueError:
@@ -101,7 +101,7 @@ class TimelinePosition:
 
 def entity_cursor(cursor: object) -> tuple[int, int, bytes | None]:
     """(SSCAN cursor, its COUNT, the last id returned from that SSCAN step or None)."""
-    scan, count, after = _decode_cursor(cursor, "e", 3)
+    scan, count, after = decode_cursor(cursor, "e", 3)
     if not _is_int(scan, 0, 2**64 - 1) or not _is_int(count, 1, MAX_PAGE_SIZE):
         raise _bad_cursor()
     if after is None:

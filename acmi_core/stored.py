@@ -17,6 +17,8 @@ import sys
 from decimal import Decimal
 from typing import Any, Final
 
+from acmi_core.model import Event, event_from_stored
+
 # Deepest stored value a read serves; deeper is skipped and reported. Fixed rather than
 # "whatever json.loads survives", which depends on the caller's stack depth; 512 levels
 # decode and render with room to spare under Python's default recursion limit (1000).
@@ -127,3 +129,38 @@ def render_json(value: Any, *, indent: int | None = None) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text).encode("utf-8")
+
+
+def _well_formed(data: dict[str, Any]) -> dict[str, Any] | None:
+    """``data`` with lone surrogates in its top-level keys and strings replaced by U+FFFD
+    (pydantic refuses them in str fields; payload and extra values are not checked), or
+    None when there are none."""
+    clean: dict[str, Any] = {}
+    changed = False
+    for name, value in data.items():
+        fixed_name = LONE_SURROGATE.sub("\ufffd", name)
+        fixed = LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+        changed = changed or fixed_name != name or fixed is not value
+        clean[fixed_name] = fixed
+    return clean if changed else None
+
+
+def decode_event(member: object) -> tuple[Event, dict[str, Any]] | str:
+    """One stored timeline member: the event (perhaps legacy) and its stored dict, or
+    why it is skipped (never its content)."""
+    if not isinstance(member, bytes):
+        return "not a string"
+    try:
+        data = load_stored(member)
+    except Unreadable as exc:
+        return exc.reason
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    event = event_from_stored(data)
+    if isinstance(event, str) or event.legacy:
+        # pydantic refuses lone surrogates in str fields: read them as U+FFFD (the stored
+        # dict keeps them); only here, so a valid event costs no second look
+        clean = _well_formed(data)
+        if clean is not None:
+            event = event_from_stored(clean)
+    return event if isinstance(event, str) else (event, data)

@@ -75,6 +75,17 @@ class WritePlan:
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The plan's keys, in the order its ops index them (apply.lua's KEYS)."""
+        return tuple(self._keys)
+
+    @property
+    def args(self) -> tuple[Arg, ...]:
+        """Its ops, as apply.lua's ARGV after the op count: for a script that runs a
+        plan after a prologue of its own (lua/work.lua)."""
+        return tuple(self._args)
+
     def _op(self, code: str, key: str, *args: Arg) -> int:
         index = self._key_index.get(key)
         if index is None:
@@ -92,6 +103,17 @@ class WritePlan:
 
     def zadd(self, key: str, score: int | float, member: str) -> int:
         return self._op("ZADD", key, repr(score), member)
+
+    def zset(self, key: str, score: int | float, member: str) -> int:
+        """Index upkeep: add ``member``, or move it to ``score`` (ZADD without NX)."""
+        return self._op("ZSET", key, repr(score), member)
+
+    def zrem(self, key: str, member: str) -> int:
+        return self._op("ZREM", key, member)
+
+    def zkeep(self, key: str, n: int) -> int:
+        """Keep the ``n`` highest-scored members (a capped feed); O(log N + removed)."""
+        return self._op("ZKEEP", key, n)
 
     def sadd(self, key: str, member: str) -> int:
         return self._op("SADD", key, member)

@@ -1,8 +1,9 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
-Runs every section (round_trips, latency, cold_start, throughput, write_limits), prints its
-tables as it goes, writes all figures to JSON (default bench/results/latest.json,
-git-ignored) and, after a full run of every section, the committed summary bench/RESULTS.md."""
+Runs every section (round_trips, latency, cold_start, throughput, write_limits,
+coordination), prints its tables as it goes, writes all figures to JSON (default
+bench/results/latest.json, git-ignored) and, after a full run of every section, the
+committed summary bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -19,16 +20,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cold_start, latency, round_trips, throughput, write_limits
+from bench import cold_start, coordination, latency, round_trips, throughput, write_limits
 from bench._infra import ROOT, RedisServer, redis_server
 
-SECTIONS = ("round_trips", "latency", "cold_start", "throughput", "write_limits")
+SECTIONS = (
+    "round_trips",
+    "latency",
+    "cold_start",
+    "throughput",
+    "write_limits",
+    "coordination",
+)
 TITLES = {
     "round_trips": round_trips.TITLE,
     "latency": latency.TITLE,
     "cold_start": cold_start.TITLE,
     "throughput": throughput.TITLE,
     "write_limits": write_limits.TITLE,
+    "coordination": coordination.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -107,6 +116,7 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "cold_start": lambda s: cold_start.run(quick=args.quick),
         "throughput": lambda s: throughput.run(s, quick=args.quick),
         "write_limits": lambda s: write_limits.run(s, quick=args.quick),
+        "coordination": lambda s: coordination.run(s, quick=args.quick),
     }
 
 

@@ -17,6 +17,7 @@ from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
 from acmi_core.store.base import Store
 from acmi_core.store.upstash import UpstashStore
+from acmi_core.testing.fleet import Fleet, build_agent
 from bench._infra import RedisServer, UpstashDouble
 
 EVENT: dict[str, Any] = {
@@ -112,6 +113,25 @@ def upstash_rig(server: RedisServer, settings: Settings) -> Iterator[UpstashRig]
             store.close()
 
 
+# --- a realistic agent (issue 10: bootstrap, locks, work, HITL) ---------------------------
+
+AGENT = "agent:bench-engineer"
+
+
+def realistic_agent(acmi: Acmi, agent: str = AGENT, events: int = 300) -> Fleet:
+    """``build_agent``'s agent (hundreds of events, threads, work, leases, HITL, lessons,
+    coordination traffic), then every script its operations run loaded once (a fresh
+    server's first run of a script is EVALSHA + NOSCRIPT + EVAL), untimed."""
+    fleet = build_agent(acmi, agent, events=events)
+    acmi.bootstrap(agent)
+    lease = acmi.locks.claim("bench:warm", agent, 60_000)
+    acmi.locks.release("bench:warm", lease.owner_token or "")
+    acmi.hitl.create("warm", "warm the script", asked_by=agent, correlation_id="bench-warm")
+    acmi.hitl.resolve("bench-warm", "warm", by=agent)
+    acmi.agents.heartbeat(agent)
+    return fleet
+
+
 # --- the reference's patterns, as baselines --------------------------------------------------
 
 
@@ -125,6 +145,32 @@ def reference_get(store: Store, entity: str, events: int = 50) -> None:
     store.execute(("GET", profile))
     store.execute(("GET", signals))
     store.execute(("ZRANGE", timeline, -events, -1))
+
+
+def reference_bootstrap(store: Store, agent: str, spawn: dict[str, Any] | None = None) -> None:
+    """The reference CLI's bootstrap (``cmdBootstrap``): six sequential reads (profile,
+    signals, active threads, latest rollup, newest 20 events, last 5 spawns); a spawn is
+    a separate ZADD before them (7 requests)."""
+    profile, signals, timeline = ref_keys(agent)
+    if spawn is not None:
+        member = json.dumps(spawn, separators=(",", ":"))
+        store.execute(("ZADD", f"acmi:{agent}:spawns", spawn["ts"], member))
+    store.execute(("GET", profile))
+    store.execute(("GET", signals))
+    store.execute(("HGETALL", f"acmi:{agent}:active_context"))
+    store.execute(("GET", f"acmi:{agent}:rollup:latest"))
+    store.execute(("ZREVRANGE", timeline, 0, 19))
+    store.execute(("ZREVRANGE", f"acmi:{agent}:spawns", 0, 4, "WITHSCORES"))
+
+
+def reference_work_get(store: Store, work: str) -> None:
+    """The reference CLI's ``work get``: four sequential reads (profile, signals, newest
+    50 events, every session id)."""
+    profile, signals, timeline = ref_keys(work)
+    store.execute(("GET", profile))
+    store.execute(("GET", signals))
+    store.execute(("ZREVRANGE", timeline, 0, 49))
+    store.execute(("SMEMBERS", f"acmi:{work}:sessions"))
 
 
 def reference_signal_set(store: Store, entity: str, key: str, value: Any) -> None:

@@ -40,6 +40,49 @@ def _cold_webhook(acmi: Acmi, api: w.ApiClient) -> int:
     return api.webhook(next(_seq))
 
 
+# Issue 10's operations run on the realistic agent (w.realistic_agent, built in measure).
+WORK_ID = f"{w.AGENT.split(':')[1]}-task-0"  # build_agent's first open work item
+_leases: list[tuple[str, str]] = []  # (resource, owner token): claimed, for "lock release"
+_hitl: list[str] = []  # correlation ids: created, for "HITL resolve"
+
+
+def _spawn() -> dict[str, Any]:
+    return {"session_id": f"rt-{next(_seq)}", "model_id": "claude-opus-4"}
+
+
+def _claim(acmi: Acmi) -> None:
+    resource = f"bench:rt-{next(_seq)}"
+    lease = acmi.locks.claim(resource, w.AGENT, 60_000)
+    _leases.append((resource, lease.owner_token or ""))
+
+
+def _release(acmi: Acmi) -> None:
+    resource, token = _leases.pop()
+    acmi.locks.release(resource, token)
+
+
+def _hitl_create(acmi: Acmi) -> None:
+    cid = f"rt-hitl-{next(_seq)}"
+    acmi.hitl.create(
+        "rt", "approve the rt", asked_by="agent:bentley", addressee=w.AGENT, correlation_id=cid
+    )
+    _hitl.append(cid)
+
+
+def _hitl_resolve(acmi: Acmi) -> None:
+    acmi.hitl.resolve(_hitl.pop(), "approved", by="user:mikey")
+
+
+def _work_event(acmi: Acmi) -> None:
+    event = {**w.EVENT, "correlationId": WORK_ID, "summary": "progress"}
+    acmi.work.event(WORK_ID, event, session_id=f"rt-sess-{next(_seq)}")
+
+
+def _reference_spawn(store: UpstashStore) -> None:
+    spawn = {"ts": next(_seq), **_spawn()}
+    w.reference_bootstrap(store, w.AGENT, spawn)
+
+
 OPS: tuple[Op, ...] = (
     Op(
         "get",
@@ -96,6 +139,60 @@ OPS: tuple[Op, ...] = (
         3,
         "n/a (no webhooks)",
     ),
+    Op(
+        "bootstrap (+spawn)",
+        "acmi.bootstrap of the realistic agent, logging a spawn: every section",
+        lambda a, _: a.bootstrap(w.AGENT, spawn=_spawn()),
+        1,
+        "6 (+1 spawn)",
+        _reference_spawn,
+    ),
+    Op(
+        "bootstrap, markdown, 3k-token budget",
+        "acmi.bootstrap as markdown for a prompt, cut to 3,000 estimated tokens",
+        lambda a, _: a.bootstrap(w.AGENT, format="markdown", max_tokens=3000),
+        1,
+        "n/a",
+    ),
+    Op(
+        "work get",
+        "profile + signals + 50 events + sessions + owner",
+        lambda a, _: a.work.get(WORK_ID),
+        1,
+        "4",
+        lambda s: w.reference_work_get(s, f"work:{WORK_ID}"),
+    ),
+    Op("work event (+session)", "event + session id, atomic", lambda a, _: _work_event(a), 1, "2"),
+    Op(
+        "lock claim",
+        "lease with fence + coord-claim event",
+        lambda a, _: _claim(a),
+        1,
+        "n/a (advisory events)",
+    ),
+    Op(
+        "lock release",
+        "owner-token release + coord-release event",
+        lambda a, _: _release(a),
+        1,
+        "n/a (advisory events)",
+    ),
+    Op(
+        "heartbeat",
+        "signals + activity index",
+        lambda a, _: a.agents.heartbeat(w.AGENT, note="rt"),
+        1,
+        "n/a",
+    ),
+    Op("HITL create", "item + its queue", lambda a, _: _hitl_create(a), 1, "n/a"),
+    Op("HITL resolve", "close + hitl-resolved event", lambda a, _: _hitl_resolve(a), 1, "n/a"),
+    Op(
+        "assess",
+        "workflows.assess: a scored step",
+        lambda a, _: a.workflows.assess("workflow:deploy", "build", 90, {"speed": 4}, w.AGENT),
+        1,
+        "n/a",
+    ),
 )
 
 REPEATS = 3
@@ -137,6 +234,8 @@ def measure(rig: w.UpstashRig, api: w.ApiClient) -> dict[str, Counts]:
     acmi.timeline.append("user:rt", w.EVENT)
     api.webhook(next(_seq))  # warm the key cache
     api.post_event(next(_seq))
+    fleet = w.realistic_agent(acmi)  # and every script its operations run
+    assert WORK_ID in fleet.work, (WORK_ID, fleet.work)
     counts: dict[str, Counts] = {}
     for op in OPS:
         ours: list[int] = []
@@ -177,6 +276,9 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
         "table": table_of(COLUMNS, ops),
         "note": (
             f"Requests to the Upstash double per call (max of {REPEATS}). First write on a fresh "
-            f"server: {first_write} (EVALSHA -> NOSCRIPT -> EVAL, once per script cache)."
+            f"server: {first_write} (EVALSHA -> NOSCRIPT -> EVAL, once per script cache). "
+            "Bootstrap, work, lock, heartbeat, HITL and assess rows run on a realistic agent "
+            "(acmi_core.testing.fleet.build_agent: 300 events, threads, work items, leases, "
+            "HITL items, lessons, coordination traffic), its scripts loaded first."
         ),
     }

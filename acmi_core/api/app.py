@@ -36,6 +36,11 @@ ROUTER_MODULES: Final = {
     "ingest": "acmi_core.api.routes.ingest",
     "entities": "acmi_core.api.routes.entities",
     "locks": "acmi_core.api.routes.locks",
+    "work": "acmi_core.api.routes.work",
+    "bootstrap": "acmi_core.api.routes.bootstrap",
+    "agents": "acmi_core.api.routes.agents",
+    "hitl": "acmi_core.api.routes.hitl",
+    "workflows": "acmi_core.api.routes.workflows",
 }
 
 P = ParamSpec("P")

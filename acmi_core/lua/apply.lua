@@ -4,6 +4,10 @@
 --   SET  k value                 overwrite a STRING
 --   DEL  k                       delete a key of any type
 --   ZADD k score member          ZADD NX (an exact duplicate event is stored once)
+--   ZSET k score member          ZADD: add, or move the member to the new score (indexes)
+--   ZREM k member
+--   ZKEEP k n                    keep the n highest-scored members (a capped feed):
+--                                ZREMRANGEBYRANK k 0 -(n+1), O(log N + removed)
 --   SADD k member / SREM k member
 --   HSET k field value / HDEL k field
 --   ONCE k ttl_ms value          idempotency record: if k exists, nothing at all is
@@ -47,6 +51,9 @@ local OPS = {
   SET  = { type = 'string', argc = 1 },
   DEL  = { argc = 0 },
   ZADD = { type = 'zset', creates = true, argc = 2 },
+  ZSET = { type = 'zset', creates = true, argc = 2 },
+  ZREM = { type = 'zset', argc = 1 },
+  ZKEEP = { type = 'zset', argc = 1 },
   SADD = { type = 'set', creates = true, argc = 1 },
   SREM = { type = 'set', argc = 1 },
   HSET = { type = 'hash', creates = true, argc = 2 },
@@ -563,10 +570,17 @@ local function plan_op(op, pos)
   elseif code == 'ZADD' then
     if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
     w, result = { 'ZADD', key, 'NX', a, b }, nil
+  elseif code == 'ZSET' then
+    if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
+    w = { 'ZADD', key, a, b }
+  elseif code == 'ZKEEP' then
+    local n = count_of(a)
+    if not n or n < 1 then return nil, bad(where, 'n is not a positive count', a) end
+    w = { 'ZREMRANGEBYRANK', key, 0, -(n + 1) }
   elseif argc == 2 then
     w = { code, key, a, b }   -- HSET
   elseif argc == 1 then
-    w = { code, key, a }      -- SET SADD SREM HDEL
+    w = { code, key, a }      -- SET SADD SREM HDEL ZREM
   else
     w = { code, key }         -- DEL
   end

@@ -4,10 +4,15 @@
 --         {fence, owner, token (sha256 of the owner token), expires (ms), cid}
 --         fence survives release and expiry, so it is never reused
 -- KEYS[2] the coordination thread's timeline ZSET; KEYS[3] the thread namespace SET
+-- KEYS[4] the tenant's lease index: a lexicographic ZSET (scores 0) with one member
+--         <owner>|<resource>|<expires>|<fence>|<cid> per lease that has an owner, so a
+--         bootstrap lists what an agent holds with one ZRANGEBYLEX; an expired lease
+--         keeps its member until it is claimed again (readers compare expires with now)
 -- ARGV[1] op, ARGV[2] now_ms (the client's clock: tests control time), then per op:
 --   claim   owner token_hash expires cid index_member  claim_template  defer_template
 --   renew   token_hash expires
 --   release token_hash index_member release_template
+-- and, last for every op, the resource name (for the lease index)
 -- A template is a count n then n items: text, slot name, text, ... (JSON built by the
 -- client; slots are filled with values this script read or made, never decoded JSON).
 --
@@ -35,8 +40,8 @@ local function render(i, values)
   return table.concat(out), i + n + 1
 end
 
-local lease, thread, index = KEYS[1], KEYS[2], KEYS[3]
-for _, kt in ipairs({{lease, 'hash'}, {thread, 'zset'}, {index, 'set'}}) do
+local lease, thread, index, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+for _, kt in ipairs({{lease, 'hash'}, {thread, 'zset'}, {index, 'set'}, {leases, 'zset'}}) do
   local err = check_type(kt[1], kt[2])
   if err then return err end
 end
@@ -55,6 +60,11 @@ if owner then
   end
 end
 local held = held_until ~= nil and held_until > now
+local resource = ARGV[#ARGV]  -- every op's last argument
+
+local function entry(who, ends, fenced, corr)
+  return table.concat({who, resource, ends, fenced, corr}, "|")
+end
 
 if op == 'claim' then
   local new_owner, token_hash, new_expires, new_cid, member = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -69,6 +79,8 @@ if op == 'claim' then
   local new_fence = redis.call('HINCRBY', lease, 'fence', 1)
   redis.call('HSET', lease, 'owner', new_owner, 'token', token_hash, 'expires', new_expires,
     'cid', new_cid)
+  if owner then redis.call('ZREM', leases, entry(owner, expires, fence, cid)) end
+  redis.call('ZADD', leases, 0, entry(new_owner, new_expires, tostring(new_fence), new_cid))
   local event = render(8, {fence = tostring(new_fence)})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
   redis.call('SADD', index, member)
@@ -81,11 +93,14 @@ if not held then return {'EXPIRED', owner, expires} end
 
 if op == 'renew' then
   redis.call('HSET', lease, 'expires', ARGV[4])
+  redis.call('ZREM', leases, entry(owner, expires, fence, cid))
+  redis.call('ZADD', leases, 0, entry(owner, ARGV[4], fence, cid))
   return {'OK', owner, fence, cid}
 end
 
 if op == 'release' then
   redis.call('HDEL', lease, 'owner', 'token', 'expires', 'cid')
+  redis.call('ZREM', leases, entry(owner, expires, fence, cid))
   local event = render(5, {owner = owner, cid = cid, fence = fence})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
   redis.call('SADD', index, ARGV[4])

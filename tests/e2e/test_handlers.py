@@ -62,6 +62,24 @@ EXPECTED: dict[str, int] = {
     "entities.wrong-key": 401,
     "locks.claim": 200,
     "locks.claim-invalid-ttl": 400,
+    "work.create": 201,
+    "work.create-invalid": 400,
+    "work.event": 404,  # fresh store: no item yet (test_work_handlers.py chains them)
+    "work.get": 404,
+    "bootstrap.read-markdown": 200,
+    "bootstrap.spawn": 200,
+    "bootstrap.invalid-budget": 400,
+    "agents.heartbeat": 200,
+    "agents.heartbeat-invalid": 400,
+    "hitl.create": 201,
+    "hitl.create-invalid": 400,
+    "hitl.list": 200,
+    "workflows.execute": 201,
+    "workflows.assess": 201,
+    "workflows.improve": 201,
+    "workflows.assess-invalid": 400,
+    "workflows.unassessed": 200,
+    "workflows.agent-lessons": 200,
     "docs.openapi": 200,
     "docs.docs": 200,
 }
@@ -78,6 +96,13 @@ EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
     "entities.invalid-entity": ("entity", None),
     "entities.wrong-key": ("authorization", None),
     "locks.claim-invalid-ttl": ("ttl_ms", "range"),
+    "work.create-invalid": ("id", "id_format"),
+    "work.event": ("id", "exists"),
+    "work.get": ("id", "exists"),
+    "bootstrap.invalid-budget": ("max_bytes", "range"),
+    "agents.heartbeat-invalid": ("status", "status"),
+    "hitl.create-invalid": ("urgency", "enum"),
+    "workflows.assess-invalid": ("score", "range"),
 }
 
 # Events stored per successful ingest file: (entity, count).
@@ -93,6 +118,10 @@ STORED: dict[str, tuple[str, int]] = {
     "ingest.github": ("github-repo:acme-corp_platform", 1),
 }
 
+# Files answered with Markdown: a line the body must contain.
+MARKDOWN: dict[str, str] = {
+    "bootstrap.read-markdown": "# Wake bundle for agent:claude-engineer",
+}
 WEBHOOK_RETRIES = (
     "ingest.n8n",
     "ingest.make",
@@ -233,6 +262,10 @@ def test_event_file_through_the_handler(name: str, harness: Harness) -> None:
     if name == "docs.docs":
         assert (header(response, "content-type") or "").startswith("text/html")
         assert "swagger" in response["body"].lower()
+        return
+    if name in MARKDOWN:
+        assert (header(response, "content-type") or "").startswith("text/markdown")
+        assert MARKDOWN[name] in response["body"]
         return
     body = json_body(response)
 
@@ -380,3 +413,12 @@ def test_no_thread_is_started_per_invocation(
     for name in ("ingest.events-single", "ingest.n8n", "entities.get", "entities.patch-signals"):
         assert harness.invoke(name)["statusCode"] < 300
     assert started == []
+
+
+def test_bootstrap_spawn_sample_logs_the_spawn_and_reads_the_bundle(harness: Harness) -> None:
+    response = harness.invoke("bootstrap.spawn")
+    body = json_body(response)
+    assert body["spawn"]["session_id"] == "sess_01JDQ7W3X9"
+    assert body["sections"]["spawns"] == [body["spawn"]]
+    assert harness.acmi.agents.spawns("gemini-cli") == [body["spawn"]]
+    assert int(header(response, "x-acmi-bundle-bytes") or 0) == len(response["body"].encode())

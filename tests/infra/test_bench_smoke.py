@@ -29,6 +29,17 @@ EXPECTED_ROUND_TRIPS = {
     "delete": 1,
     "POST events": 1,
     "ingest webhook (warm)": 1,
+    # issue 10, on a realistic agent
+    "bootstrap (+spawn)": 1,
+    "bootstrap, markdown, 3k-token budget": 1,
+    "work get": 1,
+    "work event (+session)": 1,
+    "lock claim": 1,
+    "lock release": 1,
+    "heartbeat": 1,
+    "HITL create": 1,
+    "HITL resolve": 1,
+    "assess": 1,
 }
 
 
@@ -55,7 +66,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-SECTIONS = ("round_trips", "latency", "cold_start", "throughput", "write_limits")
+SECTIONS = ("round_trips", "latency", "cold_start", "throughput", "write_limits", "coordination")
 
 
 def test_every_section_is_there(report: dict[str, Any]) -> None:
@@ -83,6 +94,8 @@ def test_round_trips_are_the_documented_ones(report: dict[str, Any]) -> None:
     assert ops["get"]["reference_pattern_measured"] == 3
     assert ops["signal set"]["reference_pattern_measured"] == 2
     assert ops["merge"]["reference_pattern_measured"] == 2
+    assert ops["bootstrap (+spawn)"]["reference_pattern_measured"] == 7  # 6 reads + ZADD
+    assert ops["work get"]["reference_pattern_measured"] == 4
     # a webhook's first request of a process also looks up its key and its source config
     assert ops["ingest webhook (warm)"]["acmi"] == 1
     assert ops["ingest webhook (cold)"]["acmi"] == 3
@@ -101,6 +114,12 @@ def test_latency_section_measures_each_operation(report: dict[str, Any]) -> None
     for name in ("PING", "get", "append", "signal set"):
         assert ops[name]["round_trips"] == 1.0, name
     assert ops["get, reference pattern"]["round_trips"] == 3.0
+    for name in ("bootstrap", "lock claim+release", "bootstrap, reference pattern"):
+        for key in ("p50_ms", "p99_ms", "p50_ratio", "p99_ratio"):
+            assert _number(ops[name][key]), (name, key)
+    assert ops["bootstrap"]["round_trips"] == 1.0
+    assert ops["bootstrap, reference pattern"]["round_trips"] == 6.0
+    assert ops["lock claim+release"]["round_trips"] == 2.0
 
 
 def test_cold_start_covers_every_function_and_both_baselines(report: dict[str, Any]) -> None:
@@ -141,3 +160,44 @@ def test_throughput_and_contention(report: dict[str, Any]) -> None:
     for row in throughput["contention"]:
         if row["method"] == "cas":
             assert row["lost"] == 0, row  # CAS loses nothing either; it retries instead
+
+
+def test_coordination_bootstrap_rates_and_bundle_sizes(report: dict[str, Any]) -> None:
+    section = report["coordination"]
+    methods = {row["method"]: row for row in section["bootstrap_rates"]}
+    assert set(methods) == {
+        "acmi bootstrap, JSON",
+        "acmi bootstrap, markdown",
+        "reference, 6 reads (redis-py)",
+        "reference, 6 reads + JSON decode",
+    }
+    for name, row in methods.items():
+        for key in ("reads_per_s", "vs_reference_raw", "vs_reference_decoded"):
+            assert _number(row[key]) and row[key] > 0, (name, key)
+    sizes = {row["what"]: row for row in section["bundle_sizes"]}
+    for row in sizes.values():
+        assert isinstance(row["bytes"], int) and row["bytes"] > 0, row
+        assert isinstance(row["tokens"], int) and row["tokens"] > 0, row
+    budgeted = sizes["bundle, markdown, 2,000-token budget"]
+    assert budgeted["tokens"] <= 2000  # the budget holds, and says what it cut
+    assert budgeted["cut"] and budgeted["bytes"] < sizes["bundle, markdown"]["bytes"]
+    for name in ("claim", "release", "claim + release", "contended claim (loses)"):
+        row = section["locks"][name]
+        assert row["n"] > 0 and _number(row["p50_ms"]) and _number(row["p99_ms"]), name
+
+
+def test_coordination_race_has_one_winner_per_lease_period(report: dict[str, Any]) -> None:
+    """20 claimants on one resource: every lease period had exactly one winner, fences
+    rose in the order the leases were granted, and the coordination thread holds one
+    coord-claim per grant (and one coord-release per release, one coord-defer per loss)."""
+    race = report["coordination"]["race"]
+    assert race["errors"] == []
+    assert race["racers"] == 20
+    assert race["periods"] >= race["periods_wanted"] >= 2
+    assert race["winners_per_period"] == [1] * race["periods"]
+    assert race["one_winner_each"] is True
+    assert race["fences_increase"] is True and race["fences_consecutive"] is True
+    assert race["released"] >= 1 and race["expired"] >= 1  # both ways a lease ends
+    assert race["events"]["coord-claim"] == race["periods"]
+    assert race["events"]["coord-release"] == race["released"]
+    assert race["events"]["coord-defer"] == race["lost_claims"]

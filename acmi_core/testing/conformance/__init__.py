@@ -85,6 +85,20 @@ By group:
   escapes, emoji, U+2028) survive exactly, in the stored bytes too.
 - ``tenant``, ``isolation``: tenants and entities never see each other's data.
 - ``entity``: ``list``, ``delete`` (extension keys included) and ``get``.
+- ``locks``: leases exclusive until expiry or release, fencing tokens strictly increasing,
+  renew and release only with the owner token, coord-claim/defer/release in the same step
+  sharing the lease's correlationId, 20 racing claimants with one winner, ``held_by``.
+- ``bootstrap``: every section of the wake bundle from one call (and the spawn it logs), a
+  budget kept with its cuts named, no profile in a group bundle.
+- ``workflows``: the RL cycle (``acmi.workflows``): execute/assess/improve events and their
+  indexes, unassessed steps matched by step and correlationId, lessons of a workflow and of
+  an agent's workflows, the lessons feed kept to 1,000, bad scores and steps rejected.
+- ``work``: work items (``acmi.work``): create (409 on an existing id), get in one read,
+  an event with a session id, and the owner's open index following status changes.
+- ``heartbeat``: a heartbeat sets last_heartbeat_ts/status/status_note and moves the agent
+  in the activity index, keeping other signals; ``silent_since`` reads that index.
+- ``hitl``: HITL queues: idempotent create, deadline order, resolve moving the item to
+  closed with ``hitl-resolved`` on the coordination thread, 409 twice, 404 unknown.
 
 Namespacing
 -----------
@@ -163,6 +177,12 @@ GROUP_MODULES: Final = (
     "json_exact",  # group "json"
     "isolation",  # groups "tenant" and "isolation"
     "entity",
+    "locks",
+    "bootstrap",
+    "workflows",
+    "work",
+    "heartbeat",
+    "hitl",
 )
 """The modules whose import registers the suite's checks, in run (and report) order."""
 

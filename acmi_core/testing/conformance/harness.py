@@ -276,6 +276,13 @@ class Context:
             self._keys.append(key)
         return key
 
+    def track_key(self, key: str) -> str:
+        """Have cleanup() delete a key ACMI built itself (a lease, an index of the
+        context's own tenant)."""
+        with self._lock:
+            self._keys.append(key)
+        return key
+
     def tenant(self) -> Acmi:
         """The same store seen as another tenant, ``t-<token>``, unique to this context."""
         name = f"t-{self.token}"

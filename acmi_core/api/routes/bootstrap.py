@@ -1,0 +1,137 @@
+"""The wake bundle: ``GET /v1/agents/{agent}/bootstrap`` reads it, ``POST`` logs a spawn
+and reads it in the same step. One round trip either way (``lua/bootstrap.lua``).
+
+The body is the bundle's text exactly as the budget measured it: JSON, or Markdown
+(``format=markdown``) for a prompt. Its size and estimated tokens are in the
+``X-Acmi-Bundle-Bytes`` and ``X-Acmi-Bundle-Tokens`` headers; what a budget cut is
+listed in the bundle itself."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import Response
+from fastapi.security import HTTPBearer
+
+from acmi_core.api.app import ApiContext, context
+from acmi_core.api.body import read_json
+from acmi_core.auth.apikeys import Scope
+from acmi_core.bootstrap import (
+    DEFAULT_EVENTS,
+    FORMATS,
+    MAX_EVENTS,
+    MIN_BUDGET_BYTES,
+    MIN_BUDGET_TOKENS,
+    SCOPES,
+    Bundle,
+)
+from acmi_core.errors import AcmiValidationError
+
+router = APIRouter(tags=["bootstrap"], dependencies=[Depends(HTTPBearer(auto_error=False))])
+
+Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
+Ctx = Annotated[ApiContext, Depends(context)]
+SCOPE_DOC = "main (everything) | group (no private sections) | subagent (task context)"
+OPTIONS: dict[str, Any] = {
+    "scope": {"type": "string", "enum": list(SCOPES), "default": "main"},
+    "format": {"type": "string", "enum": list(FORMATS), "default": "json"},
+    "events": {"type": "integer", "minimum": 0, "maximum": MAX_EVENTS},
+    "max_bytes": {"type": "integer", "minimum": MIN_BUDGET_BYTES},
+    "max_tokens": {"type": "integer", "minimum": MIN_BUDGET_TOKENS},
+}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the bundle: JSON, or text/markdown with format=markdown",
+        "content": {"application/json": {}, "text/markdown": {}},
+    }
+}
+
+
+def _answer(bundle: Bundle) -> Response:
+    media = "application/json" if bundle.format == "json" else "text/markdown; charset=utf-8"
+    return Response(
+        bundle.text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+        media_type=media,
+        headers={
+            "X-Acmi-Bundle-Bytes": str(bundle.size_bytes),
+            "X-Acmi-Bundle-Tokens": str(bundle.tokens),
+        },
+    )
+
+
+@router.get(
+    "/v1/agents/{agent}/bootstrap",
+    summary="The agent's wake bundle, every section labelled: one round trip",
+    responses=RESPONSES,
+)
+async def read_bundle(
+    request: Request,
+    agent: Agent,
+    ctx: Ctx,
+    scope: Annotated[str, Query(description=SCOPE_DOC)] = "main",
+    format: Annotated[str, Query(description="json | markdown")] = "json",
+    events: Annotated[int, Query(description=f"newest events, 0-{MAX_EVENTS}")] = DEFAULT_EVENTS,
+    max_bytes: Annotated[int | None, Query(description="budget in bytes")] = None,
+    max_tokens: Annotated[int | None, Query(description="budget in estimated tokens")] = None,
+) -> Response:
+    _, acmi = await ctx.authorize(request, Scope.READ)
+    ctx.observer.metric("Bootstraps")
+    bundle = await ctx.call(
+        acmi.bootstrap,
+        agent,
+        scope=scope,
+        format=format,
+        events=events,
+        max_bytes=max_bytes,
+        max_tokens=max_tokens,
+    )
+    return _answer(bundle)
+
+
+@router.post(
+    "/v1/agents/{agent}/bootstrap",
+    summary="Log a spawn and read the wake bundle in the same step: one round trip",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["spawn"],
+                        "properties": {
+                            "spawn": {
+                                "type": "object",
+                                "required": ["session_id", "model_id"],
+                                "properties": {
+                                    "session_id": {"type": "string", "maxLength": 256},
+                                    "model_id": {"type": "string", "maxLength": 256},
+                                    "host": {"type": "string", "maxLength": 256},
+                                },
+                            },
+                            **OPTIONS,
+                        },
+                    }
+                }
+            },
+        }
+    },
+    responses=RESPONSES,
+)
+async def spawn_and_read(request: Request, agent: Agent, ctx: Ctx) -> Response:
+    _, acmi = await ctx.authorize(request, Scope.WRITE)
+    ctx.observer.metric("Bootstraps")
+    body = await read_json(request, acmi.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise AcmiValidationError("body", "object", "must be a JSON object")
+    unknown = set(body) - {"spawn", *OPTIONS}
+    if unknown:
+        raise AcmiValidationError(
+            sorted(unknown)[0], "unknown", f"is not a field (spawn, {', '.join(OPTIONS)})"
+        )
+    if "spawn" not in body:
+        raise AcmiValidationError("spawn", "required", "is required: {session_id, model_id}")
+    options = {name: body[name] for name in OPTIONS if name in body}
+    bundle = await ctx.call(acmi.bootstrap, agent, spawn=body["spawn"], **options)
+    return _answer(bundle)

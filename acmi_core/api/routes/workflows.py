@@ -1,0 +1,279 @@
+"""The RL cycle over HTTP: executions, assessments, improvements, lessons, unassessed.
+
+Each route calls one ``acmi.workflows`` operation: one round trip. ``{workflow}`` is
+``workflow:<id>`` or a bare ``<id>``. The lessons of an agent's workflows are at
+``GET /v1/lessons?agent=<id>`` (not under ``/v1/agents``, which is the agents function's):
+what the agent's next bootstrap starts from. Bad input is a 400 naming the field and the
+rule (``score`` ``range``, ``step`` ``step_id``, ``lesson`` ``string``), nothing stored.
+
+Responses are rendered exactly as stored (``render_json``): timeline members another tool
+wrote may hold JSON pydantic would not round-trip."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+
+from acmi_core.api.app import ApiContext, context
+from acmi_core.api.body import read_json
+from acmi_core.auth.apikeys import Scope
+from acmi_core.client import Acmi
+from acmi_core.errors import AcmiValidationError
+from acmi_core.stored import render_json
+from acmi_core.workflows import (
+    BOOTSTRAP_LESSONS_WINDOW,
+    MAX_CORRELATION_LEN,
+    MAX_LESSON_LEN,
+    MAX_LIMIT,
+    actor_id,
+    workflow_id,
+)
+
+
+class StoredJSON(JSONResponse):
+    """JSON rendered exactly from what a read returned (see ``render_json``)."""
+
+    def render(self, content: Any) -> bytes:
+        return render_json(content)
+
+
+router = APIRouter(
+    tags=["workflows"],
+    dependencies=[Depends(HTTPBearer(auto_error=False))],
+    default_response_class=StoredJSON,
+)
+
+Json = dict[str, Any]
+Workflow = Annotated[
+    str, Path(max_length=256, description="workflow:<id> or <id>, e.g. deploy-web")
+]
+Ctx = Annotated[ApiContext, Depends(context)]
+
+STEP: Final = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "step id"}
+AGENT: Final = {"type": "string", "description": "who acts: entity id (bare id: agent:<id>)"}
+CORRELATION: Final = {
+    "type": "string",
+    "maxLength": MAX_CORRELATION_LEN,
+    "description": "the run id (also accepted as correlationId); default <workflow>/<step>",
+}
+
+
+def _body(description: str, required: list[str], props: dict[str, Any]) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "required": required,
+        "properties": {**props, "correlation_id": CORRELATION},
+        "additionalProperties": False,
+    }
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
+
+
+async def _fields(
+    request: Request, acmi: Acmi, required: tuple[str, ...], optional: tuple[str, ...]
+) -> dict[str, Any]:
+    """The body's fields: every required one present, nothing unknown (a typo would
+    otherwise be dropped silently). ``correlationId`` is read as ``correlation_id``."""
+    body = await read_json(request, acmi.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise AcmiValidationError("body", "object", "must be a JSON object")
+    if "correlationId" in body:
+        if "correlation_id" in body:
+            raise AcmiValidationError(
+                "correlation_id", "one_of", "give correlation_id or correlationId, not both"
+            )
+        body["correlation_id"] = body.pop("correlationId")
+    for name in required:
+        if name not in body:
+            raise AcmiValidationError(name, "required", "is required")
+    known = {*required, *optional, "correlation_id"}
+    for name in body:
+        if name not in known:
+            raise AcmiValidationError(
+                str(name), "unknown", f"is not a field here (known: {', '.join(sorted(known))})"
+            )
+    return body
+
+
+async def _write(ctx: ApiContext, request: Request) -> Acmi:
+    _, acmi = await ctx.authorize(request, Scope.WRITE)
+    ctx.observer.metric("WorkflowWrites")
+    return acmi
+
+
+async def _read(ctx: ApiContext, request: Request) -> Acmi:
+    _, acmi = await ctx.authorize(request, Scope.READ)
+    ctx.observer.metric("WorkflowReads")
+    return acmi
+
+
+@router.post(
+    "/v1/workflows/{workflow}/executions",
+    status_code=201,
+    summary="Log that an agent executed a step (kind step-executed)",
+    openapi_extra=_body(
+        "the step, who ran it, and optionally a summary and payload",
+        ["step", "agent"],
+        {
+            "step": STEP,
+            "agent": AGENT,
+            "summary": {"type": "string", "maxLength": 500},
+            "payload": {"type": "object", "description": "extra fields (not workflow/step)"},
+        },
+    ),
+    response_model=Json,
+)
+async def execute(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
+    acmi = await _write(ctx, request)
+    body = await _fields(request, acmi, ("step", "agent"), ("summary", "payload"))
+    event = await ctx.call(
+        acmi.workflows.execute,
+        workflow,
+        body["step"],
+        body["agent"],
+        summary=body.get("summary"),
+        correlation_id=body.get("correlation_id"),
+        payload=body.get("payload"),
+    )
+    return StoredJSON(event.to_dict(), status_code=201)
+
+
+@router.post(
+    "/v1/workflows/{workflow}/assessments",
+    status_code=201,
+    summary="Score an executed step 0-100 with criteria (kind assessment)",
+    openapi_extra=_body(
+        "the step, its score and criteria, who assessed it",
+        ["step", "score", "criteria", "agent"],
+        {
+            "step": STEP,
+            "score": {"type": "integer", "minimum": 0, "maximum": 100},
+            "criteria": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "additionalProperties": {"type": ["number", "string"]},
+                        "maxProperties": 32,
+                    },
+                    {"type": "array", "items": {"type": "string"}, "maxItems": 32},
+                ]
+            },
+            "agent": AGENT,
+            "note": {"type": "string", "maxLength": 500},
+        },
+    ),
+    response_model=Json,
+)
+async def assess(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
+    acmi = await _write(ctx, request)
+    body = await _fields(request, acmi, ("step", "score", "criteria", "agent"), ("note",))
+    event = await ctx.call(
+        acmi.workflows.assess,
+        workflow,
+        body["step"],
+        body["score"],
+        body["criteria"],
+        body["agent"],
+        correlation_id=body.get("correlation_id"),
+        note=body.get("note"),
+    )
+    return StoredJSON(event.to_dict(), status_code=201)
+
+
+@router.post(
+    "/v1/workflows/{workflow}/improvements",
+    status_code=201,
+    summary="Record a lesson on a step (kind improvement); it seeds the next bootstrap",
+    openapi_extra=_body(
+        "the step, the lesson, who learned it",
+        ["step", "lesson", "agent"],
+        {"step": STEP, "lesson": {"type": "string", "maxLength": MAX_LESSON_LEN}, "agent": AGENT},
+    ),
+    response_model=Json,
+)
+async def improve(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
+    acmi = await _write(ctx, request)
+    body = await _fields(request, acmi, ("step", "lesson", "agent"), ())
+    event = await ctx.call(
+        acmi.workflows.improve,
+        workflow,
+        body["step"],
+        body["lesson"],
+        body["agent"],
+        correlation_id=body.get("correlation_id"),
+    )
+    return StoredJSON(event.to_dict(), status_code=201)
+
+
+@router.get(
+    "/v1/workflows/{workflow}/lessons",
+    summary="The newest lessons of a workflow, newest first",
+    response_model=Json,
+)
+async def workflow_lessons(
+    request: Request,
+    workflow: Workflow,
+    ctx: Ctx,
+    limit: Annotated[int, Query(ge=1, le=BOOTSTRAP_LESSONS_WINDOW)] = 10,
+) -> StoredJSON:
+    acmi = await _read(ctx, request)
+    lessons = await ctx.call(acmi.workflows.lessons, workflow=workflow, limit=limit)
+    return StoredJSON({"workflow": str(workflow_id(workflow)), "lessons": lessons})
+
+
+@router.get(
+    "/v1/workflows/{workflow}/unassessed",
+    summary="Executed steps no assessment covers, newest first (bounded scan)",
+    response_model=Json,
+)
+async def unassessed(
+    request: Request,
+    workflow: Workflow,
+    ctx: Ctx,
+    since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+) -> StoredJSON:
+    acmi = await _read(ctx, request)
+    found = await ctx.call(acmi.workflows.unassessed, workflow, since_ms=since_ms, limit=limit)
+    return StoredJSON(found.to_dict())
+
+
+@router.get(
+    "/v1/workflows/{workflow}/assessments",
+    summary="Scores per step: count, mean, last (bounded scan)",
+    response_model=Json,
+)
+async def assessments(
+    request: Request,
+    workflow: Workflow,
+    ctx: Ctx,
+    step: Annotated[str | None, Query(max_length=128)] = None,
+    since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+) -> StoredJSON:
+    acmi = await _read(ctx, request)
+    found = await ctx.call(acmi.workflows.assessments, workflow, step=step, since_ms=since_ms)
+    return StoredJSON(found.to_dict())
+
+
+@router.get(
+    "/v1/lessons",
+    summary="The newest lessons of the workflows an agent works on (what seeds its next run)",
+    response_model=Json,
+)
+async def agent_lessons(
+    request: Request,
+    ctx: Ctx,
+    agent: Annotated[str, Query(min_length=1, max_length=256, description="agent:<id> or <id>")],
+    limit: Annotated[int, Query(ge=1, le=BOOTSTRAP_LESSONS_WINDOW)] = 10,
+) -> StoredJSON:
+    acmi = await _read(ctx, request)
+    lessons = await ctx.call(acmi.workflows.lessons, agent=agent, limit=limit)
+    return StoredJSON({"agent": str(actor_id(agent)), "lessons": lessons})

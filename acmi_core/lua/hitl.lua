@@ -1,0 +1,136 @@
+-- hitl.lua: one HITL operation (create | resolve | adopt) as one atomic step.
+--
+-- Queues (ZSETs; the bootstrap reads them with ZRANGE 0..N, most urgent first):
+--   open:   score = deadline ms,   member = the hitl-required event JSON
+--   closed: score = resolution ms, member = that event with payload.resolution {by, ts, text}
+-- KEYS[1] the tenant's HITL record HASH: correlationId -> record JSON, always
+--         {"state":"open"|"closed","addressee":null|"<cat>:<id>","score":<ms>,"at":<n>,
+--          "by":null|"<cat>:<id>","item":<the member, verbatim>}
+--         (header values are grammar-checked ids and integers, so a pattern reads them;
+--         "at" is the byte offset in the open member where ,"resolution":{...} goes: the
+--         end of its payload object, computed by the client that built the member)
+-- create:  KEYS[2] the addressee's open queue
+--          ARGV: 'create' cid deadline record_header member
+-- resolve: KEYS[2] the coordination thread's timeline, KEYS[3] the thread namespace SET,
+--          KEYS[4] / KEYS[5] the open / closed queue of the addressee the caller named
+--          (only used to adopt an item another tool wrote: no record)
+--          ARGV: 'resolve' cid now resolution_json by thread_member window
+--                resolved_template
+--          ARGV: 'adopt'   cid now closed_member by thread_member foreign_member addressee
+--                resolved_template
+-- The queue of an item that has a record is built here from its record's addressee:
+-- ARGV[#ARGV] is keys.prefix (acmi: or acmi:tenant:<t>:), so the key is
+-- <prefix>hitl:<cat>:<id>:<state> or <prefix>thread:hitl:<state> (as keys.hitl_queue).
+-- The client cannot know that key before the record is read, so every key of a
+-- deployment must live on one shard (Upstash, standalone Redis; not Redis Cluster).
+-- A template is a count n then n items: text, slot name, text, ... (JSON built by the
+-- client; the one slot, addressee, is filled with the record's raw JSON value).
+--
+-- Cost: O(size of the item + log N); a resolve of an unknown cid returns the first
+-- `window` (<= 100) members of KEYS[4] so the client can look for a foreign item there.
+-- Phase 1 reads and checks (key types, the record); phase 2 only writes.
+-- Replies: {'OK', addressee_json, score} | {'EXISTS', record} | {'RESOLVED', by, ms} |
+--          {'NONE', member...} | {'GONE'}
+-- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
+
+local function check_type(key, want)
+  local t = redis.call('TYPE', key)
+  if type(t) == 'table' then t = t.ok end
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('ACMI_WRONGTYPE ' .. key .. ' holds a ' .. t .. ', not a ' .. want)
+  end
+  return nil
+end
+
+local function render(i, values)
+  local n = tonumber(ARGV[i])
+  local out = {}
+  for j = 1, n do
+    local item = ARGV[i + j]
+    if j % 2 == 1 then out[#out + 1] = item else out[#out + 1] = values[item] end
+  end
+  return table.concat(out)
+end
+
+local HEADER = '^{"state":"(%a+)","addressee":(.-),"score":(%d+),"at":(%d+),"by":(.-),"item":(.*)}$'
+local items, op, cid = KEYS[1], ARGV[1], ARGV[2]
+local prefix = ARGV[#ARGV]
+
+local function queue(addressee_json, state)
+  if addressee_json == 'null' then return prefix .. 'thread:hitl:' .. state end
+  return prefix .. 'hitl:' .. string.sub(addressee_json, 2, -2) .. ':' .. state
+end
+
+local err = check_type(items, 'hash')
+if err then return err end
+
+if op == 'create' then
+  err = check_type(KEYS[2], 'zset')
+  if err then return err end
+  local existing = redis.call('HGET', items, cid)
+  if existing then return {'EXISTS', existing} end
+  local member = ARGV[5]
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[3], member)
+  redis.call('HSET', items, cid, ARGV[4] .. member .. '}')
+  return {'OK'}
+end
+
+local thread, index, named_open, named_closed = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+for _, kt in ipairs({{thread, 'zset'}, {index, 'set'}, {named_open, 'zset'},
+    {named_closed, 'zset'}}) do
+  err = check_type(kt[1], kt[2])
+  if err then return err end
+end
+local now, by, thread_member = ARGV[3], ARGV[5], ARGV[6]
+
+local function close(open_key, closed_key, old, new, addressee_json, record_at, template_i)
+  redis.call('ZREM', open_key, old)
+  redis.call('ZADD', closed_key, now, new)
+  redis.call('HSET', items, cid, '{"state":"closed","addressee":' .. addressee_json ..
+    ',"score":' .. now .. ',"at":' .. record_at .. ',"by":' .. by .. ',"item":' .. new .. '}')
+  redis.call('ZADD', thread, 'NX', now, render(template_i, {addressee = addressee_json}))
+  redis.call('SADD', index, thread_member)
+end
+
+local record = redis.call('HGET', items, cid)
+if record then
+  local state, addressee, score, at, who, item = string.match(record, HEADER)
+  if not state or (addressee ~= 'null' and not string.match(addressee, '^"[^"\\]+"$')) then
+    return redis.error_reply('ACMI_CORRUPT ' .. items .. ' ' .. cid .. ' is not a HITL record')
+  end
+  if state == 'closed' then return {'RESOLVED', who, score} end
+  -- an item ACMI created while the client was adopting a foreign one: resolve that instead
+  if op == 'adopt' then return {'GONE'} end
+  local at_n = tonumber(at)
+  if state ~= 'open' or at_n < 1 or at_n > #item then
+    return redis.error_reply('ACMI_CORRUPT ' .. items .. ' ' .. cid .. ' is not a HITL record')
+  end
+  local open_key, closed_key = queue(addressee, 'open'), queue(addressee, 'closed')
+  for _, kt in ipairs({{open_key, 'zset'}, {closed_key, 'zset'}}) do
+    err = check_type(kt[1], kt[2])
+    if err then return err end
+  end
+  -- payload.resolution goes at the end of the payload object (byte offset `at`)
+  local closed = string.sub(item, 1, at_n) .. ',"resolution":' .. ARGV[4] ..
+    string.sub(item, at_n + 1)
+  close(open_key, closed_key, item, closed, addressee, at, 8)
+  return {'OK', addressee, score}
+end
+
+if op == 'resolve' then
+  local window = tonumber(ARGV[7])
+  local found = redis.call('ZRANGE', named_open, 0, window - 1)
+  local reply = {'NONE'}
+  for _, m in ipairs(found) do reply[#reply + 1] = m end
+  return reply
+end
+
+if op == 'adopt' then
+  local foreign, addressee = ARGV[7], ARGV[8]
+  local score = redis.call('ZSCORE', named_open, foreign)
+  if not score then return {'GONE'} end
+  close(named_open, named_closed, foreign, ARGV[4], addressee, '0', 9)
+  return {'OK', addressee, score}
+end
+
+return redis.error_reply('ACMI_BADOP op ' .. tostring(op))

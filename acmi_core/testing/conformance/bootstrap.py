@@ -1,0 +1,102 @@
+"""``bootstrap``: the wake bundle. One call returns every section, labelled, with what the
+agent has (and logs the spawn it is given); a budget is kept and what it cut is named;
+a group bundle never carries the private profile. Runs in the context's own tenant."""
+
+from __future__ import annotations
+
+from acmi_core.bootstrap import TITLES
+from acmi_core.client import Acmi
+from acmi_core.keys import COORDINATION_THREAD
+from acmi_core.model import EntityId
+from acmi_core.testing.conformance.harness import Context, check, expect, expect_equal
+
+
+def _agent(ctx: Context) -> tuple[Acmi, str]:
+    """A client of the context's tenant and a fresh agent, with the tenant's bookkeeping
+    keys tracked for cleanup."""
+    acmi = ctx.tenant()
+    agent = ctx.entity("agent", "boot")
+    eid = EntityId.parse(agent)
+    keys = acmi.keys
+    for key in (
+        keys.leases(),
+        keys.work_owners(),
+        keys.work_open(eid),
+        keys.hitl_items(),
+        keys.hitl_queue(eid, "open"),
+        keys.hitl_queue(None, "open"),
+        keys.lessons(),
+        keys.agent_workflows(eid),
+        keys.index("thread"),
+        keys.index("work"),
+        keys.index("workflow"),
+    ):
+        ctx.track_key(key)
+    ctx.track(COORDINATION_THREAD)
+    return acmi, agent
+
+
+@check("bootstrap", "one call returns every section with what the agent has, and logs the spawn")
+def bootstrap_complete(ctx: Context) -> None:
+    acmi, agent = _agent(ctx)
+    token = ctx.token
+    acmi.profile.set(agent, {"name": "boot"})
+    acmi.signals.set(agent, "status", "ACTIVE")
+    acmi.timeline.append(
+        agent, {"source": agent, "kind": "note", "correlationId": "c-1", "summary": "hello"}
+    )
+    acmi.agents.join(agent, "thread:conf", "lead")
+    acmi.agents.set_rollup(agent, "all quiet")
+    resource = f"conf-{token}-boot"
+    ctx.track_key(acmi.keys.lock(resource))
+    lease = acmi.locks.claim(resource, agent, 60_000)
+    work = ctx.track(f"work:conf-{token}-w")
+    acmi.work.create(work.split(":", 1)[1], {"title": "conformance work"}, owner=agent)
+    acmi.hitl.create("topic", "unblock me", asked_by="agent:asker", addressee=agent)
+    acmi.hitl.create("shared", "anyone", asked_by="agent:asker")
+    workflow = ctx.track(f"workflow:conf-{token}")
+    acmi.workflows.improve(workflow, "step-1", "pin versions", agent)
+    bundle = acmi.bootstrap(agent, spawn={"session_id": "s-1", "model_id": "m-1"})
+    sections = bundle.to_dict()["sections"]
+    expect_equal(list(sections), list(TITLES), "sections, in order")
+    expect_equal(sections["profile"]["name"], "boot", "profile")
+    expect_equal(sections["signals"], {"status": "ACTIVE"}, "signals")
+    expect_equal([e["correlationId"] for e in sections["timeline"]], ["c-1"], "timeline")
+    expect_equal([t["thread"] for t in sections["active_threads"]], ["thread:conf"], "threads")
+    expect_equal(sections["rollup"]["summary"], "all quiet", "rollup")
+    expect_equal([x["resource"] for x in sections["locks"]], [resource], "locks")
+    expect_equal([w["id"] for w in sections["work"]], [work.split(":", 1)[1]], "work")
+    expect_equal([h["payload"]["topic"] for h in sections["hitl"]], ["topic"], "hitl")
+    expect("shared" in [h["payload"]["topic"] for h in sections["hitl_shared"]], "shared queue")
+    expect_equal([x["payload"]["lesson"] for x in sections["lessons"]], ["pin versions"], "lessons")
+    expect(
+        lease.correlationId in [e["correlationId"] for e in sections["coordination"]],
+        "the agent's coord-claim among its coordination events",
+    )
+    expect_equal([s["session_id"] for s in sections["spawns"]], ["s-1"], "the spawn, logged")
+    expect_equal(bundle.problems, [], "problems")
+
+
+@check("bootstrap", "a budget is kept, and what it cut is named")
+def bootstrap_budget(ctx: Context) -> None:
+    acmi, agent = _agent(ctx)
+    acmi.timeline.extend(
+        agent,
+        [
+            {"source": agent, "kind": "note", "correlationId": f"c-{n}", "summary": "x" * 200}
+            for n in range(60)
+        ],
+    )
+    for fmt in ("json", "markdown"):
+        bundle = acmi.bootstrap(agent, format=fmt, events=60, max_bytes=4_000)
+        expect(bundle.size_bytes <= 4_000, f"{fmt}: {bundle.size_bytes} bytes > 4000")
+        expect(bundle.cut.get("timeline", 0) > 0, f"{fmt}: the timeline cut is named")
+
+
+@check("bootstrap", "a group bundle never carries the profile")
+def bootstrap_group(ctx: Context) -> None:
+    acmi, agent = _agent(ctx)
+    acmi.profile.set(agent, {"diary": "private-warm-memory"})
+    bundle = acmi.bootstrap(agent, scope="group", format="markdown")
+    expect("private-warm-memory" not in bundle.text, "the profile reached a group bundle")
+    expect("profile" not in bundle.to_dict()["sections"], "a profile section in a group bundle")

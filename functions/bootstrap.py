@@ -1,0 +1,5 @@
+"""The bootstrap function: an agent's wake bundle (see acmi_core/bootstrap.py)."""
+
+from functions.runtime import http_handler
+
+handler = http_handler("bootstrap")

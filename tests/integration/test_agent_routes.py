@@ -1,0 +1,157 @@
+"""The agents function's routes (/v1/agents/{agent}/...) on every backend: heartbeat,
+spawns, active threads and the rollup; ``claude`` and ``agent:claude`` are one agent; bad
+input is a 400 naming the field with nothing stored; a read key cannot write."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from acmi_core import Acmi
+from acmi_core.api.app import ApiContext, create_app
+from acmi_core.auth import apikeys
+from tests.kit import assert_error
+
+START = 1_790_000_000_000
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Http:
+    def __init__(self, acmi: Acmi) -> None:
+        self.acmi = acmi
+        app = create_app(ApiContext(acmi), ("agents",), docs=False)
+        self.client = TestClient(app, raise_server_exceptions=False)
+        self.auth = {}
+        for scope in ("read", "write"):
+            key, _ = apikeys.mint(
+                acmi.store, tenant=acmi.tenant, scope=scope, name=scope, now_ms=START
+            )
+            self.auth[scope] = {"authorization": f"Bearer {key}"}
+
+    def call(self, method: str, path: str, body: Any = None, scope: str = "write") -> Any:
+        kwargs: dict[str, Any] = {"headers": self.auth[scope]}
+        if body is not None:
+            kwargs["json"] = body
+        return self.client.request(method, path, **kwargs)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def http(acmi: Acmi, clock: FakeClock) -> Http:
+    tenant = f"ag-{uuid.uuid4().hex[:12]}"
+    return Http(Acmi(acmi.store, acmi.settings, tenant=tenant, clock=clock))
+
+
+def _stored(acmi: Acmi) -> dict[str, Any]:
+    """What the agents routes keep for agent:claude, and the indexes they touch."""
+    return {
+        "signals": acmi.signals.all("agent:claude"),
+        "spawns": acmi.agents.spawns("claude", 100),
+        "threads": acmi.agents.active("claude"),
+        "rollup": acmi.agents.rollup("claude"),
+        "agents": acmi.list("agent"),
+        "activity": acmi.store.execute(("ZRANGE", acmi.keys.activity(), 0, -1)),
+    }
+
+
+def test_heartbeat(http: Http, clock: FakeClock) -> None:
+    beat = http.call("POST", "/v1/agents/claude/heartbeat", {"status": "IDLE", "note": "lunch"})
+    assert beat.status_code == 200, beat.text
+    assert beat.json() == {"agent": "agent:claude", "ts": START, "status": "IDLE", "note": "lunch"}
+    clock.now += 1
+    empty = http.client.post("/v1/agents/agent:claude/heartbeat", headers=http.auth["write"])
+    assert empty.status_code == 200 and empty.json()["status"] == "ACTIVE"
+    assert http.acmi.signals.all("agent:claude") == {
+        "last_heartbeat_ts": START + 1,
+        "status": "ACTIVE",
+    }
+    assert http.acmi.agents.silent_since(START + 2) == [("agent:claude", START + 1)]
+
+
+def test_spawns_threads_and_rollup(http: Http, clock: FakeClock) -> None:
+    made = http.call(
+        "POST", "/v1/agents/claude/spawns", {"session_id": "s-1", "model_id": "opus", "host": "ci"}
+    )
+    assert made.status_code == 201, made.text
+    assert made.json() == {"ts": START, "session_id": "s-1", "model_id": "opus", "host": "ci"}
+    clock.now += 1
+    http.call("POST", "/v1/agents/agent:claude/spawns", {"session_id": "s-2", "model_id": "opus"})
+    spawns = http.call("GET", "/v1/agents/claude/spawns?limit=1", scope="read")
+    assert spawns.json() == {"spawns": [{"ts": START + 1, "session_id": "s-2", "model_id": "opus"}]}
+    assert len(http.call("GET", "/v1/agents/claude/spawns", scope="read").json()["spawns"]) == 2
+
+    joined = http.call("PUT", "/v1/agents/claude/threads/thread:deploy", {"role": "lead"})
+    assert joined.status_code == 200
+    assert joined.json() == {"thread": "thread:deploy", "role": "lead", "joined_at": START + 1}
+    http.client.put("/v1/agents/claude/threads/thread:review", headers=http.auth["write"])
+    threads = http.call("GET", "/v1/agents/agent:claude/threads", scope="read").json()["threads"]
+    assert threads == {
+        "thread:deploy": {"role": "lead", "joined_at": START + 1},
+        "thread:review": {"role": "participant", "joined_at": START + 1},
+    }
+    left = http.call("DELETE", "/v1/agents/claude/threads/thread:deploy")
+    assert left.status_code == 200 and left.json() == {"thread": "thread:deploy", "left": True}
+    assert list(http.acmi.agents.active("claude")) == ["thread:review"]
+
+    assert_error(http.call("GET", "/v1/agents/claude/rollup", scope="read"), 404, "agent")
+    rolled = http.call(
+        "PUT", "/v1/agents/claude/rollup", {"summary": "shipped PR 42", "events": [1, 2]}
+    )
+    assert rolled.status_code == 200
+    doc = {"ts": START + 1, "summary": "shipped PR 42", "events": [1, 2]}
+    assert rolled.json() == doc
+    assert http.call("GET", "/v1/agents/agent:claude/rollup", scope="read").json() == doc
+    assert http.acmi.list("agent") == ["agent:claude"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/v1/agents/claude/heartbeat", {"status": "S" * 65}, "status"),
+        ("POST", "/v1/agents/claude/heartbeat", {"status": "ok!"}, "status"),
+        ("POST", "/v1/agents/claude/heartbeat", {"note": "n" * 501}, "note"),
+        ("POST", "/v1/agents/claude/heartbeat", {"mood": "fine"}, "mood"),
+        ("POST", "/v1/agents/claude/heartbeat", ["ACTIVE"], "body"),
+        ("POST", "/v1/agents/user:mikey/heartbeat", {}, "agent"),
+        ("POST", "/v1/agents/Claude Bot/heartbeat", {}, "agent"),
+        ("POST", "/v1/agents/claude/spawns", {"model_id": "opus"}, "session_id"),
+        ("POST", "/v1/agents/claude/spawns", {"session_id": "s", "model_id": ""}, "model_id"),
+        ("POST", "/v1/agents/claude/spawns", {"session_id": "s", "model_id": "m", "x": 1}, "x"),
+        ("PUT", "/v1/agents/claude/threads/thread:x", {"role": 5}, "role"),
+        ("PUT", "/v1/agents/claude/rollup", {"events": []}, "summary"),
+        ("PUT", "/v1/agents/claude/rollup", {"summary": ""}, "summary"),
+        ("GET", "/v1/agents/claude/spawns?limit=0", None, "limit"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(
+    http: Http, method: str, path: str, body: Any, field: str
+) -> None:
+    before = _stored(http.acmi)
+    assert_error(http.call(method, path, body), 400, field)
+    assert _stored(http.acmi) == before
+
+
+def test_a_read_key_cannot_write(http: Http) -> None:
+    for method, path, body in (
+        ("POST", "/v1/agents/claude/heartbeat", {}),
+        ("POST", "/v1/agents/claude/spawns", {"session_id": "s", "model_id": "m"}),
+        ("PUT", "/v1/agents/claude/threads/thread:x", {}),
+        ("DELETE", "/v1/agents/claude/threads/thread:x", None),
+        ("PUT", "/v1/agents/claude/rollup", {"summary": "s"}),
+    ):
+        assert_error(http.call(method, path, body, scope="read"), 403)
+    assert _stored(http.acmi)["agents"] == []

@@ -1,0 +1,70 @@
+"""The index ops of lua/apply.lua (ZSET, ZREM, ZKEEP) on every backend: what keeps the
+activity index, the open-work indexes and the lessons feed in the same step as the write."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from acmi_core import Acmi
+from acmi_core.errors import CorruptData, PlanError
+from acmi_core.writes import WritePlan
+
+
+def _key(name: str) -> str:
+    return f"acmi:_test:{uuid.uuid4().hex[:8]}:{name}"
+
+
+def _members(acmi: Acmi, key: str) -> list[tuple[bytes, float]]:
+    reply = acmi.store.execute(("ZRANGE", key, 0, -1, "WITHSCORES"))
+    assert isinstance(reply, list)
+    return [(m, float(s)) for m, s in zip(reply[::2], reply[1::2], strict=True)]
+
+
+def test_zset_moves_a_member_where_zadd_keeps_the_first_score(acmi: Acmi) -> None:
+    key = _key("activity")
+    plan = WritePlan()
+    plan.zadd(key, 1, "a")
+    plan.zset(key, 5, "b")
+    plan.apply(acmi.store)
+    plan = WritePlan()
+    plan.zadd(key, 9, "a")  # NX: a keeps 1
+    plan.zset(key, 7, "b")  # moves b to 7
+    plan.apply(acmi.store)
+    assert _members(acmi, key) == [(b"a", 1.0), (b"b", 7.0)]
+
+
+def test_zrem_and_zkeep(acmi: Acmi) -> None:
+    key = _key("feed")
+    plan = WritePlan()
+    for n in range(10):
+        plan.zadd(key, n, f"m{n}")
+    plan.zrem(key, "m9")
+    plan.zkeep(key, 4)  # the 4 highest scores left after the removal
+    plan.apply(acmi.store)
+    assert [m for m, _ in _members(acmi, key)] == [b"m5", b"m6", b"m7", b"m8"]
+    plan = WritePlan()
+    plan.zkeep(key, 100)  # fewer members than n: nothing goes
+    plan.zrem(key, "absent")
+    plan.apply(acmi.store)
+    assert len(_members(acmi, key)) == 4
+
+
+def test_index_ops_refuse_a_wrong_typed_key_and_write_nothing(acmi: Acmi) -> None:
+    key, other = _key("string"), _key("zset")
+    acmi.store.execute(("SET", key, "text"))
+    plan = WritePlan()
+    plan.zset(other, 1, "x")
+    plan.zset(key, 1, "x")
+    with pytest.raises(CorruptData):
+        plan.apply(acmi.store)
+    assert acmi.store.execute(("EXISTS", other)) == 0
+
+
+@pytest.mark.parametrize("n", [0, -1, "x"])
+def test_zkeep_needs_a_positive_count(acmi: Acmi, n: object) -> None:
+    plan = WritePlan()
+    plan._op("ZKEEP", _key("feed"), n)  # type: ignore[arg-type]
+    with pytest.raises(PlanError, match="n is not a positive count"):
+        plan.apply(acmi.store)
