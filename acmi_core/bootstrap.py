@@ -32,6 +32,7 @@ fenced text is data: stored text cannot close the fence and pose as instructions
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -44,7 +45,7 @@ from acmi_core.agents import agent_id, spawn_record
 from acmi_core.errors import AcmiValidationError, StoreCommandError
 from acmi_core.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
 from acmi_core.locks import parse_lease_entry
-from acmi_core.model import EVENT_FIELD_ORDER, EntityId, dumps
+from acmi_core.model import EntityId, dumps
 from acmi_core.store.base import Arg, Reply, Script
 from acmi_core.stored import LONE_SURROGATE, Unreadable, load_stored, render_json
 from acmi_core.writes import script_error
@@ -256,8 +257,8 @@ class _Reader:
         return value
 
     def event(self, raw: Reply, what: str) -> dict[str, Any] | None:
-        """A stored event as stored, Comms fields first. No model validation: a bundle
-        shows what is there (legacy events included), it does not judge it."""
+        """A stored event, as stored. No model validation: a bundle shows what is there
+        (legacy events included), it does not judge it."""
         if not isinstance(raw, bytes):
             return None
         try:
@@ -268,7 +269,7 @@ class _Reader:
         if not isinstance(data, dict):
             self.problems.append(f"{what}: a member was skipped (not a JSON object)")
             return None
-        return _comms_first(data)
+        return data
 
     def events(self, raw: Reply, what: str) -> list[dict[str, Any]]:
         """A section the script joined (``SEP``): parsed as one JSON array when every
@@ -285,14 +286,8 @@ class _Reader:
             and len(values) == len(members)
             and all(isinstance(v, dict) for v in values)
         ):
-            return [_comms_first(v) for v in values]
+            return values
         return [e for e in (self.event(m, what) for m in members) if e is not None]
-
-
-def _comms_first(data: dict[str, Any]) -> dict[str, Any]:
-    ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
-    ordered.update(data)
-    return ordered
 
 
 def _pairs(raw: Reply) -> list[tuple[Reply, Reply]]:
@@ -566,7 +561,13 @@ def _fence(body: str, info: str) -> str:
 
 
 def _one_line(value: object, limit: int = 400) -> str:
-    text = value if isinstance(value, str) else render_json(value).decode("utf-8")
+    if isinstance(value, str):
+        text = value
+    else:
+        try:  # the C encoder; render_json (exact JsonNumbers) only when it cannot
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            text = render_json(value).decode("utf-8")
     text = " ".join(text.split())
     return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
 

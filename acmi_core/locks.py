@@ -7,7 +7,9 @@
 Every operation is one run of ``lua/locks.lua``: one round trip, atomic. A claim,
 a release and a losing claim (a deferral) post ``coord-claim`` / ``coord-release`` /
 ``coord-defer`` to the coordination thread in that same step, all events of one lease
-sharing its correlationId. The fencing token of a resource strictly increases over
+sharing its correlationId. A claimant that keeps losing to the same lease posts one
+``coord-defer`` for it, not one per attempt (a polling agent must not flood the thread).
+The fencing token of a resource strictly increases over
 every claim, after releases and expiries too, so a holder that was paused past its
 lease can be fenced off by whoever checks the token.
 

@@ -16,7 +16,7 @@ from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer, RedisServerError
 from acmi_core.testing.redis_server import redis_server as start_redis_server
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import DB
+from tests.kit import DB, FakeClock
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -74,6 +74,12 @@ def acmi(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[
     yield create_acmi(store, Settings())
     if request.param != "upstash":  # the upstash_store fixture closes its own
         store.close()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock at ``kit.START`` that the test moves by hand."""
+    return FakeClock()
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +24,7 @@ from acmi_core import Acmi
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
 from acmi_core.testing.conformance import run_together, same_json
+from acmi_core.testing.upstash_double import UpstashDouble
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 EVENTS_DIR: Final = ROOT / "events"
@@ -65,6 +68,44 @@ def load_event(name: str) -> dict[str, Any]:
     return data
 
 
+# --- clocks and tenants ---------------------------------------------------------------------
+
+START: Final = 1_790_000_000_000  # ms; the fake clock's default start
+
+
+class FakeClock:
+    """A clock in ms that tests move by hand (``clock.now += 5``); with ``tick`` every call
+    first advances it that many ms (distinct, ordered timestamps without moving it)."""
+
+    def __init__(self, start: int = START, *, tick: int = 0) -> None:
+        self.now = start
+        self.tick = tick
+
+    def __call__(self) -> int:
+        self.now += self.tick
+        return self.now
+
+
+def fresh_tenant(acmi: Acmi, clock: Callable[[], int]) -> Acmi:
+    """A client of a tenant of its own on ``acmi``'s store, on ``clock``: the redis
+    backend's database is shared by the session, and per-tenant indexes (activity, queues,
+    lessons, owners) are only checkable where nobody else writes."""
+    return Acmi(acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=clock)
+
+
+def requests_per_step(
+    double: UpstashDouble, steps: Mapping[str, Callable[[], object]]
+) -> dict[str, int]:
+    """Each step run in turn on a store behind ``double``: the HTTP requests (round trips)
+    it sent, by name."""
+    counts: dict[str, int] = {}
+    for name, step in steps.items():
+        double.reset_counts()
+        step()
+        counts[name] = double.requests
+    return counts
+
+
 # --- the HTTP app ---------------------------------------------------------------------------
 
 
@@ -91,6 +132,29 @@ class Api:
         size = self.acmi.store.execute(("DBSIZE",))
         assert isinstance(size, int)
         return size
+
+
+class RouteClient:
+    """The app with only ``routers`` (``create_app`` names) on ``acmi``, and a key per
+    scope for ``acmi``'s tenant: ``auth["write"]`` is its header."""
+
+    def __init__(self, acmi: Acmi, *routers: str) -> None:
+        self.acmi = acmi
+        app = create_app(ApiContext(acmi), routers, docs=False)
+        self.client = TestClient(app, raise_server_exceptions=False)
+        self.auth: dict[str, dict[str, str]] = {}
+        for scope in ("read", "write"):
+            key, _ = apikeys.mint(
+                acmi.store, tenant=acmi.tenant, scope=scope, name=scope, now_ms=acmi.clock()
+            )
+            self.auth[scope] = {"authorization": f"Bearer {key}"}
+
+    def call(self, method: str, path: str, body: Any = None, scope: str = "write") -> Any:
+        """``body`` sent as JSON unless None, with the ``scope`` key."""
+        kwargs: dict[str, Any] = {"headers": self.auth[scope]}
+        if body is not None:
+            kwargs["json"] = body
+        return self.client.request(method, path, **kwargs)
 
 
 def assert_error(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
@@ -166,14 +230,19 @@ __all__ = [
     "EVENTS_DIR",
     "EXAMPLE_KEY",
     "ROOT",
+    "START",
     "TEMPLATE",
     "Api",
     "CfnLoader",
+    "FakeClock",
     "FakeLambdaContext",
+    "RouteClient",
     "assert_error",
     "event_names",
+    "fresh_tenant",
     "load_event",
     "load_template",
+    "requests_per_step",
     "run_fresh",
     "run_together",
     "same_json",

@@ -112,11 +112,11 @@ if n[10] > 0 then
   end
   if next(mine) then
     for _, member in ipairs(read({}, 'ZRANGE', KEYS[12], 0, n[11] - 1, 'REV')) do
-      -- decoded only to read one string: nothing decoded is ever re-encoded
-      local ok, event = pcall(cjson.decode, member)
-      local payload = ok and type(event) == 'table' and event.payload
-      local wf = type(payload) == 'table' and payload.workflow
-      if type(wf) == 'string' and mine[(string.gsub(wf, '^workflow:', ''))] then
+      -- the feed holds improvement events acmi_core.workflows wrote (compact JSON): the
+      -- first "workflow":"..." member is the payload's (in a string value the quotes
+      -- would be escaped), so a pattern reads it without decoding the event
+      local wf = string.match(member, '"workflow":"([^"\\]*)"')
+      if wf and mine[(string.gsub(wf, '^workflow:', ''))] then
         lessons[#lessons + 1] = member
         if #lessons >= n[10] then break end
       end

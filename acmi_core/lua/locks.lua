@@ -1,7 +1,8 @@
 -- locks.lua: one lease operation (claim | renew | release) as one atomic step.
 --
 -- KEYS[1] the lease HASH acmi:_lock:<tenant>:<resource>
---         {fence, owner, token (sha256 of the owner token), expires (ms), cid}
+--         {fence, owner, token (sha256 of the owner token), expires (ms), cid,
+--          d:<claimant> for each claimant that deferred on this lease}
 --         fence survives release and expiry, so it is never reused
 -- KEYS[2] the coordination thread's timeline ZSET; KEYS[3] the thread namespace SET
 -- KEYS[4] the tenant's lease index: a lexicographic ZSET (scores 0) with one member
@@ -69,22 +70,29 @@ end
 if op == 'claim' then
   local new_owner, token_hash, new_expires, new_cid, member = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
   if held then
-    local _, next_i = render(8, {})
-    local event = render(next_i, {holder = owner, held_until = expires, holder_cid = cid,
-      holder_fence = fence})
-    redis.call('ZADD', thread, 'NX', ARGV[2], event)
-    redis.call('SADD', index, member)
+    -- one coord-defer per claimant per lease: a claimant polling a held lease must not
+    -- flood the thread (the d:<claimant> marks go with the lease at the next claim)
+    if redis.call('HSETNX', lease, 'd:' .. new_owner, 1) == 1 then
+      local _, next_i = render(8, {})
+      local event = render(next_i, {holder = owner, held_until = expires, holder_cid = cid,
+        holder_fence = fence})
+      redis.call('ZADD', thread, 'NX', ARGV[2], event)
+      redis.call('SADD', index, member)
+    end
     return {'HELD', owner, expires, fence}
   end
-  local new_fence = redis.call('HINCRBY', lease, 'fence', 1)
-  redis.call('HSET', lease, 'owner', new_owner, 'token', token_hash, 'expires', new_expires,
-    'cid', new_cid)
+  -- a fresh hash: the fence carried over, the previous lease's deferral marks dropped
+  -- (O(claimants that deferred on it))
+  local new_fence = string.format('%d', (tonumber(fence) or 0) + 1)
+  redis.call('DEL', lease)
+  redis.call('HSET', lease, 'fence', new_fence, 'owner', new_owner, 'token', token_hash,
+    'expires', new_expires, 'cid', new_cid)
   if owner then redis.call('ZREM', leases, entry(owner, expires, fence, cid)) end
-  redis.call('ZADD', leases, 0, entry(new_owner, new_expires, tostring(new_fence), new_cid))
-  local event = render(8, {fence = tostring(new_fence)})
+  redis.call('ZADD', leases, 0, entry(new_owner, new_expires, new_fence, new_cid))
+  local event = render(8, {fence = new_fence})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
   redis.call('SADD', index, member)
-  return {'OK', tostring(new_fence)}
+  return {'OK', new_fence}
 end
 
 if not owner then return {'NONE'} end

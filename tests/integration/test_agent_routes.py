@@ -4,56 +4,17 @@ input is a 400 naming the field with nothing stored; a read key cannot write."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from acmi_core import Acmi
-from acmi_core.api.app import ApiContext, create_app
-from acmi_core.auth import apikeys
-from tests.kit import assert_error
-
-START = 1_790_000_000_000
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> int:
-        return self.now
-
-
-class Http:
-    def __init__(self, acmi: Acmi) -> None:
-        self.acmi = acmi
-        app = create_app(ApiContext(acmi), ("agents",), docs=False)
-        self.client = TestClient(app, raise_server_exceptions=False)
-        self.auth = {}
-        for scope in ("read", "write"):
-            key, _ = apikeys.mint(
-                acmi.store, tenant=acmi.tenant, scope=scope, name=scope, now_ms=START
-            )
-            self.auth[scope] = {"authorization": f"Bearer {key}"}
-
-    def call(self, method: str, path: str, body: Any = None, scope: str = "write") -> Any:
-        kwargs: dict[str, Any] = {"headers": self.auth[scope]}
-        if body is not None:
-            kwargs["json"] = body
-        return self.client.request(method, path, **kwargs)
+from tests.kit import START, FakeClock, RouteClient, assert_error, fresh_tenant
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def http(acmi: Acmi, clock: FakeClock) -> Http:
-    tenant = f"ag-{uuid.uuid4().hex[:12]}"
-    return Http(Acmi(acmi.store, acmi.settings, tenant=tenant, clock=clock))
+def http(acmi: Acmi, clock: FakeClock) -> RouteClient:
+    return RouteClient(fresh_tenant(acmi, clock), "agents")
 
 
 def _stored(acmi: Acmi) -> dict[str, Any]:
@@ -68,7 +29,7 @@ def _stored(acmi: Acmi) -> dict[str, Any]:
     }
 
 
-def test_heartbeat(http: Http, clock: FakeClock) -> None:
+def test_heartbeat(http: RouteClient, clock: FakeClock) -> None:
     beat = http.call("POST", "/v1/agents/claude/heartbeat", {"status": "IDLE", "note": "lunch"})
     assert beat.status_code == 200, beat.text
     assert beat.json() == {"agent": "agent:claude", "ts": START, "status": "IDLE", "note": "lunch"}
@@ -82,7 +43,7 @@ def test_heartbeat(http: Http, clock: FakeClock) -> None:
     assert http.acmi.agents.silent_since(START + 2) == [("agent:claude", START + 1)]
 
 
-def test_spawns_threads_and_rollup(http: Http, clock: FakeClock) -> None:
+def test_spawns_threads_and_rollup(http: RouteClient, clock: FakeClock) -> None:
     made = http.call(
         "POST", "/v1/agents/claude/spawns", {"session_id": "s-1", "model_id": "opus", "host": "ci"}
     )
@@ -138,14 +99,31 @@ def test_spawns_threads_and_rollup(http: Http, clock: FakeClock) -> None:
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(
-    http: Http, method: str, path: str, body: Any, field: str
+    http: RouteClient, method: str, path: str, body: Any, field: str
 ) -> None:
     before = _stored(http.acmi)
     assert_error(http.call(method, path, body), 400, field)
     assert _stored(http.acmi) == before
 
 
-def test_a_read_key_cannot_write(http: Http) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/v1/agents/claude/heartbeat", {"mood": "fine"}, "mood"),
+        ("POST", "/v1/agents/claude/spawns", {"session_id": "s", "model_id": "m", "x": 1}, "x"),
+        ("PUT", "/v1/agents/claude/threads/thread:x", {"rol": "lead"}, "rol"),
+    ],
+)
+def test_an_unknown_field_is_refused_by_name_with_rule_unknown(
+    http: RouteClient, method: str, path: str, body: Any, field: str
+) -> None:
+    before = _stored(http.acmi)
+    error = assert_error(http.call(method, path, body), 400, field)
+    assert error["rule"] == "unknown" and field in error["message"]
+    assert _stored(http.acmi) == before
+
+
+def test_a_read_key_cannot_write(http: RouteClient) -> None:
     for method, path, body in (
         ("POST", "/v1/agents/claude/heartbeat", {}),
         ("POST", "/v1/agents/claude/spawns", {"session_id": "s", "model_id": "m"}),

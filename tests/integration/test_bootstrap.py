@@ -27,20 +27,13 @@ from acmi_core.model import EntityId
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.fleet import build_agent
 from acmi_core.testing.upstash_double import UpstashDouble
-
-
-class FakeClock:
-    def __init__(self, start: int = 1_795_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        self.now += 1  # every call a new ms: events get distinct, ordered timestamps
-        return self.now
+from tests.kit import FakeClock
 
 
 @pytest.fixture
 def clocked(acmi: Acmi) -> Acmi:
-    return Acmi(acmi.store, acmi.settings, clock=FakeClock())
+    # every call a new ms: events get distinct, ordered timestamps
+    return Acmi(acmi.store, acmi.settings, clock=FakeClock(1_795_000_000_000, tick=1))
 
 
 def _agent() -> str:

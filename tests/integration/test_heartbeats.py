@@ -12,29 +12,14 @@ from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.errors import AcmiValidationError
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import run_together
-
-START = 1_790_000_000_000
-
-
-class FakeClock:
-    def __init__(self, start: int = START) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from tests.kit import START, FakeClock, fresh_tenant, requests_per_step, run_together
 
 
 @pytest.fixture
 def beats(acmi: Acmi, clock: FakeClock) -> Acmi:
     """A tenant of its own: the activity index is per tenant, and the redis backend's
     database is shared by the session."""
-    return Acmi(acmi.store, acmi.settings, tenant=f"hb-{uuid.uuid4().hex[:12]}", clock=clock)
+    return fresh_tenant(acmi, clock)
 
 
 def _activity(acmi: Acmi) -> list[tuple[str, float]]:
@@ -153,14 +138,9 @@ def test_one_request_per_heartbeat_and_per_silent_page(
 ) -> None:
     acmi = create_acmi(upstash_store, Settings())
     acmi.agents.heartbeat("warm")  # loads the write script
-    counts: dict[str, int] = {}
     steps: dict[str, Callable[[], object]] = {
         "heartbeat": lambda: acmi.agents.heartbeat("claude", "ACTIVE", "note"),
         "heartbeat (no note)": lambda: acmi.agents.heartbeat("claude"),
         "silent_since": lambda: acmi.agents.silent_since(acmi.clock() + 1, limit=10),
     }
-    for name, step in steps.items():
-        upstash_double.reset_counts()
-        step()
-        counts[name] = upstash_double.requests
-    assert counts == dict.fromkeys(steps, 1)
+    assert requests_per_step(upstash_double, steps) == dict.fromkeys(steps, 1)

@@ -14,37 +14,28 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.api.app import ApiContext, create_app
-from acmi_core.auth import apikeys
 from acmi_core.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.hitl import ADOPT_WINDOW, DEFAULT_DEADLINE_MS
 from acmi_core.keys import COORDINATION_THREAD
 from acmi_core.model import EntityId
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import assert_error, run_together
-
-START = 1_790_000_000_000
-
-
-class FakeClock:
-    def __init__(self, start: int = START) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from tests.kit import (
+    START,
+    FakeClock,
+    RouteClient,
+    assert_error,
+    fresh_tenant,
+    requests_per_step,
+    run_together,
+)
 
 
 @pytest.fixture
 def hitl(acmi: Acmi, clock: FakeClock) -> Acmi:
     """A tenant of its own per test: the redis backend's database is shared by the
     session, and queue order is only checkable on queues nobody else writes."""
-    return Acmi(acmi.store, acmi.settings, tenant=f"h-{uuid.uuid4().hex[:12]}", clock=clock)
+    return fresh_tenant(acmi, clock)
 
 
 def _cid() -> str:
@@ -493,12 +484,10 @@ def test_one_request_per_hitl_operation(
         "resolve (404)": missing,
         "resolve (a foreign item)": lambda: acmi.hitl.resolve(foreign, "ok", by="user:m"),
     }
-    counts: dict[str, int] = {}
-    for name, step in steps.items():
-        upstash_double.reset_counts()
-        step()
-        counts[name] = upstash_double.requests
-    assert counts == {**dict.fromkeys(steps, 1), "resolve (a foreign item)": 2}
+    assert requests_per_step(upstash_double, steps) == {
+        **dict.fromkeys(steps, 1),
+        "resolve (a foreign item)": 2,
+    }
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
@@ -506,18 +495,8 @@ def test_one_request_per_hitl_operation(
 
 @pytest.fixture
 def http(hitl: Acmi) -> tuple[TestClient, dict[str, str], dict[str, str]]:
-    write, _ = apikeys.mint(
-        hitl.store, tenant=hitl.tenant, scope="write", name="w", now_ms=hitl.clock()
-    )
-    read, _ = apikeys.mint(
-        hitl.store, tenant=hitl.tenant, scope="read", name="r", now_ms=hitl.clock()
-    )
-    app = create_app(ApiContext(hitl), ("hitl",), docs=False)
-    return (
-        TestClient(app, raise_server_exceptions=False),
-        {"authorization": f"Bearer {write}"},
-        {"authorization": f"Bearer {read}"},
-    )
+    routes = RouteClient(hitl, "hitl")
+    return routes.client, routes.auth["write"], routes.auth["read"]
 
 
 def test_http_create_list_resolve(
@@ -622,4 +601,22 @@ def test_http_bad_input_is_a_400_naming_the_field(
     else:
         response = client.get(path, headers=auth)
     assert_error(response, 400, field)
+    assert _state(hitl, None, "user:m") == before
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/hitl", {"topic": "t", "request": "r", "asked_by": "agent:a", "x": 1}),
+        ("/v1/hitl/c-1/resolve", {"resolution": "go", "by": "user:m", "x": 1}),
+    ],
+)
+def test_http_an_unknown_field_is_refused_with_rule_unknown(
+    http: tuple[TestClient, dict[str, str], dict[str, str]], hitl: Acmi, path: str, body: Any
+) -> None:
+    client, auth, _ = http
+    _create(hitl, correlation_id="c-1", addressee="user:m")
+    before = _state(hitl, None, "user:m")
+    error = assert_error(client.post(path, json=body, headers=auth), 400, "x")
+    assert error["rule"] == "unknown" and error["message"].startswith("x: ")
     assert _state(hitl, None, "user:m") == before

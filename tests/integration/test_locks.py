@@ -12,27 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.api.app import ApiContext, create_app
-from acmi_core.auth import apikeys
 from acmi_core.errors import AcmiValidationError, Conflict
 from acmi_core.keys import COORDINATION_THREAD
 from acmi_core.locks import MAX_TTL_MS, MIN_TTL_MS
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import run_together
-
-
-class FakeClock:
-    def __init__(self, start: int = 1_790_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from tests.kit import FakeClock, RouteClient, requests_per_step, run_together
 
 
 @pytest.fixture
@@ -226,7 +211,6 @@ def test_one_round_trip_per_lock_operation(
     warm = acmi.locks.claim(_resource(), "agent:warm", 5_000)  # loads the script (EVALSHA)
     assert warm.fence == 1
     res = _resource()
-    counts: dict[str, int] = {}
     token: dict[str, str] = {}
 
     def claim() -> None:
@@ -243,11 +227,7 @@ def test_one_round_trip_per_lock_operation(
         "get": lambda: acmi.locks.get(res),
         "release": lambda: acmi.locks.release(res, token["t"]),
     }
-    for name, step in steps.items():
-        upstash_double.reset_counts()
-        step()
-        counts[name] = upstash_double.requests
-    assert counts == dict.fromkeys(steps, 1)
+    assert requests_per_step(upstash_double, steps) == dict.fromkeys(steps, 1)
 
 
 # --- HTTP -------------------------------------------------------------------------------------
@@ -255,11 +235,8 @@ def test_one_round_trip_per_lock_operation(
 
 @pytest.fixture
 def http(locks_acmi: Acmi) -> tuple[TestClient, dict[str, str]]:
-    key, _ = apikeys.mint(
-        locks_acmi.store, tenant="default", scope="write", name="locks", now_ms=locks_acmi.clock()
-    )
-    app = create_app(ApiContext(locks_acmi), ("locks",), docs=False)
-    return TestClient(app, raise_server_exceptions=False), {"authorization": f"Bearer {key}"}
+    routes = RouteClient(locks_acmi, "locks")
+    return routes.client, routes.auth["write"]
 
 
 def test_http_claim_hedge_renew_release(
@@ -361,3 +338,33 @@ def test_a_bad_owner_for_held_by_is_refused(locks_acmi: Acmi) -> None:
     with pytest.raises(AcmiValidationError) as info:
         locks_acmi.locks.held_by("no-colon-here!")
     assert info.value.field == "owner"
+
+
+def test_a_claimant_polling_a_held_lease_defers_once_per_lease(
+    locks_acmi: Acmi, clock: FakeClock
+) -> None:
+    acmi, res = locks_acmi, _resource()
+    first = acmi.locks.claim(res, "agent:holder", 5_000)
+    for _ in range(50):
+        clock.now += 10
+        with pytest.raises(Conflict):
+            acmi.locks.claim(res, "agent:poller", 5_000)
+    with pytest.raises(Conflict):
+        acmi.locks.claim(res, "agent:other", 5_000)
+    defers = _coord(acmi, res, "coord-defer")
+    assert sorted(e["payload"]["claimant"] for e in defers) == ["agent:other", "agent:poller"]
+    assert {e["correlationId"] for e in defers} == {first.correlationId}
+    clock.now += 5_000  # a new lease: the poller may defer on it once more
+    second = acmi.locks.claim(res, "agent:holder", 5_000)
+    assert second.fence == first.fence + 1
+    for _ in range(3):
+        with pytest.raises(Conflict):
+            acmi.locks.claim(res, "agent:poller", 5_000)
+    defers = _coord(acmi, res, "coord-defer")
+    assert [e["correlationId"] for e in defers].count(second.correlationId) == 1
+    # the marks went with the old lease: the hash holds the new lease and one mark
+    fields = acmi.store.execute(("HKEYS", acmi.keys.lock(res)))
+    assert isinstance(fields, list)
+    assert sorted(f.decode() for f in fields) == sorted(
+        ["fence", "owner", "token", "expires", "cid", "d:agent:poller"]
+    )

@@ -18,28 +18,22 @@ from acmi_core.model import EntityId
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 from acmi_core.work import CLOSED_STATUSES, MAX_GET_SESSIONS, is_open
-from tests.kit import Api, assert_error, run_together
-
-START = 1_790_000_000_000
-
-
-class FakeClock:
-    def __init__(self, start: int = START) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from tests.kit import (
+    START,
+    Api,
+    FakeClock,
+    RouteClient,
+    assert_error,
+    fresh_tenant,
+    requests_per_step,
+    run_together,
+)
 
 
 @pytest.fixture
 def work(acmi: Acmi, clock: FakeClock) -> Acmi:
     """A tenant of its own (the redis backend's database is shared), on a clock tests move."""
-    return Acmi(acmi.store, acmi.settings, tenant=f"w{uuid.uuid4().hex[:12]}", clock=clock)
+    return fresh_tenant(acmi, clock)
 
 
 def _event(n: int = 1, **fields: Any) -> dict[str, Any]:
@@ -508,12 +502,7 @@ def test_one_round_trip_per_operation(
         "get (404)": missing,
         "delete": lambda: acmi.work.delete("rt"),
     }
-    counts: dict[str, int] = {}
-    for name, step in steps.items():
-        upstash_double.reset_counts()
-        step()
-        counts[name] = upstash_double.requests
-    assert counts == dict.fromkeys(steps, 1)
+    assert requests_per_step(upstash_double, steps) == dict.fromkeys(steps, 1)
     upstash_double.reset_counts()
     acmi.work.list(None, "open")
     assert upstash_double.requests == 2  # the page of ids, then their statuses
@@ -523,15 +512,8 @@ def test_one_round_trip_per_operation(
 
 
 def test_http_work_item_lifecycle(acmi: Acmi) -> None:
-    api = Api(Acmi(acmi.store, acmi.settings, tenant=f"h{uuid.uuid4().hex[:10]}"))
-    tenant = api.acmi.tenant
-    from acmi_core.auth import apikeys
-
-    key, _ = apikeys.mint(api.acmi.store, tenant=tenant, scope="write", name="w", now_ms=0)
-    read_key, _ = apikeys.mint(api.acmi.store, tenant=tenant, scope="read", name="r", now_ms=0)
-    write = {"authorization": f"Bearer {key}"}
-    read = {"authorization": f"Bearer {read_key}"}
-    c = api.client
+    routes = RouteClient(fresh_tenant(acmi, acmi.clock), "work")
+    write, read, c = routes.auth["write"], routes.auth["read"], routes.client
     created = c.post(
         "/v1/work",
         json={"id": "acmi-launch", "profile": {"title": "ACMI public launch"}, "owner": "bentley"},

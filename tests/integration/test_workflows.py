@@ -15,8 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.api.app import ApiContext, create_app
-from acmi_core.auth import apikeys
 from acmi_core.errors import AcmiValidationError
 from acmi_core.model import EntityId
 from acmi_core.store.upstash import UpstashStore
@@ -26,28 +24,16 @@ from acmi_core.workflows import (
     LESSONS_CAP,
     SCAN_EVENTS,
 )
+from tests.kit import START as T0
+from tests.kit import FakeClock, RouteClient, fresh_tenant, requests_per_step
 
-T0 = 1_790_000_000_000
 AGENT = "agent:claude"
-
-
-class FakeClock:
-    def __init__(self, start: int = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
 def wf_acmi(acmi: Acmi, clock: FakeClock) -> Acmi:
     """A tenant of this test's own, on the fake clock."""
-    return Acmi(acmi.store, acmi.settings, tenant=f"wf-{uuid.uuid4().hex[:10]}", clock=clock)
+    return fresh_tenant(acmi, clock)
 
 
 def _wf() -> str:
@@ -496,12 +482,7 @@ def test_one_round_trip_per_workflow_operation(
         "lessons(workflow)": lambda: acmi.workflows.lessons(workflow=wf),
         "lessons(agent)": lambda: acmi.workflows.lessons(agent=AGENT),
     }
-    counts: dict[str, int] = {}
-    for name, step in steps.items():
-        upstash_double.reset_counts()
-        step()
-        counts[name] = upstash_double.requests
-    assert counts == dict.fromkeys(steps, 1)
+    assert requests_per_step(upstash_double, steps) == dict.fromkeys(steps, 1)
 
 
 # --- HTTP -------------------------------------------------------------------------------------
@@ -509,11 +490,8 @@ def test_one_round_trip_per_workflow_operation(
 
 @pytest.fixture
 def http(wf_acmi: Acmi) -> tuple[TestClient, dict[str, str]]:
-    key, _ = apikeys.mint(
-        wf_acmi.store, tenant=wf_acmi.tenant, scope="write", name="wf", now_ms=wf_acmi.clock()
-    )
-    app = create_app(ApiContext(wf_acmi), ("workflows",), docs=False)
-    return TestClient(app, raise_server_exceptions=False), {"authorization": f"Bearer {key}"}
+    routes = RouteClient(wf_acmi, "workflows")
+    return routes.client, routes.auth["write"]
 
 
 def test_http_the_rl_cycle(

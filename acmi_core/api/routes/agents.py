@@ -5,73 +5,23 @@ trip. The bootstrap bundle (``GET /v1/agents/{agent}/bootstrap``) is another fun
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
-from acmi_core.api.app import ApiContext, context
-from acmi_core.api.body import parse_json, read_raw
-from acmi_core.auth.apikeys import Scope
-from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError, NotFound
+from acmi_core.api.shapes import Ctx, Json, Metered, object_body, read_fields, request_body, require
+from acmi_core.errors import NotFound
 
 router = APIRouter(tags=["agents"], dependencies=[Depends(HTTPBearer(auto_error=False))])
 
-Json = dict[str, Any]
 Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
 Thread = Annotated[str, Path(min_length=1, max_length=256, description="the thread's key or id")]
-Ctx = Annotated[ApiContext, Depends(context)]
 
 
-def _body(description: str, required: list[str], props: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "required": required, "properties": props}
-    return {
-        "requestBody": {
-            "required": bool(required),
-            "description": description,
-            "content": {"application/json": {"schema": schema}},
-        }
-    }
-
-
-async def _object(request: Request, acmi: Acmi, *, optional: bool = False) -> dict[str, Any]:
-    """The JSON object body; with ``optional`` an empty body means ``{}``."""
-    raw = await read_raw(request, acmi.settings.max_body_bytes)
-    if optional and not raw.strip():
-        return {}
-    body = parse_json(raw)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("body", "object", "must be a JSON object")
-    return body
-
-
-def _required(body: dict[str, Any], *names: str) -> list[Any]:
-    for name in names:
-        if name not in body:
-            raise AcmiValidationError(name, "required", "is required")
-    return [body[name] for name in names]
-
-
-def _only(body: dict[str, Any], *names: str) -> None:
-    unknown = sorted(set(body) - set(names))
-    if unknown:
-        raise AcmiValidationError(
-            unknown[0], "unknown_field", f"is not a field here (fields: {', '.join(names)})"
-        )
-
-
-async def _write(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("AgentWrites")
-    return acmi
-
-
-async def _read(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.READ)
-    ctx.observer.metric("AgentReads")
-    return acmi
+ACCESS = Metered(reads="AgentReads", writes="AgentWrites")
+_read, _write = ACCESS.read, ACCESS.write
 
 
 STATUS = {
@@ -84,17 +34,17 @@ STATUS = {
 @router.post(
     "/v1/agents/{agent}/heartbeat",
     summary="I am alive: last_heartbeat_ts, status and status_note signals + activity index",
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "status (default ACTIVE) and an optional note; the body may be empty",
         [],
         {"status": STATUS, "note": {"type": "string", "maxLength": 500}},
+        optional=True,
     ),
     response_model=Json,
 )
 async def heartbeat(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
     acmi = await _write(ctx, request)
-    body = await _object(request, acmi, optional=True)
-    _only(body, "status", "note")
+    body = await read_fields(request, acmi, (), ("status", "note"), empty_ok=True)
     beat = await ctx.call(
         acmi.agents.heartbeat, agent, body.get("status", "ACTIVE"), body.get("note")
     )
@@ -104,7 +54,7 @@ async def heartbeat(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
 @router.post(
     "/v1/agents/{agent}/spawns",
     summary="Log a session start (the spawns log, never the timeline)",
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "the session",
         ["session_id", "model_id"],
         {
@@ -118,10 +68,10 @@ async def heartbeat(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
 )
 async def spawn(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
     acmi = await _write(ctx, request)
-    body = await _object(request, acmi)
-    _only(body, "session_id", "model_id", "host")
-    session_id, model_id = _required(body, "session_id", "model_id")
-    record = await ctx.call(acmi.agents.spawn, agent, session_id, model_id, body.get("host"))
+    body = await read_fields(request, acmi, ("session_id", "model_id"), ("host",))
+    record = await ctx.call(
+        acmi.agents.spawn, agent, body["session_id"], body["model_id"], body.get("host")
+    )
     return JSONResponse(record, status_code=201)
 
 
@@ -144,15 +94,17 @@ async def spawns(
 @router.put(
     "/v1/agents/{agent}/threads/{thread}",
     summary="Join a thread (active context), with a role (default participant)",
-    openapi_extra=_body(
-        "the role; the body may be empty", [], {"role": {"type": "string", "maxLength": 256}}
+    openapi_extra=request_body(
+        "the role; the body may be empty",
+        [],
+        {"role": {"type": "string", "maxLength": 256}},
+        optional=True,
     ),
     response_model=Json,
 )
 async def join(request: Request, agent: Agent, thread: Thread, ctx: Ctx) -> JSONResponse:
     acmi = await _write(ctx, request)
-    body = await _object(request, acmi, optional=True)
-    _only(body, "role")
+    body = await read_fields(request, acmi, (), ("role",), empty_ok=True)
     entry = await ctx.call(acmi.agents.join, agent, thread, body.get("role", "participant"))
     return JSONResponse({"thread": thread, **entry})
 
@@ -182,15 +134,15 @@ async def threads(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
 @router.put(
     "/v1/agents/{agent}/rollup",
     summary="Replace the latest rollup: {summary, ...any other fields}",
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "the summary and any other fields", ["summary"], {"summary": {"type": "string"}}
     ),
     response_model=Json,
 )
 async def set_rollup(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
     acmi = await _write(ctx, request)
-    body = await _object(request, acmi)
-    (summary,) = _required(body, "summary")
+    body = await object_body(request, acmi)
+    (summary,) = require(body, "summary")
     extra = {k: v for k, v in body.items() if k not in ("summary", "ts")}
     doc = await ctx.call(acmi.agents.set_rollup, agent, summary, **extra)
     return JSONResponse(doc)

@@ -14,9 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
-from acmi_core.api.app import ApiContext, context
-from acmi_core.api.body import read_json
-from acmi_core.auth.apikeys import Scope
+from acmi_core.api.shapes import Ctx, Metered, object_body, refuse_unknown, request_body
 from acmi_core.bootstrap import (
     DEFAULT_EVENTS,
     FORMATS,
@@ -30,8 +28,10 @@ from acmi_core.errors import AcmiValidationError
 
 router = APIRouter(tags=["bootstrap"], dependencies=[Depends(HTTPBearer(auto_error=False))])
 
+ACCESS = Metered(reads="Bootstraps", writes="Bootstraps")
+_read, _write = ACCESS.read, ACCESS.write
+
 Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
-Ctx = Annotated[ApiContext, Depends(context)]
 SCOPE_DOC = "main (everything) | group (no private sections) | subagent (task context)"
 OPTIONS: dict[str, Any] = {
     "scope": {"type": "string", "enum": list(SCOPES), "default": "main"},
@@ -75,8 +75,7 @@ async def read_bundle(
     max_bytes: Annotated[int | None, Query(description="budget in bytes")] = None,
     max_tokens: Annotated[int | None, Query(description="budget in estimated tokens")] = None,
 ) -> Response:
-    _, acmi = await ctx.authorize(request, Scope.READ)
-    ctx.observer.metric("Bootstraps")
+    acmi = await _read(ctx, request)
     bundle = await ctx.call(
         acmi.bootstrap,
         agent,
@@ -92,44 +91,28 @@ async def read_bundle(
 @router.post(
     "/v1/agents/{agent}/bootstrap",
     summary="Log a spawn and read the wake bundle in the same step: one round trip",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["spawn"],
-                        "properties": {
-                            "spawn": {
-                                "type": "object",
-                                "required": ["session_id", "model_id"],
-                                "properties": {
-                                    "session_id": {"type": "string", "maxLength": 256},
-                                    "model_id": {"type": "string", "maxLength": 256},
-                                    "host": {"type": "string", "maxLength": 256},
-                                },
-                            },
-                            **OPTIONS,
-                        },
-                    }
-                }
+    openapi_extra=request_body(
+        "the spawn to log and the bundle's options",
+        ["spawn"],
+        {
+            "spawn": {
+                "type": "object",
+                "required": ["session_id", "model_id"],
+                "properties": {
+                    "session_id": {"type": "string", "maxLength": 256},
+                    "model_id": {"type": "string", "maxLength": 256},
+                    "host": {"type": "string", "maxLength": 256},
+                },
             },
-        }
-    },
+            **OPTIONS,
+        },
+    ),
     responses=RESPONSES,
 )
 async def spawn_and_read(request: Request, agent: Agent, ctx: Ctx) -> Response:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("Bootstraps")
-    body = await read_json(request, acmi.settings.max_body_bytes)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("body", "object", "must be a JSON object")
-    unknown = set(body) - {"spawn", *OPTIONS}
-    if unknown:
-        raise AcmiValidationError(
-            sorted(unknown)[0], "unknown", f"is not a field (spawn, {', '.join(OPTIONS)})"
-        )
+    acmi = await _write(ctx, request)
+    body = await object_body(request, acmi)
+    refuse_unknown(body, ("spawn", *OPTIONS))
     if "spawn" not in body:
         raise AcmiValidationError("spawn", "required", "is required: {session_id, model_id}")
     options = {name: body[name] for name in OPTIONS if name in body}

@@ -7,29 +7,18 @@ models below only describe the routes in the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
-from acmi_core.api.app import ApiContext, context
 from acmi_core.api.body import read_json
-from acmi_core.auth.apikeys import Scope
+from acmi_core.api.shapes import Ctx, Cursor, Json, Metered, PageLimit, StoredJSON, request_body
 from acmi_core.client import Acmi
 from acmi_core.errors import NotFound
 from acmi_core.model import MAX_SIGNAL_KEY_LEN, check_json_object
-from acmi_core.pages import DEFAULT_PAGE_SIZE, MAX_CURSOR_LEN, MAX_PAGE_SIZE
-from acmi_core.stored import render_json
-
-
-class StoredJSON(JSONResponse):
-    """JSON rendered exactly from what a read returned (see ``render_json``). A
-    JSONResponse only so that the OpenAPI document shows the response model."""
-
-    def render(self, content: Any) -> bytes:
-        return render_json(content)
-
+from acmi_core.pages import DEFAULT_PAGE_SIZE
 
 router = APIRouter(
     tags=["entities"],
@@ -37,47 +26,15 @@ router = APIRouter(
     default_response_class=StoredJSON,
 )
 
-Json = dict[str, Any]
 Entity = Annotated[str, Path(max_length=256, description="<category>:<id>, e.g. user:mikey")]
 SignalKey = Annotated[str, Path(min_length=1, max_length=MAX_SIGNAL_KEY_LEN)]
-Ctx = Annotated[ApiContext, Depends(context)]
-Cursor = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=MAX_CURSOR_LEN,
-        description="next_cursor of the previous page, unchanged; omit for the first page",
-    ),
-]
-PageLimit = Annotated[
-    int,
-    Query(ge=1, le=MAX_PAGE_SIZE, description=f"page size, at most {MAX_PAGE_SIZE}"),
-]
 
 
-def _object_body(description: str) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {"application/json": {"schema": {"type": "object"}}},
-        }
-    }
+ACCESS = Metered(reads="EntityReads", writes="EntityWrites")
+_read, _write = ACCESS.read, ACCESS.write
 
 
-async def _read(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.READ)
-    ctx.observer.metric("EntityReads")
-    return acmi
-
-
-async def _write(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("EntityWrites")
-    return acmi
-
-
-async def _object(request: Request, acmi: Acmi, field: str) -> dict[str, Any]:
+async def _object(request: Request, acmi: Acmi, field: str) -> Json:
     body = await read_json(request, acmi.settings.max_body_bytes)
     return check_json_object(body, field)
 
@@ -148,7 +105,7 @@ async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
 @router.put(
     "/v1/entities/{entity}/profile",
     summary="Replace the profile (a JSON object)",
-    openapi_extra=_object_body("the new profile"),
+    openapi_extra=request_body("the new profile"),
     response_model=Json,
 )
 async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
@@ -161,7 +118,7 @@ async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
 @router.patch(
     "/v1/entities/{entity}/profile",
     summary="Shallow-merge into the profile, atomically; returns the merged profile",
-    openapi_extra=_object_body("fields to merge"),
+    openapi_extra=request_body("fields to merge"),
     response_model=Json,
 )
 async def patch_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
@@ -192,7 +149,7 @@ async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
 @router.put(
     "/v1/entities/{entity}/signals",
     summary="Replace all signals",
-    openapi_extra=_object_body("the whole signals map"),
+    openapi_extra=request_body("the whole signals map"),
     response_model=Json,
 )
 async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
@@ -205,7 +162,7 @@ async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
 @router.patch(
     "/v1/entities/{entity}/signals",
     summary="Set the given signals, keep the others (atomic)",
-    openapi_extra=_object_body("signals to set"),
+    openapi_extra=request_body("signals to set"),
     response_model=Json,
 )
 async def patch_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:

@@ -7,25 +7,36 @@ who resolved it and when; an unknown correlationId is a 404."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.security import HTTPBearer
 
-from acmi_core.api.app import ApiContext, context
-from acmi_core.api.body import read_json
-from acmi_core.auth.apikeys import Scope
-from acmi_core.client import Acmi
+from acmi_core.api.shapes import (
+    Ctx,
+    Json,
+    Metered,
+    StoredJSON,
+    object_body,
+    read_fields,
+    refuse_unknown,
+    request_body,
+    require,
+)
 from acmi_core.errors import AcmiValidationError
 from acmi_core.hitl import DEFAULT_LIST_SIZE
 from acmi_core.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
-from acmi_core.stored import render_json
 
-router = APIRouter(tags=["hitl"], dependencies=[Depends(HTTPBearer(auto_error=False))])
+router = APIRouter(
+    tags=["hitl"],
+    dependencies=[Depends(HTTPBearer(auto_error=False))],
+    default_response_class=StoredJSON,
+)
 
-Json = dict[str, Any]
+ACCESS = Metered(reads="HitlReads", writes="HitlWrites")
+_read, _write = ACCESS.read, ACCESS.write
+
 Cid = Annotated[str, Path(max_length=128, description="the item's correlationId")]
-Ctx = Annotated[ApiContext, Depends(context)]
 
 CREATE_FIELDS = (
     "topic",
@@ -40,44 +51,10 @@ CREATE_FIELDS = (
 ENTITY = {"type": "string", "description": "entity id, e.g. user:mikey"}
 
 
-def _json(content: Any, status: int = 200) -> Response:
-    # render_json: stored numbers go back exactly as written (JsonNumber)
-    return Response(render_json(content), status_code=status, media_type="application/json")
-
-
-def _body(description: str, required: list[str], props: dict[str, Any]) -> dict[str, Any]:
-    schema = {"type": "object", "required": required, "properties": props}
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {"application/json": {"schema": schema}},
-        }
-    }
-
-
-async def _object(request: Request, acmi: Acmi, allowed: tuple[str, ...]) -> dict[str, Any]:
-    body = await read_json(request, acmi.settings.max_body_bytes)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("body", "object", "must be a JSON object")
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise AcmiValidationError(
-            unknown[0], "unknown_field", f"is not a field here (fields: {', '.join(allowed)})"
-        )
-    return body
-
-
-def _required(body: dict[str, Any], name: str) -> Any:
-    if name not in body:
-        raise AcmiValidationError(name, "required", "is required")
-    return body[name]
-
-
 @router.post(
     "/v1/hitl",
     summary="Queue an item for a human (idempotent by correlationId: 201 new, 200 existing)",
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "the item; addressee omitted or null: the shared queue",
         ["topic", "request", "asked_by"],
         {
@@ -102,26 +79,27 @@ def _required(body: dict[str, Any], name: str) -> Any:
     response_model=Json,
     status_code=201,
 )
-async def create(request: Request, ctx: Ctx) -> Response:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("HitlWrites")
-    body = await _object(request, acmi, CREATE_FIELDS)
+async def create(request: Request, ctx: Ctx) -> StoredJSON:
+    acmi = await _write(ctx, request)
+    body = await object_body(request, acmi)
+    refuse_unknown(body, CREATE_FIELDS)
     if "request" in body and "concrete_unblock_request" in body:
         raise AcmiValidationError(
             "request", "one_of", "give request or concrete_unblock_request, not both"
         )
     alias = "concrete_unblock_request" if "concrete_unblock_request" in body else "request"
+    topic, text, asked_by = require(body, "topic", alias, "asked_by")
     created = await ctx.call(
         acmi.hitl.create,
-        _required(body, "topic"),
-        _required(body, alias),
-        asked_by=_required(body, "asked_by"),
+        topic,
+        text,
+        asked_by=asked_by,
         urgency=body.get("urgency", "P1"),
         deadline=body.get("deadline"),
         addressee=body.get("addressee"),
         correlation_id=body.get("correlationId"),
     )
-    return _json(
+    return StoredJSON(
         {"item": created.item, "created": created.created}, 201 if created.created else 200
     )
 
@@ -140,17 +118,16 @@ async def list_queue(
     state: Annotated[str, Query(description="open or closed")] = "open",
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_LIST_SIZE,
     cursor: Annotated[str | None, Query(min_length=1, max_length=MAX_CURSOR_LEN)] = None,
-) -> Response:
-    _, acmi = await ctx.authorize(request, Scope.READ)
-    ctx.observer.metric("HitlReads")
+) -> StoredJSON:
+    acmi = await _read(ctx, request)
     page = await ctx.call(acmi.hitl.list, addressee, state, limit, cursor)
-    return _json(page.to_dict())
+    return StoredJSON(page.to_dict())
 
 
 @router.post(
     "/v1/hitl/{correlationId}/resolve",
     summary="Resolve: move the item to closed and post hitl-resolved (409 if resolved)",
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "the resolution; addressee only to resolve an item another tool wrote",
         ["resolution", "by"],
         {
@@ -163,15 +140,14 @@ async def list_queue(
 )
 async def resolve(
     request: Request, ctx: Ctx, correlation_id: Annotated[Cid, Path(alias="correlationId")]
-) -> Response:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("HitlWrites")
-    body = await _object(request, acmi, ("resolution", "by", "addressee"))
+) -> StoredJSON:
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, ("resolution", "by"), ("addressee",))
     resolved = await ctx.call(
         acmi.hitl.resolve,
         correlation_id,
-        _required(body, "resolution"),
-        by=_required(body, "by"),
+        body["resolution"],
+        by=body["by"],
         addressee=body.get("addressee"),
     )
-    return _json(resolved.to_dict())
+    return StoredJSON(resolved.to_dict())

@@ -8,28 +8,25 @@ an existing id is a 409 naming it (field ``id``, rule ``unique``); an unknown id
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
-from acmi_core.api.app import ApiContext, context
-from acmi_core.api.body import read_json
-from acmi_core.auth.apikeys import Scope
-from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError
-from acmi_core.pages import DEFAULT_PAGE_SIZE, MAX_CURSOR_LEN, MAX_PAGE_SIZE
-from acmi_core.stored import render_json
+from acmi_core.api.shapes import (
+    Ctx,
+    Cursor,
+    Json,
+    Metered,
+    PageLimit,
+    StoredJSON,
+    object_body,
+    read_fields,
+    request_body,
+    require,
+)
+from acmi_core.pages import DEFAULT_PAGE_SIZE
 from acmi_core.work import MAX_ID_LEN
-
-
-class StoredJSON(JSONResponse):
-    """JSON rendered exactly from what a read returned (``render_json``)."""
-
-    def render(self, content: Any) -> bytes:
-        return render_json(content)
-
 
 router = APIRouter(
     tags=["work"],
@@ -37,62 +34,22 @@ router = APIRouter(
     default_response_class=StoredJSON,
 )
 
-Json = dict[str, Any]
 WorkId = Annotated[
     str, Path(max_length=MAX_ID_LEN, description="the work id, [A-Za-z0-9_.-]+, e.g. acmi-launch")
 ]
-Ctx = Annotated[ApiContext, Depends(context)]
-Cursor = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=MAX_CURSOR_LEN,
-        description="next_cursor of the previous page, unchanged; omit for the first page",
-    ),
-]
-PageLimit = Annotated[
-    int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"page size, at most {MAX_PAGE_SIZE}")
-]
-
-
-def _body(description: str, required: list[str], props: dict[str, Any]) -> dict[str, Any]:
-    schema = {"type": "object", "required": required, "properties": props}
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {"application/json": {"schema": schema}},
-        }
-    }
-
 
 OWNER = {"type": "string", "description": "entity id, or a bare name for agent:<name>"}
 
 
-async def _object(request: Request, acmi: Acmi) -> dict[str, Any]:
-    body = await read_json(request, acmi.settings.max_body_bytes)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("body", "object", "must be a JSON object")
-    return body
-
-
-async def _write(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("WorkWrites")
-    return acmi
-
-
-async def _read(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.READ)
-    ctx.observer.metric("WorkReads")
-    return acmi
+ACCESS = Metered(reads="WorkReads", writes="WorkWrites")
+_read, _write = ACCESS.read, ACCESS.write
 
 
 @router.post(
     "/v1/work",
     summary="Create a work item (409 if the id exists); owner and status optional",
     status_code=201,
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "the id, its profile, and optionally its owner and status (default open)",
         ["id", "profile"],
         {
@@ -106,13 +63,7 @@ async def _read(ctx: ApiContext, request: Request) -> Acmi:
 )
 async def create_work(request: Request, ctx: Ctx) -> StoredJSON:
     acmi = await _write(ctx, request)
-    body = await _object(request, acmi)
-    for name in ("id", "profile"):
-        if name not in body:
-            raise AcmiValidationError(name, "required", "is required")
-    unknown = sorted(set(body) - {"id", "profile", "owner", "status"})
-    if unknown:
-        raise AcmiValidationError(unknown[0], "unknown", "is not a field of a work item create")
+    body = await read_fields(request, acmi, ("id", "profile"), ("owner", "status"))
     item = await ctx.call(
         acmi.work.create,
         body["id"],
@@ -169,7 +120,7 @@ async def get_work(
     "/v1/work/{id}/events",
     summary="Append a Comms v1.1 event; its session_id joins the item's sessions",
     status_code=201,
-    openapi_extra=_body(
+    openapi_extra=request_body(
         "a Comms v1.1 event, optionally with session_id (1-256 characters)",
         ["source", "kind", "correlationId", "summary"],
         {
@@ -184,9 +135,7 @@ async def get_work(
 )
 async def post_work_event(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
     acmi = await _write(ctx, request)
-    body = await read_json(request, acmi.settings.max_body_bytes)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("event", "object", "event must be a JSON object")
+    body = await object_body(request, acmi, field="event")
     event = await ctx.call(acmi.work.event, id, body)
     return StoredJSON(event, status_code=201)
 
@@ -194,14 +143,14 @@ async def post_work_event(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
 @router.patch(
     "/v1/work/{id}/signals",
     summary="Merge signals; a status change keeps the owner's open index exact",
-    openapi_extra=_body("signals to set (a flat object)", [], {"status": {"type": "string"}}),
+    openapi_extra=request_body(
+        "signals to set (a flat object)", [], {"status": {"type": "string"}}
+    ),
     response_model=Json,
 )
 async def patch_work_signals(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
     acmi = await _write(ctx, request)
-    body = await read_json(request, acmi.settings.max_body_bytes)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("signals", "object", "must be a JSON object")
+    body = await object_body(request, acmi, field="signals")
     signals = await ctx.call(acmi.work.signal, id, body)
     return StoredJSON({"id": id, "signals": signals})
 
@@ -209,16 +158,14 @@ async def patch_work_signals(request: Request, id: WorkId, ctx: Ctx) -> StoredJS
 @router.put(
     "/v1/work/{id}/owner",
     summary="Assign the item to an owner (moves it between owners' open indexes)",
-    openapi_extra=_body("the new owner", ["owner"], {"owner": OWNER}),
+    openapi_extra=request_body("the new owner", ["owner"], {"owner": OWNER}),
     response_model=Json,
 )
 async def put_work_owner(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
     acmi = await _write(ctx, request)
-    body = await _object(request, acmi)
-    if "owner" not in body:
-        raise AcmiValidationError("owner", "required", "is required")
-    owner = await ctx.call(acmi.work.assign, id, body["owner"])
-    return StoredJSON({"id": id, "owner": owner})
+    (owner,) = require(await object_body(request, acmi), "owner")
+    assigned = await ctx.call(acmi.work.assign, id, owner)
+    return StoredJSON({"id": id, "owner": assigned})
 
 
 @router.get(

@@ -14,15 +14,19 @@ from __future__ import annotations
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
-from acmi_core.api.app import ApiContext, context
-from acmi_core.api.body import read_json
-from acmi_core.auth.apikeys import Scope
+from acmi_core.api.shapes import (
+    Ctx,
+    Json,
+    Metered,
+    StoredJSON,
+    check_fields,
+    object_body,
+    request_body,
+)
 from acmi_core.client import Acmi
 from acmi_core.errors import AcmiValidationError
-from acmi_core.stored import render_json
 from acmi_core.workflows import (
     BOOTSTRAP_LESSONS_WINDOW,
     MAX_CORRELATION_LEN,
@@ -32,25 +36,15 @@ from acmi_core.workflows import (
     workflow_id,
 )
 
-
-class StoredJSON(JSONResponse):
-    """JSON rendered exactly from what a read returned (see ``render_json``)."""
-
-    def render(self, content: Any) -> bytes:
-        return render_json(content)
-
-
 router = APIRouter(
     tags=["workflows"],
     dependencies=[Depends(HTTPBearer(auto_error=False))],
     default_response_class=StoredJSON,
 )
 
-Json = dict[str, Any]
 Workflow = Annotated[
     str, Path(max_length=256, description="workflow:<id> or <id>, e.g. deploy-web")
 ]
-Ctx = Annotated[ApiContext, Depends(context)]
 
 STEP: Final = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "step id"}
 AGENT: Final = {"type": "string", "description": "who acts: entity id (bare id: agent:<id>)"}
@@ -62,57 +56,30 @@ CORRELATION: Final = {
 
 
 def _body(description: str, required: list[str], props: dict[str, Any]) -> dict[str, Any]:
-    schema = {
-        "type": "object",
-        "required": required,
-        "properties": {**props, "correlation_id": CORRELATION},
-        "additionalProperties": False,
-    }
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {"application/json": {"schema": schema}},
-        }
-    }
+    """Every workflow body takes ``correlation_id`` and nothing undeclared."""
+    return request_body(
+        description, required, {**props, "correlation_id": CORRELATION}, closed=True
+    )
 
 
 async def _fields(
     request: Request, acmi: Acmi, required: tuple[str, ...], optional: tuple[str, ...]
 ) -> dict[str, Any]:
-    """The body's fields: every required one present, nothing unknown (a typo would
-    otherwise be dropped silently). ``correlationId`` is read as ``correlation_id``."""
-    body = await read_json(request, acmi.settings.max_body_bytes)
-    if not isinstance(body, dict):
-        raise AcmiValidationError("body", "object", "must be a JSON object")
+    """The body's fields (:func:`check_fields`); ``correlationId`` is read as
+    ``correlation_id``."""
+    body = await object_body(request, acmi)
     if "correlationId" in body:
         if "correlation_id" in body:
             raise AcmiValidationError(
                 "correlation_id", "one_of", "give correlation_id or correlationId, not both"
             )
         body["correlation_id"] = body.pop("correlationId")
-    for name in required:
-        if name not in body:
-            raise AcmiValidationError(name, "required", "is required")
-    known = {*required, *optional, "correlation_id"}
-    for name in body:
-        if name not in known:
-            raise AcmiValidationError(
-                str(name), "unknown", f"is not a field here (known: {', '.join(sorted(known))})"
-            )
+    check_fields(body, required, (*optional, "correlation_id"))
     return body
 
 
-async def _write(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.WRITE)
-    ctx.observer.metric("WorkflowWrites")
-    return acmi
-
-
-async def _read(ctx: ApiContext, request: Request) -> Acmi:
-    _, acmi = await ctx.authorize(request, Scope.READ)
-    ctx.observer.metric("WorkflowReads")
-    return acmi
+ACCESS = Metered(reads="WorkflowReads", writes="WorkflowWrites")
+_read, _write = ACCESS.read, ACCESS.write
 
 
 @router.post(
