@@ -35,9 +35,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -129,6 +129,8 @@ def _utf8_len(text: str) -> int:
 
 
 BACKTICKS: Final = re.compile("`+")
+# built once: json.dumps with options builds an encoder per call
+_ONE_LINE_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 SEP: Final = b"\n\xff\n"  # what lua/bootstrap.lua joins a section's members with
 
 
@@ -140,7 +142,7 @@ def estimate_tokens(text: str) -> int:
 
 def _iso(ms: float) -> str:
     try:
-        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
     except (OverflowError, OSError, ValueError):
         return str(ms)
 
@@ -565,7 +567,7 @@ def _one_line(value: object, limit: int = 400) -> str:
         text = value
     else:
         try:  # the C encoder; render_json (exact JsonNumbers) only when it cannot
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            text = _ONE_LINE_JSON.encode(value)
         except (TypeError, ValueError):
             text = render_json(value).decode("utf-8")
     text = " ".join(text.split())
