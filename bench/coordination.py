@@ -44,7 +44,7 @@ from acmi_core.store.redis import RedisStore
 from bench import _workload as w
 from bench._infra import Column, RedisServer, median, percentile, table_of
 
-TITLE = "5. Coordination on local Redis (bootstrap, bundle size, locks)"
+TITLE = "6. Coordination on local Redis (bootstrap, bundle size, locks)"
 DB = 9  # the other sections use 0 and 5-7
 RACERS = 20
 RACE_TTL_MS = MIN_TTL_MS
