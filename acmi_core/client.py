@@ -407,6 +407,7 @@ class TimelineAPI(_Slot):
         """Add validated events (see ``parse_event``) and the index entry to ``plan``."""
         key = self._keys.timeline(entity)
         self._index(plan, entity)
+        plan.zset(self._keys.changed(), self._acmi.clock(), str(entity))  # for scheduled jobs
         index = -1
         for event in events:
             index = plan.zadd(key, event.ts, event.to_json())
@@ -728,12 +729,15 @@ class Acmi:
             cursor = page.next_cursor
 
     def delete(self, entity: str | EntityId) -> None:
-        """Every key of the entity (extensions included) and its index entry, atomically."""
+        """Every key of the entity (extensions included), its index entry and its place in
+        the tenant's change and activity indexes, atomically."""
         eid = EntityId.parse(entity)
         plan = WritePlan()
         for key in self.keys.all_slots(eid):
             plan.delete(key)
         plan.srem(self.keys.index(eid.category), eid.local_id)
+        plan.zrem(self.keys.changed(), str(eid))
+        plan.zrem(self.keys.activity(), str(eid))
         plan.apply(self.store)
 
     def close(self) -> None:

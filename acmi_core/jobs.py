@@ -10,9 +10,18 @@ The template gives every schedule this ``Input`` (Scheduler fills the placeholde
     {"execution_id": "<aws.scheduler.execution-id>",
      "scheduled_time": "<aws.scheduler.scheduled-time>", ...job parameters}
 
-Scheduler retries a failed invocation with the same ``execution_id``: a job that writes
-makes its writes idempotent on it (e.g. ``WritePlan.once`` keyed by the execution id),
-so a retried execution does its work once.
+Scheduler retries a failed invocation with the same ``execution_id``. :func:`run_job`
+makes that safe: a finished execution leaves a record (``WritePlan.once`` on
+``keys.job_run``), and a retry of it returns the recorded result with ``replayed: true``
+and does nothing; a retry of an execution that failed half way runs again, so each
+job's own writes are idempotent (a rollup or a STALLED mark written twice is the same).
+
+Every job's cost grows with what changed, never with all entities: it reads indexes the
+writes keep (``keys.changed``, ``keys.activity``, the wake due-time index) from the
+watermark of its last run (``keys.job_state``), at most ``max_per_run`` items a run
+(the rest is the next run's backlog). :func:`run_job` runs it on a
+:class:`~acmi_core.store.counting.CountingStore` and records the run (watermark,
+counts, requests, commands, duration) for ``acmi jobs status``.
 """
 
 from __future__ import annotations
@@ -24,6 +33,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from acmi_core.errors import AcmiValidationError
+from acmi_core.model import dumps
+from acmi_core.store.counting import CountingStore
+from acmi_core.stored import Unreadable, load_stored
+from acmi_core.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
     from acmi_core.client import Acmi
@@ -77,6 +90,92 @@ def _parse_time(raw: object) -> int:
 
 
 Job = Callable[["Acmi", JobRun], dict[str, Any]]
+
+RUN_RECORD_TTL_MS = 7 * 24 * 3600 * 1000  # longer than Scheduler retries an execution
+MAX_PER_RUN = 500  # items a run handles at most by default; the rest is the backlog
+
+
+def job_state(acmi: Acmi, job: str) -> dict[str, Any]:
+    """The last run's record (``{}`` before the first run): ``watermark`` (ms: what
+    changed up to then was handled), ``last_run_ms``, ``execution_id``, the job's own
+    counts, ``requests``, ``commands``, ``duration_ms``, ``backlog``."""
+    raw = acmi.store.execute(("GET", acmi.keys.job_state(job)))
+    if not isinstance(raw, bytes):
+        return {}
+    try:
+        state = load_stored(raw)
+    except Unreadable:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def changed_since(acmi: Acmi, since_ms: int, until_ms: int, limit: int) -> list[tuple[str, int]]:
+    """``(entity id, changed ms)`` of the entities whose timeline changed in
+    (``since_ms``, ``until_ms``], oldest change first, at most ``limit``: one ZRANGE on
+    ``keys.changed`` (O(log N + limit)), never a scan."""
+    reply = acmi.store.execute(
+        (
+            "ZRANGE",
+            acmi.keys.changed(),
+            f"({since_ms}",
+            until_ms,
+            "BYSCORE",
+            "LIMIT",
+            0,
+            limit,
+            "WITHSCORES",
+        )
+    )
+    items = reply if isinstance(reply, list) else []
+    out: list[tuple[str, int]] = []
+    for member, score in zip(items[::2], items[1::2], strict=False):
+        if isinstance(member, bytes) and isinstance(score, bytes):
+            try:
+                out.append((member.decode("utf-8"), int(float(score))))
+            except (UnicodeDecodeError, ValueError, OverflowError):
+                continue  # another tool's member: no entity we wrote
+    return out
+
+
+def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
+    """Run ``job`` once per execution id, counting its store traffic, and record the run.
+
+    ``job`` gets a client whose store counts requests and commands, and returns its
+    result dict; ``watermark`` and ``backlog`` in it are kept in the job's state."""
+    record_key = acmi.keys.job_run(run.job, run.execution_id)
+    previous = acmi.store.execute(("GET", record_key))
+    if isinstance(previous, bytes):
+        return _replayed(previous)
+    counting = CountingStore(acmi.store)
+    counted = acmi.__class__(counting, acmi.settings, tenant=acmi.tenant, clock=acmi.clock)
+    started = clock()
+    result = job(counted, run)
+    summary = {
+        "job": run.job,
+        "execution_id": run.execution_id,
+        "scheduled_ms": run.scheduled_ms,
+        "last_run_ms": acmi.clock(),
+        **result,
+        "requests": counting.requests + 1,  # + the record and state written below
+        "commands": counting.commands + 1,
+        "duration_ms": round((clock() - started) * 1000, 3),
+    }
+    plan = WritePlan()
+    plan.once(record_key, RUN_RECORD_TTL_MS, dumps(summary))
+    plan.set(acmi.keys.job_state(run.job), dumps(summary))
+    try:
+        plan.apply(acmi.store)
+    except Replayed as replay:  # a concurrent retry finished first: its record stands
+        return _replayed(replay.previous)
+    return summary
+
+
+def _replayed(raw: bytes) -> dict[str, Any]:
+    try:
+        data = load_stored(raw)
+    except Unreadable:
+        data = {}
+    return {**(data if isinstance(data, dict) else {}), "replayed": True}
 
 
 def load_job(path: str) -> Job:

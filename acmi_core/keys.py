@@ -35,7 +35,8 @@ SPAWNS: Final = "spawns"  # ZSET score=ts, member JSON {ts, session_id, model_id
 ACTIVE_CONTEXT: Final = "active_context"  # HASH thread -> JSON {role, joined_at}
 ROLLUP_LATEST: Final = "rollup:latest"  # STRING JSON {ts, summary, ...}
 SESSIONS: Final = "sessions"  # SET (work items)
-EXTENSION_SLOTS: Final = (SPAWNS, ACTIVE_CONTEXT, ROLLUP_LATEST, SESSIONS)
+LAST_BRIEF: Final = "last_brief"  # STRING JSON: the operator's daily standup brief
+EXTENSION_SLOTS: Final = (SPAWNS, ACTIVE_CONTEXT, ROLLUP_LATEST, SESSIONS, LAST_BRIEF)
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
 # The fleet coordination bus (reference layout): lock claims, releases and deferrals.
@@ -99,6 +100,30 @@ class Keys:
         ``<owner>|<resource>|<expires ms>|<fence>|<cid>``: a ZRANGEBYLEX on ``<owner>|``
         lists what an owner holds. Kept by ``lua/locks.lua``."""
         return self.internal("leases")
+
+    def changed(self) -> str:
+        """ZSET entity id -> when its timeline last changed (ms, the writer's clock): kept
+        by every timeline write, so scheduled jobs visit what changed since their last run
+        (ZRANGEBYSCORE) and never scan."""
+        return self.internal("changed")
+
+    def job_state(self, job: str) -> str:
+        """STRING JSON: a scheduled job's last run (watermark, counts, backlog)."""
+        return self.internal("job", job)
+
+    def job_run(self, job: str, execution_id: str) -> str:
+        """The record of one finished execution (WritePlan.once): a retried execution
+        id finds it and does nothing. The id is hashed: any id fits in a key."""
+        digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
+        return self.internal("jobrun", job, digest)
+
+    def wake_due(self) -> str:
+        """ZSET agent id -> its next wake (ms): the wake tick takes the due ones."""
+        return self.internal("wake")
+
+    def drift_report(self) -> str:
+        """STRING JSON: drift-diff's latest report (never written into a thread it scans)."""
+        return self.internal("drift")
 
     def activity(self) -> str:
         """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from acmi_core.errors import AcmiValidationError
-from acmi_core.model import check_tenant
+from acmi_core.model import EntityId, check_tenant
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class Settings:
     # posting the same body again tomorrow is a new delivery, not a replay.
     idempotency_ttl_s: int = 7 * 24 * 3600
     derived_idempotency_ttl_s: int = 6 * 3600
+    # scheduled jobs: who escalations and the daily brief go to
+    operator: str = "user:operator"
 
     def __post_init__(self) -> None:
         for var in ENVIRONMENT:
@@ -100,6 +102,10 @@ def _at_least(minimum: float, *, exclusive: bool = False) -> Callable[[str, Any]
 
 def _tenant(name: str, value: Any) -> None:
     check_tenant(value, name)
+
+
+def _entity_id(name: str, value: Any) -> None:
+    EntityId.parse(value, name)
 
 
 def _url(*schemes: str) -> Callable[[str, Any], None]:
@@ -214,6 +220,12 @@ ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
         "how long explicit and Pub/Sub delivery ids are remembered",
         _integer,
         _at_least(1),
+    ),
+    EnvVar(
+        "ACMI_OPERATOR",
+        "operator",
+        "entity id of the human operator: escalations (HITL) and the daily brief go there",
+        rule=_entity_id,
     ),
     EnvVar(
         "ACMI_DERIVED_IDEMPOTENCY_TTL_S",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -241,7 +242,7 @@ def http_handler(name: str | FunctionSpec) -> LambdaFunction:
 
 
 def _build_job(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
-    from acmi_core.jobs import JobRun, load_job
+    from acmi_core.jobs import JobRun, load_job, run_job
 
     assert spec.job is not None
     job = load_job(spec.job)
@@ -251,7 +252,9 @@ def _build_job(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
     @logger.inject_lambda_context(correlation_id_path="execution_id")
     def invoke(event: Event, context: Any) -> dict[str, Any]:
         run = JobRun.parse(spec.name, event, now_ms=acmi.clock())
-        result = job(acmi, run)
+        # once per execution id (a Scheduler retry of a finished run does nothing),
+        # its requests, commands and duration counted and kept for `acmi jobs status`
+        result = run_job(acmi, run, job, clock=time.perf_counter)
         metrics.add_metric(name="JobRuns", unit=MetricUnit.Count, value=1)
         logger.info("job done", extra={"job": spec.name, "result": result})
         return {"job": spec.name, "execution_id": run.execution_id, **result}

@@ -53,6 +53,7 @@ def test_a_job_gets_the_scheduler_input_and_the_store(
     log = io.StringIO()
     monkeypatch.setattr(runtime.logger.registered_handler, "stream", log)
     result = handler(dict(SCHEDULED), FakeLambdaContext("acmi-count-users"))
+    measured = {k: result.pop(k) for k in ("requests", "commands", "duration_ms", "last_run_ms")}
     assert result == {
         "job": "count-users",
         "execution_id": SCHEDULED["execution_id"],
@@ -61,6 +62,9 @@ def test_a_job_gets_the_scheduler_input_and_the_store(
         "scheduled_ms": 1_796_026_500_000,  # 2026-11-30T08:15:00Z
         "params": {"limit": 5},
     }
+    # the job's one list read (SSCAN) and the run record, counted
+    assert (measured["requests"], measured["commands"]) == (2, 2)
+    assert measured["duration_ms"] >= 0
     (done,) = [json.loads(line) for line in log.getvalue().splitlines() if "job done" in line]
     assert done["correlation_id"] == SCHEDULED["execution_id"]
     metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
@@ -96,3 +100,13 @@ def test_the_kit_refuses_the_wrong_kind_of_row() -> None:
         job_handler(function("ingest"))
     with pytest.raises(ValueError, match="use job_handler"):
         http_handler(ROW)
+
+
+def test_a_retried_execution_id_does_nothing_the_second_time(handler: LambdaFunction) -> None:
+    handler.warm()
+    first = handler(dict(SCHEDULED), FakeLambdaContext("acmi-count-users"))
+    again = handler(dict(SCHEDULED), FakeLambdaContext("acmi-count-users"))
+    assert first.get("replayed") is None and again["replayed"] is True
+    assert again["users"] == first["users"] and again["requests"] == first["requests"]
+    other = handler({**SCHEDULED, "execution_id": "another"}, FakeLambdaContext("x"))
+    assert other.get("replayed") is None
