@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from acmi_core.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
 from acmi_core.locks import parse_lease_entry
 from acmi_core.model import EntityId, dumps
 from acmi_core.store.base import Arg, Reply, Script
-from acmi_core.stored import LONE_SURROGATE, Unreadable, load_stored, render_json
+from acmi_core.stored import LONE_SURROGATE, Unreadable, fence, load_stored, render_json
 from acmi_core.writes import script_error
 
 if TYPE_CHECKING:
@@ -128,7 +127,6 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-BACKTICKS: Final = re.compile("`+")
 # built once: json.dumps with options builds an encoder per call
 _ONE_LINE_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 SEP: Final = b"\n\xff\n"  # what lua/bootstrap.lua joins a section's members with
@@ -554,14 +552,6 @@ def _item_cost(fmt: str) -> Callable[[Any], int]:
 # ---- markdown -------------------------------------------------------------------------
 
 
-def _fence(body: str, info: str) -> str:
-    """``body`` in a code fence no backtick run inside it can close (CommonMark: a fence
-    closes only with a run at least as long as the opening one)."""
-    longest = max(map(len, BACKTICKS.findall(body)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{info}\n{body}\n{ticks}"
-
-
 def _one_line(value: object, limit: int = 400) -> str:
     if isinstance(value, str):
         text = value
@@ -634,14 +624,14 @@ def _markdown(bundle: Bundle) -> str:
             age = value.get("age_ms")
             if isinstance(age, int | float):
                 out.append(f"written {_duration(age)} ago")
-            out.append(_fence(_one_line(value.get("summary", ""), 20_000), "text"))
+            out.append(fence(_one_line(value.get("summary", ""), 20_000), "text"))
         elif isinstance(value, Mapping):
             out.append(
-                _fence(render_json(value, indent=1).decode("utf-8"), "json") if value else "(none)"
+                fence(render_json(value, indent=1).decode("utf-8"), "json") if value else "(none)"
             )
         elif isinstance(value, list) and value:
             out.append(
-                _fence("\n".join(line for item in value for line in _item_lines(item)), "text")
+                fence("\n".join(line for item in value for line in _item_lines(item)), "text")
             )
         elif not section.cut:
             out.append("(none)")

@@ -450,6 +450,27 @@ def cmd_jobs_status(acmi: Acmi, args: argparse.Namespace) -> None:
     _print({spec.name: job_state(acmi, spec.name) or None for spec in _job_rows()})
 
 
+def cmd_agents_wake(acmi: Acmi, args: argparse.Namespace) -> None:
+    """Set (or --clear) an agent's wake slot: the wake tick wakes it at that minute."""
+    if args.clear:
+        acmi.wake.clear(args.agent)
+        _print({"agent": args.agent, "wake": None})
+        return
+    if args.minute is None:
+        raise SystemExit("acmi agents wake: --minute is required (or --clear)")
+    target: dict[str, Any] | None = None
+    if args.target_url:
+        if not args.secret_env:
+            raise SystemExit(
+                "acmi agents wake: --target-url needs --secret-env NAME (the wake "
+                "function's environment variable holding the HMAC secret)"
+            )
+        target = {"type": "webhook", "url": args.target_url, "secret_env": args.secret_env}
+    elif args.target_eventbridge:
+        target = {"type": "eventbridge", "bus": args.target_eventbridge}
+    _print(acmi.wake.set(args.agent, args.minute, every_hours=args.every_hours, target=target))
+
+
 def build_parser() -> argparse.ArgumentParser:
     # the docstring's first line, without its reST literal markup (``acmi``)
     summary = __doc__.splitlines()[0].replace("``", "")
@@ -507,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("function", choices=[spec.name for spec in FUNCTIONS])
     p.add_argument("--event", required=True, help="e.g. events/ingest.n8n.json")
     _add_jobs(sub)
+    _add_agents(sub)
     return parser
 
 
@@ -519,6 +541,22 @@ def _add_jobs(sub: Any) -> None:
     p.add_argument("--param", action="append", help="NAME=VALUE (JSON, else a string)")
     p = jobs.add_parser("status", help="each job's last run, backlog and cost")
     p.set_defaults(func=cmd_jobs_status)
+
+
+def _add_agents(sub: Any) -> None:
+    agents = sub.add_parser("agents", help="agent slots").add_subparsers(
+        dest="agents", required=True
+    )
+    p = agents.add_parser("wake", help="set an agent's wake slot (minute of the hour, UTC)")
+    p.set_defaults(func=cmd_agents_wake)
+    p.add_argument("agent", help="agent:<id> or <id>")
+    p.add_argument("--minute", type=int, help="minute of the hour, 0-59")
+    p.add_argument("--every-hours", type=int, default=1, help="1, 2, 3, 4, 6, 8, 12 or 24")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target-url", help="https:// webhook the bundle is POSTed to")
+    target.add_argument("--target-eventbridge", metavar="BUS", help="EventBridge bus name/ARN")
+    p.add_argument("--secret-env", help="with --target-url: env var holding the HMAC secret")
+    p.add_argument("--clear", action="store_true", help="remove the slot")
 
 
 def _add_keys(sub: Any) -> None:

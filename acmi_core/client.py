@@ -62,6 +62,7 @@ from acmi_core.pages import (
 from acmi_core.settings import Settings
 from acmi_core.store.base import Command, Reply, Store
 from acmi_core.stored import Unreadable, decode_event, load_stored
+from acmi_core.wake import WakeAPI
 from acmi_core.work import WorkAPI
 from acmi_core.workflows import WorkflowAPI
 from acmi_core.writes import WritePlan
@@ -626,6 +627,7 @@ class Acmi:
         self.bootstrap = Bootstrapper(self)
         self.hitl = HitlAPI(self)
         self.workflows = WorkflowAPI(self)
+        self.wake = WakeAPI(self)
 
     @property
     def tenant(self) -> str:

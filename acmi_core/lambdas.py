@@ -99,6 +99,31 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         routers=("bootstrap",),
     ),
     FunctionSpec(
+        "sweep",
+        "liveness: agents silent 48 h become STALLED and are escalated to the operator once",
+        job="acmi_core.sweep:run",
+    ),
+    FunctionSpec(
+        "wake",
+        "wake tick: due agents get a spawn, their bundle delivered (webhook or EventBridge)",
+        job="acmi_core.wake:run",
+    ),
+    FunctionSpec(
+        "drift-diff",
+        "hourly alignment check: model drift, stale requests, past-due dates, Comms v1.1",
+        job="acmi_core.drift:run",
+    ),
+    FunctionSpec(
+        "standup-brief",
+        "the operator's daily brief (wins, blockers, actions) from the coordination threads",
+        job="acmi_core.standup:run",
+    ),
+    FunctionSpec(
+        "rollup-cron",
+        "every 15 minutes: a fresh rollup:latest for each entity whose timeline changed",
+        job="acmi_core.rollup:run",
+    ),
+    FunctionSpec(
         "docs",
         "the OpenAPI spec and the docs page of every route",
         docs=True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -47,6 +48,11 @@ class Settings:
     derived_idempotency_ttl_s: int = 6 * 3600
     # scheduled jobs: who escalations and the daily brief go to
     operator: str = "user:operator"
+    # rollups (acmi_core.summarizers): extractive, anthropic:<model> or openai:<model>
+    summarizer: str = "extractive"
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    openai_api_key: str | None = field(default=None, repr=False)
+    llm_base_url: str | None = None  # an OpenAI-compatible (or Anthropic) endpoint
 
     def __post_init__(self) -> None:
         for var in ENVIRONMENT:
@@ -128,6 +134,16 @@ def _secret_length(name: str, value: Any) -> None:
 
 def _anything(name: str, value: Any) -> None:
     return None
+
+
+SUMMARIZER: Final = re.compile(r"extractive|(anthropic|openai):[A-Za-z0-9._:/@-]{1,100}")
+
+
+def _summarizer(name: str, value: Any) -> None:
+    if not SUMMARIZER.fullmatch(str(value)):
+        raise AcmiValidationError(
+            name, "summarizer", "must be extractive, anthropic:<model> or openai:<model>"
+        )
 
 
 @dataclass(frozen=True)
@@ -226,6 +242,20 @@ ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
         "operator",
         "entity id of the human operator: escalations (HITL) and the daily brief go there",
         rule=_entity_id,
+    ),
+    EnvVar(
+        "ACMI_SUMMARIZER",
+        "summarizer",
+        "how rollup-cron summarizes: extractive (offline), anthropic:<model>, openai:<model>",
+        rule=_summarizer,
+    ),
+    EnvVar("ANTHROPIC_API_KEY", "anthropic_api_key", "API key of the anthropic summarizer"),
+    EnvVar("OPENAI_API_KEY", "openai_api_key", "API key of the openai summarizer"),
+    EnvVar(
+        "ACMI_LLM_BASE_URL",
+        "llm_base_url",
+        "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
+        rule=_url("https://", "http://"),
     ),
     EnvVar(
         "ACMI_DERIVED_IDEMPOTENCY_TTL_S",

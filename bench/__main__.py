@@ -1,7 +1,7 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
 Runs every section (round_trips, latency, cold_start, throughput, write_limits,
-coordination), prints its tables as it goes, writes all figures to JSON (default
+coordination, jobs), prints its tables as it goes, writes all figures to JSON (default
 bench/results/latest.json, git-ignored) and, after a full run of every section, the
 committed summary bench/RESULTS.md."""
 
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cold_start, coordination, latency, round_trips, throughput, write_limits
+from bench import cold_start, coordination, jobs, latency, round_trips, throughput, write_limits
 from bench._infra import ROOT, RedisServer, redis_server
 
 SECTIONS = (
@@ -30,6 +30,7 @@ SECTIONS = (
     "throughput",
     "write_limits",
     "coordination",
+    "jobs",
 )
 TITLES = {
     "round_trips": round_trips.TITLE,
@@ -38,6 +39,7 @@ TITLES = {
     "throughput": throughput.TITLE,
     "write_limits": write_limits.TITLE,
     "coordination": coordination.TITLE,
+    "jobs": jobs.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -117,6 +119,7 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "throughput": lambda s: throughput.run(s, quick=args.quick),
         "write_limits": lambda s: write_limits.run(s, quick=args.quick),
         "coordination": lambda s: coordination.run(s, quick=args.quick),
+        "jobs": lambda s: jobs.run(s, quick=args.quick),
     }
 
 

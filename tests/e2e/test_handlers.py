@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.auth.apikeys import register
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.ingest.config import put_config
+from acmi_core.jobs import JobRun
 from acmi_core.keys import Keys
 from acmi_core.lambdas import FUNCTIONS, FunctionSpec
 from acmi_core.store.redis import RedisStore
@@ -29,6 +31,12 @@ from functions.runtime import LambdaFunction
 from tests.kit import DB, EVENTS_DIR, EXAMPLE_KEY, FakeLambdaContext, event_names, load_event
 
 FUNCTION_NAMES = tuple(spec.name for spec in FUNCTIONS)
+HTTP_FUNCTIONS = tuple(spec for spec in FUNCTIONS if spec.kind == "http")
+JOB_FUNCTIONS = frozenset(spec.name for spec in FUNCTIONS if spec.kind == "job")
+# A job's sample is a Scheduler Input, not an HTTP event: its own test runs it through
+# the handler (tests/e2e/test_<job>_job.py); here only its shape is checked.
+JOB_EVENTS = [n for n in event_names() if n.split(".", 1)[0] in JOB_FUNCTIONS]
+HTTP_EVENTS = [n for n in event_names() if n not in JOB_EVENTS]
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -171,7 +179,7 @@ def harness(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Itera
         put_config(provisioning, Keys("default", "default"), source, hmac_secret=secret)
     provisioning.close()
     env = {"ACMI_REDIS_URL": url}
-    handlers = {spec.name: handler_of(spec) for spec in FUNCTIONS}
+    handlers = {spec.name: handler_of(spec) for spec in HTTP_FUNCTIONS}
     for handler in handlers.values():
         handler.configure(env=env)
         handler.warm()  # builds the app before any snapshot
@@ -213,7 +221,7 @@ def json_body(response: dict[str, Any]) -> Any:
 
 
 def test_every_event_file_has_an_expectation() -> None:
-    names = event_names()
+    names = HTTP_EVENTS
     assert names, f"no events in {EVENTS_DIR}"
     missing = sorted(set(names) - set(EXPECTED))
     assert not missing, f"events/ files without an expected status in EXPECTED: {missing}"
@@ -221,14 +229,25 @@ def test_every_event_file_has_an_expectation() -> None:
     assert not stale, f"EXPECTED names events/ files that do not exist: {stale}"
     for name in names:
         assert name.split(".", 1)[0] in FUNCTION_NAMES, f"{name}: must be <function>.<case>.json"
-    for function in FUNCTION_NAMES:
+    for function in (spec.name for spec in HTTP_FUNCTIONS):
         statuses = [EXPECTED[n] for n in names if n.startswith(f"{function}.")]
         assert any(s < 300 for s in statuses), f"{function}: needs a realistic (2xx) sample"
         if function != "docs":
             assert any(s >= 400 for s in statuses), f"{function}: needs an invalid variant"
 
 
-@pytest.mark.parametrize("name", event_names())
+def test_every_job_has_a_scheduler_input_sample() -> None:
+    for job in JOB_FUNCTIONS:
+        assert any(n.startswith(f"{job}.") for n in JOB_EVENTS), f"{job}: no events/ sample"
+    for name in JOB_EVENTS:
+        event = load_event(name)
+        assert set(event) == {"execution_id", "scheduled_time"}, f"{name}: exactly the Input"
+        uuid.UUID(event["execution_id"])  # what <aws.scheduler.execution-id> becomes
+        run = JobRun.parse(name.split(".", 1)[0], event, now_ms=0)
+        assert run.scheduled_ms > 0 and not run.params
+
+
+@pytest.mark.parametrize("name", HTTP_EVENTS)
 def test_event_has_the_http_api_v2_shape(name: str) -> None:
     event = load_event(name)
     assert event["version"] == "2.0"
@@ -250,7 +269,7 @@ def test_event_has_the_http_api_v2_shape(name: str) -> None:
         }
 
 
-@pytest.mark.parametrize("name", event_names())
+@pytest.mark.parametrize("name", HTTP_EVENTS)
 def test_event_file_through_the_handler(name: str, harness: Harness) -> None:
     if name not in EXPECTED:
         pytest.fail(f"{name}: no expected status in EXPECTED")

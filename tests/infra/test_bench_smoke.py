@@ -66,7 +66,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-SECTIONS = ("round_trips", "latency", "cold_start", "throughput", "write_limits", "coordination")
+SECTIONS = (
+    "round_trips",
+    "latency",
+    "cold_start",
+    "throughput",
+    "write_limits",
+    "coordination",
+    "jobs",
+)
 
 
 def test_every_section_is_there(report: dict[str, Any]) -> None:
@@ -205,3 +213,14 @@ def test_coordination_race_has_one_winner_per_lease_period(report: dict[str, Any
     assert defers == race["events"]["distinct claimant+lease deferrals"]
     assert 1 <= defers <= min(race["lost_claims"], 20 * race["periods"])
     assert race["defer_events_match"] is True
+
+
+def test_every_job_costs_the_same_over_1000_or_100_idle_entities(report: dict[str, Any]) -> None:
+    """Each scheduled job's run over N idle + 10 active entities issues as many commands
+    as over 100 idle + the same 10: its cost grows with what changed."""
+    section = report["jobs"]
+    jobs = {row["job"]: row for row in section["rows"]}
+    assert set(jobs) == {"rollup-cron", "wake", "sweep", "drift-diff", "standup-brief"}
+    for job, row in jobs.items():
+        assert row["flat"] == "yes", (job, row)
+        assert row["commands_big"] == row["commands_small"] > 0, (job, row)

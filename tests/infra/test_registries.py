@@ -127,7 +127,8 @@ def test_the_function_table_agrees_with_the_template() -> None:
 
 
 # The checker itself, on a synthetic job row and templates that get it right or wrong.
-JOB = FunctionSpec("rollup-cron", "test row", job="acmi_core.jobs:load_job")
+# (a name no real row has: rollup-cron is a real function now)
+JOB = FunctionSpec("archive-cron", "test row", job="acmi_core.jobs:load_job")
 GOOD_SCHEDULE = {
     "Type": "ScheduleV2",
     "Properties": {
@@ -148,7 +149,8 @@ def _template_with(events: dict[str, Any], handler: str = JOB.handler) -> dict[s
 
 
 def test_a_well_formed_job_row_agrees() -> None:
-    assert JOB.logical_id == "RollupCronFunction" and JOB.handler == "functions.rollup_cron.handler"
+    assert JOB.logical_id == "ArchiveCronFunction"
+    assert JOB.handler == "functions.archive_cron.handler"
     assert function_table_problems([JOB], _template_with({"Tick": GOOD_SCHEDULE})) == []
 
 
@@ -184,7 +186,7 @@ def test_the_checker_reports_each_disagreement(
 def test_the_checker_reports_rows_and_resources_missing_on_either_side() -> None:
     template = load_template()
     problems = function_table_problems([*FUNCTIONS, JOB], template)
-    assert problems == ["RollupCronFunction: in the table, not in the template"]
+    assert problems == ["ArchiveCronFunction: in the table, not in the template"]
     problems = function_table_problems(FUNCTIONS[1:], template)
     assert problems == [f"{FUNCTIONS[0].logical_id}: in the template, not in the table"]
 
