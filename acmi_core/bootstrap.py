@@ -624,7 +624,10 @@ def _markdown(bundle: Bundle) -> str:
             age = value.get("age_ms")
             if isinstance(age, int | float):
                 out.append(f"written {_duration(age)} ago")
-            out.append(fence(_one_line(value.get("summary", ""), 20_000), "text"))
+            summary = value.get("summary", "")
+            # a rollup is written in lines (rollup-cron): kept, inside its fence
+            text = summary[:20_000] if isinstance(summary, str) else _one_line(summary, 20_000)
+            out.append(fence(text, "text"))
         elif isinstance(value, Mapping):
             out.append(
                 fence(render_json(value, indent=1).decode("utf-8"), "json") if value else "(none)"

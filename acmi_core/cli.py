@@ -443,11 +443,15 @@ def cmd_jobs_run(acmi: Acmi, args: argparse.Namespace) -> None:
 
 
 def cmd_jobs_status(acmi: Acmi, args: argparse.Namespace) -> None:
-    """Each scheduled job's last run: when, its watermark, what it touched, its backlog,
-    and what it cost (requests, commands, ms)."""
-    from acmi_core.jobs import job_state
+    """Each scheduled job's last run (when, its watermark, what it touched, its backlog,
+    what it cost: requests, commands, ms) and what waits for its next run."""
+    from acmi_core.jobs import job_state, pending
 
-    _print({spec.name: job_state(acmi, spec.name) or None for spec in _job_rows()})
+    status: dict[str, Any] = {}
+    for spec in _job_rows():
+        state = job_state(acmi, spec.name)
+        status[spec.name] = {"last_run": state or None, "pending": pending(acmi, spec.name, state)}
+    _print(status)
 
 
 def cmd_agents_wake(acmi: Acmi, args: argparse.Namespace) -> None:

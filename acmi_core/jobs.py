@@ -137,6 +137,38 @@ def changed_since(acmi: Acmi, since_ms: int, until_ms: int, limit: int) -> list[
     return out
 
 
+def pending(acmi: Acmi, job: str, state: Mapping[str, Any]) -> dict[str, Any]:
+    """What waits for ``job``'s next run, from the indexes it reads (one or two reads):
+    ``wake`` the next agent due; ``sweep`` the next heartbeat to cross the 48 h line;
+    the others the entities whose timeline changed since their watermark."""
+    keys, now = acmi.keys, acmi.clock()
+    mark = state.get("watermark")
+    low = f"({int(mark)}" if isinstance(mark, int | float) else "-inf"
+    if job == "wake":
+        due_now = acmi.store.execute(("ZCOUNT", keys.wake_due(), "-inf", now))
+        reply = acmi.store.execute(("ZRANGE", keys.wake_due(), 0, 0, "WITHSCORES"))
+        nxt = _first_scored(reply)
+        return {"due_now": due_now, "next": {"agent": nxt[0], "due_ms": nxt[1]} if nxt else None}
+    if job == "sweep":
+        reply = acmi.store.execute(
+            ("ZRANGE", keys.activity(), low, "+inf", "BYSCORE", "LIMIT", 0, 1, "WITHSCORES")
+        )
+        nxt = _first_scored(reply)
+        stall_ms = 48 * 3600 * 1000
+        return {"next_stall": {"agent": nxt[0], "at_ms": nxt[1] + stall_ms} if nxt else None}
+    changed = acmi.store.execute(("ZCOUNT", keys.changed(), low, "+inf"))
+    return {"changed_since_watermark": changed}
+
+
+def _first_scored(reply: object) -> tuple[str, int] | None:
+    if isinstance(reply, list) and len(reply) >= 2 and isinstance(reply[0], bytes):
+        try:
+            return reply[0].decode("utf-8", "replace"), int(float(reply[1]))
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return None
+
+
 def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
     """Run ``job`` once per execution id, counting its store traffic, and record the run.
 
