@@ -54,7 +54,7 @@ from acmi_core.errors import AcmiValidationError, StoreCommandError
 from acmi_core.jobs import MAX_PER_RUN, JobRun, changed_since, job_state
 from acmi_core.keys import ROLLUP_LATEST
 from acmi_core.model import EntityId, dumps
-from acmi_core.settings import SUMMARIZER
+from acmi_core.settings import SUMMARIZER, SUMMARIZER_RULE
 from acmi_core.store.base import Command, Reply
 from acmi_core.stored import Unreadable, decode_event, load_stored
 from acmi_core.summarizers import (
@@ -99,9 +99,7 @@ def parse_params(params: Mapping[str, Any], default_summarizer: str) -> Params:
     """The job's parameters (the schedule's Input beside the execution id)."""
     summarizer = params.get("summarizer", default_summarizer)
     if not isinstance(summarizer, str) or not SUMMARIZER.fullmatch(summarizer):
-        raise AcmiValidationError(
-            "summarizer", "summarizer", "must be extractive, anthropic:<model> or openai:<model>"
-        )
+        raise AcmiValidationError("summarizer", "summarizer", SUMMARIZER_RULE)
     budget = params.get("budget_s", DEFAULT_BUDGET_S)
     if (
         isinstance(budget, bool)
@@ -119,7 +117,8 @@ def parse_params(params: Mapping[str, Any], default_summarizer: str) -> Params:
 
 def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
     """The scheduled job: the summarizer from the ``summarizer`` parameter or
-    ``ACMI_SUMMARIZER`` (extractive when its API key is not set: the result says so)."""
+    ``ACMI_SUMMARIZER`` (extractive when its API key is not set, or no factory of its
+    provider is registered here: the result says so)."""
     params = parse_params(run.params, acmi.settings.summarizer)
     summarizer, unavailable = build(params.summarizer, acmi.settings)
     return roll(acmi, run, summarizer, params, unavailable=unavailable)

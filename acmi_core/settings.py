@@ -48,7 +48,8 @@ class Settings:
     derived_idempotency_ttl_s: int = 6 * 3600
     # scheduled jobs: who escalations and the daily brief go to
     operator: str = "user:operator"
-    # rollups (acmi_core.summarizers): extractive, anthropic:<model> or openai:<model>
+    # rollups (acmi_core.summarizers): extractive, anthropic:<model>, openai:<model> or
+    # bedrock:<model-id>
     summarizer: str = "extractive"
     anthropic_api_key: str | None = field(default=None, repr=False)
     openai_api_key: str | None = field(default=None, repr=False)
@@ -136,14 +137,21 @@ def _anything(name: str, value: Any) -> None:
     return None
 
 
-SUMMARIZER: Final = re.compile(r"extractive|(anthropic|openai):[A-Za-z0-9._:/@-]{1,100}")
+# A Bedrock model id is "<provider>.<model>", with an inference profile's geography in
+# front ("us.anthropic.claude-..."): lowercase, as Bedrock spells them. ARNs are refused
+# (the function's policy allows foundation models and inference profiles only).
+SUMMARIZER: Final = re.compile(
+    r"extractive|(anthropic|openai):[A-Za-z0-9._:/@-]{1,100}"
+    r"|bedrock:[a-z0-9-]{1,32}\.[a-z0-9][a-z0-9.:-]{0,99}"
+)
+SUMMARIZER_RULE: Final = (
+    "must be extractive, anthropic:<model>, openai:<model> or bedrock:<model-id>"
+)
 
 
 def _summarizer(name: str, value: Any) -> None:
     if not SUMMARIZER.fullmatch(str(value)):
-        raise AcmiValidationError(
-            name, "summarizer", "must be extractive, anthropic:<model> or openai:<model>"
-        )
+        raise AcmiValidationError(name, "summarizer", SUMMARIZER_RULE)
 
 
 @dataclass(frozen=True)
@@ -246,7 +254,8 @@ ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
     EnvVar(
         "ACMI_SUMMARIZER",
         "summarizer",
-        "how rollup-cron summarizes: extractive (offline), anthropic:<model>, openai:<model>",
+        "how rollup-cron summarizes: extractive (offline), anthropic:<model>, openai:<model>,"
+        " bedrock:<model-id>",
         rule=_summarizer,
     ),
     EnvVar("ANTHROPIC_API_KEY", "anthropic_api_key", "API key of the anthropic summarizer"),

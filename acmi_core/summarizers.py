@@ -10,7 +10,11 @@ the events) into text:
 - ``openai:<model>``: an OpenAI-compatible chat completions API (``OPENAI_API_KEY``,
   ``ACMI_LLM_BASE_URL`` for another server: vLLM, Ollama, a gateway).
 
-Bedrock is not built: it needs the AWS SDK, which acmi_core never imports.
+- ``bedrock:<model-id>``: Amazon Bedrock's Converse API (``anthropic.claude-...``,
+  ``us.anthropic.claude-...``, ``amazon.nova-pro-v1:0``). It needs the AWS SDK, which
+  acmi_core never imports: the rollup-cron handler module (``functions/rollup_cron.py``)
+  registers it with :func:`register_summarizer`. Where nothing registered it (``acmi jobs
+  run rollup-cron`` on a laptop) it is extractive, and the run says why.
 
 Open items: an opener (``handoff-request``, ``hitl-required``) stays open until a closer
 of the same family (``-ack``, ``-resolved``, ``-complete``) names its correlationId (as
@@ -31,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -411,14 +415,41 @@ class OpenAI(_Llm):
         return self._text(text)
 
 
+SummarizerFactory = Callable[[str, "Settings"], Summarizer]
+"""Builds the summarizer of a model id (the name after ``<provider>:``); raises
+:class:`SummarizerError` when it cannot (the run is extractive and says why)."""
+
+# Summarizers of providers whose SDK acmi_core does not import, by provider. The
+# rollup-cron handler module (functions/rollup_cron.py) registers "bedrock".
+FACTORIES: dict[str, SummarizerFactory] = {}
+
+
+def register_summarizer(provider: str, factory: SummarizerFactory) -> None:
+    """``<provider>:<model>`` is built by ``factory`` from now on in this process (the
+    built-in providers cannot be replaced)."""
+    FACTORIES[provider] = factory
+
+
 def build(
     name: str, settings: Settings, *, client: httpx.Client | None = None
 ) -> tuple[Summarizer, str | None]:
     """The summarizer ``name`` (checked by ``Settings``' rule for ``ACMI_SUMMARIZER``)
-    and, when it cannot be built (no API key), the extractive one with the reason."""
+    and, when it cannot be built (no API key, no registered factory), the extractive one
+    with the reason."""
     provider, _, model = name.partition(":")
     if provider == "extractive" or not model:
         return Extractive(), None
+    if provider not in ("anthropic", "openai"):
+        factory = FACTORIES.get(provider)
+        if factory is None:
+            return Extractive(), (
+                f"{name}: no {provider} summarizer in this process "
+                "(the rollup-cron Lambda function registers it)"
+            )
+        try:
+            return factory(model, settings), None
+        except SummarizerError as exc:
+            return Extractive(), str(exc)
     key = settings.anthropic_api_key if provider == "anthropic" else settings.openai_api_key
     if not key:
         variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
@@ -437,6 +468,10 @@ def build(
 
 __all__ = [
     "CLOSERS",
+    "FACTORIES",
+    "INSTRUCTIONS",
+    "LLM_MAX_TOKENS",
+    "LLM_TIMEOUT_S",
     "MAX_SUMMARY_CHARS",
     "OPENERS",
     "Anthropic",
@@ -445,8 +480,11 @@ __all__ = [
     "OpenAI",
     "Summarizer",
     "SummarizerError",
+    "SummarizerFactory",
     "Window",
     "build",
+    "clip",
     "digest",
     "prompt",
+    "register_summarizer",
 ]

@@ -314,13 +314,38 @@ WAKE_POLICY: Final = {
     ]
 }
 
+# Only rollup-cron: Converse (InvokeModel), for ACMI_SUMMARIZER=bedrock:<model-id>, on
+# foundation models (any Region: a cross-Region inference profile runs it elsewhere) and
+# the account's inference profiles in the function's Region.
+ROLLUP_POLICY: Final = {
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Action": "bedrock:InvokeModel",
+            "Resource": [
+                {"Fn::Sub": "arn:${AWS::Partition}:bedrock:*::foundation-model/*"},
+                {
+                    "Fn::Sub": (
+                        "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}"
+                        ":inference-profile/*"
+                    )
+                },
+            ],
+        }
+    ]
+}
+
 
 def test_every_function_may_read_the_token_secret_and_nothing_more(
     template: dict[str, Any],
 ) -> None:
     for name, function in serverless_functions(template).items():
         policies = function["Properties"]["Policies"]
-        extra = {"IngestFunction": [GMAIL_POLICY], "WakeFunction": [WAKE_POLICY]}
+        extra: dict[str, list[Any]] = {
+            "IngestFunction": [GMAIL_POLICY],
+            "WakeFunction": [WAKE_POLICY],
+            "RollupCronFunction": [ROLLUP_POLICY],
+        }
         expected = [TOKEN_POLICY, *extra.get(name, [])]
         assert policies == expected, name
     condition = template["Conditions"]["HasGmailSecrets"]

@@ -573,7 +573,7 @@ def test_the_summarizer_comes_from_the_settings() -> None:
     ("name", "raw", "rule"),
     [
         ("ACMI_SUMMARIZER", "gpt-4o", "summarizer"),
-        ("ACMI_SUMMARIZER", "bedrock:anthropic.claude-v2", "summarizer"),
+        ("ACMI_SUMMARIZER", "bedrock:claude-v2", "summarizer"),  # no provider: not an id
         ("ACMI_LLM_BASE_URL", "ftp://llm.local", "url"),
     ],
 )
