@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from acmi_core.errors import AcmiValidationError
 from acmi_core.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
 from acmi_core.model import MAX_SUMMARY_LEN, MAX_TS_MS, EntityId, check_json_object, dumps
+from acmi_core.stored import scored
 from acmi_core.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -242,12 +243,4 @@ class AgentAPI:
                 "WITHSCORES",
             )
         )
-        items = reply if isinstance(reply, list) else []
-        silent: list[tuple[str, int]] = []
-        for member, score in zip(items[::2], items[1::2], strict=False):
-            if isinstance(member, bytes) and isinstance(score, bytes):
-                try:
-                    silent.append((member.decode("utf-8", "replace"), int(float(score))))
-                except (ValueError, OverflowError):
-                    continue  # a score another tool wrote as inf/nan: not a heartbeat
-        return silent
+        return scored(reply)  # a score another tool wrote as inf/nan: not a heartbeat

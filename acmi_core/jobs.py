@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from acmi_core.errors import AcmiValidationError
 from acmi_core.model import dumps
 from acmi_core.store.counting import CountingStore
-from acmi_core.stored import Unreadable, load_stored
+from acmi_core.stored import Unreadable, load_stored, scored
 from acmi_core.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
@@ -126,15 +126,7 @@ def changed_since(acmi: Acmi, since_ms: int, until_ms: int, limit: int) -> list[
             "WITHSCORES",
         )
     )
-    items = reply if isinstance(reply, list) else []
-    out: list[tuple[str, int]] = []
-    for member, score in zip(items[::2], items[1::2], strict=False):
-        if isinstance(member, bytes) and isinstance(score, bytes):
-            try:
-                out.append((member.decode("utf-8"), int(float(score))))
-            except (UnicodeDecodeError, ValueError, OverflowError):
-                continue  # another tool's member: no entity we wrote
-    return out
+    return scored(reply)  # another tool's unreadable member: no entity we wrote
 
 
 def pending(acmi: Acmi, job: str, state: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,26 +139,17 @@ def pending(acmi: Acmi, job: str, state: Mapping[str, Any]) -> dict[str, Any]:
     if job == "wake":
         due_now = acmi.store.execute(("ZCOUNT", keys.wake_due(), "-inf", now))
         reply = acmi.store.execute(("ZRANGE", keys.wake_due(), 0, 0, "WITHSCORES"))
-        nxt = _first_scored(reply)
+        nxt = next(iter(scored(reply)), None)
         return {"due_now": due_now, "next": {"agent": nxt[0], "due_ms": nxt[1]} if nxt else None}
     if job == "sweep":
         reply = acmi.store.execute(
             ("ZRANGE", keys.activity(), low, "+inf", "BYSCORE", "LIMIT", 0, 1, "WITHSCORES")
         )
-        nxt = _first_scored(reply)
+        nxt = next(iter(scored(reply)), None)
         stall_ms = 48 * 3600 * 1000
         return {"next_stall": {"agent": nxt[0], "at_ms": nxt[1] + stall_ms} if nxt else None}
     changed = acmi.store.execute(("ZCOUNT", keys.changed(), low, "+inf"))
     return {"changed_since_watermark": changed}
-
-
-def _first_scored(reply: object) -> tuple[str, int] | None:
-    if isinstance(reply, list) and len(reply) >= 2 and isinstance(reply[0], bytes):
-        try:
-            return reply[0].decode("utf-8", "replace"), int(float(reply[1]))
-        except (TypeError, ValueError, OverflowError):
-            return None
-    return None
 
 
 def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from acmi_core.keys import ROLLUP_LATEST
 from acmi_core.model import EntityId, dumps
 from acmi_core.settings import SUMMARIZER, SUMMARIZER_RULE
 from acmi_core.store.base import Command, Reply
-from acmi_core.stored import Unreadable, decode_event, load_stored
+from acmi_core.stored import decode_event, load_object
 from acmi_core.summarizers import (
     Digest,
     Extractive,
@@ -315,14 +315,7 @@ def _roll_batch(
     plan.apply(acmi.store)
 
 
-def _previous(raw: Reply | StoreCommandError) -> dict[str, Any] | None:
-    if not isinstance(raw, bytes):
-        return None
-    try:
-        doc = load_stored(raw)
-    except Unreadable:
-        return None
-    return doc if isinstance(doc, dict) else None
+_previous = load_object
 
 
 def _open_items(doc: dict[str, Any] | None) -> list[dict[str, Any]]:

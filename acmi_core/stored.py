@@ -176,3 +176,32 @@ def fence(body: str, info: str = "text") -> str:
     longest = max(map(len, BACKTICKS.findall(body)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{body}\n{ticks}"
+
+
+def load_object(raw: object) -> dict[str, Any] | None:
+    """A stored JSON object (a profile, a rollup, a record), or None for anything else:
+    absent, unreadable, or JSON that is not an object."""
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        value = load_stored(raw)
+    except Unreadable:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def scored(reply: object, *, keep_unreadable: bool = False) -> list[tuple[str, int]]:
+    """``(member, score)`` pairs of a ZRANGE ... WITHSCORES reply (members as text, scores
+    as integer ms). A pair another tool wrote with a member that is not UTF-8 or an
+    unusable score (inf, nan) is left out, or with ``keep_unreadable`` kept as ``("", 0)``
+    so the list counts every member (for a cursor that pages by position)."""
+    items = reply if isinstance(reply, list) else []
+    pairs: list[tuple[str, int]] = []
+    for member, score in zip(items[::2], items[1::2], strict=False):
+        if isinstance(member, bytes) and isinstance(score, bytes):
+            try:
+                pairs.append((member.decode("utf-8"), int(float(score))))
+            except (ValueError, OverflowError):  # UnicodeDecodeError is a ValueError
+                if keep_unreadable:
+                    pairs.append(("", 0))
+    return pairs

@@ -49,6 +49,7 @@ from acmi_core.errors import AcmiError, AcmiValidationError, StoreCommandError
 from acmi_core.jobs import MAX_PER_RUN, JobRun, job_state
 from acmi_core.model import dumps
 from acmi_core.store.base import Arg, Script
+from acmi_core.stored import scored
 from acmi_core.writes import WritePlan, script_error
 
 if TYPE_CHECKING:
@@ -109,15 +110,8 @@ def _page(acmi: Acmi, low: int | None, skip: int, cutoff: int, limit: int) -> li
             "WITHSCORES",
         )
     )
-    items = reply if isinstance(reply, list) else []
-    page: list[tuple[str, int]] = []
-    for member, score in zip(items[::2], items[1::2], strict=False):
-        if isinstance(member, bytes) and isinstance(score, bytes):
-            try:
-                page.append((member.decode("utf-8", "replace"), int(float(score))))
-            except (ValueError, OverflowError):
-                page.append(("", 0))  # keeps the page's length: the cursor counts members
-    return page
+    # keeps the page's length: the cursor counts members
+    return scored(reply, keep_unreadable=True)
 
 
 def _fields(heartbeat_ms: int) -> list[tuple[Any, str, str]]:

@@ -73,7 +73,7 @@ from acmi_core.agents import agent_id
 from acmi_core.errors import AcmiValidationError
 from acmi_core.keys import COORDINATION_THREAD
 from acmi_core.model import EntityId, dumps, parse_event, profile_defaults
-from acmi_core.stored import Unreadable, load_stored
+from acmi_core.stored import load_object, scored
 from acmi_core.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
@@ -235,15 +235,7 @@ class WakeAPI:
                 "WITHSCORES",
             )
         )
-        items = reply if isinstance(reply, list) else []
-        out: list[tuple[str, int]] = []
-        for member, score in zip(items[::2], items[1::2], strict=False):
-            if isinstance(member, bytes) and isinstance(score, bytes):
-                try:
-                    out.append((member.decode("utf-8", "replace"), int(float(score))))
-                except (ValueError, OverflowError):
-                    continue
-        return out
+        return scored(reply)
 
     def next(self, agent: str) -> int | None:
         """The agent's next due time (ms), or None without a slot: one ZSCORE."""
@@ -413,14 +405,7 @@ def _cid(prefix: str, agent: str, ms: int) -> str:
     return f"{prefix}-{hashlib.sha256(agent.encode()).hexdigest()[:32]}-{ms}"
 
 
-def _profile(raw: object) -> dict[str, Any] | None:
-    if not isinstance(raw, bytes):
-        return None
-    try:
-        doc = load_stored(raw)
-    except Unreadable:
-        return None
-    return doc if isinstance(doc, dict) else None
+_profile = load_object
 
 
 def _model(profile: Mapping[str, Any]) -> str:
