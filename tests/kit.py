@@ -12,10 +12,10 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 from fastapi.testclient import TestClient
@@ -23,8 +23,12 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
+from acmi_core.store.base import Store
 from acmi_core.testing.conformance import run_together, same_json
 from acmi_core.testing.upstash_double import UpstashDouble
+
+if TYPE_CHECKING:  # the Lambda kit (Powertools) is not loaded by every test
+    from functions.runtime import LambdaFunction
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 EVENTS_DIR: Final = ROOT / "events"
@@ -57,6 +61,16 @@ class FakeLambdaContext:
     @property
     def invoked_function_arn(self) -> str:
         return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+
+def configured(
+    handler: LambdaFunction, store: Store, env: Mapping[str, str] | None = None
+) -> Iterator[LambdaFunction]:
+    """A Lambda handler on ``store`` with ``env`` (default: the default tenant), for a
+    fixture to yield from; afterwards it builds from its process environment again."""
+    handler.configure(env=dict(env or {"ACMI_DEFAULT_TENANT": "default"}), store=store)
+    yield handler
+    handler.configure()
 
 
 def event_names() -> list[str]:
@@ -238,6 +252,7 @@ __all__ = [
     "FakeLambdaContext",
     "RouteClient",
     "assert_error",
+    "configured",
     "event_names",
     "fresh_tenant",
     "load_event",

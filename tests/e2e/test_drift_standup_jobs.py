@@ -18,7 +18,7 @@ from acmi_core.store.memory import MemoryStore
 from functions.drift_diff import handler as drift_handler
 from functions.runtime import LambdaFunction
 from functions.standup_brief import handler as standup_handler
-from tests.kit import FakeLambdaContext, load_event
+from tests.kit import FakeLambdaContext, configured, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -32,20 +32,14 @@ def store() -> MemoryStore:
     return MemoryStore()
 
 
-def configured(handler: LambdaFunction, store: MemoryStore) -> Iterator[LambdaFunction]:
-    handler.configure(env=ENV, store=store)
-    yield handler
-    handler.configure()  # the next user builds from its own environment
-
-
 @pytest.fixture
 def drift(store: MemoryStore) -> Iterator[LambdaFunction]:
-    yield from configured(drift_handler, store)
+    yield from configured(drift_handler, store, ENV)
 
 
 @pytest.fixture
 def standup(store: MemoryStore) -> Iterator[LambdaFunction]:
-    yield from configured(standup_handler, store)
+    yield from configured(standup_handler, store, ENV)
 
 
 def scheduled_ms(name: str) -> int:

@@ -21,7 +21,7 @@ from functions.runtime import LambdaFunction
 from functions.sweep import handler as sweep_handler
 from functions.wake import EventBridgeDeliverer
 from functions.wake import handler as wake_handler
-from tests.kit import FakeLambdaContext, load_event
+from tests.kit import FakeLambdaContext, configured, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -34,20 +34,14 @@ def store() -> MemoryStore:
     return MemoryStore()
 
 
-def configured(handler: LambdaFunction, store: MemoryStore) -> Iterator[LambdaFunction]:
-    handler.configure(env=ENV, store=store)
-    yield handler
-    handler.configure()  # the next user builds from its own environment
-
-
 @pytest.fixture
 def sweep(store: MemoryStore) -> Iterator[LambdaFunction]:
-    yield from configured(sweep_handler, store)
+    yield from configured(sweep_handler, store, ENV)
 
 
 @pytest.fixture
 def wake(store: MemoryStore) -> Iterator[LambdaFunction]:
-    yield from configured(wake_handler, store)
+    yield from configured(wake_handler, store, ENV)
 
 
 def test_the_sweep_sample_through_the_handler(sweep: LambdaFunction, store: MemoryStore) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from bench.__main__ import SECTIONS
+
 pytestmark = pytest.mark.slow  # runs `python -m bench --quick` (~20 s)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,17 +66,6 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-SECTIONS = (
-    "round_trips",
-    "latency",
-    "cold_start",
-    "throughput",
-    "write_limits",
-    "coordination",
-    "jobs",
-)
 
 
 def test_every_section_is_there(report: dict[str, Any]) -> None:
