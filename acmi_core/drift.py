@@ -75,7 +75,8 @@ if TYPE_CHECKING:
 JOB: Final = "drift-diff"
 REPORT_THREAD: Final = "thread:drift-reports"  # where the summary event goes; never scanned
 REPORT_KIND: Final = "drift-delta"
-POLICY_REGISTRY: Final = "registry:agent-model-policy"
+POLICY_NAME: Final = "agent-model-policy"
+POLICY_REGISTRY: Final = f"registry:{POLICY_NAME}"  # the entity read when the raw key is absent
 
 HOUR_MS: Final = 3600 * 1000
 DAY_MS: Final = 24 * HOUR_MS
@@ -543,7 +544,7 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         [
             ("GET", keys.job_state(run.job)),
             ("GET", keys.drift_report()),
-            ("GET", keys.prefix + POLICY_REGISTRY),  # the reference's raw registry STRING
+            ("GET", keys.registry(POLICY_NAME)),  # the reference's raw registry STRING
             ("GET", keys.profile(EntityId.parse(POLICY_REGISTRY))),
         ]
     )

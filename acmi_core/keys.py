@@ -117,6 +117,11 @@ class Keys:
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
         return self.internal("jobrun", job, digest)
 
+    def registry(self, name: str) -> str:
+        """A registry document the reference's tools keep as a raw STRING (JSON), e.g.
+        ``acmi:registry:agent-model-policy``: not an entity slot."""
+        return f"{self._prefix}registry:{name}"
+
     def wake_due(self) -> str:
         """ZSET agent id -> its next wake (ms): the wake tick takes the due ones."""
         return self.internal("wake")
