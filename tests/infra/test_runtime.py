@@ -112,21 +112,33 @@ def test_no_arn_no_token() -> None:
 
 
 def _template_environment(parameters: dict[str, str]) -> dict[str, str]:
-    """Globals.Function.Environment of template.yaml with its !Refs resolved."""
+    """Globals.Function.Environment of template.yaml with its !Refs resolved: the given
+    parameters, else their defaults (as CloudFormation does)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
         pass
 
+    given: dict[str, Any] = {}
+
     def intrinsic(loader: Loader, suffix: str, node: yaml.Node) -> Any:
         if suffix == "Ref" and isinstance(node, yaml.ScalarNode):
-            return parameters.get(str(loader.construct_scalar(node)))
+            name = str(loader.construct_scalar(node))
+            return given.get(name, {"Ref": name})
         return None  # !Sub, !GetAtt, ...: not used by the environment
 
     Loader.add_multi_constructor("!", intrinsic)
-    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=Loader)
+    text = (ROOT / "template.yaml").read_text()
+    defaults = {
+        name: spec["Default"]
+        for name, spec in yaml.load(text, Loader=Loader)["Parameters"].items()
+        if "Default" in spec
+    }
+    given.update({**defaults, **parameters})
+    template = yaml.load(text, Loader=Loader)
     env: dict[str, Any] = template["Globals"]["Function"]["Environment"]["Variables"]
-    assert None not in env.values(), f"unresolved parameters in {env}"
+    unresolved = [k for k, v in env.items() if v is None or isinstance(v, dict)]
+    assert not unresolved, f"unresolved parameters: {unresolved}"
     return {key: str(value) for key, value in env.items()}
 
 

@@ -18,7 +18,7 @@ import pytest
 from fastapi import FastAPI
 from starlette.routing import Match
 
-from acmi_core import Acmi, Settings
+from acmi_core import Acmi, AcmiValidationError, Settings
 from acmi_core.lambdas import FUNCTIONS
 from acmi_core.store.memory import MemoryStore
 from functions.runtime import http_app
@@ -136,6 +136,8 @@ def test_globals(template: dict[str, Any]) -> None:
     assert env["UPSTASH_REDIS_REST_URL"] == {"Ref": "UpstashRedisRestUrl"}
     assert env["ACMI_UPSTASH_TOKEN_SECRET_ARN"] == {"Ref": "UpstashTokenSecretArn"}
     assert env["ACMI_DEFAULT_TENANT"] == {"Ref": "DefaultTenant"}
+    assert env["ACMI_OPERATOR"] == {"Ref": "Operator"}
+    assert env["ACMI_SUMMARIZER"] == {"Ref": "Summarizer"}
     # empty, declared for `sam local invoke --env-vars` only
     assert env["UPSTASH_REDIS_REST_TOKEN"] == env["ACMI_API_KEY"] == ""
 
@@ -460,3 +462,44 @@ def test_loader_understands_short_tags() -> None:
     assert data["C"] == {"Fn::Sub": "x${Y}"}
     assert data["D"] == {"Fn::Join": [",", ["a", "b"]]}
     assert data["E"] == {"Fn::If": ["Cond", {"Ref": "P"}, {"Ref": "AWS::NoValue"}]}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "extractive",
+        "anthropic:claude-3-5-haiku-latest",
+        "openai:gpt-4o-mini",
+        "bedrock:anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "bedrock:us.anthropic.claude-3-5-haiku-20241022-v1:0",
+        "bedrock:claude",
+        "bedrock:Anthropic.Claude",
+        "llama",
+        "",
+    ],
+)
+def test_the_summarizer_parameter_takes_what_the_settings_take(
+    template: dict[str, Any], value: str
+) -> None:
+    """A stack parameter that the function would refuse at its first invocation must be
+    refused by CloudFormation already."""
+    pattern = template["Parameters"]["Summarizer"]["AllowedPattern"]
+    try:
+        Settings(summarizer=value)
+        accepted = True
+    except AcmiValidationError:
+        accepted = False
+    assert bool(re.fullmatch(pattern, value)) == accepted, value
+
+
+@pytest.mark.parametrize("value", ["user:operator", "user:mikey", "agent:x", "Bad", "user:", ""])
+def test_the_operator_parameter_takes_what_the_settings_take(
+    template: dict[str, Any], value: str
+) -> None:
+    pattern = template["Parameters"]["Operator"]["AllowedPattern"]
+    try:
+        Settings(operator=value)
+        accepted = True
+    except AcmiValidationError:
+        accepted = False
+    assert bool(re.fullmatch(pattern, value)) == accepted, value
