@@ -86,8 +86,10 @@ def clock() -> FakeClock:
 def raw(acmi: Acmi, redis_server: RedisServer) -> Iterator[redis.Redis]:
     """A plain redis-py client on the same data as ``acmi``: for writing what other
     tools (or corruption) leave behind, bytes the REST API could not even carry."""
-    if isinstance(acmi.store, RedisStore):  # memory is a RedisStore over fakeredis
+    if isinstance(acmi.store, MemoryStore):  # the fakeredis client below it
         yield acmi.store._client
         return
-    with redis.Redis.from_url(redis_server.url, protocol=2) as client:
+    # the redis backend's database, or the Redis under the Upstash double
+    db = DB["backends"] if isinstance(acmi.store, RedisStore) else DB["upstash_double"]
+    with redis.Redis.from_url(redis_server.url_for(db), protocol=2) as client:
         yield client

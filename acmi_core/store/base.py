@@ -124,11 +124,20 @@ def is_noscript(error: StoreCommandError) -> bool:
 
 
 def eval_script(
-    execute: Callable[[Command], Reply], script: Script, keys: Sequence[str], args: Sequence[Arg]
+    execute: Callable[[Command], Reply],
+    script: Script,
+    keys: Sequence[str],
+    args: Sequence[Arg],
+    *,
+    evalsha: Callable[[Script, Sequence[str], Sequence[Arg]], Reply] | None = None,
 ) -> Reply:
     """EVALSHA, and EVAL once when the server's script cache misses it (which also loads
-    it: later calls are one round trip again)."""
+    it: later calls are one round trip again). ``evalsha``: a backend's own way to send
+    the EVALSHA (the RESP store packs its head once per script); the EVAL goes through
+    ``execute``."""
     try:
+        if evalsha is not None:
+            return evalsha(script, keys, args)
         return execute(("EVALSHA", script.sha, len(keys), *keys, *args))
     except StoreCommandError as exc:
         if not is_noscript(exc):

@@ -1,36 +1,29 @@
-"""RedisStore: redis-py, for self-hosted Redis, ElastiCache or anything RESP-speaking.
+"""RedisStore: self-hosted Redis, ElastiCache or anything RESP-speaking.
+
+:meth:`RedisStore.from_url` (every deployment, ``ACMI_REDIS_URL``) speaks RESP2 itself
+(``store/resp.py``: one write and one read per call, hiredis's parser when the ``fast``
+extra is installed). ``RedisStore(client)`` wraps a redis-py client instead: that is
+how the embedded store drives its in-process fakeredis, which has no socket to speak to.
 
 Redis Cluster: ACMI's write script touches every key of one operation (an entity's
 slots plus its category index), so on a cluster those keys must share a hash slot;
 plain Redis, Upstash and the embedded store have no such limit.
 
-Timeouts: ``store_timeout_s`` is redis-py's connect timeout and its timeout for each
-socket read or write, and redis-py makes exactly one attempt (its own retries are off:
-the caller owns retries), so a dead or silent server fails within it. Unlike on Upstash
-it is not a deadline over the whole call: redis-py applies it per read, with no hook
-between reads short of replacing its socket handling, so a reply trickling in with gaps
-under the timeout holds a call longer (a 67-byte reply at 50 ms a byte took 3.4 s with a
-1 s timeout). We accept that: Redis writes a reply out at once rather than pacing it, and
-sits in the deployment's own network, not behind the internet's HTTP intermediaries.
+Timeouts: ``store_timeout_s`` is the connect timeout and the timeout of each socket
+write and read, and every call makes exactly one attempt (the caller owns retries), so a
+dead or silent server fails within it. Unlike on Upstash it is not a deadline over the
+whole call: a reply trickling in with gaps under the timeout holds a call longer (a
+67-byte reply at 50 ms a byte took 3.4 s with a 1 s timeout). We accept that: Redis
+writes a reply out at once rather than pacing it, and sits in the deployment's own
+network, not behind the internet's HTTP intermediaries. A connection that failed or
+timed out is closed, never reused with half a reply in it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
-
-import redis
-from redis.backoff import NoBackoff
-from redis.client import CaseInsensitiveDict
-from redis.exceptions import (
-    BusyLoadingError,
-    ClusterDownError,
-    MasterDownError,
-    NoScriptError,
-    TryAgainError,
-)
-from redis.retry import Retry
+from typing import TYPE_CHECKING, Any
 
 from acmi_core.errors import StoreCommandError, StoreUnavailable
 from acmi_core.settings import Settings
@@ -43,46 +36,40 @@ from acmi_core.store.base import (
     eval_script,
     pipeline_slots,
 )
+from acmi_core.store.resp import Endpoint, Pool, ReplyError, pack, pack_evalsha, pack_many
 
-# redis-py strips the code from these errors' text; put it back, as Redis sent it
-# (MasterDownError is a ClusterDownError: most specific first).
-_STRIPPED_CODES: tuple[tuple[type[redis.RedisError], str], ...] = (
-    (NoScriptError, "NOSCRIPT"),
-    (BusyLoadingError, "LOADING"),
-    (TryAgainError, "TRYAGAIN"),
-    (MasterDownError, "MASTERDOWN"),
-    (ClusterDownError, "CLUSTERDOWN"),
-)
+if TYPE_CHECKING:
+    import redis
 
 
 class RedisStore:
+    """Over a redis-py client (fakeredis in process). :meth:`from_url` gives the lean
+    RESP store, a subclass, for a real server."""
+
     name = "redis"
 
     def __init__(self, client: redis.Redis) -> None:
+        from redis.client import CaseInsensitiveDict
+
         # No response callbacks: replies stay raw (bytes, int, list, None) as on Upstash.
         client.response_callbacks = CaseInsensitiveDict({})
         self._client = client
 
     @classmethod
     def from_url(cls, url: str, settings: Settings | None = None) -> RedisStore:
+        """redis://[[user]:password@]host[:port][/db], rediss://... (TLS; ``ssl_cert_reqs``,
+        ``ssl_ca_certs``, ``ssl_check_hostname`` as query parameters) or
+        unix://[[user]:password@]/path?db=N. Connects on the first call, not here."""
         settings = settings or Settings()
-        client = redis.Redis.from_url(
-            url,
-            socket_timeout=settings.store_timeout_s,
-            socket_connect_timeout=settings.store_timeout_s,
-            # One attempt, whatever redis-py's default of the day (redis.Redis() itself
-            # retries 10 times in 8.x): a hidden retry would multiply the timeout.
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=False,
-            protocol=2,  # RESP2: flat arrays, the shape Upstash's REST API returns
-        )
-        return cls(client)
+        return RespStore(url, Pool(Endpoint.parse(url), settings.store_timeout_s))
 
     def execute(self, command: Command) -> Reply:
         with _translate():
             return _reply(self._client.execute_command(*command))  # type: ignore[no-untyped-call]
 
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        import redis
+
         if not commands:
             return []
         with _translate():
@@ -104,6 +91,44 @@ class RedisStore:
         self._client.close()
 
 
+class RespStore(RedisStore):
+    """RedisStore on its own RESP2 connections (``store/resp.py``): what
+    :meth:`RedisStore.from_url` returns. Thread-safe and fork-safe (the pool's)."""
+
+    def __init__(self, url: str, pool: Pool) -> None:  # no super(): no redis-py client
+        self._url = url
+        self._pool = pool
+
+    def execute(self, command: Command) -> Reply:
+        reply = self._pool.request(pack(command))
+        if type(reply) is ReplyError:
+            raise error_reply(reply.message)
+        return reply  # type: ignore[no-any-return]
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        if not commands:
+            return []
+        replies = self._pool.request_many(pack_many(commands), len(commands))
+        return pipeline_slots(
+            [error_reply(r.message) if type(r) is ReplyError else r for r in replies]
+        )
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        return eval_script(self.execute, script, keys, args, evalsha=self._evalsha)
+
+    def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        reply = self._pool.request(pack_evalsha(script.sha, keys, args))
+        if type(reply) is ReplyError:
+            raise error_reply(reply.message)
+        return reply  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+# -- the redis-py path -----------------------------------------------------------------
+
+
 def _reply(value: Any) -> Reply:
     if isinstance(value, str):  # simple strings from some servers / fakeredis
         return value.encode()
@@ -116,9 +141,25 @@ def _reply(value: Any) -> Reply:
     return value  # type: ignore[no-any-return]
 
 
-def _error_text(error: redis.RedisError) -> str:
-    """An error reply's text as Redis sent it, code first."""
-    for kind, code in _STRIPPED_CODES:
+def _error_text(error: Exception) -> str:
+    """An error reply's text as Redis sent it, code first: redis-py strips the code from
+    these errors' text (MasterDownError is a ClusterDownError: most specific first)."""
+    from redis.exceptions import (
+        BusyLoadingError,
+        ClusterDownError,
+        MasterDownError,
+        NoScriptError,
+        TryAgainError,
+    )
+
+    stripped: tuple[tuple[type[Exception], str], ...] = (
+        (NoScriptError, "NOSCRIPT"),
+        (BusyLoadingError, "LOADING"),
+        (TryAgainError, "TRYAGAIN"),
+        (MasterDownError, "MASTERDOWN"),
+        (ClusterDownError, "CLUSTERDOWN"),
+    )
+    for kind, code in stripped:
         if isinstance(error, kind):
             return f"{code} {error}"
     return str(error)
@@ -127,6 +168,9 @@ def _error_text(error: redis.RedisError) -> str:
 @contextmanager
 def _translate() -> Iterator[None]:
     """Map redis-py exceptions onto ACMI's error family."""
+    import redis
+    from redis.exceptions import BusyLoadingError
+
     try:
         yield
     except (redis.ResponseError, BusyLoadingError) as exc:
