@@ -7,11 +7,13 @@ runs before anything is auto-filled or stored.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 from pydantic import (
     BaseModel,
@@ -76,6 +78,19 @@ class EntityId:
     def parse(cls, raw: object, field: str = "entity") -> EntityId:
         if isinstance(raw, EntityId):
             return raw
+        if type(raw) is str and cls is EntityId:
+            # ids repeat (every operation parses one): an id once parsed is reused
+            parsed = _PARSED_IDS.get(raw)
+            if parsed is None:
+                parsed = cls._parse(raw, field)
+                if len(_PARSED_IDS) >= _PARSED_IDS_MAX:
+                    _PARSED_IDS.clear()
+                _PARSED_IDS[raw] = parsed
+            return parsed
+        return cls._parse(raw, field)
+
+    @classmethod
+    def _parse(cls, raw: object, field: str) -> EntityId:
         if not isinstance(raw, str):
             raise AcmiValidationError(field, "type", "must be a string '<category>:<id>'")
         if len(raw) > MAX_ENTITY_LEN:
@@ -86,6 +101,11 @@ class EntityId:
         if not sep:
             raise AcmiValidationError(field, "format", "must be '<category>:<id>' (no ':' found)")
         return cls(check_category(category, field), _check_local_id(local_id, field))
+
+
+# EntityId.parse's memo: only valid ids are kept (an error names the caller's field).
+_PARSED_IDS: Final[dict[str, EntityId]] = {}
+_PARSED_IDS_MAX: Final = 4096
 
 
 def check_tenant(tenant: object, field: str = "tenant") -> str:
@@ -138,22 +158,66 @@ def dumps(value: Any, field: str = "value") -> str:
     included: see ``js_number``), so an event the reference and we both append is one
     ZSET member; NaN/Infinity rejected, and no deeper than MAX_JSON_DEPTH (json.dumps
     recurses: a deep value would crash it)."""
-    floats = _check_tree(value, field)
+    return _dumps_checked(value, _check_tree(value, field), field)
+
+
+def _dumps_checked(value: Any, floats: dict[str, int] | None, field: str) -> str:
+    """``dumps`` of a value that passed ``_check_tree`` (which gave ``floats``)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _encode(value)
     except ValueError:
         raise AcmiValidationError(field, "finite", "NaN and Infinity are not JSON") from None
     except TypeError as exc:
         raise AcmiValidationError(field, "json", f"is not JSON-serialisable ({exc})") from None
     if floats:
         text = _js_floats(text, floats)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate ("\udc00" in the JSON that came in)
-        raise AcmiValidationError(
-            field, "utf8", "contains a lone UTF-16 surrogate: not valid Unicode text"
-        ) from None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\udc00" in the JSON that came in)
+            raise AcmiValidationError(
+                field, "utf8", "contains a lone UTF-16 surrogate: not valid Unicode text"
+            ) from None
     return text
+
+
+# json.dumps with our options builds a JSONEncoder, then a C encoder, per call (~1 us, as
+# much as encoding a small event): the C encoder is built once instead. No circular-check
+# markers: callers pass values _check_tree accepted, and a cycle is refused there as too
+# deep. The same C functions json.dumps uses, so the text is identical.
+_encode_str: Final[Callable[[str], str]] = json.encoder.encode_basestring
+_Encoder = Callable[[Any, int], Iterable[str]]
+
+
+def _c_encoder() -> _Encoder | None:
+    """The C encoder json.dumps would build, or None where it is missing or built
+    otherwise (another interpreter, another signature): then json.dumps itself runs."""
+    make: Callable[..., _Encoder] | None = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        encoder = make(
+            None, json.JSONEncoder().default, _encode_str, None, ":", ",", False, False, False
+        )
+        sample = {"a": [1, 2.5, "\u00e9\n", None, True], "b": {}}
+        same = "".join(encoder(sample, 0)) == json.dumps(
+            sample, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
+    except Exception:  # any surprise: the plain path
+        return None
+    return encoder if same else None
+
+
+_C_ENCODER: Final = _c_encoder()
+
+
+def _encode(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)."""
+    if _C_ENCODER is None:  # an interpreter without the C accelerator
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if isinstance(value, str):  # as JSONEncoder.encode does
+        return _encode_str(value)
+    return "".join(_C_ENCODER(value, 0))
 
 
 # A JSON string (kept whole, whatever it holds) or a number token with a fraction or an
@@ -240,56 +304,126 @@ def check_json_tree(value: Any, field: str = "value") -> None:
 def _check_tree(value: Any, field: str) -> dict[str, int] | None:
     """``check_json_tree``; returns the floats json.dumps writes other than JSON.stringify
     does (their repr -> how often), or None: one walk serves both, and a value without
-    such a float (the usual event: ints and strings) pays nothing more."""
+    such a float (the usual event: ints and strings) pays nothing more.
+
+    Only containers go on the stack, in the order a walk of every item would meet them,
+    so the first problem found (and named) is the same; leaves are judged in place. The
+    name of the top-level member a container is under is built only for an error."""
     floats: dict[str, int] | None = None
-    # (item, depth of the containers around it, the field it is under)
-    stack: list[tuple[Any, int, str]] = [(value, 0, field)]
+    if not isinstance(value, dict | list | tuple):
+        return _count_float(value, floats)
+    # (container, depth of the containers around it, the top-level member it is under:
+    # its key or index, None for the value itself)
+    stack: list[tuple[Any, int, str | int | None]] = [(value, 0, None)]
     while stack:
-        item, depth, where = stack.pop()
-        if not isinstance(item, dict | list | tuple):
-            if isinstance(item, float):
-                text = float.__repr__(item)
-                if "e" in text or text.endswith(".0"):  # else it is JavaScript's text too
-                    floats = floats or {}
-                    floats[text] = floats.get(text, 0) + 1
-            continue
+        item, depth, label = stack.pop()
         if depth == MAX_JSON_DEPTH:
             raise AcmiValidationError(
-                where,
+                _member(field, label),
                 "max_depth",
                 f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep",
             )
         top = depth == 0  # name the member a problem is under, not deeper parts
+        depth += 1
         if isinstance(item, dict):
             for key, child in item.items():
                 if not isinstance(key, str):
                     # json.dumps would turn {1: "a"} into {"1": "a"} silently (and
                     # {1: .., "1": ..} into duplicate keys): refuse instead
                     raise AcmiValidationError(
-                        where, "object_keys", f"object keys must be strings, got {key!r}"
+                        _member(field, label),
+                        "object_keys",
+                        f"object keys must be strings, got {key!r}",
                     )
-                stack.append((child, depth + 1, f"{where}.{key}" if top else where))
+                if type(child) in _LEAVES:
+                    continue
+                if isinstance(child, dict | list | tuple):
+                    stack.append((child, depth, key if top else label))
+                else:
+                    floats = _count_float(child, floats)
         else:
             for index, child in enumerate(item):
-                stack.append((child, depth + 1, f"{where}[{index}]" if top else where))
+                if type(child) in _LEAVES:
+                    continue
+                if isinstance(child, dict | list | tuple):
+                    stack.append((child, depth, index if top else label))
+                else:
+                    floats = _count_float(child, floats)
     return floats
+
+
+# Leaf types that need no look (exact types: a subclass takes the general path).
+_LEAVES: Final = frozenset({str, int, bool, type(None)})
+
+
+def _count_float(item: object, floats: dict[str, int] | None) -> dict[str, int] | None:
+    if isinstance(item, float):
+        text = float.__repr__(item)
+        if "e" in text or text.endswith(".0"):  # else it is JavaScript's text too
+            floats = floats or {}
+            floats[text] = floats.get(text, 0) + 1
+    return floats
+
+
+def _member(field: str, label: str | int | None) -> str:
+    """The name of the top-level member ``label`` of ``field`` (``signals.k``, ``x[3]``)."""
+    if label is None:
+        return field
+    return f"{field}[{label}]" if isinstance(label, int) else f"{field}.{label}"
 
 
 def check_json_object(doc: object, field: str) -> dict[str, Any]:
     """A JSON object that will be stored whole (a profile, the signals, a rollup): JSON,
     and at most MAX_OBJECT_BYTES once written (413 beyond, as for a body)."""
+    json_object_text(doc, field)
+    return doc  # type: ignore[return-value]  # json_object_text proved it is a dict
+
+
+def json_object_text(doc: object, field: str) -> str:
+    """``check_json_object``, returning the object's JSON text (``dumps``)."""
     if not isinstance(doc, dict):
         got = "null" if doc is None else type(doc).__name__
         raise AcmiValidationError(field, "object", f"must be a JSON object, got {got}")
     text = dumps(doc, field)  # proves it is JSON (no NaN, no sets, no objects)
-    size = len(text.encode("utf-8"))
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > MAX_OBJECT_BYTES:
         raise PayloadTooLarge(
             field,
             "max_object_bytes",
             f"is {size} bytes as JSON; an object holds at most {MAX_OBJECT_BYTES} bytes",
         )
-    return doc
+    return text
+
+
+def json_members(doc: object, field: str) -> list[tuple[str, str]]:
+    """``check_json_object``, and each top-level member as (name, its value's JSON text):
+    what an object edit (a merge, a signals update) sends. One walk of the object, one
+    encoding of each value, and the object's size summed from the parts (the encoder
+    writes ``{"name":value,...}``). Anything unusual (a float JavaScript writes
+    otherwise, a value that is not JSON, a lone surrogate, a size over the limit) takes
+    the plain path: the same checks in the same order, so the same error."""
+    if isinstance(doc, dict) and not _check_tree(doc, field):
+        members = _fast_members(doc)
+        if members is not None:
+            return members
+    check_json_object(doc, field)  # raises what the plain path meets, if anything
+    assert isinstance(doc, dict)
+    return [(name, dumps(value, f"{field}.{name}")) for name, value in doc.items()]
+
+
+def _fast_members(doc: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """The members of a tree-checked object without JavaScript-only floats, or None when
+    one is not JSON or the whole would be over MAX_OBJECT_BYTES."""
+    try:
+        members = [(name, _encode(value)) for name, value in doc.items()]
+        size = len(members) + 1 if members else 2  # braces and commas
+        for name, text in members:
+            key = _encode_str(name)
+            size += len(key) if key.isascii() else len(key.encode("utf-8"))
+            size += 1 + (len(text) if text.isascii() else len(text.encode("utf-8")))
+    except (ValueError, TypeError):  # NaN, not JSON, a lone surrogate (UnicodeEncodeError)
+        return None
+    return members if size <= MAX_OBJECT_BYTES else None
 
 
 def check_edit_fields(count: int, field: str) -> None:
@@ -309,11 +443,23 @@ def check_edit_fields(count: int, field: str) -> None:
 def check_profile(doc: object, field: str = "profile") -> dict[str, Any]:
     """A profile is a JSON object; actor_type and tenant_id, when given, follow their rules."""
     profile = check_json_object(doc, field)
+    _check_profile_fields(profile, field)
+    return profile
+
+
+def profile_members(doc: object, field: str = "profile") -> list[tuple[str, str]]:
+    """``check_profile``, and its members as ``json_members`` gives them."""
+    members = json_members(doc, field)
+    assert isinstance(doc, dict)
+    _check_profile_fields(doc, field)
+    return members
+
+
+def _check_profile_fields(profile: dict[str, Any], field: str) -> None:
     if "actor_type" in profile:
         _check_actor_type(profile["actor_type"], f"{field}.actor_type")
     if "tenant_id" in profile and not isinstance(profile["tenant_id"], str):
         raise AcmiValidationError(f"{field}.tenant_id", "type", "must be a string")
-    return profile
 
 
 def _check_actor_type(value: object, field: str) -> None:
@@ -360,6 +506,15 @@ def summary_too_long(summary: str) -> bool:
     return len(summary) > MAX_SUMMARY_LEN // 2 and utf16_len(summary) > MAX_SUMMARY_LEN
 
 
+# The bounds sit inside each arm of the union, where pydantic checks them in Rust; bounds
+# on the union as a whole run as two Python validators per event (a third of a read's
+# validation). Same rule: an int or a float in [0, MAX_TS_MS].
+EventTs = (
+    Annotated[StrictInt, Field(ge=0, le=MAX_TS_MS)]
+    | Annotated[StrictFloat, Field(ge=0, le=MAX_TS_MS)]
+)
+
+
 class Event(BaseModel):
     """A Comms v1.1 event. Unknown fields are kept (the reference drops them: a bug).
 
@@ -370,7 +525,7 @@ class Event(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
-    ts: StrictInt | StrictFloat = Field(ge=0, le=MAX_TS_MS)
+    ts: EventTs
     source: StrictStr = Field(min_length=1)
     kind: StrictStr = Field(min_length=1)
     correlationId: StrictStr = Field(min_length=1)
@@ -439,6 +594,19 @@ def parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "event") 
 
     Explicit values always win over auto-fill.
     """
+    return encode_event(raw, now_ms=now_ms, tenant=tenant, field=field)[0]
+
+
+# (prefix, speaker_type): an enum's .value is a property lookup, paid per event otherwise
+_SPEAKER_BY_PREFIX: Final = tuple((p, a.value) for p, a in SPEAKER_TYPE_BY_SOURCE_PREFIX.items())
+
+
+def encode_event(
+    raw: object, *, now_ms: int, tenant: str, field: str = "event"
+) -> tuple[Event, str]:
+    """``parse_event``, and the event's stored JSON text (exactly ``event.to_json()``),
+    built from the same one walk of the value that validates it: a write encodes each
+    event once."""
     if isinstance(raw, Event):
         data: dict[str, Any] = raw.to_dict()
     elif isinstance(raw, dict):
@@ -457,21 +625,28 @@ def parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "event") 
         _check_ts(data["ts"], f"{field}.ts")
     if "speaker_type" not in data:
         source = data.get("source")
-        for prefix, speaker in SPEAKER_TYPE_BY_SOURCE_PREFIX.items():
-            if isinstance(source, str) and source.startswith(prefix):
-                data["speaker_type"] = speaker.value
-                break
+        if isinstance(source, str):
+            for prefix, speaker in _SPEAKER_BY_PREFIX:
+                if source.startswith(prefix):
+                    data["speaker_type"] = speaker
+                    break
     data.setdefault("tenant_id", tenant)
     summary = data.get("summary")
     if isinstance(summary, str) and summary_too_long(summary):
         raise AcmiValidationError(f"{field}.summary", "max_length", SUMMARY_TOO_LONG)
-    check_json_tree(data, field)  # before pydantic walks a payload of any depth
+    floats = _check_tree(data, field)  # before pydantic walks a payload of any depth
     try:
-        event = Event.model_validate(data)
+        event: Event = Event.__pydantic_validator__.validate_python(data)  # model_validate
     except PydanticValidationError as exc:
         raise _validation_error(exc, field) from None
-    dumps(data, field)  # unknown fields and payload must be JSON too (no NaN anywhere)
-    return event
+    # Unknown fields and payload must be JSON too (no NaN anywhere). The text is written
+    # in field order, which is what model_dump gives for a validated event (to_json).
+    try:
+        text = _dumps_checked(_in_field_order(dict(data)), floats, field)
+    except AcmiValidationError:
+        dumps(data, field)  # the error a check in the caller's key order meets first
+        raise
+    return event, text
 
 
 def _check_ts(ts: object, field: str) -> None:
@@ -551,7 +726,7 @@ def event_from_stored(data: dict[str, Any]) -> Event | str:
     flagged with every rule it breaks; else why it is skipped (``"source: required"``).
     """
     try:
-        valid = Event.model_validate(data)
+        valid: Event = Event.__pydantic_validator__.validate_python(data)  # model_validate
     except PydanticValidationError as exc:
         errors = exc.errors()
     else:  # the common case first: a valid event costs one validation

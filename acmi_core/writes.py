@@ -56,6 +56,23 @@ def script_error(exc: StoreCommandError) -> AcmiError:
     return exc
 
 
+# Field names repeat (tenant_id, actor_type, the same signal keys): each JSON text is
+# built once. Bounded, as names come from callers.
+_NAME_JSON: Final[dict[str, str]] = {}
+_NAME_JSON_MAX: Final = 4096
+
+
+def _name_json(name: str) -> str:
+    text = _NAME_JSON.get(name)
+    if text is None:
+        text = dumps(name)
+        if type(name) is str:  # a subclass could compare equal to a name and print otherwise
+            if len(_NAME_JSON) >= _NAME_JSON_MAX:
+                _NAME_JSON.clear()
+            _NAME_JSON[name] = text
+    return text
+
+
 class Replayed(Exception):
     """The plan's idempotency record already existed: nothing was written.
     ``previous`` is the value stored by the first application (its response)."""
@@ -143,7 +160,7 @@ class WritePlan:
         check_edit_fields(sum(mode != "setnx" for mode, _, _ in fields), field or key)
         args: list[Arg] = [len(fields)]
         for mode, name, json_text in fields:
-            args.extend((mode, name, dumps(name), json_text))
+            args.extend((mode, name, _name_json(name), json_text))
         return self._op("OBJ", key, *args)
 
     def apply(self, store: Store) -> list[Reply]:
