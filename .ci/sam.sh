@@ -67,9 +67,19 @@ echo "sam build: ${elapsed}s"
 
 # --- what the build ships -------------------------------------------------------------------
 step "checking the artifacts"
-"$SAM_VENV/bin/python" - "$LAMBDA_PY" <<'PY'
-import os, sys, zipfile, io, re
+"$SAM_VENV/bin/python" - "$LAMBDA_PY_BIN" <<'PY'
+import os, sys, zipfile, io, re, subprocess
 import yaml
+
+# What each requirement set (acmi_core/lambdas.py) puts in an artifact, by import name:
+# present where the function's row names the set, absent elsewhere.
+SET_IMPORTS = {
+    "requirements-lambda-core.txt": ["pydantic_core", "aws_lambda_powertools"],
+    "requirements-lambda-store.txt": ["upstash_redis", "httpx"],
+    "requirements-lambda-http.txt": ["fastapi", "mangum"],
+    "requirements-lambda-docs.txt": ["fastapi_offline"],
+    "requirements-lambda-gmail.txt": ["jwt", "cryptography"],
+}
 
 class Loader(yaml.SafeLoader):
     pass
@@ -81,7 +91,9 @@ functions = {
     for name, r in template["Resources"].items()
     if r["Type"] == "AWS::Serverless::Function"
 }
-py_tag = "cpython-" + sys.argv[1].removeprefix("python").replace(".", "")
+py_tag = "cpython-" + "".join(subprocess.run(
+    [sys.argv[1], "-c", "import sys; print(*sys.version_info[:2])"],
+    capture_output=True, text=True, check=True).stdout.split())
 problems = []
 for name, props in sorted(functions.items()):
     root = os.path.join(".aws-sam", "build", name)
@@ -90,15 +102,20 @@ for name, props in sorted(functions.items()):
         continue
     entries = set(os.listdir(root))
     module = props["Handler"].rsplit(".", 1)[0]
+    sets = subprocess.run([sys.argv[1], "-P", "acmi_core/lambdas.py", "requirements", name],
+                          capture_output=True, text=True, check=True).stdout.split()
+    unknown = [s for s in sets if s not in SET_IMPORTS]
+    if unknown:
+        problems.append(f"{name}: requirement sets this check does not know: {unknown}")
     need = ["acmi_core", "functions", module.replace(".", "/") + ".py",
-            "acmi_core/lua/apply.lua", "fastapi", "mangum", "pydantic_core",
-            "upstash_redis", "aws_lambda_powertools", "jwt", "cryptography"]
+            "acmi_core/lua/apply.lua"] + [m for s in sets for m in SET_IMPORTS.get(s, [])]
     for path in need:
         if not os.path.exists(os.path.join(root, path)):
             problems.append(f"{name}: missing {path}")
+    others = [m for s, ms in SET_IMPORTS.items() if s not in sets for m in ms]
     for path in ["tests", "events", "docs", ".venv", ".venv-sam", ".git", "template.yaml",
                  "fakeredis", "lupa", "redis", "boto3", "botocore", "pytest", "bin",
-                 "acmi_core/testing"]:
+                 "acmi_core/testing", *others]:
         if os.path.exists(os.path.join(root, path)):
             problems.append(f"{name}: ships {path}")
     pyc = os.path.join(root, os.path.dirname(module.replace(".", "/")), "__pycache__",
@@ -129,7 +146,7 @@ PY
 # The artifacts are Linux arm64; this host may not be. So install the same requirements for
 # this host into a scratch dir and import the artifact's own acmi_core/ and functions/ with
 # no site-packages at all (python -S), as Lambda would, then serve the docs events.
-step "importing the artifact's code with only requirements-lambda.txt (host twin)"
+step "importing the artifact's code with only requirements-lambda.txt (host twin; the union of the sets)"
 twin="$(mktemp -d)"
 trap 'rm -rf "$twin"' EXIT
 "$LAMBDA_PY_BIN" -m pip install -q --disable-pip-version-check --only-binary=:all: \

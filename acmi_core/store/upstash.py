@@ -1,14 +1,20 @@
 """UpstashStore: the Upstash REST API through upstash-redis 1.8.0, with our own transport.
 
 We keep what upstash-redis does right (URL, bearer/encoding headers, the read-your-writes
-sync token) and replace its ``SyncHttpClient``, because in 1.8.0 it has no request
-timeout, retries on any exception with a fixed 3 s sleep, ignores HTTP status codes,
-raises on a pipeline's first failed command (dropping results of commands that did run)
-and decodes base64 to ``str`` (breaking on non-UTF-8). The version is pinned because we
-rely on these private attributes of ``upstash_redis.Redis``: ``_url``, ``_headers``,
-``_http`` (replaced, its ``httpx.Client`` adopted), ``_maybe_set_sync_token_header`` and
-``_update_sync_token`` (via ``_http._sync_token_cb``). Only ``/`` and ``/pipeline`` are
-used: every write is one Lua script, so there is no ``/multi-exec``.
+sync token) and replace its ``SyncHttpClient`` (never built: ``_Redis``), because in
+1.8.0 it has no request timeout, retries on any exception with a fixed 3 s sleep, ignores
+HTTP status codes, raises on a pipeline's first failed command (dropping results of
+commands that did run) and decodes base64 to ``str`` (breaking on non-UTF-8). The version
+is pinned because we rely on these private attributes of ``upstash_redis.Redis``:
+``_url``, ``_headers``, ``_http`` (ours), ``_maybe_set_sync_token_header`` and
+``_update_sync_token`` (via ``_http._sync_token_cb``), and on what its ``__init__`` sets
+(``_Redis``, held to it by a test). Only ``/`` and ``/pipeline`` are used: every write is
+one Lua script, so there is no ``/multi-exec``.
+
+TLS: one ``ssl.SSLContext`` per process (``tls_context``), trusting what httpx would.
+Loading certifi's CA bundle is ~30-40 ms of a cold start (OpenSSL 3 parsing ~140
+certificates; DER instead of PEM does not change it): it is paid once, not per client,
+and in a Lambda artifact not at all (a hashed directory: only the root used is read).
 
 Retries: a request is retried on HTTP 429, 5xx and network errors only. A command that
 reached Redis before the connection dropped may therefore run twice; writes above this
@@ -29,8 +35,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -42,7 +50,8 @@ from typing import TYPE_CHECKING, Any, cast
 import httpcore
 import httpx
 import upstash_redis
-from upstash_redis.http import SyncHttpClient
+from upstash_redis.commands import JsonCommands, SearchCommands
+from upstash_redis.http import SyncHttpClient, make_headers
 
 from acmi_core.errors import (
     AcmiValidationError,
@@ -68,6 +77,44 @@ if TYPE_CHECKING:
     import ssl
 
 _SYNC_TOKEN_HEADER = "Upstash-Sync-Token"
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS client context, built on first use and shared by every HTTPS
+    client that passes it as ``verify=`` (a context is safe to share between threads).
+
+    It trusts what httpx's default trusts: certifi's roots, or SSL_CERT_FILE/SSL_CERT_DIR
+    when set. In a Lambda artifact certifi's roots are also there one file each, named by
+    subject hash (``certifi/hashed``, written by the Makefile): on that directory OpenSSL
+    reads only the root a handshake needs (context + first handshake ~8 ms instead of
+    ~37 ms). Without it (a source checkout), the bundle is loaded as httpx loads it."""
+    if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+        import ssl
+
+        import certifi
+
+        hashed = os.path.join(os.path.dirname(certifi.where()), "hashed")
+        if os.path.isdir(hashed):
+            return ssl.create_default_context(capath=hashed)
+    return httpx.create_ssl_context()
+
+
+class _Redis(upstash_redis.Redis):
+    """``upstash_redis.Redis`` (1.8.0) without an HTTP client of its own: its ``__init__``
+    minus ``SyncHttpClient(...)``, whose ``httpx.Client`` would load the CA bundle for a
+    context never used. The store installs its transport as ``_http``. Base64 replies,
+    our retries, no telemetry headers, read-your-writes on (tests hold these attributes
+    to those the real ``__init__`` sets)."""
+
+    def __init__(self, url: str, token: str) -> None:  # super().__init__ builds the client
+        self._url = url
+        self._read_your_writes = True
+        self._sync_token = ""
+        self._allow_telemetry = False
+        self._headers = make_headers(token, "base64", False)
+        self._json = JsonCommands(self)
+        self._search = SearchCommands(self)
 
 
 def _encode_arg(arg: Arg, position: int) -> str:
@@ -298,8 +345,8 @@ class _Transport(SyncHttpClient):
 
     def __init__(
         self,
-        inherited: SyncHttpClient,
         *,
+        sync_token_cb: Callable[[str], None],
         token: str,
         settings: Settings,
         sleep: Callable[[float], None],
@@ -307,15 +354,18 @@ class _Transport(SyncHttpClient):
         clock: Callable[[], float],
         transport: httpx.BaseTransport | None,
     ) -> None:
-        # Adopt the parent's state (sync-token callback, httpx.Client) instead of calling
-        # its __init__, which would build a second httpx.Client (~50 ms of CA loading on a
-        # cold start). Its timeout=None never applies: every request passes one. An
-        # injected transport gets a client of its own, configured the same way.
-        self.__dict__.update(vars(inherited))
-        if transport is not None:
-            self._client.close()
-            self._client = httpx.Client(transport=transport)
-        self._client.timeout = httpx.Timeout(settings.store_timeout_s)
+        # The parent's state, without its __init__ (which builds an httpx.Client with a
+        # TLS context of its own): base64 replies, no retries of its own, our client on
+        # the process's TLS context (an injected transport replaces the network).
+        self._encoding = "base64"
+        self._retries = 0
+        self._retry_interval = 0.0
+        self._sync_token_cb = sync_token_cb
+        self._client = httpx.Client(
+            transport=transport,
+            verify=tls_context(),
+            timeout=httpx.Timeout(settings.store_timeout_s),
+        )
         _install_deadline(self._client)
         self._token = token
         self._settings = settings
@@ -489,17 +539,10 @@ class UpstashStore:
         if not token:
             raise AcmiValidationError("UPSTASH_REDIS_REST_TOKEN", "required", "must not be empty")
         settings = settings or Settings()
-        # rest_retries=0: the retry policy is ours. The base64 encoding is decoded by us.
-        self._redis = upstash_redis.Redis(
-            url.rstrip("/"),
-            token,
-            rest_encoding="base64",
-            rest_retries=0,
-            allow_telemetry=False,
-            read_your_writes=True,
-        )
+        # The retry policy is ours; the base64 encoding is decoded by us.
+        self._redis = _Redis(url.rstrip("/"), token)
         self._transport = _Transport(
-            self._redis._http,
+            sync_token_cb=self._redis._update_sync_token,
             token=token,
             settings=settings,
             sleep=sleep,
