@@ -22,6 +22,7 @@ from acmi_core.errors import (
     NotFound,
     PayloadTooLarge,
     PlanError,
+    SecretDetected,
     StoreAuthError,
     StoreBusy,
     StoreError,
@@ -37,6 +38,8 @@ log = logging.getLogger("acmi.api")
 STATUS_BY_ERROR: tuple[tuple[type[AcmiError], int], ...] = (
     (PayloadTooLarge, 413),
     (IdempotencyKeyReused, 422),
+    # a secret in a write under the tenant's reject policy: the path and rule, never the value
+    (SecretDetected, 422),
     (AcmiValidationError, 400),
     (Unauthenticated, 401),
     (Forbidden, 403),

@@ -12,10 +12,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 
-from acmi_core.api.app import ApiContext, context
+from acmi_core.api.app import ApiContext
 from acmi_core.api.body import parse_json, read_raw
 from acmi_core.auth.apikeys import Scope
 from acmi_core.client import Acmi
@@ -35,7 +35,6 @@ class StoredJSON(JSONResponse):
 
 
 Json = dict[str, Any]
-Ctx = Annotated[ApiContext, Depends(context)]
 Cursor = Annotated[
     str | None,
     Query(

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPBearer
 
-from acmi_core.api.shapes import Ctx, Json, Metered, object_body, read_fields, request_body, require
+from acmi_core.api.app import api_context
+from acmi_core.api.shapes import Json, Metered, object_body, read_fields, request_body, require
 from acmi_core.errors import NotFound
 
-router = APIRouter(tags=["agents"], dependencies=[Depends(HTTPBearer(auto_error=False))])
+router = APIRouter(tags=["agents"])
 
 Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
 Thread = Annotated[str, Path(min_length=1, max_length=256, description="the thread's key or id")]
@@ -42,7 +42,8 @@ STATUS = {
     ),
     response_model=Json,
 )
-async def heartbeat(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
+async def heartbeat(request: Request, agent: Agent) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, (), ("status", "note"), empty_ok=True)
     beat = await ctx.call(
@@ -66,7 +67,8 @@ async def heartbeat(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
     response_model=Json,
     status_code=201,
 )
-async def spawn(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
+async def spawn(request: Request, agent: Agent) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, ("session_id", "model_id"), ("host",))
     record = await ctx.call(
@@ -83,9 +85,9 @@ async def spawn(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
 async def spawns(
     request: Request,
     agent: Agent,
-    ctx: Ctx,
     limit: Annotated[int, Query(ge=1, le=1000)] = 5,
 ) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     records = await ctx.call(acmi.agents.spawns, agent, limit)
     return JSONResponse({"spawns": records})
@@ -102,7 +104,8 @@ async def spawns(
     ),
     response_model=Json,
 )
-async def join(request: Request, agent: Agent, thread: Thread, ctx: Ctx) -> JSONResponse:
+async def join(request: Request, agent: Agent, thread: Thread) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, (), ("role",), empty_ok=True)
     entry = await ctx.call(acmi.agents.join, agent, thread, body.get("role", "participant"))
@@ -114,7 +117,8 @@ async def join(request: Request, agent: Agent, thread: Thread, ctx: Ctx) -> JSON
     summary="Leave a thread",
     response_model=Json,
 )
-async def leave(request: Request, agent: Agent, thread: Thread, ctx: Ctx) -> JSONResponse:
+async def leave(request: Request, agent: Agent, thread: Thread) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     await ctx.call(acmi.agents.leave, agent, thread)
     return JSONResponse({"thread": thread, "left": True})
@@ -125,7 +129,8 @@ async def leave(request: Request, agent: Agent, thread: Thread, ctx: Ctx) -> JSO
     summary="The threads the agent is active in: thread -> {role, joined_at}",
     response_model=Json,
 )
-async def threads(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
+async def threads(request: Request, agent: Agent) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     active = await ctx.call(acmi.agents.active, agent)
     return JSONResponse({"threads": active})
@@ -139,7 +144,8 @@ async def threads(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def set_rollup(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
+async def set_rollup(request: Request, agent: Agent) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await object_body(request, acmi)
     (summary,) = require(body, "summary")
@@ -153,7 +159,8 @@ async def set_rollup(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
     summary="The latest rollup (404 when there is none)",
     response_model=Json,
 )
-async def rollup(request: Request, agent: Agent, ctx: Ctx) -> JSONResponse:
+async def rollup(request: Request, agent: Agent) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     doc = await ctx.call(acmi.agents.rollup, agent)
     if doc is None:

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
-from fastapi.security import HTTPBearer
 
+from acmi_core.api.app import api_context
 from acmi_core.api.body import read_json
-from acmi_core.api.shapes import Ctx, Cursor, Json, Metered, PageLimit, StoredJSON, request_body
+from acmi_core.api.shapes import Cursor, Json, Metered, PageLimit, StoredJSON, request_body
 from acmi_core.client import Acmi
 from acmi_core.errors import NotFound
 from acmi_core.model import MAX_SIGNAL_KEY_LEN, check_json_object
 from acmi_core.pages import DEFAULT_PAGE_SIZE
 
-router = APIRouter(
-    tags=["entities"],
-    dependencies=[Depends(HTTPBearer(auto_error=False))],
-    default_response_class=StoredJSON,
-)
+router = APIRouter(tags=["entities"], default_response_class=StoredJSON)
 
 Entity = Annotated[str, Path(max_length=256, description="<category>:<id>, e.g. user:mikey")]
 SignalKey = Annotated[str, Path(min_length=1, max_length=MAX_SIGNAL_KEY_LEN)]
@@ -50,9 +46,9 @@ async def _object(request: Request, acmi: Acmi, field: str) -> Json:
 async def get_entity(
     request: Request,
     entity: Entity,
-    ctx: Ctx,
     events: Annotated[int, Query(ge=0, le=1000)] = 50,
 ) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     result = await ctx.call(acmi.get, entity, events)
     return StoredJSON(result.to_dict())
@@ -63,7 +59,8 @@ async def get_entity(
     summary="Delete every key of the entity and its index entry",
     response_model=Json,
 )
-async def delete_entity(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def delete_entity(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     await ctx.call(acmi.delete, entity)
     return StoredJSON({"deleted": entity})
@@ -77,10 +74,10 @@ async def delete_entity(request: Request, entity: Entity, ctx: Ctx) -> Response:
 async def list_entities(
     request: Request,
     category: Annotated[str, Path(max_length=128)],
-    ctx: Ctx,
     cursor: Cursor = None,
     limit: PageLimit = DEFAULT_PAGE_SIZE,
 ) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     page = await ctx.call(acmi.list_page, category, cursor=cursor, limit=limit)
     return StoredJSON(
@@ -94,7 +91,8 @@ async def list_entities(
 @router.get(
     "/v1/entities/{entity}/profile", summary="The profile (404 when none)", response_model=Json
 )
-async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def get_profile(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     profile = await ctx.call(acmi.profile.get, entity)
     if profile is None:
@@ -108,7 +106,8 @@ async def get_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
     openapi_extra=request_body("the new profile"),
     response_model=Json,
 )
-async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def put_profile(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     doc = await _object(request, acmi, "profile")
     stored = await ctx.call(acmi.profile.set, entity, doc)
@@ -121,7 +120,8 @@ async def put_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
     openapi_extra=request_body("fields to merge"),
     response_model=Json,
 )
-async def patch_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def patch_profile(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     partial = await _object(request, acmi, "profile")
     merged = await ctx.call(acmi.profile.merge, entity, partial)
@@ -129,7 +129,8 @@ async def patch_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
 
 
 @router.delete("/v1/entities/{entity}/profile", summary="Delete the profile", response_model=Json)
-async def delete_profile(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def delete_profile(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     await ctx.call(acmi.profile.delete, entity)
     return StoredJSON({"deleted": f"{entity}/profile"})
@@ -141,7 +142,8 @@ async def delete_profile(request: Request, entity: Entity, ctx: Ctx) -> Response
 @router.get(
     "/v1/entities/{entity}/signals", summary="All signals ({} when none)", response_model=Json
 )
-async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def get_signals(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     return StoredJSON(await ctx.call(acmi.signals.all, entity))
 
@@ -152,11 +154,13 @@ async def get_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
     openapi_extra=request_body("the whole signals map"),
     response_model=Json,
 )
-async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def put_signals(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     values = await _object(request, acmi, "signals")
-    await ctx.call(acmi.signals.replace, entity, values)
-    return StoredJSON(values)
+    # what was stored, not the request: a tenant whose policy redacts sees the markers
+    stored = await ctx.call(acmi.signals.replace, entity, values)
+    return StoredJSON(stored)
 
 
 @router.patch(
@@ -165,7 +169,8 @@ async def put_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
     openapi_extra=request_body("signals to set"),
     response_model=Json,
 )
-async def patch_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def patch_signals(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     values = await _object(request, acmi, "signals")
     await ctx.call(acmi.signals.update, entity, values)
@@ -173,7 +178,8 @@ async def patch_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
 
 
 @router.delete("/v1/entities/{entity}/signals", summary="Delete all signals", response_model=Json)
-async def delete_signals(request: Request, entity: Entity, ctx: Ctx) -> Response:
+async def delete_signals(request: Request, entity: Entity) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     await ctx.call(acmi.signals.clear, entity)
     return StoredJSON({"deleted": f"{entity}/signals"})
@@ -187,7 +193,8 @@ _MISSING = object()
     summary="One signal (404 when missing)",
     response_model=Json,
 )
-async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> Response:
+async def get_signal(request: Request, entity: Entity, key: SignalKey) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     value = await ctx.call(acmi.signals.get, entity, key, _MISSING)
     if value is _MISSING:
@@ -203,17 +210,19 @@ async def get_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx)
     },
     response_model=Json,
 )
-async def put_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> Response:
+async def put_signal(request: Request, entity: Entity, key: SignalKey) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     value = await read_json(request, acmi.settings.max_body_bytes)
-    await ctx.call(acmi.signals.set, entity, key, value)
-    return StoredJSON({"key": key, "value": value})
+    stored = await ctx.call(acmi.signals.set, entity, key, value)  # redacted, if the policy says
+    return StoredJSON({"key": key, "value": stored})
 
 
 @router.delete(
     "/v1/entities/{entity}/signals/{key}", summary="Delete one signal", response_model=Json
 )
-async def delete_signal(request: Request, entity: Entity, key: SignalKey, ctx: Ctx) -> Response:
+async def delete_signal(request: Request, entity: Entity, key: SignalKey) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     await ctx.call(acmi.signals.delete, entity, key)
     return StoredJSON({"deleted": f"{entity}/signals/{key}"})
@@ -231,13 +240,13 @@ async def delete_signal(request: Request, entity: Entity, key: SignalKey, ctx: C
 async def get_timeline(
     request: Request,
     entity: Entity,
-    ctx: Ctx,
     since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     until_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: PageLimit = DEFAULT_PAGE_SIZE,
     reverse: bool = False,
     cursor: Cursor = None,
 ) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     page = await ctx.call(
         acmi.timeline.page,

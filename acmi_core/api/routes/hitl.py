@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.security import HTTPBearer
+from fastapi import APIRouter, Path, Query, Request
 
+from acmi_core.api.app import api_context
 from acmi_core.api.shapes import (
-    Ctx,
     Json,
     Metered,
     StoredJSON,
@@ -27,11 +26,7 @@ from acmi_core.errors import AcmiValidationError
 from acmi_core.hitl import DEFAULT_LIST_SIZE
 from acmi_core.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
 
-router = APIRouter(
-    tags=["hitl"],
-    dependencies=[Depends(HTTPBearer(auto_error=False))],
-    default_response_class=StoredJSON,
-)
+router = APIRouter(tags=["hitl"], default_response_class=StoredJSON)
 
 ACCESS = Metered(reads="HitlReads", writes="HitlWrites")
 _read, _write = ACCESS.read, ACCESS.write
@@ -79,7 +74,8 @@ ENTITY = {"type": "string", "description": "entity id, e.g. user:mikey"}
     response_model=Json,
     status_code=201,
 )
-async def create(request: Request, ctx: Ctx) -> StoredJSON:
+async def create(request: Request) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await object_body(request, acmi)
     refuse_unknown(body, CREATE_FIELDS)
@@ -111,7 +107,6 @@ async def create(request: Request, ctx: Ctx) -> StoredJSON:
 )
 async def list_queue(
     request: Request,
-    ctx: Ctx,
     addressee: Annotated[
         str | None, Query(max_length=256, description="entity id; omitted: the shared queue")
     ] = None,
@@ -119,6 +114,7 @@ async def list_queue(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_LIST_SIZE,
     cursor: Annotated[str | None, Query(min_length=1, max_length=MAX_CURSOR_LEN)] = None,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     page = await ctx.call(acmi.hitl.list, addressee, state, limit, cursor)
     return StoredJSON(page.to_dict())
@@ -139,8 +135,9 @@ async def list_queue(
     response_model=Json,
 )
 async def resolve(
-    request: Request, ctx: Ctx, correlation_id: Annotated[Cid, Path(alias="correlationId")]
+    request: Request, correlation_id: Annotated[Cid, Path(alias="correlationId")]
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, ("resolution", "by"), ("addressee",))
     resolved = await ctx.call(

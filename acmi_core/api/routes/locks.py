@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPBearer
 
-from acmi_core.api.shapes import Ctx, Json, Metered, object_body, request_body, require
+from acmi_core.api.app import api_context
+from acmi_core.api.shapes import Json, Metered, object_body, request_body, require
 
-router = APIRouter(tags=["locks"], dependencies=[Depends(HTTPBearer(auto_error=False))])
+router = APIRouter(tags=["locks"])
 
 Resource = Annotated[str, Path(description="the locked thing, [A-Za-z0-9_.:-]{1,200}")]
 
@@ -35,7 +35,8 @@ _read, _write = ACCESS.read, ACCESS.write
     ),
     response_model=Json,
 )
-async def claim(request: Request, resource: Resource, ctx: Ctx) -> JSONResponse:
+async def claim(request: Request, resource: Resource) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     owner, ttl_ms = require(await object_body(request, acmi), "owner", "ttl_ms")
     lease = await ctx.call(acmi.locks.claim, resource, owner, ttl_ms)
@@ -52,7 +53,8 @@ async def claim(request: Request, resource: Resource, ctx: Ctx) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def renew(request: Request, resource: Resource, ctx: Ctx) -> JSONResponse:
+async def renew(request: Request, resource: Resource) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     token, ttl_ms = require(await object_body(request, acmi), "owner_token", "ttl_ms")
     lease = await ctx.call(acmi.locks.renew, resource, token, ttl_ms)
@@ -65,7 +67,8 @@ async def renew(request: Request, resource: Resource, ctx: Ctx) -> JSONResponse:
     openapi_extra=request_body("the owner token", ["owner_token"], {"owner_token": TOKEN}),
     response_model=Json,
 )
-async def release(request: Request, resource: Resource, ctx: Ctx) -> JSONResponse:
+async def release(request: Request, resource: Resource) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     (token,) = require(await object_body(request, acmi), "owner_token")
     lease = await ctx.call(acmi.locks.release, resource, token)
@@ -77,7 +80,8 @@ async def release(request: Request, resource: Resource, ctx: Ctx) -> JSONRespons
     summary="The lease now: holder and expiry (never the token), and the last fence",
     response_model=Json,
 )
-async def get_lock(request: Request, resource: Resource, ctx: Ctx) -> JSONResponse:
+async def get_lock(request: Request, resource: Resource) -> JSONResponse:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     state = await ctx.call(acmi.locks.get, resource)
     return JSONResponse(state.to_dict())

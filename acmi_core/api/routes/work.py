@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.security import HTTPBearer
+from fastapi import APIRouter, Path, Query, Request
 
+from acmi_core.api.app import api_context
 from acmi_core.api.shapes import (
-    Ctx,
     Cursor,
     Json,
     Metered,
@@ -28,11 +27,7 @@ from acmi_core.api.shapes import (
 from acmi_core.pages import DEFAULT_PAGE_SIZE
 from acmi_core.work import MAX_ID_LEN
 
-router = APIRouter(
-    tags=["work"],
-    dependencies=[Depends(HTTPBearer(auto_error=False))],
-    default_response_class=StoredJSON,
-)
+router = APIRouter(tags=["work"], default_response_class=StoredJSON)
 
 WorkId = Annotated[
     str, Path(max_length=MAX_ID_LEN, description="the work id, [A-Za-z0-9_.-]+, e.g. acmi-launch")
@@ -61,7 +56,8 @@ _read, _write = ACCESS.read, ACCESS.write
     ),
     response_model=Json,
 )
-async def create_work(request: Request, ctx: Ctx) -> StoredJSON:
+async def create_work(request: Request) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, ("id", "profile"), ("owner", "status"))
     item = await ctx.call(
@@ -81,7 +77,6 @@ async def create_work(request: Request, ctx: Ctx) -> StoredJSON:
 )
 async def list_work(
     request: Request,
-    ctx: Ctx,
     owner: Annotated[str | None, Query(max_length=256, description=OWNER["description"])] = None,
     status: Annotated[
         str, Query(pattern="^(open|any)$", description="open (default) or any")
@@ -89,6 +84,7 @@ async def list_work(
     cursor: Cursor = None,
     limit: PageLimit = DEFAULT_PAGE_SIZE,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     page = await ctx.call(
         acmi.work.list,
@@ -108,9 +104,9 @@ async def list_work(
 async def get_work(
     request: Request,
     id: WorkId,
-    ctx: Ctx,
     events: Annotated[int, Query(ge=0, le=1000, description="newest events to include")] = 50,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     item = await ctx.call(acmi.work.get, id, events)
     return StoredJSON(item.to_dict())
@@ -133,7 +129,8 @@ async def get_work(
     ),
     response_model=Json,
 )
-async def post_work_event(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
+async def post_work_event(request: Request, id: WorkId) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await object_body(request, acmi, field="event")
     event = await ctx.call(acmi.work.event, id, body)
@@ -148,7 +145,8 @@ async def post_work_event(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
     ),
     response_model=Json,
 )
-async def patch_work_signals(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
+async def patch_work_signals(request: Request, id: WorkId) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await object_body(request, acmi, field="signals")
     signals = await ctx.call(acmi.work.signal, id, body)
@@ -161,7 +159,8 @@ async def patch_work_signals(request: Request, id: WorkId, ctx: Ctx) -> StoredJS
     openapi_extra=request_body("the new owner", ["owner"], {"owner": OWNER}),
     response_model=Json,
 )
-async def put_work_owner(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
+async def put_work_owner(request: Request, id: WorkId) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     (owner,) = require(await object_body(request, acmi), "owner")
     assigned = await ctx.call(acmi.work.assign, id, owner)
@@ -176,10 +175,10 @@ async def put_work_owner(request: Request, id: WorkId, ctx: Ctx) -> StoredJSON:
 async def get_work_sessions(
     request: Request,
     id: WorkId,
-    ctx: Ctx,
     cursor: Cursor = None,
     limit: PageLimit = DEFAULT_PAGE_SIZE,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     page = await ctx.call(acmi.work.sessions_page, id, cursor=cursor, limit=limit)
     return StoredJSON({"id": id, **page.to_dict()})

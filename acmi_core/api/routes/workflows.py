@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final
 
-from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.security import HTTPBearer
+from fastapi import APIRouter, Path, Query, Request
 
+from acmi_core.api.app import api_context
 from acmi_core.api.shapes import (
-    Ctx,
     Json,
     Metered,
     StoredJSON,
@@ -36,11 +35,7 @@ from acmi_core.workflows import (
     workflow_id,
 )
 
-router = APIRouter(
-    tags=["workflows"],
-    dependencies=[Depends(HTTPBearer(auto_error=False))],
-    default_response_class=StoredJSON,
-)
+router = APIRouter(tags=["workflows"], default_response_class=StoredJSON)
 
 Workflow = Annotated[
     str, Path(max_length=256, description="workflow:<id> or <id>, e.g. deploy-web")
@@ -98,7 +93,8 @@ _read, _write = ACCESS.read, ACCESS.write
     ),
     response_model=Json,
 )
-async def execute(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
+async def execute(request: Request, workflow: Workflow) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await _fields(request, acmi, ("step", "agent"), ("summary", "payload"))
     event = await ctx.call(
@@ -139,7 +135,8 @@ async def execute(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
     ),
     response_model=Json,
 )
-async def assess(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
+async def assess(request: Request, workflow: Workflow) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await _fields(request, acmi, ("step", "score", "criteria", "agent"), ("note",))
     event = await ctx.call(
@@ -166,7 +163,8 @@ async def assess(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
     ),
     response_model=Json,
 )
-async def improve(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
+async def improve(request: Request, workflow: Workflow) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await _fields(request, acmi, ("step", "lesson", "agent"), ())
     event = await ctx.call(
@@ -188,9 +186,9 @@ async def improve(request: Request, workflow: Workflow, ctx: Ctx) -> StoredJSON:
 async def workflow_lessons(
     request: Request,
     workflow: Workflow,
-    ctx: Ctx,
     limit: Annotated[int, Query(ge=1, le=BOOTSTRAP_LESSONS_WINDOW)] = 10,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     lessons = await ctx.call(acmi.workflows.lessons, workflow=workflow, limit=limit)
     return StoredJSON({"workflow": str(workflow_id(workflow)), "lessons": lessons})
@@ -204,10 +202,10 @@ async def workflow_lessons(
 async def unassessed(
     request: Request,
     workflow: Workflow,
-    ctx: Ctx,
     since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     found = await ctx.call(acmi.workflows.unassessed, workflow, since_ms=since_ms, limit=limit)
     return StoredJSON(found.to_dict())
@@ -221,10 +219,10 @@ async def unassessed(
 async def assessments(
     request: Request,
     workflow: Workflow,
-    ctx: Ctx,
     step: Annotated[str | None, Query(max_length=128)] = None,
     since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     found = await ctx.call(acmi.workflows.assessments, workflow, step=step, since_ms=since_ms)
     return StoredJSON(found.to_dict())
@@ -237,10 +235,10 @@ async def assessments(
 )
 async def agent_lessons(
     request: Request,
-    ctx: Ctx,
     agent: Annotated[str, Query(min_length=1, max_length=256, description="agent:<id> or <id>")],
     limit: Annotated[int, Query(ge=1, le=BOOTSTRAP_LESSONS_WINDOW)] = 10,
 ) -> StoredJSON:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     lessons = await ctx.call(acmi.workflows.lessons, agent=agent, limit=limit)
     return StoredJSON({"agent": str(actor_id(agent)), "lessons": lessons})
