@@ -1,9 +1,9 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
 Runs every section (round_trips, latency, cold_start, throughput, write_limits,
-coordination, jobs), prints its tables as it goes, writes all figures to JSON (default
-bench/results/latest.json, git-ignored) and, after a full run of every section, the
-committed summary bench/RESULTS.md."""
+coordination, jobs, client_cpu, lambda_path, scaling), prints its tables as it goes,
+writes all figures to JSON (default bench/results/latest.json, git-ignored) and, after a
+full run of every section, the committed summary bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -20,7 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cold_start, coordination, jobs, latency, round_trips, throughput, write_limits
+from bench import (
+    client_cpu,
+    cold_start,
+    coordination,
+    jobs,
+    lambda_path,
+    latency,
+    round_trips,
+    scaling,
+    throughput,
+    write_limits,
+)
 from bench._infra import ROOT, RedisServer, redis_server
 
 SECTIONS = (
@@ -31,6 +42,9 @@ SECTIONS = (
     "write_limits",
     "coordination",
     "jobs",
+    "client_cpu",
+    "lambda_path",
+    "scaling",
 )
 TITLES = {
     "round_trips": round_trips.TITLE,
@@ -40,6 +54,9 @@ TITLES = {
     "write_limits": write_limits.TITLE,
     "coordination": coordination.TITLE,
     "jobs": jobs.TITLE,
+    "client_cpu": client_cpu.TITLE,
+    "lambda_path": lambda_path.TITLE,
+    "scaling": scaling.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -120,6 +137,9 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "write_limits": lambda s: write_limits.run(s, quick=args.quick),
         "coordination": lambda s: coordination.run(s, quick=args.quick),
         "jobs": lambda s: jobs.run(s, quick=args.quick),
+        "client_cpu": lambda s: client_cpu.run(s, quick=args.quick),
+        "lambda_path": lambda s: lambda_path.run(s, quick=args.quick),
+        "scaling": lambda s: scaling.run(s, quick=args.quick),
     }
 
 

@@ -7,6 +7,12 @@ b) W concurrent writers on ONE entity's signals, each setting its own keys: ACMI
    a compare-and-set loop (GET, then a Lua CAS on the whole text, retried with jittered
    backoff), on the Upstash double (with a small per-request delay), real Redis and the
    embedded store. Reported: keys kept (lost updates) and attempts per write.
+c) N concurrent clients appending to distinct entities on one redis-server: ours as N
+   threads sharing one Acmi (one store, as a Lambda fleet shares one Redis), the reference
+   SDK's append (ZADD NX) as N ioredis connections in one node process
+   (``bench/contender.py``); events/s and p99, rounds interleaved.
+d) The batch path: ``timeline.extend`` with 10 / 100 / 1,000 events per call against single
+   appends, in events/s, next to the reference's batch (MULTI, k x ZADD NX, EXEC).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +38,8 @@ from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from bench import _workload as w
-from bench._infra import ROOT, Column, RedisServer, UpstashDouble, table_of
+from bench import contender as c
+from bench._infra import ROOT, Column, RedisServer, UpstashDouble, median, table_of
 from bench._ingest_worker import WARMUP
 
 TITLE = "4. Throughput and contention"
@@ -336,6 +343,93 @@ def contention_summary(
     }
 
 
+# --- c) concurrent clients and d) the batch path ----------------------------------------------
+
+CONCURRENCY_DB = 15  # client_cpu uses 14
+
+
+def _scale_ops(side: str, clients: Sequence[int], total: int, sizes: Sequence[int]) -> list[c.Op]:
+    """One process per side and round runs them all: each client count appends ``total``
+    events between its clients, then single appends and each batch size write ``total``.
+    The first op only warms the process up (node's JIT, our caches), untimed in the rows."""
+    ops = [c.Op("warm", "append", f"user:warm-{side}", n=300, warmup=300)]
+    ops += [
+        c.Op(f"clients:{k}", "append", f"user:conc-{side}-{k}", clients=k, n=max(20, total // k))
+        for k in clients
+    ]
+    ops.append(c.Op("batch:1", "append", f"user:batch-{side}-1", n=total))
+    ops += [
+        c.Op(
+            f"batch:{k}", "batch", f"user:batch-{side}-{k}", batch=k, n=max(3, total // k), warmup=2
+        )
+        for k in sizes
+    ]
+    return ops
+
+
+def measure_scale(
+    server: RedisServer, *, rounds: int, clients: Sequence[int], total: int, sizes: Sequence[int]
+) -> dict[str, Any]:
+    """Interleaved rounds (ours, node); per side the list of runs. The contender is a
+    reason string when node, npm or ioredis is unavailable."""
+    server.flush(CONCURRENCY_DB)
+    url = server.url_for(CONCURRENCY_DB)
+    node = c.node_runtime()
+    runs: dict[str, list[c.Run]] = {"ours": [], "contender": []}
+    for _ in range(rounds):
+        runs["ours"].append(
+            c.run_ours(url, _scale_ops("ours", clients, total, sizes), n=total, warmup=20)
+        )
+        if isinstance(node, c.Node):
+            ops = _scale_ops("node", clients, total, sizes)
+            runs["contender"].append(c.run_node(node, url, ops, n=total, warmup=20))
+    return {"runs": runs, "node": node}
+
+
+def _scale_row(runs: dict[str, list[c.Run]], name: str, skipped: str | None) -> dict[str, Any]:
+    ours = [r.ops[name] for r in runs["ours"]]
+    theirs = [r.ops[name] for r in runs["contender"]]
+    nan = float("nan")
+    row: dict[str, Any] = {
+        "op": name,
+        "rounds": len(ours),
+        "events": ours[0].items,
+        "ours_events_per_s": median([t.items_per_s for t in ours]),
+        "ours_p50_us": median([t.p50_us() for t in ours]),
+        "ours_p99_us": median([t.p99_us() for t in ours]),
+        "contender_skipped": skipped,
+        "contender_events_per_s": nan,
+        "contender_p50_us": nan,
+        "contender_p99_us": nan,
+        "ratio": nan,
+    }
+    if theirs:
+        row["contender_events_per_s"] = median([t.items_per_s for t in theirs])
+        row["contender_p50_us"] = median([t.p50_us() for t in theirs])
+        row["contender_p99_us"] = median([t.p99_us() for t in theirs])
+        row["ratio"] = c.paired_ratio(
+            [t.items_per_s for t in ours], [t.items_per_s for t in theirs]
+        )
+    return row
+
+
+def scale_rows(
+    measured: dict[str, Any], clients: Sequence[int], sizes: Sequence[int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(concurrency rows, batch rows); a batch row also says how far it beats single appends."""
+    runs, node = measured["runs"], measured["node"]
+    skipped = node if isinstance(node, str) else None
+    concurrency = [_scale_row(runs, f"clients:{k}", skipped) | {"clients": k} for k in clients]
+    batches = [_scale_row(runs, f"batch:{k}", skipped) | {"batch": k} for k in (1, *sizes)]
+    for row in batches:
+        row["vs_single"] = row["ours_events_per_s"] / batches[0]["ours_events_per_s"]
+    return concurrency, batches
+
+
+def _contender(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda r: r["contender_skipped"] or r[key]
+
+
 # --- the section ----------------------------------------------------------------------------
 
 HANDLER_COLUMNS: tuple[Column, ...] = (
@@ -359,6 +453,25 @@ CONTENTION_COLUMNS: tuple[Column, ...] = (
     ("requests/write", "requests_per_write"),
     ("writes/s", "writes_per_s"),
 )
+CONCURRENCY_COLUMNS: tuple[Column, ...] = (
+    ("clients", "clients"),
+    ("events", "events"),
+    ("ours events/s", "ours_events_per_s"),
+    ("ours p50 µs", "ours_p50_us"),
+    ("ours p99 µs", "ours_p99_us"),
+    ("contender events/s", _contender("contender_events_per_s")),
+    ("contender p99 µs", _contender("contender_p99_us")),
+    ("ours / contender", "ratio"),
+)
+BATCH_COLUMNS: tuple[Column, ...] = (
+    ("events per call", "batch"),
+    ("events", "events"),
+    ("ours events/s", "ours_events_per_s"),
+    ("ours p50 µs per call", "ours_p50_us"),
+    ("x single appends", "vs_single"),
+    ("contender events/s", _contender("contender_events_per_s")),
+    ("ours / contender", "ratio"),
+)
 
 
 def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
@@ -368,19 +481,38 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     settings = Settings(store_timeout_s=10.0)
     with contention_backends(server, settings) as backends:
         contention_rows = measure_contention(backends, settings, writer_counts, per_writer)
+    scale_rounds, clients, total = (1, [1, 4], 200) if quick else (5, [1, 4, 16, 64], 4000)
+    sizes = [10, 100] if quick else [10, 100, 1000]
+    scaled = measure_scale(server, rounds=scale_rounds, clients=clients, total=total, sizes=sizes)
+    concurrency_rows, batch_rows = scale_rows(scaled, clients, sizes)
+    ours_runtime = scaled["runs"]["ours"][0].runtime
+    node = scaled["node"]
+    contender = node if isinstance(node, str) else scaled["runs"]["contender"][0].runtime
     return {
         "ingest_handler": handler_rows,
         "contention": contention_rows,
         "contention_summary": contention_summary(handler_rows, contention_rows),
+        "concurrency": concurrency_rows,
+        "batch": batch_rows,
         "tables": {
             "ingest_handler": table_of(HANDLER_COLUMNS, handler_rows),
             "contention": table_of(CONTENTION_COLUMNS, contention_rows),
+            "concurrent_clients": table_of(CONCURRENCY_COLUMNS, concurrency_rows),
+            "batch_path": table_of(BATCH_COLUMNS, batch_rows),
         },
         "note": (
             "ingest: functions.ingest.handler fed API Gateway v2 events in process "
             f"({WARMUP} warm-up calls untimed), a fresh interpreter per round, the stores "
             "alternating; the median round is shown. Contention: W threads start together, "
             f"each sets {per_writer} keys of one entity's signals; "
-            "requests/write counts every store call (ACMI: 1 means no retries at all)."
+            "requests/write counts every store call (ACMI: 1 means no retries at all). "
+            f"Concurrent clients: ours is N threads sharing one Acmi ({ours_runtime}); no async "
+            "Python client exists, so there is no asyncio row; the contender is N ioredis "
+            f"connections driven by N async loops in one node process ({contender}), each "
+            f"client appending to its own entity, {total:,} events per client count; "
+            f"{scale_rounds} interleaved round(s), medians, ratio = median per-round events/s "
+            "ratio. Batch path: acmi.timeline.extend (one EVALSHA, all or nothing) against "
+            "the reference's batch (MULTI, k x ZADD NX, EXEC); 'x single appends' compares "
+            "ours with ours, one event per call."
         ),
     }

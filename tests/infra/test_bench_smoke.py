@@ -211,7 +211,7 @@ def test_every_job_costs_the_same_over_1000_or_100_idle_entities(report: dict[st
     as over 100 idle + the same 10: its cost grows with what changed."""
     section = report["jobs"]
     jobs = {row["job"]: row for row in section["rows"]}
-    assert set(jobs) == {"rollup-cron", "wake", "sweep", "drift-diff", "standup-brief"}
+    assert set(jobs) == {"rollup-cron", "wake", "sweep", "drift-diff", "standup-brief", "hygiene"}
     for job, row in jobs.items():
         assert row["flat"] == "yes", (job, row)
         assert row["commands_big"] == row["commands_small"] > 0, (job, row)
