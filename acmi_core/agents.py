@@ -123,9 +123,13 @@ class AgentAPI:
     ) -> dict[str, Any]:
         """Log a session start (only in the spawns ZSET, never in the timeline)."""
         eid = agent_id(agent)
-        record = spawn_record(
-            {"session_id": session_id, "model_id": model_id, "host": host}, self._acmi.clock()
-        )
+        guard = self._acmi.guard
+        metadata = {
+            "session_id": guard(session_id, "session_id"),
+            "model_id": guard(model_id, "model_id"),
+            "host": guard(host, "host"),
+        }
+        record = spawn_record(metadata, self._acmi.clock())
         plan = WritePlan()
         plan.zadd(self._keys.slot(eid, SPAWNS), record["ts"], dumps(record))
         self._apply(eid, plan)
@@ -142,6 +146,8 @@ class AgentAPI:
 
     def join(self, agent: str, thread: str, role: str = "participant") -> dict[str, Any]:
         eid = agent_id(agent)
+        role = self._acmi.guard(role, "role")
+        thread = self._acmi.guard(thread, "thread")
         entry = {"role": _text(role, "role"), "joined_at": self._acmi.clock()}
         plan = WritePlan()
         plan.hset(self._keys.slot(eid, ACTIVE_CONTEXT), _text(thread, "thread"), dumps(entry))
@@ -173,8 +179,9 @@ class AgentAPI:
 
     def set_rollup(self, agent: str, summary: str, **extra: Any) -> dict[str, Any]:
         eid = agent_id(agent)
+        summary = self._acmi.guard(summary, "summary")
         doc = {"ts": self._acmi.clock(), "summary": _text(summary, "summary", 20 * MAX_SUMMARY_LEN)}
-        doc.update(check_json_object(extra, "rollup"))
+        doc.update(check_json_object(self._acmi.guard(extra, "rollup"), "rollup"))
         plan = WritePlan()
         plan.set(self._keys.slot(eid, ROLLUP_LATEST), dumps(doc))
         self._apply(eid, plan)
@@ -199,6 +206,7 @@ class AgentAPI:
             ("set", "last_heartbeat_ts", dumps(ts)),
             ("set", "status", dumps(status)),
         ]
+        note = self._acmi.guard(note, "note")
         if note is None:
             fields.append(("del", "status_note", "null"))
         else:

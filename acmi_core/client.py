@@ -27,28 +27,29 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from acmi_core.agents import AgentAPI
-from acmi_core.bootstrap import Bootstrapper
 from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError
-from acmi_core.hitl import HitlAPI
 from acmi_core.keys import Keys
-from acmi_core.locks import LockAPI
 from acmi_core.model import (
     EVENT_FIELD_ORDER,
     MAX_ENTITY_LEN,
     EntityId,
     Event,
     check_category,
-    check_json_object,
     check_profile,
     check_signal_key,
     dumps,
-    parse_event,
+    encode_event,
+    json_members,
+    json_object_text,
     profile_defaults,
+    profile_members,
 )
 from acmi_core.pages import (
     DEFAULT_PAGE_SIZE,
@@ -61,11 +62,19 @@ from acmi_core.pages import (
 )
 from acmi_core.settings import Settings
 from acmi_core.store.base import Command, Reply, Store
-from acmi_core.stored import Unreadable, decode_event, load_stored
-from acmi_core.wake import WakeAPI
-from acmi_core.work import WorkAPI
-from acmi_core.workflows import WorkflowAPI
+from acmi_core.stored import Unreadable, decode_events, load_stored, stored_dict
 from acmi_core.writes import WritePlan
+
+if TYPE_CHECKING:
+    from acmi_core.agents import AgentAPI
+    from acmi_core.bootstrap import Bootstrapper
+    from acmi_core.hitl import HitlAPI
+    from acmi_core.locks import LockAPI
+    from acmi_core.memory.service import MemoryAPI
+    from acmi_core.secretguard import Finding, SecretPolicy
+    from acmi_core.wake import WakeAPI
+    from acmi_core.work import WorkAPI
+    from acmi_core.workflows import WorkflowAPI
 
 log = logging.getLogger("acmi")
 
@@ -74,10 +83,32 @@ Clock = Callable[[], int]
 
 DEFAULT_BUNDLE_EVENTS = 50
 _LIST_SCAN_COUNT: Final = 1000
+_CATEGORY_CACHE_MAX: Final = 1024
 
 
 def system_clock() -> int:
     return time.time_ns() // 1_000_000
+
+
+# --- the secret guard's redactions ----------------------------------------------------------
+
+T = TypeVar("T")
+# The redactions of the writes run in this context (a request), when someone listens:
+# a route that returns what it stored says which paths were redacted, by which rule.
+_REDACTIONS: ContextVar[list[Finding] | None] = ContextVar("acmi_redactions", default=None)
+
+
+@contextmanager
+def collect_redactions() -> Iterator[list[Finding]]:
+    """The redactions made by the writes inside the block (policy ``redact``), in order:
+    ``[Finding(path, rule, text)]``, never the secret. Works across ``run_in_threadpool``
+    (the list is shared, not the variable)."""
+    found: list[Finding] = []
+    token = _REDACTIONS.set(found)
+    try:
+        yield found
+    finally:
+        _REDACTIONS.reset(token)
 
 
 # --- read results ---------------------------------------------------------------------------
@@ -105,7 +136,7 @@ class Events(list[Event]):
         self,
         events: Iterable[Event] = (),
         skipped: Iterable[Skipped] = (),
-        stored: Iterable[tuple[Event, dict[str, Any]]] = (),
+        stored: Iterable[tuple[Event, dict[str, Any] | bytes]] = (),
     ) -> None:
         super().__init__(events)
         self.skipped: list[Skipped] = list(skipped)
@@ -119,7 +150,7 @@ class Events(list[Event]):
             if pair is None or pair[0] is not event:
                 dicts.append(event.to_dict())
                 continue
-            data = pair[1]
+            data = stored_dict(pair[1])
             ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
             ordered.update(data)  # unknown fields keep their order, after the known ones
             dicts.append(ordered)
@@ -199,19 +230,8 @@ def _decode_object(raw: Reply, key: str) -> dict[str, Any] | None:
 
 
 def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:
-    members = raw if isinstance(raw, list) else []
-    decoded: list[tuple[Event, dict[str, Any]]] = []
-    skipped: list[Skipped] = []
-    for position, member in enumerate(members):
-        if max_bytes is not None and isinstance(member, bytes) and len(member) > max_bytes:
-            reason = f"{len(member)} bytes: larger than a page carries ({max_bytes} bytes)"
-            skipped.append(Skipped(key, position, reason))
-            continue
-        parsed = decode_event(member)
-        if isinstance(parsed, str):
-            skipped.append(Skipped(key, position, parsed))
-        else:
-            decoded.append(parsed)
+    decoded, unread = decode_events(raw if isinstance(raw, list) else [], max_bytes)
+    skipped = [Skipped(key, position, reason) for position, reason in unread]
     if skipped:
         log.warning(
             "skipped unreadable timeline members",
@@ -221,7 +241,7 @@ def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Eve
                 "reasons": sorted({s.reason for s in skipped}),
             },
         )
-    return Events((event for event, _ in decoded), skipped, decoded)
+    return Events([event for event, _ in decoded], skipped, decoded)
 
 
 def _check_reply(reply: Reply | StoreCommandError, key: str) -> Reply:
@@ -272,7 +292,7 @@ class _Slot:
         return plan.apply(self._acmi.store)[index]
 
     def _index(self, plan: WritePlan, entity: EntityId) -> None:
-        plan.sadd(self._keys.index(entity.category), entity.local_id)
+        plan.sadd(self._acmi.index_key(entity.category), entity.local_id)
 
 
 class ProfileAPI(_Slot):
@@ -285,7 +305,7 @@ class ProfileAPI(_Slot):
     def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         """Overwrite the profile. actor_type/tenant_id are filled when absent."""
         eid = EntityId.parse(entity)
-        stored = dict(check_profile(doc))
+        stored = dict(check_profile(self._acmi.guard(doc, "profile")))
         for name, value in profile_defaults(eid, self._keys.tenant).items():
             stored.setdefault(name, value)
         text = dumps(stored, "profile")
@@ -302,24 +322,25 @@ class ProfileAPI(_Slot):
         doc (None inside a batch). Auto-filled actor_type/tenant_id never overwrite
         stored values; explicit values in ``partial`` do."""
         eid = EntityId.parse(entity)
+        partial = self._acmi.guard(partial, "profile")
         fields: list[tuple[Any, str, str]] = [
-            ("set", name, dumps(value, f"profile.{name}"))
-            for name, value in check_profile(partial).items()
+            ("set", name, text) for name, text in profile_members(partial)
         ]
         fields += [
-            ("setnx", name, dumps(value))
-            for name, value in profile_defaults(eid, self._keys.tenant).items()
+            ("setnx", name, text)
+            for name, text in self._acmi.profile_fills(eid.category)
             if name not in partial
         ]
+        key = self._keys.profile(eid)
 
         def build(plan: WritePlan) -> int:
             self._index(plan, eid)
-            return plan.edit_object(self._keys.profile(eid), fields, field="profile")
+            return plan.edit_object(key, fields, field="profile")
 
         merged = self._write(build)
         if merged is None:
             return None
-        return _decode_object(merged, self._keys.profile(eid)) or {}
+        return _decode_object(merged, key) or {}
 
     def delete(self, entity: str | EntityId) -> None:
         eid = EntityId.parse(entity)
@@ -338,16 +359,23 @@ class SignalsAPI(_Slot):
         check_signal_key(key)
         return self.all(entity).get(key, default)
 
-    def set(self, entity: str | EntityId, key: str, value: Any) -> None:
-        self.update(entity, {key: value})
+    def set(self, entity: str | EntityId, key: str, value: Any) -> Any:
+        """Set one signal; returns its value as stored (redacted under that policy)."""
+        values = self._acmi.guard({key: value}, "signals")
+        self.update(entity, values, guarded=True)
+        return values[key]
 
-    def update(self, entity: str | EntityId, values: Mapping[str, Any]) -> None:
-        """Set several signals in one atomic step; other signals are kept."""
+    def update(
+        self, entity: str | EntityId, values: Mapping[str, Any], *, guarded: bool = False
+    ) -> None:
+        """Set several signals in one atomic step; other signals are kept. ``guarded``:
+        ``values`` has passed the secret guard already (``set``)."""
         eid = EntityId.parse(entity)
-        check_json_object(dict(values), "signals")
+        if not guarded:
+            values = self._acmi.guard(values, "signals")
         fields: list[tuple[Any, str, str]] = [
-            ("set", check_signal_key(k, f"signals.{k}"), dumps(v, f"signals.{k}"))
-            for k, v in values.items()
+            ("set", check_signal_key(k, f"signals.{k}"), text)
+            for k, text in json_members(dict(values), "signals")
         ]
         if not fields:
             raise AcmiValidationError("signals", "non_empty", "give at least one signal")
@@ -358,18 +386,20 @@ class SignalsAPI(_Slot):
 
         self._write(build)
 
-    def replace(self, entity: str | EntityId, values: Mapping[str, Any]) -> None:
-        """Replace the whole signals map."""
+    def replace(self, entity: str | EntityId, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Replace the whole signals map; returns it as stored (redacted under that policy)."""
         eid = EntityId.parse(entity)
+        values = self._acmi.guard(values, "signals")
         for k in values:
             check_signal_key(k, f"signals.{k}")
-        text = dumps(check_json_object(dict(values), "signals"), "signals")
+        text = json_object_text(dict(values), "signals")
 
         def build(plan: WritePlan) -> int:
             self._index(plan, eid)
             return plan.set(self._keys.signals(eid), text)
 
         self._write(build)
+        return values
 
     def clear(self, entity: str | EntityId) -> None:
         """Delete every signal of the entity."""
@@ -395,23 +425,39 @@ class TimelineAPI(_Slot):
         """Append several events in one atomic step: all are stored or none."""
         eid = EntityId.parse(entity)
         now = self._acmi.clock()
-        parsed = [
-            parse_event(e, now_ms=now, tenant=self._keys.tenant, field=f"events[{i}]")
+        tenant = self._keys.tenant
+        guard = self._acmi.guard
+        encoded = [
+            encode_event(
+                guard(e.to_dict() if isinstance(e, Event) else e, f"events[{i}]"),
+                now_ms=now,
+                tenant=tenant,
+                field=f"events[{i}]",
+            )
             for i, e in enumerate(events)
         ]
-        if not parsed:
+        if not encoded:
             raise AcmiValidationError("events", "non_empty", "give at least one event")
-        self._write(lambda plan: self.stage(plan, eid, parsed))
+        parsed = [event for event, _ in encoded]
+        texts = [text for _, text in encoded]
+        self._write(lambda plan: self.stage(plan, eid, parsed, texts))
         return parsed
 
-    def stage(self, plan: WritePlan, entity: EntityId, events: list[Event]) -> int:
-        """Add validated events (see ``parse_event``) and the index entry to ``plan``."""
+    def stage(
+        self,
+        plan: WritePlan,
+        entity: EntityId,
+        events: list[Event],
+        texts: list[str] | None = None,
+    ) -> int:
+        """Add validated events (see ``parse_event``) and the index entry to ``plan``;
+        ``texts``, when given, are the events' ``to_json()`` (from ``encode_event``)."""
         key = self._keys.timeline(entity)
         self._index(plan, entity)
-        plan.zset(self._keys.changed(), self._acmi.clock(), str(entity))  # for scheduled jobs
+        plan.zset(self._acmi.changed_key, self._acmi.clock(), str(entity))  # for jobs
         index = -1
-        for event in events:
-            index = plan.zadd(key, event.ts, event.to_json())
+        for i, event in enumerate(events):
+            index = plan.zadd(key, event.ts, event.to_json() if texts is None else texts[i])
         return index
 
     def read(
@@ -617,21 +663,115 @@ class Acmi:
         self.store = store
         self.settings = settings or Settings()
         self.keys = Keys(tenant or self.settings.default_tenant, self.settings.default_tenant)
+        # resolved once: a write pays no lookup (ACMI_SECRET_POLICY, per-tenant overrides)
+        policy = self.settings.secret_policy_for(self.keys.tenant)
+        self.secret_policy: SecretPolicy = "redact" if policy == "redact" else "reject"
+        self.changed_key = self.keys.changed()
+        # per category: built once (a key and the profile auto-fill as JSON text), bounded
+        self._index_keys: dict[str, str] = {}
+        self._profile_fills: dict[str, list[tuple[str, str]]] = {}
         self.clock = clock
         self.profile = ProfileAPI(self)
         self.signals = SignalsAPI(self)
         self.timeline = TimelineAPI(self)
-        self.agents = AgentAPI(self)
-        self.locks = LockAPI(self)
-        self.work = WorkAPI(self)
-        self.bootstrap = Bootstrapper(self)
-        self.hitl = HitlAPI(self)
-        self.workflows = WorkflowAPI(self)
-        self.wake = WakeAPI(self)
 
     @property
     def tenant(self) -> str:
         return self.keys.tenant
+
+    # The coordination and memory APIs, each built (and its module imported) on first use:
+    # a function that never takes a lock or reads memory does not import them (cold start).
+
+    @cached_property
+    def agents(self) -> AgentAPI:
+        from acmi_core.agents import AgentAPI
+
+        return AgentAPI(self)
+
+    @cached_property
+    def locks(self) -> LockAPI:
+        from acmi_core.locks import LockAPI
+
+        return LockAPI(self)
+
+    @cached_property
+    def work(self) -> WorkAPI:
+        from acmi_core.work import WorkAPI
+
+        return WorkAPI(self)
+
+    @cached_property
+    def bootstrap(self) -> Bootstrapper:
+        from acmi_core.bootstrap import Bootstrapper
+
+        return Bootstrapper(self)
+
+    @cached_property
+    def hitl(self) -> HitlAPI:
+        from acmi_core.hitl import HitlAPI
+
+        return HitlAPI(self)
+
+    @cached_property
+    def workflows(self) -> WorkflowAPI:
+        from acmi_core.workflows import WorkflowAPI
+
+        return WorkflowAPI(self)
+
+    @cached_property
+    def wake(self) -> WakeAPI:
+        from acmi_core.wake import WakeAPI
+
+        return WakeAPI(self)
+
+    @cached_property
+    def memory(self) -> MemoryAPI:
+        from acmi_core.memory.service import MemoryAPI
+
+        return MemoryAPI(self)
+
+    def guard(self, value: T, path: str) -> T:
+        """``value`` as this tenant may store it (``acmi_core.secretguard``): itself when
+        clean; under ``redact`` a copy with each secret replaced by ``[REDACTED:<rule>]``
+        (reported to ``collect_redactions``); under ``reject`` SecretDetected (422) naming
+        ``path`` (e.g. ``profile.api_key``) and the rule. Every user-facing write calls it
+        once, before validation, so a redacted value is still size-checked."""
+        from acmi_core.secretguard import guard, provably_clean, redact  # on the first write
+
+        if provably_clean(value):
+            return value
+
+        if self.secret_policy == "reject":
+            checked: T = guard(value, "reject", path=path)
+            return checked
+        clean, findings = redact(value, path=path)
+        if findings:
+            found = _REDACTIONS.get()
+            if found is not None:
+                found.extend(findings)
+        result: T = clean
+        return result
+
+    def index_key(self, category: str) -> str:
+        """``keys.index(category)``, built once per category."""
+        key = self._index_keys.get(category)
+        if key is None:
+            key = self.keys.index(category)
+            if len(self._index_keys) >= _CATEGORY_CACHE_MAX:
+                self._index_keys.clear()
+            self._index_keys[category] = key
+        return key
+
+    def profile_fills(self, category: str) -> list[tuple[str, str]]:
+        """``profile_defaults`` of an entity of ``category``, as (name, JSON text)."""
+        fills = self._profile_fills.get(category)
+        if fills is None:
+            defaults = profile_defaults(EntityId(category, "_"), self.keys.tenant)
+            fills = [(name, dumps(value)) for name, value in defaults.items()]
+            if len(self._profile_fills) >= _CATEGORY_CACHE_MAX:
+                self._profile_fills.clear()
+            self._profile_fills[category] = fills
+        return fills
 
     def for_tenant(self, tenant: str) -> Acmi:
         """The same store seen as another tenant (keys under acmi:tenant:<t>:...)."""

@@ -62,6 +62,20 @@ class IdempotencyKeyReused(AcmiValidationError):
         super().__init__("Idempotency-Key", "reused", message)
 
 
+class SecretDetected(AcmiValidationError):
+    """A value to be stored holds a secret (an API key, a password, a card number: the
+    rules of ``acmi_core.secretguard``) and the tenant's policy is ``reject``: HTTP 422.
+    ``field`` is the JSON path of the first finding, ``rule`` its rule id; ``findings``
+    holds them all. Neither the message nor the findings contain the secret. Nothing
+    was stored."""
+
+    code = "secret_detected"
+
+    def __init__(self, field: str, rule: str, message: str, findings: tuple[object, ...]) -> None:
+        super().__init__(field, rule, message)
+        self.findings = findings
+
+
 class Unauthenticated(AcmiError):
     """No credentials, or credentials we do not know (HTTP 401)."""
 

@@ -224,8 +224,8 @@ class HitlAPI:
     ) -> Created:
         """Queue an item for ``addressee`` (None: the shared queue); one request.
         Idempotent by ``correlation_id`` (module docstring)."""
-        topic = _text(topic, "topic", MAX_TOPIC_LEN)
-        request = _text(request, "request", MAX_TEXT_LEN)
+        topic = _text(self._acmi.guard(topic, "topic"), "topic", MAX_TOPIC_LEN)
+        request = _text(self._acmi.guard(request, "request"), "request", MAX_TEXT_LEN)
         asker = _entity(asked_by, "asked_by")
         urgency = check_urgency(urgency)
         to = None if addressee is None else _entity(addressee, "addressee")
@@ -326,7 +326,7 @@ class HitlAPI:
         """Close the item and post ``hitl-resolved``, atomically: one request (two for an
         item another tool wrote, found in ``addressee``'s queue: module docstring)."""
         cid = check_cid(correlation_id)
-        text = _text(resolution, "resolution", MAX_TEXT_LEN)
+        text = _text(self._acmi.guard(resolution, "resolution"), "resolution", MAX_TEXT_LEN)
         who = _entity(by, "by")
         to = None if addressee is None else _entity(addressee, "addressee")
         now = self._acmi.clock()

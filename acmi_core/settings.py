@@ -54,6 +54,11 @@ class Settings:
     anthropic_api_key: str | None = field(default=None, repr=False)
     openai_api_key: str | None = field(default=None, repr=False)
     llm_base_url: str | None = None  # an OpenAI-compatible (or Anthropic) endpoint
+    # memory hygiene: where raw archived events go (s3://bucket/prefix; None: nowhere, and
+    # then nothing is trimmed from a live timeline)
+    archive_url: str | None = None
+    # what a write carrying a secret gets (acmi_core.secretguard): refused, or stored redacted
+    secret_policy: str = "reject"
 
     def __post_init__(self) -> None:
         for var in ENVIRONMENT:
@@ -68,6 +73,12 @@ class Settings:
         env = os.environ if env is None else env
         values = {var.field: var.parse(env[var.name]) for var in ENVIRONMENT if env.get(var.name)}
         return cls(**values)
+
+    def secret_policy_for(self, tenant: str) -> str:
+        """The secret policy of ``tenant``: its override in ``secret_policy``, else the
+        default there (``reject`` or ``redact``)."""
+        default, overrides = secret_policies(self.secret_policy)
+        return overrides.get(tenant, default)
 
     @property
     def needs_token_secret(self) -> bool:
@@ -152,6 +163,50 @@ SUMMARIZER_RULE: Final = (
 def _summarizer(name: str, value: Any) -> None:
     if not SUMMARIZER.fullmatch(str(value)):
         raise AcmiValidationError(name, "summarizer", SUMMARIZER_RULE)
+
+
+ARCHIVE_URL: Final = re.compile(r"([a-z][a-z0-9+.-]*)://([^/\s]+)(?:/(\S*))?")
+ARCHIVE_URL_RULE: Final = "must be <scheme>://<bucket>[/<prefix>], e.g. s3://my-bucket/acmi-archive"
+SECRET_POLICIES: Final = ("reject", "redact")
+
+
+def _archive_url(name: str, value: Any) -> None:
+    if value is not None and not ARCHIVE_URL.fullmatch(str(value)):
+        raise AcmiValidationError(name, "archive_url", ARCHIVE_URL_RULE)
+
+
+SECRET_POLICY_RULE: Final = (
+    "must be reject or redact, optionally followed by per-tenant overrides:"
+    " <default>,<tenant>=<policy>,... e.g. reject,acme=redact"
+)
+
+
+def secret_policies(spec: str, name: str = "ACMI_SECRET_POLICY") -> tuple[str, dict[str, str]]:
+    """``reject`` | ``redact`` | ``<default>,<tenant>=<policy>,...`` (a default is
+    optional when overrides are given: ``acme=redact`` keeps ``reject`` for the others)
+    -> (the default, {tenant: policy}). A bad part raises an error naming ``name``."""
+    default: str | None = None
+    overrides: dict[str, str] = {}
+    for raw in str(spec).split(","):
+        part = raw.strip()
+        tenant, eq, policy = part.rpartition("=")
+        policy = policy.strip()
+        if policy not in SECRET_POLICIES:
+            raise AcmiValidationError(name, "secret_policy", f"{SECRET_POLICY_RULE}; got {part!r}")
+        if not eq:
+            if default is not None:
+                raise AcmiValidationError(name, "secret_policy", "names the default twice")
+            default = policy
+            continue
+        tenant = check_tenant(tenant.strip(), name)
+        if tenant in overrides:
+            raise AcmiValidationError(name, "secret_policy", f"names tenant {tenant} twice")
+        overrides[tenant] = policy
+    return default or SECRET_POLICIES[0], overrides
+
+
+def _secret_policy(name: str, value: Any) -> None:
+    secret_policies(value, name)
 
 
 @dataclass(frozen=True)
@@ -265,6 +320,20 @@ ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
         "llm_base_url",
         "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
         rule=_url("https://", "http://"),
+    ),
+    EnvVar(
+        "ACMI_ARCHIVE_URL",
+        "archive_url",
+        "where memory hygiene writes raw archived events (s3://bucket/prefix); unset: the"
+        " live timeline is never trimmed",
+        rule=_archive_url,
+    ),
+    EnvVar(
+        "ACMI_SECRET_POLICY",
+        "secret_policy",
+        "a write carrying a secret (API key, token, password, card, id number): reject"
+        " (422, the default) or redact, then per-tenant overrides: reject,acme=redact",
+        rule=_secret_policy,
     ),
     EnvVar(
         "ACMI_DERIVED_IDEMPOTENCY_TTL_S",

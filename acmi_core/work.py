@@ -321,7 +321,7 @@ class WorkAPI:
         ``owner`` is written into the profile when the profile has none. One round trip.
         Raises Conflict (409) when the item exists."""
         eid = work_entity(id)
-        doc = dict(check_profile(profile))
+        doc = dict(check_profile(self._acmi.guard(profile, "profile")))
         given = doc.get("owner")
         owner_id: EntityId | None = None
         if given is not None:
@@ -375,6 +375,7 @@ class WorkAPI:
             data = dict(event)
         else:
             raise AcmiValidationError("event", "object", "event must be a JSON object")
+        data = self._acmi.guard(data, "event")
         stated = data.get("session_id")
         if session_id is not None:
             check_session_id(session_id)
@@ -409,7 +410,7 @@ class WorkAPI:
         status: ``CLOSED_STATUSES``); other signals bump an open item's score. One round
         trip. Returns the merged signals."""
         eid = work_entity(id)
-        values = check_json_object(dict(signals), "signals")
+        values = check_json_object(self._acmi.guard(dict(signals), "signals"), "signals")
         fields: list[tuple[Any, str, str]] = [
             ("set", check_signal_key(k, f"signals.{k}"), dumps(v, f"signals.{k}"))
             for k, v in values.items()

@@ -359,6 +359,8 @@ class WorkflowAPI:
         """Log that ``agent`` executed ``step`` (kind ``step-executed``). One round trip."""
         wf, step, who = workflow_id(workflow), check_step(step), actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
+        summary = self._acmi.guard(summary, "summary")
+        payload = self._acmi.guard(payload, "payload")
         body: dict[str, Any] = {"workflow": str(wf), "step": step}
         if payload is not None:
             extra = check_json_object(payload, "payload")
@@ -389,6 +391,8 @@ class WorkflowAPI:
         """Score an executed step 0-100 (kind ``assessment``). One round trip. It covers
         the executions of ``step`` with the same correlation id at or before it."""
         wf, step = workflow_id(workflow), check_step(step)
+        criteria = self._acmi.guard(criteria, "criteria")
+        note = self._acmi.guard(note, "note")
         score, checked = check_score(score), check_criteria(criteria)
         who = actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
@@ -412,7 +416,7 @@ class WorkflowAPI:
         tenant's lessons feed (trimmed to the newest 1,000 in the same step). One round
         trip."""
         wf, step = workflow_id(workflow), check_step(step)
-        lesson = _text(lesson, "lesson", MAX_LESSON_LEN)
+        lesson = _text(self._acmi.guard(lesson, "lesson"), "lesson", MAX_LESSON_LEN)
         who = actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
         body = {"workflow": str(wf), "step": step, "lesson": lesson}

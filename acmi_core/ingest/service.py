@@ -205,6 +205,8 @@ def store_deliveries(
         field = f"events[{index}]"
         entity = EntityId.parse(delivery.entity, f"{field}.entity")
         raw_event = _bound_ts(delivery.event, now) if bound_future_ts else delivery.event
+        # every source, Gmail messages included, after mapping and before validation
+        raw_event = acmi.guard(raw_event, field)
         event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
         acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
