@@ -475,6 +475,163 @@ def cmd_agents_wake(acmi: Acmi, args: argparse.Namespace) -> None:
     _print(acmi.wake.set(args.agent, args.minute, every_hours=args.every_hours, target=target))
 
 
+def _memory(acmi: Acmi) -> Any:
+    from acmi_core.memory.service import MemoryAPI  # only `acmi memory` pays for it
+
+    return MemoryAPI(acmi)
+
+
+def _progress_bar(done: int, total: int) -> None:
+    """An import's progress on stderr (stdout stays the JSON result)."""
+    width = 30
+    filled = width if not total else width * done // total
+    end = "\n" if done >= total else ""
+    print(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} writes",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def cmd_memory_status(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print(_memory(acmi).status(args.entity))
+
+
+def cmd_memory_review(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print(_memory(acmi).review(args.entity))
+
+
+# An archive URL's scheme -> the module registering its sink, imported by name when used:
+# the SDK glue lives in functions/ and acmi_core has no import of it (ARCHITECTURE: seams).
+SINK_MODULES: dict[str, str] = {"s3": "functions.sinks.s3"}
+
+
+def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
+    """The destination of ``url`` (default ACMI_ARCHIVE_URL; "" for none) with its sink
+    module loaded by name, and why there is none when a URL was given."""
+    import importlib
+
+    from acmi_core import hygiene
+
+    url = acmi.settings.archive_url if url is None else url
+    scheme = (url or "").partition("://")[0]
+    if url and scheme in SINK_MODULES and scheme not in hygiene.SINKS:
+        try:
+            importlib.import_module(SINK_MODULES[scheme])
+        except ImportError as exc:  # boto3 missing: documents only, said so
+            return None, f"{scheme}: its sink cannot load ({exc}): nothing trimmed"
+    return hygiene.open_destination(url)
+
+
+def cmd_memory_search(acmi: Acmi, args: argparse.Namespace) -> None:
+    from acmi_core.memory_archive import archived_reader
+
+    dest, no_sink = _archive(acmi, args.archive)
+    reader = archived_reader(acmi, dest) if dest else None
+    found = _memory(acmi).search(
+        args.entity, " ".join(args.query), limit=args.limit, archived=reader
+    )
+    if no_sink:
+        found["notes"] = [no_sink]
+    _print(found)
+
+
+def cmd_memory_archive(acmi: Acmi, args: argparse.Namespace) -> None:
+    from acmi_core.memory_archive import archive_now
+
+    dest, no_sink = _archive(acmi, args.archive)
+    _print(
+        archive_now(
+            acmi,
+            args.entity,
+            retention_days=args.retention_days,
+            max_events=args.max_events,
+            dest=dest,
+            no_sink=no_sink,
+        )
+    )
+
+
+def cmd_memory_remember(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print(
+        _memory(acmi).remember(
+            args.entity, args.text, layer=args.layer, section=args.section, topic=args.topic
+        )
+    )
+
+
+def _read_text(path: str, flag: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise AcmiError(
+            f"{flag}: cannot read {path!r}: {exc.strerror or exc}", field=flag
+        ) from None
+    except UnicodeDecodeError:
+        raise AcmiError(f"{flag}: {path!r} is not UTF-8", field=flag, rule="utf8") from None
+
+
+def cmd_memory_active(acmi: Acmi, args: argparse.Namespace) -> None:
+    memory = _memory(acmi)
+    if args.set:
+        memory.set_active(args.entity, _read_text(args.set, "--set"))
+    shown = memory.active(args.entity)
+    if args.text:
+        print(shown["text"] or "", end="")
+        return
+    _print(shown)
+
+
+def cmd_memory_daily_summary(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print(_memory(acmi).daily_summary(args.entity, args.date))
+
+
+def cmd_memory_topic_create(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print(_memory(acmi).topic_create(args.entity, args.slug, args.name or args.slug))
+
+
+def cmd_memory_prune(acmi: Acmi, args: argparse.Namespace) -> None:
+    _print(_memory(acmi).prune(args.entity, args.days))
+
+
+def cmd_memory_handoff(acmi: Acmi, args: argparse.Namespace) -> None:
+    memory = _memory(acmi)
+    if args.take:
+        _print({"handoff": memory.take_handoff(args.entity)})
+        return
+    if args.file is None:
+        raise AcmiError("--file: give the handoff's text file (or --take)", field="--file")
+    _print(memory.handoff(args.entity, _read_text(args.file, "--file")))
+
+
+def cmd_memory_debug(acmi: Acmi, args: argparse.Namespace) -> None:
+    report = _memory(acmi).debug(args.entity)
+    _print(report)
+    if not report["ok"]:
+        raise SystemExit(1)
+
+
+def cmd_memory_export(acmi: Acmi, args: argparse.Namespace) -> None:
+    from acmi_core.memory.tree import write_tree
+
+    written = write_tree(_memory(acmi).export_snapshot(args.entity), args.dir)
+    _print({"entity": args.entity, "dir": args.dir, "files": written})
+
+
+def cmd_memory_import(acmi: Acmi, args: argparse.Namespace) -> None:
+    """Also `acmi memory migrate`: the seed's tree under --dir into ACMI, idempotent."""
+    _print(
+        _memory(acmi).migrate(
+            args.entity,
+            args.dir,
+            progress=None if args.quiet else _progress_bar,
+            strict=args.strict,
+        )
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     # the docstring's first line, without its reST literal markup (``acmi``)
     summary = __doc__.splitlines()[0].replace("``", "")
@@ -533,7 +690,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event", required=True, help="e.g. events/ingest.n8n.json")
     _add_jobs(sub)
     _add_agents(sub)
+    _add_memory(sub)
     return parser
+
+
+def _add_memory(sub: Any) -> None:
+    memory = sub.add_parser(
+        "memory", help="the five memory layers (the seed's memory commands)"
+    ).add_subparsers(dest="memory", required=True)
+
+    def add(name: str, func: Callable[[Acmi, argparse.Namespace], None], help_: str) -> Any:
+        p = memory.add_parser(name, help=help_)
+        p.set_defaults(func=func)
+        p.add_argument("entity", help="the memory's owner, e.g. agent:atlas")
+        return p
+
+    add("status", cmd_memory_status, "sizes, lines, budgets, staleness, next maintenance")
+    add("review", cmd_memory_review, "weekly review: promote lessons and decisions, prune hot")
+    p = add("search", cmd_memory_search, "search every layer, fast to slow, ranked")
+    p.add_argument("query", nargs="+")
+    p.add_argument("--limit", type=int, default=20)
+    archive_help = "s3://bucket/prefix (default ACMI_ARCHIVE_URL; '' for none)"
+    p.add_argument("--archive", help="also the raw archived events there: " + archive_help)
+    p = add(
+        "archive",
+        cmd_memory_archive,
+        "archive now: events older than the retention into the quarter's document and, "
+        "with an archive, its verified object, then trimmed",
+    )
+    p.add_argument("--retention-days", type=int, default=30, help="older events go (30)")
+    p.add_argument("--max-events", type=int, default=1000, help="at most this many a run")
+    p.add_argument("--archive", help=archive_help)
+    p = add("remember", cmd_memory_remember, "write a line now (write-ahead)")
+    p.add_argument("text")
+    p.add_argument("--layer", default="warm", choices=["daily", "hot", "warm", "topic"])
+    p.add_argument("--section", help="a section key of the layer (e.g. lessons, in_progress)")
+    p.add_argument("--topic", help="--layer topic: the topic's slug")
+    p = add("active", cmd_memory_active, "show (or --set FILE) ACTIVE-CONTEXT.md")
+    p.add_argument("--set", metavar="FILE", help="replace the hot layer with this file")
+    p.add_argument("--text", action="store_true", help="print the Markdown only")
+    p = add("daily-summary", cmd_memory_daily_summary, "a day's note and what it holds")
+    p.add_argument("--date", help="YYYY-MM-DD (default today)")
+    p = add("topic-create", cmd_memory_topic_create, "a topic file from the seed's template")
+    p.add_argument("slug")
+    p.add_argument("--name", help="its title (default the slug)")
+    p = add("prune", cmd_memory_prune, "move completed and stale hot items to today's note")
+    p.add_argument("--days", type=int, default=7, help="dated items older than this move")
+    p = add("handoff", cmd_memory_handoff, "write HANDOFF.md (--file) or --take it")
+    p.add_argument("--file", help="the handoff's text")
+    p.add_argument("--take", action="store_true", help="read and clear the pending handoff")
+    add("debug", cmd_memory_debug, "missing pieces, conflicts, stale items (exit 1 if any)")
+    p = add("export", cmd_memory_export, "write the seed's file tree")
+    p.add_argument("--dir", required=True)
+    for name, help_ in (
+        ("import", "import a tree (idempotent; progress on stderr)"),
+        ("migrate", "migrate a seed workspace into ACMI (= import)"),
+    ):
+        p = add(name, cmd_memory_import, help_)
+        p.add_argument("--dir", required=True)
+        p.add_argument("--strict", action="store_true", help="refuse files over budget")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _add_jobs(sub: Any) -> None:

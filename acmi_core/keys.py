@@ -36,7 +36,22 @@ ACTIVE_CONTEXT: Final = "active_context"  # HASH thread -> JSON {role, joined_at
 ROLLUP_LATEST: Final = "rollup:latest"  # STRING JSON {ts, summary, ...}
 SESSIONS: Final = "sessions"  # SET (work items)
 LAST_BRIEF: Final = "last_brief"  # STRING JSON: the operator's daily standup brief
-EXTENSION_SLOTS: Final = (SPAWNS, ACTIVE_CONTEXT, ROLLUP_LATEST, SESSIONS, LAST_BRIEF)
+# The memory layers' own (acmi_core.memory.service, acmi_core.hygiene):
+MEMORY_ARCHIVE: Final = "memory:archive"  # HASH quarter (YYYY-QN) -> archive document JSON
+MEMORY_HANDOFF: Final = "memory:handoff"  # STRING JSON {text, ts}: taken (GETDEL) on wake
+# ZSET score=ts, member=str(ts): the stamps of the daily-note events on the timeline, kept
+# by the write that adds them, so the bootstrap reads a day's note lines, not the day's events
+MEMORY_STAMPS: Final = "memory:stamps"
+EXTENSION_SLOTS: Final = (
+    SPAWNS,
+    ACTIVE_CONTEXT,
+    ROLLUP_LATEST,
+    SESSIONS,
+    LAST_BRIEF,
+    MEMORY_ARCHIVE,
+    MEMORY_HANDOFF,
+    MEMORY_STAMPS,
+)
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
 # The fleet coordination bus (reference layout): lock claims, releases and deferrals.
@@ -164,6 +179,15 @@ class Keys:
     def agent_workflows(self, agent: EntityId) -> str:
         """ZSET workflow id -> last time ``agent`` executed, assessed or improved a step."""
         return self.internal("workflows", str(agent))
+
+    def hygiene_due(self) -> str:
+        """ZSET entity -> when its next memory hygiene task is due (ms), fed from the
+        change index by the hygiene job: what it reads instead of scanning entities."""
+        return self.internal("hygiene")
+
+    def hygiene_lease(self) -> str:
+        """STRING, SET NX PX: one hygiene run at a time rewrites a quarter's S3 object."""
+        return self.internal("hygiene-lease")
 
     def gmail_history(self, source: str, email: str) -> str:
         """Where a Gmail source keeps the history id the next fetch of ``email`` starts

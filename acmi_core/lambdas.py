@@ -12,6 +12,7 @@ nothing but the row it reads.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -24,6 +25,8 @@ class FunctionSpec:
     ``job``: for a scheduled function, ``"<module>:<callable>"`` of the job it runs.
     ``docs``: serves ``/openapi.json`` and ``/docs`` describing every HTTP router.
     ``store``: opens the store (fetching the token secret) on its first invocation.
+    ``extras``: requirement sets it needs beyond those of its kind (``REQUIREMENT_SETS``),
+    e.g. ``gmail`` for the function that verifies Google OIDC tokens.
     """
 
     name: str
@@ -32,10 +35,34 @@ class FunctionSpec:
     job: str | None = None
     docs: bool = False
     store: bool = True
+    extras: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if bool(self.job) == bool(self.routers or self.docs):
             raise ValueError(f"function {self.name!r}: give routers/docs (HTTP) or a job")
+        unknown = [extra for extra in self.extras if extra not in REQUIREMENT_SETS]
+        if unknown:
+            raise ValueError(f"function {self.name!r}: no requirement set {unknown}")
+
+    @property
+    def requirement_sets(self) -> tuple[str, ...]:
+        """What its artifact ships (``requirements-lambda-<set>.txt`` each): the core, the
+        Upstash client when it opens the store, the HTTP stack for an HTTP function,
+        Swagger UI's assets for a docs function, and its extras. Checked against what it
+        imports by tests/infra/test_cold_start.py."""
+        sets = ["core"]
+        if self.store:
+            sets.append("store")
+        if self.kind == "http":
+            sets.append("http")
+        if self.docs:
+            sets.append("docs")
+        return tuple(dict.fromkeys([*sets, *self.extras]))
+
+    @property
+    def requirement_files(self) -> tuple[str, ...]:
+        """The requirement files the Makefile installs into its artifact."""
+        return tuple(f"requirements-lambda-{name}.txt" for name in self.requirement_sets)
 
     @property
     def kind(self) -> Literal["http", "job"]:
@@ -57,11 +84,21 @@ class FunctionSpec:
         return "".join(part.title() for part in self.name.split("-")) + "Function"
 
 
+# The requirement sets (requirements-lambda-<name>.txt); requirements-lambda.txt is their union.
+REQUIREMENT_SETS: Final[dict[str, str]] = {
+    "core": "every function: models and validation, Powertools Logger and Metrics",
+    "store": "functions that open the store: the Upstash REST client (httpx)",
+    "http": "HTTP functions: FastAPI behind mangum",
+    "docs": "the docs function: Swagger UI's assets (no CDN)",
+    "gmail": "Gmail Pub/Sub pushes: Google OIDC token verification (PyJWT, cryptography)",
+}
+
 FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
     FunctionSpec(
         "ingest",
         "Comms v1.1 events for one entity, and webhooks from Make, n8n, Gmail and others",
         routers=("ingest",),
+        extras=("gmail",),  # verifies Gmail pushes' Google OIDC tokens
     ),
     FunctionSpec(
         "entities",
@@ -99,6 +136,12 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         routers=("bootstrap",),
     ),
     FunctionSpec(
+        "memory",
+        "the five memory layers: status, review, search, remember, active, daily summary,"
+        " topics, prune, handoff, debug, Markdown export and import",
+        routers=("memory",),
+    ),
+    FunctionSpec(
         "sweep",
         "liveness: agents silent 48 h become STALLED and are escalated to the operator once",
         job="acmi_core.sweep:run",
@@ -122,6 +165,11 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         "rollup-cron",
         "every 15 minutes: a fresh rollup:latest for each entity whose timeline changed",
         job="acmi_core.rollup:run",
+    ),
+    FunctionSpec(
+        "hygiene",
+        "daily memory hygiene: weekly review, monthly budget audit, quarterly archive to S3",
+        job="acmi_core.hygiene:run",
     ),
     FunctionSpec(
         "docs",
@@ -152,3 +200,22 @@ def http_routers() -> tuple[str, ...]:
 def mounted_routers(spec: FunctionSpec) -> tuple[str, ...]:
     """What ``spec``'s app mounts: its routers; a docs function describes them all."""
     return http_routers() if spec.docs else spec.routers
+
+
+def _main(argv: list[str]) -> int:
+    """``python -P acmi_core/lambdas.py requirements <LogicalId>``: the requirement files of
+    one function, for the Makefile (run as a file: it needs no package installed)."""
+    if len(argv) != 2 or argv[0] != "requirements":
+        print("usage: lambdas.py requirements <LogicalId>", file=sys.stderr)
+        return 2
+    rows = {spec.logical_id: spec for spec in FUNCTIONS}
+    spec = rows.get(argv[1])
+    if spec is None:
+        print(f"no function {argv[1]!r} (known: {', '.join(rows)})", file=sys.stderr)
+        return 2
+    print(" ".join(spec.requirement_files))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

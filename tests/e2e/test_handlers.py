@@ -88,6 +88,9 @@ EXPECTED: dict[str, int] = {
     "workflows.assess-invalid": 400,
     "workflows.unassessed": 200,
     "workflows.agent-lessons": 200,
+    "memory.remember": 201,
+    "memory.remember-invalid": 400,
+    "memory.status": 200,
     "docs.openapi": 200,
     "docs.docs": 200,
 }
@@ -111,6 +114,7 @@ EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
     "agents.heartbeat-invalid": ("status", "status"),
     "hitl.create-invalid": ("urgency", "enum"),
     "workflows.assess-invalid": ("score", "range"),
+    "memory.remember-invalid": ("layer", "memory_layer"),
 }
 
 # Events stored per successful ingest file: (entity, count).

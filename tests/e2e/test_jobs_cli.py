@@ -15,7 +15,7 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import DB
 
-JOBS = {"rollup-cron", "wake", "sweep", "drift-diff", "standup-brief"}
+JOBS = {"rollup-cron", "wake", "sweep", "drift-diff", "standup-brief", "hygiene"}
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import tomllib
 from typing import Any, Final
 
@@ -19,7 +20,7 @@ from fastapi import FastAPI
 from starlette.routing import Match
 
 from acmi_core import Acmi, AcmiValidationError, Settings
-from acmi_core.lambdas import FUNCTIONS
+from acmi_core.lambdas import FUNCTIONS, REQUIREMENT_SETS
 from acmi_core.store.memory import MemoryStore
 from functions.runtime import http_app
 from tests.kit import EVENTS_DIR, ROOT, TEMPLATE, load_template
@@ -177,22 +178,67 @@ def test_every_function_is_built_by_the_makefile(template: dict[str, Any]) -> No
     assert samconfig["default"]["build"]["parameters"]["build_in_source"] is True
 
 
+def _requirements(path: str) -> list[str]:
+    """The requirement lines of one file (``-r`` includes not followed)."""
+    lines = (ROOT / path).read_text().splitlines()
+    return [r for r in (ln.split("#", 1)[0].strip() for ln in lines) if r and not r.startswith("-")]
+
+
 def test_lambda_requirements() -> None:
-    lines = (ROOT / "requirements-lambda.txt").read_text().splitlines()
-    requirements = [ln.split("#", 1)[0].strip() for ln in lines]
-    names = {_requirement_name(req) for req in requirements if req}
-    needed = {"pydantic", "upstash-redis", "httpx", "fastapi", "mangum", "aws-lambda-powertools"}
-    assert needed | {"pyjwt", "cryptography"} <= names
-    assert not names & {"fakeredis", "lupa", "redis", "boto3", "botocore", "pytest"}
+    sets = {name: _requirements(f"requirements-lambda-{name}.txt") for name in REQUIREMENT_SETS}
+    names = {name: {_requirement_name(r) for r in reqs} for name, reqs in sets.items()}
+    assert names["core"] == {"pydantic", "aws-lambda-powertools"}
+    assert names["store"] == {"upstash-redis", "httpx"}
+    assert names["http"] == {"fastapi", "mangum"}
+    assert names["docs"] == {"fastapi-offline"}
+    assert names["gmail"] == {"pyjwt", "cryptography"}
+    union = set().union(*names.values())
+    assert not union & {"fakeredis", "lupa", "redis", "boto3", "botocore", "pytest"}
+    # requirements-lambda.txt is exactly the union (the host twin of .ci/sam.sh installs it)
+    includes = [ln.split() for ln in (ROOT / "requirements-lambda.txt").read_text().splitlines()]
+    assert sorted(" ".join(i) for i in includes if i and i[0] == "-r") == sorted(
+        f"-r requirements-lambda-{name}.txt" for name in REQUIREMENT_SETS
+    )
+    assert _requirements("requirements-lambda.txt") == []
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     dependencies = pyproject["project"]["dependencies"]
     (pin,) = [d for d in dependencies if d.startswith("upstash-redis")]
-    assert pin in requirements, "upstash-redis must be pinned as in pyproject.toml"
+    assert pin in sets["store"], "upstash-redis must be pinned as in pyproject.toml"
     # A new runtime dependency must be shipped to Lambda or listed here as not needed there.
     not_for_lambda = {"redis", "fakeredis", "uvicorn"}  # redis/embedded stores, `acmi serve`
     declared = {_requirement_name(d) for d in dependencies}
-    missing = declared - not_for_lambda - names
-    assert not missing, f"pyproject dependencies not in requirements-lambda.txt: {missing}"
+    missing = declared - not_for_lambda - union
+    assert not missing, f"pyproject dependencies in no requirements-lambda-*.txt: {missing}"
+
+
+def test_each_function_ships_only_its_requirement_sets() -> None:
+    """The Makefile installs each function's own sets: cryptography and PyJWT only where
+    Gmail OIDC runs, fastapi-offline only in docs, no FastAPI in a scheduled job."""
+    gmail = {spec.name for spec in FUNCTIONS if "gmail" in spec.requirement_sets}
+    docs = {spec.name for spec in FUNCTIONS if "docs" in spec.requirement_sets}
+    assert gmail == {"ingest"}
+    assert docs == {"docs"}
+    for spec in FUNCTIONS:
+        assert spec.requirement_sets[0] == "core"
+        assert ("http" in spec.requirement_sets) == (spec.kind == "http"), spec.name
+        assert ("store" in spec.requirement_sets) == spec.store, spec.name
+        dry_run = subprocess.run(
+            ["make", "-n", f"build-{spec.logical_id}", "ARTIFACTS_DIR=/nonexistent"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "acmi_core/lambdas.py requirements" in dry_run.stdout
+        listed = subprocess.run(
+            [sys.executable, "-P", "acmi_core/lambdas.py", "requirements", spec.logical_id],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert listed.stdout.split() == list(spec.requirement_files)
+        assert all((ROOT / f).is_file() for f in spec.requirement_files)
 
 
 def _requirement_name(requirement: str) -> str:
@@ -337,6 +383,30 @@ ROLLUP_POLICY: Final = {
     ]
 }
 
+# Hygiene: the archive prefix of the ArchiveBucket parameter, only when one is given.
+HYGIENE_POLICY: Final = {
+    "Fn::If": [
+        "HasArchiveBucket",
+        {
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject", "s3:PutObject"],
+                    "Resource": {
+                        "Fn::Sub": "arn:${AWS::Partition}:s3:::${ArchiveBucket}/acmi-archive/*"
+                    },
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": "s3:ListBucket",
+                    "Resource": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${ArchiveBucket}"},
+                },
+            ]
+        },
+        {"Ref": "AWS::NoValue"},
+    ]
+}
+
 
 def test_every_function_may_read_the_token_secret_and_nothing_more(
     template: dict[str, Any],
@@ -347,6 +417,8 @@ def test_every_function_may_read_the_token_secret_and_nothing_more(
             "IngestFunction": [GMAIL_POLICY],
             "WakeFunction": [WAKE_POLICY],
             "RollupCronFunction": [ROLLUP_POLICY],
+            "HygieneFunction": [HYGIENE_POLICY],
+            "MemoryFunction": [HYGIENE_POLICY],  # archive now, search's archived layer
         }
         expected = [TOKEN_POLICY, *extra.get(name, [])]
         assert policies == expected, name

@@ -55,16 +55,22 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     data = bundle.to_dict()
     assert list(data["sections"]) == list(TITLES)
     assert data["sections"]["profile"] is None and data["sections"]["signals"] == {}
+    files = ("handoff", "hot", "warm", "today", "topic", "yesterday")  # one memory file each
+    assert all(data["sections"][name] is None for name in files)
     assert all(
         data["sections"][name] == []
         for name in TITLES
-        if name not in ("profile", "signals", "rollup")
+        if name not in ("profile", "signals", "rollup", *files)
     )
     assert data["cut"] == {} and data["problems"] == [] and data["spawn"] is None
     text = clocked.bootstrap(bundle.agent, format="markdown").text
-    for title in TITLES.values():
-        assert f"## {title}\n" in text
+    # level 3 is named in the header; conflicts are a note when there are some
+    on_demand = ("topic", "yesterday", "topics", "archive", "conflicts")
+    for name, title in TITLES.items():
+        assert (f"## {title}\n" in text) is (name not in on_demand)
+    assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in text
     assert PREAMBLE in text
+    assert len(text.encode()) < MIN_BUDGET_BYTES  # the skeleton fits the smallest budget
 
 
 def test_sections_carry_what_the_agent_has(clocked: Acmi) -> None:
@@ -163,7 +169,11 @@ def test_scopes_carry_their_sections_only(clocked: Acmi) -> None:
     assert "profile" not in group and "spawns" not in group and "hitl" not in group
     assert {"signals", "timeline", "hitl_shared", "coordination"} <= set(group)
     sub = clocked.bootstrap(agent, scope="subagent").to_dict()["sections"]
-    assert set(sub) == {"signals", "hitl", "locks", "work", "lessons"}
+    assert set(sub) == {"signals", "hitl", "locks", "work", "lessons", "hot", "topic"} | {
+        "yesterday",
+        "topics",
+        "archive",
+    }
     assert "warm memory" not in clocked.bootstrap(agent, scope="group", format="markdown").text
 
 
@@ -306,3 +316,58 @@ def test_a_realistic_agent_bootstraps_in_one_request_spawn_included(
     assert len(unbudgeted["timeline"]) == 20 and len(unbudgeted["spawns"]) == 5
     mentions = [e for e in unbudgeted["coordination"] if e["kind"] == "handoff-request"]
     assert mentions and all(fleet.agent in e["summary"] for e in mentions)
+
+
+def test_thousands_of_joined_threads_are_read_bounded_and_said(
+    clocked: Acmi, raw: redis.Redis
+) -> None:
+    """The reference's active_context hash has no order: past the cap the script reads one
+    HSCAN step (bounded), not HGETALL of every thread, and the bundle says so."""
+    acmi, agent = clocked, _agent()
+    key = acmi.keys.slot(EntityId.parse(agent), ACTIVE_CONTEXT)
+    total = CAPS["threads"] * 20
+    raw.hset(key, mapping={f"thread:t{i}": '{"role": "observer"}' for i in range(total)})
+    data = acmi.bootstrap(agent).to_dict()
+    shown = data["sections"]["active_threads"]
+    assert 0 < len(shown) <= 2 * CAPS["threads"]  # COUNT is a hint: about one step
+    assert f"{key}: {total} threads joined, {len(shown)} shown (a bounded read)" in data["problems"]
+    raw.delete(key)
+    raw.hset(key, mapping={f"thread:t{i}": '{"role": "lead"}' for i in range(CAPS["threads"])})
+    data = acmi.bootstrap(agent).to_dict()
+    assert len(data["sections"]["active_threads"]) == CAPS["threads"]
+    assert not any("threads joined" in p for p in data["problems"])
+
+
+def test_members_that_join_into_a_valid_array_are_read_one_by_one(
+    clocked: Acmi, raw: redis.Redis
+) -> None:
+    """Three broken members whose concatenation ``[m1,m2,m3]`` is a valid array of three
+    objects (``{"k":","}``, ``{"p":1}``, ``{"q":2}``): each is skipped with its reason,
+    none is invented from its neighbours."""
+    acmi, agent = clocked, _agent()
+    timeline = acmi.keys.timeline(EntityId.parse(agent))
+    good = '{"ts":4,"source":"legacy","kind":"note","correlationId":"c","summary":"kept"}'
+    raw.zadd(timeline, {good: 4, '{"k":"': 5, '"}': 6, '{"p":1},{"q":2}': 7})
+    data = acmi.bootstrap(agent).to_dict()
+    assert [e["summary"] for e in data["sections"]["timeline"]] == ["kept"]
+    assert data["problems"] == ["timeline: a member was skipped (not JSON)"] * 3
+
+
+def test_an_agent_without_memory_reads_exactly_its_newest_events(clocked: Acmi) -> None:
+    """No daily-note stamps (an agent that never wrote memory; reference or foreign data):
+    no daily read, and the timeline section takes exactly ``events`` members from Redis,
+    not more to skip daily-note lines. An event that calls itself a daily-note line
+    without the stamps is an ordinary event."""
+    acmi = clocked
+    fleet = build_agent(acmi, _agent(), events=400)
+    foreign = _event(fleet.agent, 1, payload={"memory": "daily", "date": "2026-11-30"})
+    acmi.timeline.append(fleet.agent, foreign)
+    for events in (20, 7, 0):
+        bundle = acmi.bootstrap(fleet.agent, events=events, include="yesterday")
+        assert bundle.reads == {"timeline": events, "daily": 0, "stamps": 0}, events
+        timeline = bundle.to_dict()["sections"]["timeline"]
+        newest = acmi.timeline.read(fleet.agent, limit=events, reverse=True) if events else []
+        assert [e["summary"] for e in timeline] == [e.summary for e in newest]  # newest first
+    bundle = acmi.bootstrap(fleet.agent, events=1)
+    assert bundle.to_dict()["sections"]["timeline"][0]["payload"]["memory"] == "daily"
+    assert bundle.section("today").value is None and bundle.section("yesterday").value is None

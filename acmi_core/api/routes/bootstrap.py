@@ -10,35 +10,45 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
-from fastapi.security import HTTPBearer
 
-from acmi_core.api.shapes import Ctx, Metered, object_body, refuse_unknown, request_body
+from acmi_core.api.app import api_context
+from acmi_core.api.shapes import Metered, object_body, refuse_unknown, request_body
 from acmi_core.bootstrap import (
     DEFAULT_EVENTS,
     FORMATS,
     MAX_EVENTS,
     MIN_BUDGET_BYTES,
     MIN_BUDGET_TOKENS,
+    ON_DEMAND,
     SCOPES,
     Bundle,
 )
 from acmi_core.errors import AcmiValidationError
 
-router = APIRouter(tags=["bootstrap"], dependencies=[Depends(HTTPBearer(auto_error=False))])
+router = APIRouter(tags=["bootstrap"])
 
 ACCESS = Metered(reads="Bootstraps", writes="Bootstraps")
 _read, _write = ACCESS.read, ACCESS.write
 
 Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
-SCOPE_DOC = "main (everything) | group (no private sections) | subagent (task context)"
+SCOPE_DOC = (
+    "main (everything; takes the handoff with a spawn) | group (hot memory and today, "
+    "nothing private) | subagent (task context, one topic, hot memory)"
+)
+INCLUDE_DOC = (
+    f"level-3 memory to load, comma-separated: {', '.join(ON_DEMAND)} (group: yesterday only)"
+)
+TOPIC_DOC = "the one topic file to load: <slug> or topic:<slug> (main, subagent)"
 OPTIONS: dict[str, Any] = {
     "scope": {"type": "string", "enum": list(SCOPES), "default": "main"},
     "format": {"type": "string", "enum": list(FORMATS), "default": "json"},
     "events": {"type": "integer", "minimum": 0, "maximum": MAX_EVENTS},
     "max_bytes": {"type": "integer", "minimum": MIN_BUDGET_BYTES},
     "max_tokens": {"type": "integer", "minimum": MIN_BUDGET_TOKENS},
+    "include": {"type": "string", "description": INCLUDE_DOC},
+    "topic": {"type": "string", "maxLength": 134, "description": TOPIC_DOC},
 }
 RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
@@ -68,13 +78,15 @@ def _answer(bundle: Bundle) -> Response:
 async def read_bundle(
     request: Request,
     agent: Agent,
-    ctx: Ctx,
     scope: Annotated[str, Query(description=SCOPE_DOC)] = "main",
     format: Annotated[str, Query(description="json | markdown")] = "json",
     events: Annotated[int, Query(description=f"newest events, 0-{MAX_EVENTS}")] = DEFAULT_EVENTS,
     max_bytes: Annotated[int | None, Query(description="budget in bytes")] = None,
     max_tokens: Annotated[int | None, Query(description="budget in estimated tokens")] = None,
+    include: Annotated[str | None, Query(max_length=100, description=INCLUDE_DOC)] = None,
+    topic: Annotated[str | None, Query(max_length=134, description=TOPIC_DOC)] = None,
 ) -> Response:
+    ctx = api_context(request)
     acmi = await _read(ctx, request)
     bundle = await ctx.call(
         acmi.bootstrap,
@@ -84,6 +96,8 @@ async def read_bundle(
         events=events,
         max_bytes=max_bytes,
         max_tokens=max_tokens,
+        include=include,
+        topic=topic,
     )
     return _answer(bundle)
 
@@ -109,7 +123,8 @@ async def read_bundle(
     ),
     responses=RESPONSES,
 )
-async def spawn_and_read(request: Request, agent: Agent, ctx: Ctx) -> Response:
+async def spawn_and_read(request: Request, agent: Agent) -> Response:
+    ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await object_body(request, acmi)
     refuse_unknown(body, ("spawn", *OPTIONS))

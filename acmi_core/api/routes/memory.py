@@ -1,0 +1,328 @@
+"""The seed's memory commands over HTTP (``/v1/memory/{entity}/...``, issue 13):
+status, review, search, remember, active, daily-summary, topics, prune, handoff, debug,
+export, import and archive. Each route is one ``MemoryAPI`` call (its round trips are
+listed in ``acmi_core.memory.service``) or, for archive, ``memory_archive.archive_now``;
+reads take a read key, writes a write key. The archive sink is ``ACMI_ARCHIVE_URL`` only,
+never a URL from the request: a tenant must not choose where its data goes (the memory
+function registers the s3 sink); search reads the archived raw events there too. Over a layer's
+budget is a 400 (rule ``memory_budget``) naming the layer, the limit and the seed's fix,
+with nothing stored."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from acmi_core import hygiene
+from acmi_core.api.app import api_context
+from acmi_core.api.shapes import Json, Metered, read_fields, request_body
+from acmi_core.errors import AcmiValidationError
+from acmi_core.memory.service import (
+    DEFAULT_PRUNE_DAYS,
+    MAX_QUERY_LEN,
+    MAX_SEARCH_HITS,
+    REMEMBER_LAYERS,
+    MemoryAPI,
+)
+from acmi_core.memory.tree import parse_tree, render_tree
+from acmi_core.memory_archive import archive_now, archived_reader
+
+router = APIRouter(tags=["memory"])
+
+Entity = Annotated[str, Path(max_length=256, description="the memory's owner, e.g. agent:atlas")]
+
+ACCESS = Metered(reads="MemoryReads", writes="MemoryWrites")
+_read, _write = ACCESS.read, ACCESS.write
+
+TEXT = {"type": "string", "description": "one line"}
+
+
+@router.get(
+    "/v1/memory/{entity}/status",
+    summary="Sizes, lines, tokens and budget verdict per layer, staleness, next maintenance",
+    response_model=Json,
+)
+async def status(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _read(ctx, request)
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).status, entity))
+
+
+@router.post(
+    "/v1/memory/{entity}/review",
+    summary="The weekly review: promote the last 7 days' lessons and decisions, prune hot",
+    openapi_extra=request_body("nothing; the body may be empty", [], {}, optional=True),
+    response_model=Json,
+)
+async def review(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    await read_fields(request, acmi, (), (), empty_ok=True)
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).review, entity))
+
+
+@router.get(
+    "/v1/memory/{entity}/search",
+    summary="Lines of every layer holding the query's terms, fast to slow, ranked (archived "
+    "raw events last)",
+    response_model=Json,
+)
+async def search(
+    request: Request,
+    entity: Entity,
+    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_LEN, description="terms")],
+    limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_HITS)] = 20,
+    archived: Annotated[
+        bool, Query(description="also the raw archived events (ACMI_ARCHIVE_URL), if set")
+    ] = True,
+) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _read(ctx, request)
+    dest, no_sink = (
+        hygiene.open_destination(acmi.settings.archive_url) if archived else (None, None)
+    )
+    reader = archived_reader(acmi, dest) if dest else None
+    found = await ctx.call(MemoryAPI(acmi).search, entity, q, limit=limit, archived=reader)
+    if no_sink:
+        found["notes"] = [no_sink]
+    return JSONResponse(found)
+
+
+@router.post(
+    "/v1/memory/{entity}/remember",
+    summary="Write a line to a layer before acting (write-ahead): stored when this answers",
+    openapi_extra=request_body(
+        "the line, its layer (default warm) and section",
+        ["text"],
+        {
+            "text": TEXT,
+            "layer": {"type": "string", "enum": list(REMEMBER_LAYERS)},
+            "section": {"type": "string", "description": "a section key of the layer"},
+            "topic": {"type": "string", "description": "layer topic: the topic's slug"},
+        },
+    ),
+    response_model=Json,
+    status_code=201,
+)
+async def remember(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, ("text",), ("layer", "section", "topic"))
+    for name in ("layer", "section", "topic"):
+        if name in body and not isinstance(body[name], str):
+            raise AcmiValidationError(name, "type", "must be a string")
+    stored = await ctx.call(
+        MemoryAPI(acmi).remember,
+        entity,
+        body["text"],
+        layer=body.get("layer", "warm"),
+        section=body.get("section"),
+        topic=body.get("topic"),
+    )
+    return JSONResponse(stored, status_code=201)
+
+
+@router.get(
+    "/v1/memory/{entity}/active",
+    summary="ACTIVE-CONTEXT.md: its text, sections and budget",
+    response_model=Json,
+)
+async def active(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _read(ctx, request)
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).active, entity))
+
+
+@router.put(
+    "/v1/memory/{entity}/active",
+    summary="Replace ACTIVE-CONTEXT.md (checked against its 50 lines / 2 KB budget)",
+    openapi_extra=request_body("the file's text", ["text"], {"text": {"type": "string"}}),
+    response_model=Json,
+)
+async def set_active(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, ("text",))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).set_active, entity, body["text"]))
+
+
+@router.get(
+    "/v1/memory/{entity}/daily-summary",
+    summary="A day's note (default today) and its entries, decisions, lessons, open tasks",
+    response_model=Json,
+)
+async def daily_summary(
+    request: Request,
+    entity: Entity,
+    date: Annotated[str | None, Query(max_length=10, description="YYYY-MM-DD")] = None,
+) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _read(ctx, request)
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).daily_summary, entity, date))
+
+
+@router.post(
+    "/v1/memory/{entity}/topics",
+    summary="Create a topic:<slug> from the seed's template and link it (201; 200 if linked "
+    "an existing one)",
+    openapi_extra=request_body(
+        "the topic",
+        ["slug", "name"],
+        {"slug": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"}, "name": TEXT},
+    ),
+    response_model=Json,
+    status_code=201,
+)
+async def topic_create(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, ("slug", "name"))
+    made = await ctx.call(MemoryAPI(acmi).topic_create, entity, body["slug"], body["name"])
+    return JSONResponse(made, status_code=201 if made["created"] else 200)
+
+
+@router.post(
+    "/v1/memory/{entity}/prune",
+    summary="Move completed and stale hot items to today's note",
+    openapi_extra=request_body(
+        "how old a dated item may be; the body may be empty",
+        [],
+        {"days": {"type": "integer", "minimum": 0, "maximum": 365, "default": DEFAULT_PRUNE_DAYS}},
+        optional=True,
+    ),
+    response_model=Json,
+)
+async def prune(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, (), ("days",), empty_ok=True)
+    days = body.get("days", DEFAULT_PRUNE_DAYS)
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).prune, entity, days))
+
+
+@router.put(
+    "/v1/memory/{entity}/handoff",
+    summary="Write HANDOFF.md for the next session (replaces a pending one)",
+    openapi_extra=request_body(
+        "what was done, in progress, next steps, decisions, gotchas",
+        ["text"],
+        {"text": {"type": "string", "maxLength": 16384}},
+    ),
+    response_model=Json,
+)
+async def handoff(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, ("text",))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).handoff, entity, body["text"]))
+
+
+@router.post(
+    "/v1/memory/{entity}/handoff/take",
+    summary="Read and clear the pending handoff, atomically (null when none)",
+    response_model=Json,
+)
+async def take_handoff(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    return JSONResponse({"handoff": await ctx.call(MemoryAPI(acmi).take_handoff, entity)})
+
+
+@router.get(
+    "/v1/memory/{entity}/debug",
+    summary="Missing pieces, hot/warm conflicts, stale items, files over budget",
+    response_model=Json,
+)
+async def debug(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _read(ctx, request)
+    return JSONResponse(await ctx.call(MemoryAPI(acmi).debug, entity))
+
+
+@router.get(
+    "/v1/memory/{entity}/export",
+    summary="The seed's file tree: {files: {relative path: text}}",
+    response_model=Json,
+)
+async def export(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _read(ctx, request)
+    snapshot = await ctx.call(MemoryAPI(acmi).export_snapshot, entity)
+    files = {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
+    return JSONResponse({"entity": entity, "files": files})
+
+
+@router.post(
+    "/v1/memory/{entity}/import",
+    summary="Migrate a tree ({files: {path: text}}) into ACMI; idempotent",
+    openapi_extra=request_body(
+        "the tree's files; strict: refuse files over budget",
+        ["files"],
+        {
+            "files": {"type": "object", "additionalProperties": {"type": "string"}},
+            "strict": {"type": "boolean", "default": False},
+        },
+    ),
+    response_model=Json,
+)
+async def import_tree(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, ("files",), ("strict",))
+    files: Any = body["files"]
+    if not isinstance(files, dict) or not files:
+        raise AcmiValidationError("files", "object", "must be a non-empty object path -> text")
+    for path, text in files.items():
+        if not isinstance(text, str):
+            raise AcmiValidationError(f"files.{path}", "type", "must be the file's text")
+    strict = body.get("strict", False)
+    if not isinstance(strict, bool):
+        raise AcmiValidationError("strict", "type", "must be true or false")
+    snapshot = parse_tree({p: t.encode("utf-8", "surrogatepass") for p, t in files.items()})
+    result = await ctx.call(MemoryAPI(acmi).import_snapshot, entity, snapshot, strict=strict)
+    return JSONResponse(result)
+
+
+@router.post(
+    "/v1/memory/{entity}/archive",
+    summary="Archive now: events older than the retention into the quarter's document and, "
+    "with ACMI_ARCHIVE_URL, its verified object, then trimmed",
+    openapi_extra=request_body(
+        "the retention and how many events at most; the body may be empty",
+        [],
+        {
+            "retention_days": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": hygiene.MAX_RETENTION_DAYS,
+                "default": hygiene.DEFAULT_RETENTION_DAYS,
+            },
+            "max_events": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": hygiene.MAX_EVENTS_MAX,
+                "default": hygiene.MAX_EVENTS_PER_ENTITY,
+            },
+        },
+        optional=True,
+    ),
+    response_model=Json,
+)
+async def archive(request: Request, entity: Entity) -> JSONResponse:
+    ctx = api_context(request)
+    acmi = await _write(ctx, request)
+    body = await read_fields(request, acmi, (), ("retention_days", "max_events"), empty_ok=True)
+    # the destination is the deployment's, never the caller's (a tenant must not choose it)
+    dest, no_sink = hygiene.open_destination(acmi.settings.archive_url)
+    done = await ctx.call(
+        archive_now,
+        acmi,
+        entity,
+        retention_days=body.get("retention_days"),
+        max_events=body.get("max_events"),
+        dest=dest,
+        no_sink=no_sink,
+    )
+    return JSONResponse(done)

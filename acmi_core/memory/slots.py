@@ -1,0 +1,838 @@
+"""The memory layers on ACMI's slots (DESIGN §6), both ways, losslessly.
+
+=======  ==========================  =====================================================
+layer    file                        ACMI
+=======  ==========================  =====================================================
+hot      ACTIVE-CONTEXT.md           the entity's signals ``hot.<section>``, ``hot.updated``
+-        heartbeat-state.json        the entity's signals ``heartbeat.<key>``
+warm     MEMORY.md                   the entity's profile ``warm.<section>`` (all private),
+                                     ``warm.topics``: the ``topic:<slug>`` entities
+daily    memory/YYYY-MM-DD.md        the entity's timeline: one event per line with content
+                                     and one ``daily-note`` header event per day
+topic    memory/topics/<slug>.md     the profile of ``topic:<slug>``: ``topic.<section>``
+cold     memory/archive/YYYY-QN.md   an archive document: ``archive.<section>``
+=======  ==========================  =====================================================
+
+A section's value is readable JSON: a string for prose (``hot.current_priority``), else a
+list of items: ``"text"`` a bullet, ``{"task", "done"}``, ``{"at", "text"}`` an entry,
+``{"date", "decision", "reasoning", "outcome"}`` a decision-log row, ``{"row": [...]}``
+another table row, ``{"line": ...}`` any other line; a section with ``### `` subsections
+is ``{"body": ..., "subsections": [{"title", "items"}]}``. Each field is one key, so a
+shallow profile merge or a signals update changes one section.
+
+What a file holds beyond its template (its own headings, unknown sections, free text,
+ordering, blank lines) is ``<prefix>layout``: the file's lines with placeholders for the
+fields. It is absent when the file is laid out as the seed's template, so a value set
+through the API renders as the template would; a field with no place in the layout is
+appended as its template section. Hence ``from_*(to_*(x)) == x`` for every file.
+
+Daily events are Comms v1.1 events (``payload.memory == "daily"``). Their correlationId
+is a digest of the day, the line and how many identical lines precede it in the file: a
+re-import gives the same ids, so importing twice stores nothing new (ZADD NX on equal
+members), and an import may skip a line whose id the day already has (a line written
+through the API with :func:`entry_event`). ``[HH:MM]`` + the file's date, in the tree's
+zone (heartbeat-state.json ``timezone``, else UTC), is the event's ``ts``; a line without
+a stamp takes the stamp above it (midnight when none).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from acmi_core.errors import AcmiValidationError
+from acmi_core.memory.layers import (
+    ACTIVE_CONTEXT,
+    ARCHIVE,
+    DECISION_COLUMNS,
+    LONG_TERM_MEMORY,
+    TIMEZONE_KEY,
+    TOPIC,
+    ActiveContext,
+    ArchiveFile,
+    DailyNote,
+    HeartbeatState,
+    LongTermMemory,
+    MarkdownFile,
+    MemorySnapshot,
+    Quarter,
+    SectionSpec,
+    Template,
+    TopicFile,
+    check_heartbeat,
+    parse_date,
+)
+from acmi_core.memory.markdown import (
+    FENCE,
+    Bullet,
+    Entry,
+    Item,
+    Row,
+    Subsection,
+    Task,
+    Text,
+    body_lines,
+    document_lines,
+    join_lines,
+)
+from acmi_core.model import MAX_SUMMARY_LEN, EntityId, Event, summary_too_long, utf16_len
+
+HOT: Final = "hot."
+HEARTBEAT: Final = "heartbeat."
+WARM: Final = "warm."
+TOPIC_PREFIX: Final = "topic."
+ARCHIVE_PREFIX: Final = "archive."
+TOPIC_LINKS: Final = "warm.topics"  # profile: the topic:<slug> entities, in slug order
+LAYOUT: Final = "layout"
+TOPIC_CATEGORY: Final = "topic"
+DAILY: Final = "daily"  # payload.memory of a daily-note event
+HEADER_KIND: Final = "daily-note"
+_AT: Final = re.compile(r"(\d{2}):(\d{2})")
+
+# --- a section's value ----------------------------------------------------------------------
+
+
+def _item_json(item: Item, spec: SectionSpec) -> Any:
+    if isinstance(item, Bullet):
+        return item.text
+    if isinstance(item, Task):
+        return {"task": item.text, "done": item.done}
+    if isinstance(item, Entry):
+        return {"at": item.at, "text": item.text}
+    if isinstance(item, Row):
+        if spec.frame and len(item.cells) == len(DECISION_COLUMNS):
+            return dict(zip(DECISION_COLUMNS, item.cells, strict=True))
+        return {"row": list(item.cells)}
+    return {"line": item.line}
+
+
+def _items_json(items: Sequence[Item], spec: SectionSpec) -> Any:
+    if items and all(isinstance(i, Text) for i in items):
+        return "\n".join(i.render() for i in items)  # prose reads as a string
+    return [_item_json(i, spec) for i in items]
+
+
+def section_value(
+    items: Sequence[Item], subsections: Sequence[Subsection], spec: SectionSpec
+) -> Any:
+    """A section's body as the JSON value stored for it."""
+    if not subsections:
+        return _items_json(items, spec)
+    value: dict[str, Any] = {"body": _items_json(items, spec)} if items else {}
+    subs = []
+    for n, sub in enumerate(subsections):
+        entry: dict[str, Any] = {"title": sub.title, "items": _items_json(sub.items, spec)}
+        if sub.gap != (1 if n < len(subsections) - 1 else 0):
+            entry["gap"] = sub.gap
+        subs.append(entry)
+    value["subsections"] = subs
+    return value
+
+
+def _bad(where: str, message: str) -> AcmiValidationError:
+    return AcmiValidationError(where, "memory_section", message)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(where, "must be a string")
+    if "\n" in value:
+        raise _bad(where, "must be one line (no line break)")
+    return value
+
+
+def _item(value: Any, where: str) -> Item:
+    if isinstance(value, str):
+        return Bullet(_text(value, where))
+    if not isinstance(value, dict):
+        raise _bad(where, "an item is a string (a bullet) or an object")
+    keys = set(value)
+    if keys == {"task", "done"} and isinstance(value["done"], bool):
+        return Task(_text(value["task"], f"{where}.task"), value["done"])
+    if keys == {"at", "text"}:
+        return Entry(_text(value["at"], f"{where}.at"), _text(value["text"], f"{where}.text"))
+    if keys == set(DECISION_COLUMNS):
+        return Row(tuple(_text(value[c], f"{where}.{c}") for c in DECISION_COLUMNS))
+    if keys == {"row"} and isinstance(value["row"], list):
+        return Row(tuple(_text(c, f"{where}.row") for c in value["row"]))
+    if keys == {"line"}:
+        return Text(_text(value["line"], f"{where}.line"))
+    raise _bad(
+        where,
+        "an item object is {task, done}, {at, text}, {date, decision, reasoning, outcome}, "
+        "{row} or {line}",
+    )
+
+
+def _items(value: Any, where: str) -> list[Item]:
+    if isinstance(value, str):
+        return [Text(line) for line in value.split("\n")]
+    if not isinstance(value, list):
+        raise _bad(where, "must be a string (prose) or a list of items")
+    return [_item(v, f"{where}[{n}]") for n, v in enumerate(value)]
+
+
+def section_lines(value: Any, where: str) -> list[str]:
+    """The body lines a stored section value renders to. A value that would start another
+    section (a ``## `` line outside a fence) is refused: it could not be read back."""
+    if isinstance(value, dict):
+        unknown = set(value) - {"body", "subsections"}
+        if unknown or not isinstance(value.get("subsections"), list):
+            raise _bad(where, "a section with subsections is {body?, subsections: [...]}")
+        items = _items(value.get("body", []), f"{where}.body")
+        subs = []
+        raw = value["subsections"]
+        for n, sub in enumerate(raw):
+            at = f"{where}.subsections[{n}]"
+            if not isinstance(sub, dict) or not {"title", "items"} <= set(sub) <= {
+                "title",
+                "items",
+                "gap",
+            }:
+                raise _bad(at, "a subsection is {title, items, gap?}")
+            gap = sub.get("gap", 1 if n < len(raw) - 1 else 0)
+            if isinstance(gap, bool) or not isinstance(gap, int) or not 0 <= gap <= 100:
+                raise _bad(f"{at}.gap", "must be an integer 0-100")
+            subs.append(
+                Subsection(_text(sub["title"], f"{at}.title"), tuple(_items(sub["items"], at)), gap)
+            )
+        lines = body_lines(items, subs)
+    else:
+        lines = body_lines(_items(value, where))
+    inside = False
+    for line in lines:
+        if line.lstrip().startswith(FENCE):
+            inside = not inside
+        elif not inside and line.startswith("## "):
+            raise _bad(where, f"a line {line[:40]!r} would start a new section")
+    return lines
+
+
+# --- a file's fields ------------------------------------------------------------------------
+
+
+def _canonical(template: Template, fields: Mapping[str, Any], title: str | None) -> list[Any]:
+    """The layout of a file written as the seed's template, for the fields present."""
+    lines: list[Any] = []
+    if title is not None:
+        lines += [f"# {title}", ""]
+    elif "title" in fields:
+        lines += [{"field": "title"}, ""]
+    pre = [{"field": key} for key, _ in template.fields if key in fields]
+    if pre:
+        lines += [*pre, ""]
+    specs = [s for s in template.sections if s.key in fields]
+    for n, spec in enumerate(specs):
+        lines += [f"## {spec.heading}", *spec.frame, {"section": spec.key}]
+        if n < len(specs) - 1:
+            lines.append("")
+    return lines
+
+
+def to_fields(file: MarkdownFile, title: str | None) -> dict[str, Any]:
+    """``file`` as fields (unprefixed): preamble fields, one per known section, and
+    ``layout`` when the file departs from its template. ``title``: the file's fixed title
+    (None: the title is a field, as a topic's name)."""
+    template, doc = file.TEMPLATE, file.doc
+    fields: dict[str, Any] = {}
+    layout: list[Any] = []
+    if doc.title is not None:
+        if title is None:
+            fields["title"] = doc.title
+            layout.append({"field": "title"})
+        else:
+            layout.append(f"# {doc.title}")
+    for line in doc.preamble:
+        key = next(
+            (k for k, label in template.fields if line.startswith(label) and k not in fields),
+            None,
+        )
+        if key is None:
+            layout.append(line)
+        else:
+            fields[key] = line[len(dict(template.fields)[key]) :]
+            layout.append({"field": key})
+    for key, section in file.sections_by_key():
+        layout.append(f"## {section.heading}")
+        if key is None:
+            layout.extend(body_lines(section.items, section.subsections))
+        else:
+            spec = template.by_key(key)
+            items = section.items
+            head = tuple(i.render() for i in items[: len(spec.frame)])
+            if spec.frame and head == spec.frame:
+                layout.extend(spec.frame)
+                items = items[len(spec.frame) :]
+            fields[key] = section_value(items, section.subsections, spec)
+            layout.append({"section": key})
+        layout.extend([""] * section.gap)
+    if layout != _canonical(template, fields, title) or not doc.final_newline:
+        fields[LAYOUT] = {"lines": layout}
+        if not doc.final_newline:
+            fields[LAYOUT]["final_newline"] = False
+    return fields
+
+
+def _insert_fields(out: list[str], missing: list[str], after_fields: int) -> None:
+    """Preamble field lines set through the API: beside the others, or under the title
+    as the seed writes them (``# title``, blank, the fields, blank)."""
+    if after_fields:
+        at, block = after_fields, missing
+    elif out and out[0].startswith("# "):
+        at = 2 if len(out) > 1 and out[1] == "" else 1
+        block = missing if at == 2 else ["", *missing]
+    else:
+        at, block = 0, missing
+    if at < len(out) and out[at] != "":
+        block.append("")
+    out[at:at] = block
+
+
+def from_fields(
+    template: Template, fields: Mapping[str, Any], title: str | None, where: str
+) -> str:
+    """The file text of ``fields`` (what ``to_fields`` gave, or values set through the
+    API). Errors name ``<where><key>``."""
+    raw_layout = fields.get(LAYOUT)
+    final_newline = True
+    if raw_layout is None:
+        layout = _canonical(template, fields, title)
+    else:
+        if not isinstance(raw_layout, dict) or not isinstance(raw_layout.get("lines"), list):
+            raise _bad(f"{where}{LAYOUT}", "must be {lines: [...], final_newline?}")
+        layout = raw_layout["lines"]
+        final_newline = raw_layout.get("final_newline", True) is not False
+    labels = dict(template.fields)
+    out: list[str] = []
+    placed: set[str] = set()
+    after_fields = 0  # where the last preamble field line ends
+    for n, entry in enumerate(layout):
+        if isinstance(entry, str):
+            out.append(_text(entry, f"{where}{LAYOUT}.lines[{n}]"))
+            continue
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise _bad(f"{where}{LAYOUT}.lines[{n}]", "a line is a string, {field} or {section}")
+        ((kind, key),) = entry.items()
+        if not isinstance(key, str):
+            raise _bad(f"{where}{LAYOUT}.lines[{n}]", f"{kind} must name a field by a string")
+        if key not in fields:
+            continue  # deleted since: its line goes (a section keeps its heading)
+        if kind == "field" and (key == "title" or key in labels):
+            value = _text(fields[key], f"{where}{key}")
+            out.append(f"# {value}" if key == "title" else labels[key] + value)
+            if key != "title":
+                after_fields = len(out)
+        elif kind == "section" and any(s.key == key for s in template.sections):
+            out.extend(section_lines(fields[key], f"{where}{key}"))
+        else:
+            raise _bad(f"{where}{LAYOUT}.lines[{n}]", f"{kind} {key!r} is not in {template.name}")
+        placed.add(key)
+    missing = [
+        label + _text(fields[key], f"{where}{key}")
+        for key, label in template.fields
+        if key in fields and key not in placed
+    ]
+    if missing:
+        _insert_fields(out, missing, after_fields)
+    for spec in template.sections:
+        if spec.key in fields and spec.key not in placed:
+            if out and out[-1] != "":
+                out.append("")
+            body = section_lines(fields[spec.key], f"{where}{spec.key}")
+            out += [f"## {spec.heading}", *spec.frame, *body]
+    return join_lines(out, final_newline)
+
+
+def _known(template: Template) -> frozenset[str]:
+    return frozenset(
+        {LAYOUT, "title", *(k for k, _ in template.fields), *(s.key for s in template.sections)}
+    )
+
+
+def _prefixed(fields: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    return {prefix + key: value for key, value in fields.items()}
+
+
+def _unprefixed(doc: Mapping[str, Any], prefix: str, template: Template) -> dict[str, Any]:
+    known = _known(template)
+    return {
+        k[len(prefix) :]: v
+        for k, v in doc.items()
+        if k.startswith(prefix) and k[len(prefix) :] in known
+    }
+
+
+# --- hot: signals ---------------------------------------------------------------------------
+
+
+def to_signals(active: ActiveContext) -> dict[str, Any]:
+    """ACTIVE-CONTEXT.md as signals ``hot.*``."""
+    return _prefixed(to_fields(active, ACTIVE_CONTEXT.title), HOT)
+
+
+def from_signals(signals: Mapping[str, Any]) -> ActiveContext | None:
+    """The ACTIVE-CONTEXT.md the ``hot.*`` signals hold (None: none); other signals are
+    not memory and are ignored."""
+    fields = _unprefixed(signals, HOT, ACTIVE_CONTEXT)
+    fields.pop("title", None)
+    if not fields:
+        return None
+    return ActiveContext.parse(
+        from_fields(ACTIVE_CONTEXT, fields, ACTIVE_CONTEXT.title, f"signals.{HOT}"),
+        "signals hot.*",
+    )
+
+
+def heartbeat_to_signals(state: HeartbeatState) -> dict[str, Any]:
+    return _prefixed(dict(state.data), HEARTBEAT)
+
+
+def heartbeat_from_signals(signals: Mapping[str, Any]) -> HeartbeatState | None:
+    data = {k[len(HEARTBEAT) :]: v for k, v in signals.items() if k.startswith(HEARTBEAT)}
+    if not data:
+        return None
+    check_heartbeat(data, "signals heartbeat.*")
+    return HeartbeatState(data)
+
+
+# --- warm: profile --------------------------------------------------------------------------
+
+
+def to_profile_sections(memory: LongTermMemory) -> dict[str, Any]:
+    """MEMORY.md as profile fields ``warm.*``: every one private (never in a group)."""
+    return _prefixed(to_fields(memory, LONG_TERM_MEMORY.title), WARM)
+
+
+def from_profile(profile: Mapping[str, Any]) -> LongTermMemory | None:
+    fields = _unprefixed(profile, WARM, LONG_TERM_MEMORY)
+    fields.pop("title", None)
+    if not fields:
+        return None
+    return LongTermMemory.parse(
+        from_fields(LONG_TERM_MEMORY, fields, LONG_TERM_MEMORY.title, f"profile.{WARM}"),
+        "profile warm.*",
+    )
+
+
+def is_private(profile_key: str) -> bool:
+    """Whether a profile field is private memory: never in a ``group`` scope (seed §3)."""
+    return profile_key.startswith(WARM)
+
+
+# --- topic: the topic:<slug> entity ---------------------------------------------------------
+
+
+def topic_entity(slug: str) -> EntityId:
+    return EntityId.parse(f"{TOPIC_CATEGORY}:{slug}", "topic")
+
+
+def topic_to_profile(topic: TopicFile) -> dict[str, Any]:
+    """A topic file as the profile fields ``topic.*`` of :func:`topic_entity`."""
+    return _prefixed(to_fields(topic, None), TOPIC_PREFIX)
+
+
+def new_topic(slug: str, name: str, today: dt.date) -> TopicFile:
+    """``/topic-create``: the seed's topic template, every section empty (the decision
+    log with its table header)."""
+    fields: dict[str, Any] = {"title": name, "created": today.isoformat()}
+    fields["updated"] = fields["created"]
+    fields.update((spec.key, []) for spec in TOPIC.sections)
+    return TopicFile.parse(from_fields(TOPIC, fields, None, "topic "), slug)
+
+
+def topic_from_profile(slug: str, profile: Mapping[str, Any]) -> TopicFile | None:
+    fields = _unprefixed(profile, TOPIC_PREFIX, TOPIC)
+    if not fields:
+        return None
+    text = from_fields(TOPIC, fields, None, f"topic:{slug} profile.{TOPIC_PREFIX}")
+    return TopicFile.parse(text, slug, f"topic:{slug} profile")
+
+
+# --- cold: archive documents ----------------------------------------------------------------
+
+
+def archive_to_document(archive: ArchiveFile) -> dict[str, Any]:
+    """A quarter's archive as a JSON document ``archive.*`` (where the cold layer keeps
+    it is the archiving job's choice)."""
+    return _prefixed(
+        to_fields(archive, ARCHIVE.title.format(key=archive.quarter.heading)), ARCHIVE_PREFIX
+    )
+
+
+def archive_from_document(quarter: Quarter, doc: Mapping[str, Any]) -> ArchiveFile:
+    fields = _unprefixed(doc, ARCHIVE_PREFIX, ARCHIVE)
+    fields.pop("title", None)
+    title = ARCHIVE.title.format(key=quarter.heading)
+    return ArchiveFile.parse(
+        from_fields(ARCHIVE, fields, title, f"archive {quarter} "), quarter, f"archive {quarter}"
+    )
+
+
+# --- daily: timeline events -----------------------------------------------------------------
+
+
+def zone(name: str) -> dt.tzinfo:
+    """An IANA zone by name (``UTC``, ``Europe/London``)."""
+    if name == "UTC":
+        return dt.UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise AcmiValidationError(
+            TIMEZONE_KEY, "timezone", f"{name!r} is not an IANA time zone (e.g. Europe/London)"
+        ) from None
+
+
+def stamp_ms(date: dt.date, minutes: int, tz: dt.tzinfo) -> int:
+    """Epoch ms of ``minutes`` after midnight on ``date`` in ``tz``."""
+    moment = dt.datetime.combine(date, dt.time(minutes // 60, minutes % 60), tzinfo=tz)
+    return int(moment.timestamp()) * 1000
+
+
+def _cid(date: dt.date, line: str, occurrence: int) -> str:
+    digest = hashlib.sha256(f"{date.isoformat()}\n{occurrence}\n{line}".encode()).hexdigest()
+    return f"mem-{date.isoformat()}-{digest[:16]}"
+
+
+def _summary(text: str, line: str) -> str:
+    summary = text if text.strip() else line
+    if summary_too_long(summary):  # the whole text stays in payload.text
+        cut = summary[: MAX_SUMMARY_LEN - 1]
+        while utf16_len(cut) > MAX_SUMMARY_LEN - 1:
+            cut = cut[:-1]
+        summary = cut + "…"
+    return summary
+
+
+def _kind(item: Item, section: str | None) -> str:
+    if isinstance(item, Task):
+        return "todo"
+    if isinstance(item, Entry):
+        head = item.text.lower()
+        return (
+            "decision"
+            if head.startswith("decision")
+            else "lesson"
+            if head.startswith("lesson")
+            else "note"
+        )
+    if isinstance(item, Bullet) and section == "Key Takeaways":
+        return "takeaway"
+    return "note"
+
+
+def _item_event(
+    item: Item,
+    *,
+    date: dt.date,
+    ts: int,
+    source: str,
+    section: str | None,
+    n: int | None,
+    occurrence: int,
+) -> Event:
+    line = item.render()
+    payload: dict[str, Any] = {"memory": DAILY, "date": date.isoformat()}
+    if n is not None:
+        payload["n"] = n
+    if section is not None and n is None:
+        payload["section"] = section
+    text = line
+    if isinstance(item, Entry):
+        payload.update(item="entry", at=item.at)
+        text = item.text
+    elif isinstance(item, Task):
+        payload.update(item="task", done=item.done)
+        text = item.text
+    elif isinstance(item, Bullet):
+        payload["item"] = "bullet"
+        text = item.text
+    elif isinstance(item, Row):
+        payload.update(item="row", cells=list(item.cells))
+    else:
+        payload["item"] = "text"
+    summary = _summary(text, line)
+    if summary != text and not isinstance(item, Row):
+        payload["text"] = text
+    return Event.model_validate(
+        {
+            "ts": ts,
+            "source": source,
+            "kind": _kind(item, section),
+            "correlationId": _cid(date, line, occurrence),
+            "summary": summary,
+            "payload": payload,
+        }
+    )
+
+
+def daily_to_events(note: DailyNote, *, source: str, tz: dt.tzinfo = dt.UTC) -> list[Event]:
+    """A daily note as timeline events: a ``daily-note`` header (ts midnight; the note's
+    skeleton: title, headings, blank lines, with ``null`` where an item line goes) and one
+    event per line with content, in file order."""
+    lines = document_lines(note.doc)
+    skeleton: list[str | None] = list(lines)
+    events: list[Event] = []
+    seen: Counter[str] = Counter()
+    ts = stamp_ms(note.date, 0, tz)
+    n = (0 if note.doc.title is None else 1) + len(note.doc.preamble)
+    for section in note.doc.sections:
+        n += 1  # the heading
+        groups = [(section.items, 0)] + [(s.items, s.gap) for s in section.subsections]
+        for index, (items, gap) in enumerate(groups):
+            if index:
+                n += 1  # the ### heading
+            for item in items:
+                if not (isinstance(item, Text) and not item.line.strip()):
+                    if isinstance(item, Entry):
+                        ts = stamp_ms(note.date, item.minutes, tz)
+                    line = lines[n]
+                    events.append(
+                        _item_event(
+                            item,
+                            date=note.date,
+                            ts=ts,
+                            source=source,
+                            section=section.heading,
+                            n=n,
+                            occurrence=seen[line],
+                        )
+                    )
+                    seen[line] += 1
+                    skeleton[n] = None
+                n += 1
+            n += gap
+        n += section.gap
+    payload: dict[str, Any] = {"memory": DAILY, "date": note.date.isoformat(), "skeleton": skeleton}
+    if not note.doc.final_newline:
+        payload["final_newline"] = False
+    header = Event.model_validate(
+        {
+            "ts": stamp_ms(note.date, 0, tz),
+            "source": source,
+            "kind": HEADER_KIND,
+            "correlationId": f"mem-{note.date.isoformat()}-note",
+            "summary": note.doc.title or f"{note.date.isoformat()} — Daily Notes",
+            "payload": payload,
+        }
+    )
+    return [header, *events]
+
+
+def entry_event(
+    date: dt.date,
+    at: str,
+    text: str,
+    *,
+    source: str,
+    tz: dt.tzinfo = dt.UTC,
+    section: str | None = None,
+) -> Event:
+    """An entry written to a day's note through the API (``- [HH:MM] text``), appended to
+    ``section`` (by default Morning before 12:00, else Afternoon) when the note is
+    rendered. Its correlationId is the one an import of that line computes."""
+    match = _AT.fullmatch(_text(at, "at"))
+    if match is None or int(match[1]) > 23 or int(match[2]) > 59:
+        raise AcmiValidationError("at", "entry_time", "must be a time of day HH:MM (00:00-23:59)")
+    entry = Entry(at, _text(text, "text"))
+    minutes = entry.minutes
+    section = section or ("Morning" if minutes < 12 * 60 else "Afternoon")
+    return _item_event(
+        entry,
+        date=date,
+        ts=stamp_ms(date, minutes, tz),
+        source=source,
+        section=section,
+        n=None,
+        occurrence=0,
+    )
+
+
+def _payload(event: Event) -> dict[str, Any] | None:
+    payload = event.payload
+    if isinstance(payload, dict) and payload.get("memory") == DAILY:
+        return payload
+    return None
+
+
+def _skeleton(header: Event) -> list[Any]:
+    payload = _payload(header) or {}
+    skeleton = payload.get("skeleton")
+    return skeleton if isinstance(skeleton, list) else []
+
+
+def _event_item(event: Event, payload: Mapping[str, Any]) -> Item:
+    text = payload.get("text", event.summary)
+    kind = payload.get("item")
+    if kind == "entry":
+        return Entry(str(payload.get("at", "")), text)
+    if kind == "task":
+        return Task(text, payload.get("done") is True)
+    if kind == "bullet":
+        return Bullet(text)
+    if kind == "row" and isinstance(payload.get("cells"), list):
+        return Row(tuple(str(c) for c in payload["cells"]))
+    return Text(text)
+
+
+def _local(event: Event, tz: dt.tzinfo) -> dt.datetime:
+    return dt.datetime.fromtimestamp(event.ts / 1000, tz)
+
+
+def _append(lines: list[str], heading: str, line: str) -> None:
+    """Add ``line`` at the end of the ``## heading`` section (made at the end if none)."""
+    try:
+        head = lines.index(f"## {heading}")
+    except ValueError:
+        if lines and lines[-1] != "":
+            lines.append("")
+        lines += [f"## {heading}", line]
+        return
+    end = next((i for i in range(head + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    while end - 1 > head and lines[end - 1] == "":
+        end -= 1
+    lines.insert(end, line)
+
+
+def _assemble(
+    date: dt.date,
+    header: Event | None,
+    placed: list[tuple[int, int, Item]],
+    appended: list[tuple[float, int, str, Item]],
+) -> DailyNote:
+    """One day's note: the header's skeleton with its lines filled in by number, then the
+    lines written through the API appended to their sections."""
+    final_newline = True
+    if header is None:
+        lines: list[str] = [f"# {date.isoformat()} — Daily Notes", ""]
+        slots: list[str | None] = []
+    else:
+        payload = _payload(header) or {}
+        slots = list(_skeleton(header))
+        final_newline = payload.get("final_newline", True) is not False
+        lines = []
+    extra: list[Item] = []
+    for n, _, item in sorted(placed, key=lambda p: (p[0], p[1])):
+        if 0 <= n < len(slots) and slots[n] is None:
+            slots[n] = item.render()
+        elif 0 <= n < len(slots) and slots[n] == item.render():
+            continue  # the same line twice (events given twice): one line
+        else:
+            extra.append(item)
+    if header is not None:
+        lines = [line for line in slots if isinstance(line, str)]
+    if header is None and not appended:
+        lines += [i.render() for i in extra]
+    else:
+        for item in extra:
+            _append(lines, "Afternoon", item.render())
+    for _, _, heading, item in sorted(appended, key=lambda a: (a[0], a[1])):
+        _append(lines, heading, item.render())
+    return DailyNote.parse(join_lines(lines, final_newline), date, f"timeline {date}")
+
+
+def daily_from_events(
+    events: Iterable[Event], *, tz: dt.tzinfo = dt.UTC, include_foreign: bool = False
+) -> list[DailyNote]:
+    """The daily notes a timeline holds, by date. Memory events (``payload.memory ==
+    "daily"``) rebuild their note line for line; one without a line number (written
+    through the API) is appended to its section. ``include_foreign``: any other event
+    becomes an entry ``- [HH:MM] summary`` of its local day too."""
+    headers: dict[dt.date, Event] = {}
+    placed: dict[dt.date, list[tuple[int, int, Item]]] = defaultdict(list)
+    appended: dict[dt.date, list[tuple[float, int, str, Item]]] = defaultdict(list)
+    for order, event in enumerate(events):
+        payload = _payload(event)
+        if payload is None:
+            if include_foreign:
+                local = _local(event, tz)
+                item: Item = Entry(local.strftime("%H:%M"), event.summary)
+                heading = "Morning" if local.hour < 12 else "Afternoon"
+                appended[local.date()].append((event.ts, order, heading, item))
+            continue
+        date = parse_date(str(payload.get("date")), f"event {event.correlationId}")
+        if event.kind == HEADER_KIND and isinstance(payload.get("skeleton"), list):
+            # two headers of a day: an import of the grown note left the old one (an
+            # import should replace it by correlationId); a note only grows, so the
+            # longer is the newer
+            old = headers.get(date)
+            if old is None or len(payload["skeleton"]) >= len(_skeleton(old)):
+                headers[date] = event
+            continue
+        item = _event_item(event, payload)
+        n = payload.get("n")
+        if isinstance(n, int) and not isinstance(n, bool):
+            placed[date].append((n, order, item))
+        else:
+            heading = str(payload.get("section") or "Afternoon")
+            appended[date].append((event.ts, order, heading, item))
+    return [
+        _assemble(date, headers.get(date), placed[date], appended[date])
+        for date in sorted({*headers, *placed, *appended})
+    ]
+
+
+# --- a whole snapshot -----------------------------------------------------------------------
+
+
+@dataclass
+class SlotImage:
+    """A memory tree as what ACMI stores for its owner entity: ``signals`` (hot and
+    heartbeat), ``profile`` (warm, and the links to the topics), ``events`` (the daily
+    notes), plus one profile per ``topic:<slug>`` entity and one archive document per
+    quarter."""
+
+    signals: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    archives: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def snapshot_to_slots(snapshot: MemorySnapshot, *, source: str) -> SlotImage:
+    """What an import writes. ``source`` is the events' Comms source (``agent:claude``)."""
+    image = SlotImage()
+    if snapshot.active_context is not None:
+        image.signals.update(to_signals(snapshot.active_context))
+    if snapshot.heartbeat is not None:
+        image.signals.update(heartbeat_to_signals(snapshot.heartbeat))
+    if snapshot.memory is not None:
+        image.profile.update(to_profile_sections(snapshot.memory))
+    if snapshot.topics:
+        image.profile[TOPIC_LINKS] = [str(topic_entity(t.slug)) for t in snapshot.topics]
+    tz = zone(snapshot.timezone)
+    for note in snapshot.daily:
+        image.events.extend(daily_to_events(note, source=source, tz=tz))
+    for topic in snapshot.topics:
+        image.topics[topic.slug] = topic_to_profile(topic)
+    for archive in snapshot.archives:
+        image.archives[str(archive.quarter)] = archive_to_document(archive)
+    return image
+
+
+def snapshot_from_slots(image: SlotImage, *, include_foreign: bool = False) -> MemorySnapshot:
+    """What an export writes, from what the store holds."""
+    heartbeat = heartbeat_from_signals(image.signals)
+    tz = zone("UTC" if heartbeat is None else heartbeat.timezone)
+    topics = [
+        t
+        for slug, profile in sorted(image.topics.items())
+        if (t := topic_from_profile(slug, profile)) is not None
+    ]
+    return MemorySnapshot(
+        active_context=from_signals(image.signals),
+        memory=from_profile(image.profile),
+        daily=tuple(daily_from_events(image.events, tz=tz, include_foreign=include_foreign)),
+        topics=tuple(topics),
+        archives=tuple(
+            archive_from_document(Quarter.parse(q, f"archive {q}"), doc)
+            for q, doc in sorted(image.archives.items())
+        ),
+        heartbeat=heartbeat,
+    )

@@ -1,0 +1,132 @@
+"""The seed's file tree (§1) to and from a :class:`MemorySnapshot`.
+
+::
+
+    MEMORY.md                       ACTIVE-CONTEXT.md
+    memory/YYYY-MM-DD.md            memory/heartbeat-state.json
+    memory/topics/<slug>.md         memory/archive/YYYY-QN.md
+
+``parse_tree`` / ``render_tree`` are pure (relative path -> bytes); ``read_tree`` /
+``write_tree`` add the file system. ``render_tree(parse_tree(files))`` gives back every
+memory file byte for byte. Other files (AGENTS.md, SOUL.md, anything else under
+``memory/``) are listed in ``snapshot.ignored`` and never written. Files are UTF-8;
+anything else is a :class:`MemoryFormatError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from acmi_core.memory.layers import (
+    ActiveContext,
+    ArchiveFile,
+    DailyNote,
+    HeartbeatState,
+    LongTermMemory,
+    MemorySnapshot,
+    Quarter,
+    TopicFile,
+    parse_date,
+)
+from acmi_core.memory.markdown import MemoryFormatError
+
+ACTIVE_PATH: Final = "ACTIVE-CONTEXT.md"
+MEMORY_PATH: Final = "MEMORY.md"
+HEARTBEAT_PATH: Final = HeartbeatState.PATH
+_DAILY: Final = re.compile(r"memory/([^/]+)\.md")
+_TOPIC: Final = re.compile(r"memory/topics/([^/]+)\.md")
+_ARCHIVE: Final = re.compile(r"memory/archive/([^/]+)\.md")
+# a name shaped like a date is a daily note (and must then be a real date)
+_DATE_LIKE: Final = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
+
+
+def _decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise MemoryFormatError(
+            path, line, "utf8", f"is not UTF-8 (byte {exc.start}); memory files are UTF-8 text"
+        ) from None
+
+
+def parse_tree(files: Mapping[str, bytes]) -> MemorySnapshot:
+    """A snapshot of ``files`` (relative POSIX path -> content)."""
+    active = memory = heartbeat = None
+    daily: list[DailyNote] = []
+    topics: list[TopicFile] = []
+    archives: list[ArchiveFile] = []
+    ignored: list[str] = []
+    for path in sorted(files):
+        if path == ACTIVE_PATH:
+            active = ActiveContext.parse(_decode(path, files[path]), path)
+        elif path == MEMORY_PATH:
+            memory = LongTermMemory.parse(_decode(path, files[path]), path)
+        elif path == HEARTBEAT_PATH:
+            heartbeat = HeartbeatState.parse(_decode(path, files[path]), path)
+        elif (match := _TOPIC.fullmatch(path)) is not None:
+            topics.append(TopicFile.parse(_decode(path, files[path]), match[1], path))
+        elif (match := _ARCHIVE.fullmatch(path)) is not None:
+            quarter = Quarter.parse(match[1], path)
+            archives.append(ArchiveFile.parse(_decode(path, files[path]), quarter, path))
+        elif (match := _DAILY.fullmatch(path)) is not None and _DATE_LIKE.fullmatch(match[1]):
+            date = parse_date(match[1], path)
+            daily.append(DailyNote.parse(_decode(path, files[path]), date, path))
+        else:
+            ignored.append(path)
+    return MemorySnapshot(
+        active_context=active,
+        memory=memory,
+        daily=tuple(sorted(daily, key=lambda d: d.date)),
+        topics=tuple(sorted(topics, key=lambda t: t.slug)),
+        archives=tuple(sorted(archives, key=lambda a: a.quarter)),
+        heartbeat=heartbeat,
+        ignored=tuple(ignored),
+    )
+
+
+def render_tree(snapshot: MemorySnapshot) -> dict[str, bytes]:
+    """Every memory file of ``snapshot`` (relative path -> UTF-8 bytes), in tree order."""
+    files: dict[str, str] = {}
+    if snapshot.memory is not None:
+        files[MEMORY_PATH] = snapshot.memory.render()
+    if snapshot.active_context is not None:
+        files[ACTIVE_PATH] = snapshot.active_context.render()
+    for note in snapshot.daily:
+        files[note.path] = note.render()
+    if snapshot.heartbeat is not None:
+        files[HEARTBEAT_PATH] = snapshot.heartbeat.render()
+    for topic in snapshot.topics:
+        files[topic.path] = topic.render()
+    for archive in snapshot.archives:
+        files[archive.path] = archive.render()
+    return {path: text.encode("utf-8", "surrogatepass") for path, text in files.items()}
+
+
+def read_tree(root: str | Path) -> MemorySnapshot:
+    """The snapshot of the tree under ``root`` (its workspace directory)."""
+    base = Path(root)
+    if not base.is_dir():
+        raise MemoryFormatError(str(root), None, "directory", "is not a directory")
+    files = {
+        path.relative_to(base).as_posix(): path.read_bytes()
+        for path in base.rglob("*")
+        if path.is_file()
+    }
+    return parse_tree(files)
+
+
+def write_tree(snapshot: MemorySnapshot, root: str | Path) -> list[str]:
+    """Write ``snapshot``'s files under ``root`` (making ``memory/`` as the seed says);
+    other files there are left alone. Returns the paths written."""
+    base = Path(root)
+    written = []
+    for path, data in render_tree(snapshot).items():
+        target = base / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        written.append(path)
+    return written
