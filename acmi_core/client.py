@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
+from importlib import resources
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -61,7 +62,7 @@ from acmi_core.pages import (
     page_size,
 )
 from acmi_core.settings import Settings
-from acmi_core.store.base import Command, Reply, Store
+from acmi_core.store.base import Arg, Command, Reply, Script, Store
 from acmi_core.stored import Unreadable, decode_events, load_stored, stored_dict
 from acmi_core.writes import WritePlan
 
@@ -83,6 +84,8 @@ Clock = Callable[[], int]
 
 DEFAULT_BUNDLE_EVENTS = 50
 _LIST_SCAN_COUNT: Final = 1000
+# A timeline page from a cursor, by rank (see the script's header).
+PAGE: Final = Script(resources.files("acmi_core").joinpath("lua/page.lua").read_text())
 _CATEGORY_CACHE_MAX: Final = 1024
 
 
@@ -506,16 +509,25 @@ class TimelineAPI(_Slot):
         at = None if cursor is None else TimelinePosition.decode(cursor, reverse)
         if at is not None and at.behind(until_ms if reverse else since_ms):
             at = None
+        far = low if reverse else high
         if at is None:
-            start, offset, count = (high if reverse else low), 0, size + 1
+            offset, count = 0, size + 1
+            command: list[str | int] = ["ZRANGE", key, high if reverse else low, far, "BYSCORE"]
+            command += ["REV"] if reverse else []
+            command += ["LIMIT", 0, count, "WITHSCORES"]
+            reply = _read(self._acmi.store, command, key)
         else:
             # Re-read from the last member returned: the digest confirms it is still
             # where the position says, and the extra member tells whether more follow.
-            start, offset, count = repr(at.score), at.run - 1, size + 2
-        command: list[str | int] = ["ZRANGE", key, start, low if reverse else high, "BYSCORE"]
-        command += ["REV"] if reverse else []
-        command += ["LIMIT", offset, count, "WITHSCORES"]
-        window = _score_pairs(_read(self._acmi.store, command, key))
+            # By rank (lua/page.lua): O(log N) however many events share its ts.
+            offset, count = at.run - 1, size + 2
+            args: list[Arg] = [repr(at.score), offset, count]
+            args += ["" if far.endswith("inf") else far, "1" if reverse else "0"]
+            try:
+                reply = self._acmi.store.eval(PAGE, [key], args)
+            except StoreCommandError as exc:
+                raise CorruptData(f"{key}: {exc}", field=key) from None
+        window = _score_pairs(reply)
 
         drop = 0
         if at is not None:

@@ -470,8 +470,7 @@ def _after(entity: str, cursor: str) -> Call:
 
 
 SAME_TS_CAUSE: Final = (
-    "the cursor resumes at (ts, position among that ts's events): LIMIT skips the run "
-    "one member at a time"
+    "the run of equal ts is skipped member by member: lua/page.lua should resume by rank"
 )
 
 
@@ -545,11 +544,11 @@ def timeline_rows(
                 {n: window(n) for n in sizes},
             ),
             "timeline page, next 50 from a mid-timeline cursor": (
-                "ZRANGE score +inf BYSCORE LIMIT run-1 52, O(log N + 52 + equal-ts run)",
+                "lua/page.lua: ZCOUNT to the cursor's score, then ZRANGE by rank: O(log N + 52)",
                 {n: _after(entities[n], cursors[n]) for n in cursors},
             ),
             "timeline page, next 50 from a cursor mid-way through n events of one ts": (
-                "ZRANGE ts +inf BYSCORE LIMIT n/2-1 52: Redis skips n/2 members, O(n)",
+                "lua/page.lua: the run position as a rank (ZCOUNT, ZRANGE by index), O(log N + 52)",
                 {n: _after(same_ts[n], in_run[n]) for n in sizes},
             ),
         }
@@ -711,7 +710,7 @@ def _grow_threads(acmi: Acmi, n: int) -> None:
         acmi.agents.join(AGENT, f"thread:scale-{i}", "participant")
 
 
-THREADS_CAUSE: Final = "active_context is read whole (HGETALL; CAPS has no threads cap)"
+THREADS_CAUSE: Final = "active_context read past its cap (bootstrap CAPS['threads'])"
 
 # kind -> (row name, what the script reads of it, how to add n of it, known cause of growth)
 STATE: Final[dict[str, tuple[str, str, Callable[[Acmi, int], None], str]]] = {
@@ -741,7 +740,7 @@ STATE: Final[dict[str, tuple[str, str, Callable[[Acmi, int], None], str]]] = {
     ),
     "threads": (
         "bootstrap, n threads joined",
-        "HGETALL active_context: O(n), no cap",
+        "HLEN, then HGETALL up to 50 threads, else one HSCAN step of COUNT 50: O(50)",
         _grow_threads,
         THREADS_CAUSE,
     ),
@@ -783,6 +782,7 @@ JOB_WORK: Final = {
     "drift-diff": "the change and activity indexes from its watermark: O(log N + changed)",
     "standup-brief": "the change index over the last 24 h, newest first, LIMIT max (500)",
     "rollup-cron": "the change index from its watermark: O(log N + changed)",
+    "hygiene": "the change index from its watermark into its due index: O(log N + due)",
 }
 STANDUP_CAUSE: Final = (
     "it reads every entity changed in its 24 h window (any category, up to max=500) "
