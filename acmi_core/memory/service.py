@@ -1380,7 +1380,8 @@ def _promotions(state: MemoryState, lessons: Any, first: dt.date, today: dt.date
             continue
         if not memory and event.kind == "takeaway":
             continue
-        bullet = f"{day.isoformat()} — {_text_of(event)}"
+        # a bullet is one line: an event's text may hold newlines (any sender's lesson)
+        bullet = f"{day.isoformat()} — {' '.join(_text_of(event).split())}"
         if bullet not in have and bullet not in promoted:
             promoted.append(bullet)
     return promoted

@@ -322,3 +322,26 @@ def test_lines_written_through_the_api_survive_export_and_reimport(
     assert acmi.timeline.size(OWNER) == size
     assert render_tree(memory.export_snapshot(OWNER)) == render_tree(exported)
     assert memory.import_snapshot(OWNER, memory.export_snapshot(OWNER))["writes"] == 0
+
+
+def test_review_promotes_a_lesson_written_on_several_lines_as_one_bullet(
+    imported: tuple[MemoryAPI, CountingStore, Acmi],
+) -> None:
+    """A lesson any sender appended (its text with newlines) becomes one bullet: a bullet
+    of MEMORY.md is one line."""
+    memory, _, acmi = imported
+    acmi.timeline.append(
+        OWNER,
+        {
+            "ts": NOW - 3_600_000,
+            "source": "agent:atlas",
+            "kind": "lesson",
+            "correlationId": "lesson-multiline",
+            "summary": "Retry budgets",
+            "payload": {"text": "Retry budgets belong\nin the client,\n  not the queue"},
+        },
+    )
+    review = memory.review(OWNER, NOW)
+    assert "2026-02-03 — Retry budgets belong in the client, not the queue" in review["promoted"]
+    memory_md = render_tree(memory.export_snapshot(OWNER))["MEMORY.md"].decode()
+    assert "- 2026-02-03 — Retry budgets belong in the client, not the queue\n" in memory_md
