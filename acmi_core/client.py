@@ -63,7 +63,7 @@ from acmi_core.pages import (
 )
 from acmi_core.settings import Settings
 from acmi_core.store.base import Arg, Command, Reply, Script, Store
-from acmi_core.stored import Unreadable, decode_events, load_stored, stored_dict
+from acmi_core.stored import decode_events, decode_object, stored_dict
 from acmi_core.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -215,23 +215,6 @@ class EventPage:
         }
 
 
-def _decode_object(raw: Reply, key: str) -> dict[str, Any] | None:
-    """A stored JSON object (profile or signals); None when the key is absent."""
-    if raw is None:
-        return None
-    if not isinstance(raw, bytes):
-        raise CorruptData(f"{key} does not hold a string", field=key)
-    try:
-        value = load_stored(raw)
-    except Unreadable as exc:
-        raise CorruptData(f"{key}: {exc.reason}", field=key) from None
-    if value is None:  # the reference could store null profiles
-        return None
-    if not isinstance(value, dict):
-        raise CorruptData(f"{key} holds JSON that is not an object", field=key)
-    return value
-
-
 def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:
     decoded, unread = decode_events(raw if isinstance(raw, list) else [], max_bytes)
     skipped = [Skipped(key, position, reason) for position, reason in unread]
@@ -303,7 +286,7 @@ class ProfileAPI(_Slot):
 
     def get(self, entity: str | EntityId) -> dict[str, Any] | None:
         key = self._keys.profile(EntityId.parse(entity))
-        return _decode_object(_read(self._acmi.store, ("GET", key), key), key)
+        return decode_object(_read(self._acmi.store, ("GET", key), key), key)
 
     def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         """Overwrite the profile. actor_type/tenant_id are filled when absent."""
@@ -343,7 +326,7 @@ class ProfileAPI(_Slot):
         merged = self._write(build)
         if merged is None:
             return None
-        return _decode_object(merged, key) or {}
+        return decode_object(merged, key) or {}
 
     def delete(self, entity: str | EntityId) -> None:
         eid = EntityId.parse(entity)
@@ -355,7 +338,7 @@ class SignalsAPI(_Slot):
 
     def all(self, entity: str | EntityId) -> dict[str, Any]:
         key = self._keys.signals(EntityId.parse(entity))
-        return _decode_object(_read(self._acmi.store, ("GET", key), key), key) or {}
+        return decode_object(_read(self._acmi.store, ("GET", key), key), key) or {}
 
     def get(self, entity: str | EntityId, key: str, default: Any = None) -> Any:
         """The signal's value, or ``default`` when it is missing."""
@@ -809,7 +792,7 @@ class Acmi:
 
         def obj(reply: Reply | StoreCommandError, key: str) -> dict[str, Any] | None:
             try:
-                return _decode_object(_check_reply(reply, key), key)
+                return decode_object(_check_reply(reply, key), key)
             except CorruptData as exc:
                 problems.append(exc.message)
                 return None

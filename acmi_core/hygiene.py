@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from acmi_core.client import SignalsAPI, TimelineAPI
 from acmi_core.errors import AcmiError, AcmiValidationError, StoreCommandError
-from acmi_core.jobs import MAX_PER_RUN, JobRun, job_state
+from acmi_core.jobs import MAX_PER_RUN, JobRun, int_param, job_state
 from acmi_core.keys import MEMORY_ARCHIVE, MEMORY_STAMPS
 from acmi_core.memory.budgets import check_snapshot
 from acmi_core.memory.layers import MemorySnapshot, Quarter
@@ -286,13 +286,6 @@ class Params:
     force: bool = False  # every scheduled entity (at most max), every task: a run by hand
 
 
-def _int_param(params: Mapping[str, Any], name: str, default: int, high: int) -> int:
-    value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise AcmiValidationError(name, "range", f"must be an integer in 1..{high}")
-    return value
-
-
 def parse_params(params: Mapping[str, Any], settings: Any) -> Params:
     """The job's parameters (the schedule's Input beside the execution id). ``archive``
     defaults to the settings' ``archive_url`` (ACMI_ARCHIVE_URL) once that exists."""
@@ -319,9 +312,9 @@ def parse_params(params: Mapping[str, Any], settings: Any) -> Params:
     if not isinstance(force, bool):
         raise AcmiValidationError("force", "boolean", "must be true or false")
     return Params(
-        max=_int_param(params, "max", MAX_PER_RUN, MAX_MAX),
-        events=_int_param(params, "events", MAX_EVENTS_PER_ENTITY, MAX_EVENTS_MAX),
-        retention_days=_int_param(
+        max=int_param(params, "max", MAX_PER_RUN, MAX_MAX),
+        events=int_param(params, "events", MAX_EVENTS_PER_ENTITY, MAX_EVENTS_MAX),
+        retention_days=int_param(
             params, "retention_days", DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
         ),
         summarizer=summarizer,

@@ -42,6 +42,16 @@ if TYPE_CHECKING:
     from acmi_core.client import Acmi
 
 MAX_EXECUTION_ID_LEN = 256
+
+
+def int_param(params: Mapping[str, Any], name: str, default: int, high: int) -> int:
+    """A job's integer parameter in 1..``high`` (``default`` when absent), or a 400 naming it."""
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise AcmiValidationError(name, "range", f"must be an integer in 1..{high}")
+    return value
+
+
 RESERVED_FIELDS = ("execution_id", "scheduled_time")
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.errors import AcmiValidationError, StoreCommandError
-from acmi_core.jobs import MAX_PER_RUN, JobRun, changed_since, job_state
+from acmi_core.jobs import MAX_PER_RUN, JobRun, changed_since, int_param, job_state
 from acmi_core.keys import ROLLUP_LATEST
 from acmi_core.model import EntityId, dumps
 from acmi_core.settings import SUMMARIZER, SUMMARIZER_RULE
@@ -88,13 +88,6 @@ class Params:
     budget_s: float
 
 
-def _int_param(params: Mapping[str, Any], name: str, default: int, high: int) -> int:
-    value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise AcmiValidationError(name, "range", f"must be an integer in 1..{high}")
-    return value
-
-
 def parse_params(params: Mapping[str, Any], default_summarizer: str) -> Params:
     """The job's parameters (the schedule's Input beside the execution id)."""
     summarizer = params.get("summarizer", default_summarizer)
@@ -108,8 +101,8 @@ def parse_params(params: Mapping[str, Any], default_summarizer: str) -> Params:
     ):
         raise AcmiValidationError("budget_s", "range", "must be a number in (0, 900]")
     return Params(
-        max=_int_param(params, "max", MAX_PER_RUN, MAX_MAX),
-        events=_int_param(params, "events", MAX_EVENTS_PER_ENTITY, MAX_EVENTS_PER_ENTITY),
+        max=int_param(params, "max", MAX_PER_RUN, MAX_MAX),
+        events=int_param(params, "events", MAX_EVENTS_PER_ENTITY, MAX_EVENTS_PER_ENTITY),
         summarizer=summarizer,
         budget_s=float(budget),
     )

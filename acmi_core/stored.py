@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError as PydanticValidationError
 
+from acmi_core.errors import CorruptData
 from acmi_core.model import MAX_SUMMARY_LEN, Event, event_from_stored, summary_too_long
 
 # Deepest stored value a read serves; deeper is skipped and reported. Fixed rather than
@@ -284,6 +285,25 @@ def fence(body: str, info: str = "text") -> str:
     longest = max(map(len, BACKTICKS.findall(body)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{body}\n{ticks}"
+
+
+def decode_object(raw: object, key: str) -> dict[str, Any] | None:
+    """A stored JSON object that must be one (a profile, signals): None when the key is
+    absent (or holds the null the reference could store); CorruptData naming ``key`` when
+    it holds another type, unreadable JSON, or JSON that is not an object."""
+    if raw is None:
+        return None
+    if not isinstance(raw, bytes):
+        raise CorruptData(f"{key} does not hold a string", field=key)
+    try:
+        value = load_stored(raw)
+    except Unreadable as exc:
+        raise CorruptData(f"{key}: {exc.reason}", field=key) from None
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise CorruptData(f"{key} holds JSON that is not an object", field=key)
+    return value
 
 
 def load_object(raw: object) -> dict[str, Any] | None:

@@ -90,7 +90,7 @@ from acmi_core.memory.tree import read_tree
 from acmi_core.model import EntityId, Event, dumps, encode_event, parse_event
 from acmi_core.pages import MAX_PAGE_SIZE
 from acmi_core.store.base import Reply
-from acmi_core.stored import Unreadable, decode_events, load_stored
+from acmi_core.stored import decode_events, decode_object
 from acmi_core.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -168,19 +168,7 @@ def _one_line(value: object, name: str, max_len: int = MAX_TEXT_LEN) -> str:
 
 def _object(raw: Reply, key: str) -> dict[str, Any]:
     """A stored JSON object ({} when absent)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, bytes):
-        raise CorruptData(f"{key} does not hold a string", field=key)
-    try:
-        value = load_stored(raw)
-    except Unreadable as exc:
-        raise CorruptData(f"{key}: {exc.reason}", field=key) from None
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise CorruptData(f"{key} holds JSON that is not an object", field=key)
-    return value
+    return decode_object(raw, key) or {}
 
 
 def _reply(reply: object, key: str) -> Reply:
