@@ -867,14 +867,19 @@ class Acmi:
 
     def delete(self, entity: str | EntityId) -> None:
         """Every key of the entity (extensions included), its index entry and its place in
-        the tenant's change and activity indexes, atomically."""
+        the tenant's change, activity, wake and hygiene indexes, atomically."""
         eid = EntityId.parse(entity)
         plan = WritePlan()
         for key in self.keys.all_slots(eid):
             plan.delete(key)
         plan.srem(self.keys.index(eid.category), eid.local_id)
-        plan.zrem(self.keys.changed(), str(eid))
-        plan.zrem(self.keys.activity(), str(eid))
+        for index in (
+            self.keys.changed(),
+            self.keys.activity(),
+            self.keys.wake_due(),
+            self.keys.hygiene_due(),
+        ):
+            plan.zrem(index, str(eid))
         plan.apply(self.store)
 
     def close(self) -> None:

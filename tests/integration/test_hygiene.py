@@ -414,7 +414,22 @@ def test_a_held_lease_leaves_the_archive_to_the_next_run(tenant: Acmi, sink: Dic
 def test_a_deleted_entity_leaves_the_index(tenant: Acmi) -> None:
     fill(tenant, 5)
     assert job(tenant, "before", archive=None)["visited"] == 1
-    tenant.delete(ENTITY)
+    tenant.delete(ENTITY)  # takes it out of the due index too
+    assert hy.entities_due(tenant, START + 400 * DAY) == []
+    tenant.clock.now += 8 * DAY  # type: ignore[attr-defined]
+    result = job(tenant, "after", START + 8 * DAY, archive=None)  # its weekly review was due
+    assert result["visited"] == 0
+    assert tenant.signals.all(ENTITY) == {} and members(tenant) == []
+    assert hy.entities_due(tenant, START + 400 * DAY) == []
+
+
+def test_an_entity_another_tool_deleted_is_dropped_from_the_index(tenant: Acmi) -> None:
+    """Keys removed by another tool (no acmi.delete): the job finds nothing to keep and
+    drops the entity from its due index instead of writing it back to life."""
+    fill(tenant, 5)
+    assert job(tenant, "before", archive=None)["visited"] == 1
+    eid = EntityId.parse(ENTITY)
+    tenant.store.execute(("DEL", *tenant.keys.all_slots(eid)))
     tenant.clock.now += 8 * DAY  # type: ignore[attr-defined]
     result = job(tenant, "after", START + 8 * DAY, archive=None)  # its weekly review is due
     assert result["dropped"] == 1 and result["visited"] == 0

@@ -124,6 +124,16 @@ def test_set_stores_the_slot_and_the_due_time_in_one_step(fleet: Acmi, clock: Fa
     assert "wake" not in (fleet.profile.get("agent:claude") or {})
 
 
+def test_a_deleted_agent_leaves_the_wake_index(fleet: Acmi) -> None:
+    """acmi.delete takes the agent out of the due-time index with its slots: no tick
+    visits a deleted agent."""
+    fleet.wake.set("claude", minute=15)
+    assert fleet.wake.next("claude") is not None
+    fleet.delete("agent:claude")
+    assert fleet.wake.next("claude") is None
+    assert fleet.store.execute(("ZSCORE", fleet.keys.wake_due(), "agent:claude")) is None
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
