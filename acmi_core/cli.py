@@ -307,6 +307,19 @@ def _serve_key(acmi: Acmi) -> None:
     print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
 
 
+def cmd_mcp(acmi: Acmi, args: argparse.Namespace) -> None:
+    """The MCP tools over stdio; tenant and scope from ACMI_API_KEY (acmi_core.mcp)."""
+    try:
+        from acmi_core.mcp.server import build_server, resolve_scope
+    except ModuleNotFoundError as exc:  # the SDK is an extra: say which, not a traceback
+        if exc.name is None or not exc.name.startswith("mcp"):
+            raise
+        raise SystemExit("acmi mcp: needs the MCP SDK: pip install 'acmi[mcp]'") from None
+
+    bound, scope = resolve_scope(acmi, acmi.settings.api_key)
+    build_server(bound, scope).run("stdio")
+
+
 def cmd_serve(acmi: Acmi, args: argparse.Namespace) -> None:
     """The whole HTTP API under uvicorn, on whatever store the environment selects."""
     import uvicorn
@@ -645,6 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     add("demo", cmd_demo, "write an example entity and print its context")
+    add("mcp", cmd_mcp, "serve the MCP tools over stdio (ACMI_API_KEY: tenant, scope)")
     for name, func, help_ in (
         ("profile", cmd_profile, "merge a JSON object into a profile"),
         ("signal", cmd_signal, "set signals from a JSON object"),

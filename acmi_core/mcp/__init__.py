@@ -1,0 +1,1 @@
+"""``acmi mcp``: the ACMI tools over the Model Context Protocol (stdio)."""
