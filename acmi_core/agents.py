@@ -15,6 +15,32 @@ in one WritePlan: one round trip, atomic. ``silent_since(cutoff)`` reads that in
 without a scan. Status: 1-64 characters of ``[A-Za-z0-9_ -]`` (e.g. ACTIVE, IDLE,
 BLOCKED, STALLED); note: 1-500 characters.
 
+Invitations (the reference's ``invite-agent``)::
+
+    acmi.agents.invite("scout", "Operator", model="claude-sonnet-4", role="research")
+
+onboards ``agent:scout`` with one of the closed set of permission tiers ``TIERS``
+(Admin, Operator, Specialist, Utility: the reference's, with its namespaces, token
+budget and write flag; a name is matched in any case, stored as spelled here; anything
+else is refused, where the reference silently granted Utility under the bad name). One
+WritePlan writes the profile fields (a merge: ``rbac_tier``, ``permissions``, the fields
+given, and on the first invite ``id``, ``created_at_ms``, ``onboarded_at_ms``,
+``invited_by``), the onboarding signals (``status: INVITED`` and ``current_focus:
+initialized``, only where absent: a live agent's own signals win), and one
+``agent-onboarded`` event on the coordination thread (where the reference posts it).
+Idempotent: the same invite again writes nothing (``created: False``, ``action:
+unchanged``); new profile fields with the same tier are merged without an event.
+
+A different tier is applied and announced with ``agent-tier-changed``: whoever runs the
+invite again with another tier means to change it (the reference overwrote it too), and
+the event keeps the history. Concurrency: the tier transition is a compare-and-set. The
+tenant's HASH ``keys.internal("invites")`` holds each agent's transition count
+(``version``); a transition from version v carries ``WritePlan.once`` on
+``keys.internal("invite", agent, "v<v>")``, so of two invites that read the same v, one
+writes and the other is replayed, reads again and finds the tier already set (or changes
+it from there). The count outlives ``acmi.delete``, so an agent deleted and invited again
+is onboarded again. Round trips: 1 read (pipeline) + 1 write; a lost race adds 2.
+
 Round trips: every write here = 1 (one WritePlan), every read = 1.
 """
 
@@ -23,13 +49,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.errors import AcmiValidationError
-from acmi_core.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
-from acmi_core.model import MAX_SUMMARY_LEN, MAX_TS_MS, EntityId, check_json_object, dumps
-from acmi_core.stored import scored
-from acmi_core.writes import WritePlan
+from acmi_core.errors import AcmiValidationError, Conflict
+from acmi_core.keys import ACTIVE_CONTEXT, COORDINATION_THREAD, ROLLUP_LATEST, SPAWNS
+from acmi_core.model import (
+    MAX_SUMMARY_LEN,
+    MAX_TS_MS,
+    EntityId,
+    check_json_object,
+    dumps,
+    encode_event,
+)
+from acmi_core.stored import decode_object, scored
+from acmi_core.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
     from acmi_core.client import Acmi
@@ -105,6 +139,86 @@ def spawn_record(fields: Mapping[str, Any], ts: int, *, field: str | None = None
     if fields.get("host") is not None:
         record["host"] = _text(fields["host"], name("host"))
     return record
+
+
+# --- invitations ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A permission tier: what ``permissions`` in the profile says the agent may do."""
+
+    namespaces: tuple[str, ...]  # categories it may touch; "*" = all
+    max_tokens_per_hour: int
+    write_access: bool
+
+    def permissions(self, name: str) -> dict[str, Any]:
+        """The reference's permissions document (its field names, so its readers agree)."""
+        return {
+            "role_tier": name,
+            "allowed_namespaces": list(self.namespaces),
+            "write_access": self.write_access,
+            "max_tokens_per_hour": self.max_tokens_per_hour,
+        }
+
+
+# The reference's four tiers and defaults (invite-agent v1.3), most privileged first.
+TIERS: Final[dict[str, Tier]] = {
+    "Admin": Tier(("*",), 1_000_000, True),
+    "Operator": Tier(("agent", "thread", "tracker", "issue", "workspace"), 800_000, True),
+    "Specialist": Tier(("agent", "thread", "issue"), 500_000, True),
+    "Utility": Tier(("agent",), 200_000, False),
+}
+DEFAULT_TIER: Final = "Utility"
+_TIER_BY_LOWER: Final = {name.lower(): name for name in TIERS}
+
+ONBOARDED: Final = "agent-onboarded"
+TIER_CHANGED: Final = "agent-tier-changed"
+INVITER: Final = "system:acmi-invite"
+# A once-record only has to outlive the gap between an invite's read and its write (ms);
+# the version count, not the record, is what stays.
+INVITE_RACE_MS: Final = 10 * 60 * 1000
+INVITE_ATTEMPTS: Final = 5
+INVITE_FIELDS: Final = ("name", "model_id", "role", "lane")
+
+
+def check_tier(tier: object, field: str = "tier") -> str:
+    """The tier's name as ``TIERS`` spells it; matched in any case."""
+    name = _TIER_BY_LOWER.get(tier.lower()) if isinstance(tier, str) else None
+    if name is None:
+        raise AcmiValidationError(field, "enum", f"must be one of {', '.join(TIERS)}")
+    return name
+
+
+def _stored_tier(profile: Mapping[str, Any] | None) -> str | None:
+    """The tier a stored profile holds, canonical when it names one (the reference may
+    have written any spelling), else its raw text; None when there is none."""
+    raw = None if profile is None else profile.get("rbac_tier")
+    if not isinstance(raw, str) or not raw:
+        return None
+    return _TIER_BY_LOWER.get(raw.lower(), raw)
+
+
+def _version(raw: object) -> int:
+    """The transition count of an invites-hash value; 0 when absent or unreadable."""
+    record = _loads(raw)
+    version = record.get("version") if isinstance(record, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 0:
+        return version
+    return 0
+
+
+def _same(stored: object, wanted: object) -> bool:
+    """Whether a stored profile value already says what an invite wants, whatever its
+    key order; a value that cannot be encoded (another tool's) never does."""
+    try:
+        return json.dumps(stored, sort_keys=True) == json.dumps(wanted, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+def _clip(text: str, limit: int = MAX_SUMMARY_LEN) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 class AgentAPI:
@@ -252,3 +366,147 @@ class AgentAPI:
             )
         )
         return scored(reply)  # a score another tool wrote as inf/nan: not a heartbeat
+
+    # invitations ----------------------------------------------------------------------
+
+    def invite(
+        self,
+        agent: str,
+        tier: str = DEFAULT_TIER,
+        *,
+        name: str | None = None,
+        model: str | None = None,
+        role: str | None = None,
+        lane: str | None = None,
+        invited_by: str = INVITER,
+    ) -> dict[str, Any]:
+        """Onboard ``agent`` with ``tier``, or change its tier (module docstring).
+
+        Returns ``{agent, tier, previous_tier, created, action, changed, permissions,
+        profile, event}``: ``action`` is ``onboarded`` | ``tier-changed`` | ``updated``
+        (profile fields only) | ``unchanged``; ``changed`` the profile fields written;
+        ``event`` the event posted, or None."""
+        eid = agent_id(agent)
+        tier = check_tier(tier)
+        source = _text(self._acmi.guard(invited_by, "invited_by"), "invited_by")
+        given = {"name": name, "model_id": model, "role": role, "lane": lane}
+        wanted: dict[str, Any] = {
+            key: _text(value, key if key != "model_id" else "model")
+            for key, value in self._acmi.guard(given, "profile").items()
+            if value is not None
+        }
+        wanted["rbac_tier"] = tier
+        wanted["permissions"] = TIERS[tier].permissions(tier)
+        for _ in range(INVITE_ATTEMPTS):
+            profile, version = self._invite_state(eid)
+            previous = _stored_tier(profile)
+            stored = profile or {}
+            changed = [k for k, v in wanted.items() if k not in stored or not _same(stored[k], v)]
+            result: dict[str, Any] = {
+                "agent": str(eid),
+                "tier": tier,
+                "previous_tier": previous,
+                "created": False,
+                "action": "unchanged",
+                "changed": changed,
+                "permissions": wanted["permissions"],
+                "profile": profile,
+                "event": None,
+            }
+            if previous == tier:
+                if changed:  # same tier, new details: a merge, nothing to announce
+                    result["action"] = "updated"
+                    result["profile"] = self._acmi.profile.merge(
+                        eid, {k: wanted[k] for k in changed}
+                    )
+                return result
+            try:
+                return result | self._transition(eid, tier, previous, version, wanted, source)
+            except Replayed:
+                continue  # another invite moved this agent from `version` first: read again
+        raise Conflict(
+            f"agent {eid}: the tier kept changing under {INVITE_ATTEMPTS} invites",
+            field="agent",
+        )
+
+    def _invite_state(self, eid: EntityId) -> tuple[dict[str, Any] | None, int]:
+        """The agent's profile and transition count: one round trip. The count is read
+        first (a pipeline is not atomic): a profile newer than its count is safe, as the
+        once-record of a stale count is taken and the invite reads again; a count newer
+        than its profile would start a transition from a tier already replaced."""
+        key = self._keys.profile(eid)
+        replies = self._acmi.store.pipeline(
+            [("HGET", self._keys.internal("invites"), str(eid)), ("GET", key)]
+        )
+        if isinstance(replies[1], Exception):
+            raise replies[1]
+        version = 0 if isinstance(replies[0], Exception) else _version(replies[0])
+        return decode_object(replies[1], key), version
+
+    def _transition(
+        self,
+        eid: EntityId,
+        tier: str,
+        previous: str | None,
+        version: int,
+        wanted: dict[str, Any],
+        source: str,
+    ) -> dict[str, Any]:
+        """Onboard (no tier yet) or change the tier, as one WritePlan guarded by the
+        once-record of ``version``; raises Replayed when another invite took it."""
+        now = self._acmi.clock()
+        onboarding = previous is None
+        fields: dict[str, Any] = dict(wanted)
+        if onboarding:
+            fields |= {"onboarded_at_ms": now, "invited_by": source}
+        setnx = {"id": eid.local_id, "created_at_ms": now} if onboarding else {}
+        profile_edit: list[tuple[Any, str, str]] = [("set", k, dumps(v)) for k, v in fields.items()]
+        profile_edit += [("setnx", k, dumps(v)) for k, v in setnx.items()]
+        profile_edit += [("setnx", k, text) for k, text in self._acmi.profile_fills(eid.category)]
+        local = eid.local_id
+        if onboarding:
+            kind = ONBOARDED
+            summary = f"Agent '{local}' onboarded with {tier} permissions."
+        else:
+            kind = TIER_CHANGED
+            summary = f"Agent '{local}' moved from {previous} to {tier} permissions."
+        details = {k: wanted[k] for k in INVITE_FIELDS if k in wanted}
+        event, text = encode_event(
+            {
+                "source": source,
+                "kind": kind,
+                "correlationId": f"agent-invite-{local}-v{version + 1}",
+                "summary": _clip(summary),
+                "payload": {
+                    "agent": str(eid),
+                    "tier": tier,
+                    "previous_tier": previous,
+                    "permissions": wanted["permissions"],
+                    **details,
+                },
+            },
+            now_ms=now,
+            tenant=self._keys.tenant,
+        )
+        record = dumps({"version": version + 1, "tier": tier, "ts": now})
+        plan = WritePlan()
+        plan.once(self._keys.internal("invite", str(eid), f"v{version}"), INVITE_RACE_MS, record)
+        plan.hset(self._keys.internal("invites"), str(eid), record)
+        merged_at = plan.edit_object(self._keys.profile(eid), profile_edit, field="profile")
+        if onboarding:
+            signals: list[tuple[Any, str, str]] = [
+                ("setnx", "status", dumps("INVITED")),
+                ("setnx", "current_focus", dumps("initialized")),
+            ]
+            plan.edit_object(self._keys.signals(eid), signals, field="signals")
+        self._acmi.timeline.stage(plan, EntityId.parse(COORDINATION_THREAD), [event], [text])
+        plan.sadd(self._keys.index(eid.category), eid.local_id)
+        replies = plan.apply(self._acmi.store)
+        profile_key = self._keys.profile(eid)
+        return {
+            "created": onboarding,
+            "action": "onboarded" if onboarding else "tier-changed",
+            "changed": sorted(set(fields) | set(setnx)),
+            "profile": decode_object(replies[merged_at], profile_key),
+            "event": event.to_dict(),
+        }

@@ -23,6 +23,8 @@ numeric tenant_id, ts out of range, a long summary) is returned, flagged in
 from __future__ import annotations
 
 import base64
+import heapq
+import itertools
 import logging
 import math
 import time
@@ -83,6 +85,8 @@ Clock = Callable[[], int]
 """Returns now in epoch milliseconds."""
 
 DEFAULT_BUNDLE_EVENTS = 50
+MAX_CAT_ENTITIES: Final = 20  # timelines one cat merges
+MAX_CAT_LIMIT: Final = 1000  # events one cat returns
 _LIST_SCAN_COUNT: Final = 1000
 # A timeline page from a cursor, by rank (see the script's header).
 PAGE: Final = Script(resources.files("acmi_core").joinpath("lua/page.lua").read_text())
@@ -467,6 +471,37 @@ class TimelineAPI(_Slot):
                 raise AcmiValidationError("limit", "range", "must be an integer >= 1")
             command += ["LIMIT", 0, limit]
         return _decode_events(_read(self._acmi.store, command, key), key)
+
+    def cat(
+        self,
+        entities: Iterable[str | EntityId],
+        *,
+        limit: int = 50,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> list[tuple[str, Event]]:
+        """Several timelines merged newest first (equal ts in the order given), at most ``limit``
+        (1-``MAX_CAT_LIMIT``) events from 1-``MAX_CAT_ENTITIES`` entities: one round trip,
+        each timeline read newest first up to ``limit``, so no entity can crowd the
+        merge out of memory. Unreadable members are skipped as in ``read``."""
+        eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
+        if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
+            raise AcmiValidationError(
+                "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CAT_LIMIT:
+            raise AcmiValidationError("limit", "range", f"must be an integer 1-{MAX_CAT_LIMIT}")
+        low, high = _bounds(since_ms, until_ms)
+        keys = [self._keys.timeline(eid) for eid in eids]
+        replies = self._acmi.store.pipeline(
+            [("ZRANGE", key, high, low, "BYSCORE", "REV", "LIMIT", 0, limit) for key in keys]
+        )
+        streams = [
+            [(str(eid), event) for event in _decode_events(_check_reply(reply, key), key)]
+            for eid, key, reply in zip(eids, keys, replies, strict=True)
+        ]
+        merged = heapq.merge(*streams, key=lambda pair: -pair[1].ts)
+        return list(itertools.islice(merged, limit))
 
     def page(
         self,
