@@ -27,6 +27,8 @@ class FunctionSpec:
     ``store``: opens the store (fetching the token secret) on its first invocation.
     ``extras``: requirement sets it needs beyond those of its kind (``REQUIREMENT_SETS``),
     e.g. ``gmail`` for the function that verifies Google OIDC tokens.
+    ``mcp``: serves the MCP server over stateless streamable HTTP (``acmi_core.mcp.http``,
+    ``POST /mcp``) instead of FastAPI routers: kind ``mcp``, its own requirement set.
     """
 
     name: str
@@ -36,10 +38,11 @@ class FunctionSpec:
     docs: bool = False
     store: bool = True
     extras: tuple[str, ...] = ()
+    mcp: bool = False
 
     def __post_init__(self) -> None:
-        if bool(self.job) == bool(self.routers or self.docs):
-            raise ValueError(f"function {self.name!r}: give routers/docs (HTTP) or a job")
+        if [bool(self.job), bool(self.routers or self.docs), self.mcp].count(True) != 1:
+            raise ValueError(f"function {self.name!r}: give routers/docs (HTTP), a job or mcp")
         unknown = [extra for extra in self.extras if extra not in REQUIREMENT_SETS]
         if unknown:
             raise ValueError(f"function {self.name!r}: no requirement set {unknown}")
@@ -48,13 +51,15 @@ class FunctionSpec:
     def requirement_sets(self) -> tuple[str, ...]:
         """What its artifact ships (``requirements-lambda-<set>.txt`` each): the core, the
         Upstash client when it opens the store, the HTTP stack for an HTTP function,
-        Swagger UI's assets for a docs function, and its extras. Checked against what it
-        imports by tests/infra/test_cold_start.py."""
+        Swagger UI's assets for a docs function, the MCP SDK for the MCP function, and its
+        extras. Checked against what it imports by tests/infra/test_cold_start.py."""
         sets = ["core"]
         if self.store:
             sets.append("store")
         if self.kind == "http":
             sets.append("http")
+        if self.kind == "mcp":  # no FastAPI: the SDK's Starlette transport behind mangum
+            sets.append("mcp")
         if self.docs:
             sets.append("docs")
         return tuple(dict.fromkeys([*sets, *self.extras]))
@@ -65,8 +70,8 @@ class FunctionSpec:
         return tuple(f"requirements-lambda-{name}.txt" for name in self.requirement_sets)
 
     @property
-    def kind(self) -> Literal["http", "job"]:
-        return "job" if self.job else "http"
+    def kind(self) -> Literal["http", "job", "mcp"]:
+        return "job" if self.job else "mcp" if self.mcp else "http"
 
     @property
     def module(self) -> str:
@@ -91,6 +96,7 @@ REQUIREMENT_SETS: Final[dict[str, str]] = {
     "http": "HTTP functions: FastAPI behind mangum",
     "docs": "the docs function: Swagger UI's assets (no CDN)",
     "gmail": "Gmail Pub/Sub pushes: Google OIDC token verification (PyJWT, cryptography)",
+    "mcp": "the MCP function: the official MCP SDK (its Starlette transport) behind mangum",
 }
 
 FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
@@ -170,6 +176,12 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         "hygiene",
         "daily memory hygiene: weekly review, monthly budget audit, quarterly archive to S3",
         job="acmi_core.hygiene:run",
+    ),
+    FunctionSpec(
+        "mcp",
+        "the MCP server for agents: every MCP tool over stateless streamable HTTP (POST /mcp),"
+        " the caller's tenant and scope from its API key",
+        mcp=True,  # its own function: the MCP SDK's import stays out of every other cold start
     ),
     FunctionSpec(
         "docs",

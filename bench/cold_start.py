@@ -67,6 +67,7 @@ PROBES: dict[str, str] = {
     "functions.ingest": "import functions.ingest\nfunctions.ingest.handler.warm()",
     "functions.entities": "import functions.entities\nfunctions.entities.handler.warm()",
     "functions.docs": "import functions.docs\nfunctions.docs.handler.warm()",
+    "functions.mcp": "import functions.mcp\nfunctions.mcp.handler.warm()",
 }
 COLUMNS: tuple[Column, ...] = (
     ("module", "probe"),

@@ -1,10 +1,10 @@
-"""The one place that maps errors to HTTP. Every error body is JSON with all four keys:
-``{"error": code, "message": ..., "field": ..., "rule": ...}`` (``ERROR_SCHEMA``)."""
+"""The API's error handlers: ACMI errors answered as ``api/status.py`` maps them (the
+one place that maps errors to HTTP), request and routing errors in the same four-key
+body (``ERROR_SCHEMA``)."""
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,57 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from acmi_core.errors import (
-    AcmiError,
-    AcmiValidationError,
-    Conflict,
-    CorruptData,
-    Forbidden,
-    IdempotencyKeyReused,
-    NotFound,
-    PayloadTooLarge,
-    PlanError,
-    SecretDetected,
-    StoreAuthError,
-    StoreBusy,
-    StoreError,
-    StoreUnavailable,
-    Throttled,
-    Unauthenticated,
-    Unavailable,
-)
+from acmi_core.api.status import error_answer, error_body
+from acmi_core.errors import AcmiError
 
 log = logging.getLogger("acmi.api")
-
-# Most specific first: the first isinstance match wins. 500s say nothing inner.
-STATUS_BY_ERROR: tuple[tuple[type[AcmiError], int], ...] = (
-    (PayloadTooLarge, 413),
-    (IdempotencyKeyReused, 422),
-    # a secret in a write under the tenant's reject policy: the path and rule, never the value
-    (SecretDetected, 422),
-    (AcmiValidationError, 400),
-    (Unauthenticated, 401),
-    (Forbidden, 403),
-    (NotFound, 404),
-    (Conflict, 409),
-    (CorruptData, 409),
-    (Unavailable, 503),
-    (StoreAuthError, 500),
-    (StoreError, 500),
-    (PlanError, 500),
-)
-SERVER_MESSAGES: dict[type[AcmiError], str] = {
-    StoreAuthError: "the store rejected our credentials",
-    StoreError: "the store failed",
-    PlanError: "a write was refused by the store script",
-}
-# 503s of the store say what happened, never the backend's own text: a redis-py
-# ConnectionError names the server's host:port, which is not the caller's business.
-# StoreBusy keeps its text (Redis's error reply: BUSY, LOADING, ...; no address).
-STORE_UNAVAILABLE_MESSAGES: dict[type[StoreUnavailable], str] = {
-    Throttled: "store: the store is throttling requests; retry after Retry-After seconds",
-    StoreUnavailable: "store: the store cannot be reached for now; retry after Retry-After seconds",
-}
 
 # The body of every error response, for the OpenAPI document.
 ERROR_SCHEMA: dict[str, Any] = {
@@ -81,31 +34,9 @@ ERROR_SCHEMA: dict[str, Any] = {
 }
 
 
-def error_body(code: str, message: str, field: str, rule: str) -> dict[str, Any]:
-    return {"error": code, "message": message, "field": field, "rule": rule}
-
-
 def acmi_error_response(exc: AcmiError) -> JSONResponse:
-    status = next((s for cls, s in STATUS_BY_ERROR if isinstance(exc, cls)), 500)
-    headers: dict[str, str] = {}
-    if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, Unavailable):
-        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-    if status == 500:
-        # A misconfiguration, a Redis error or our bug: log it, tell the caller nothing inner.
-        log.error("server failure: %s", exc.code, extra={"error": exc.code})
-        message = next(
-            (m for cls, m in SERVER_MESSAGES.items() if isinstance(exc, cls)), "unexpected error"
-        )
-        return JSONResponse(error_body(exc.code, message, "server", exc.rule), status_code=500)
-    message = exc.message
-    if isinstance(exc, StoreUnavailable) and not isinstance(exc, StoreBusy):
-        log.warning("store unavailable: %s", exc.message, extra={"error": exc.code})
-        message = next(m for cls, m in STORE_UNAVAILABLE_MESSAGES.items() if isinstance(exc, cls))
-    return JSONResponse(
-        error_body(exc.code, message, exc.field, exc.rule), status_code=status, headers=headers
-    )
+    status, body, headers = error_answer(exc)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -2,38 +2,47 @@
 process: its tenant and scope come from ``ACMI_API_KEY`` looked up like the HTTP API
 does, never from a tool argument. Without a key: the default tenant, full access (the
 embedded local store is one person's). Each server is built around one bound client:
-no module globals, so two servers never share a tenant."""
+no module globals, so two servers never share a tenant.
+
+The reference's 17 tools (``REFERENCE_TOOLS``; it served them as ``acmi_<name>``) are all
+here under their plain names, beside the tools for what the reference lacked (leases,
+HITL, workflows, memory). Every failure is a tool error (``isError``) naming the field
+and the rule: ACMI errors, bad arguments (the SDK's pydantic check) and arguments a tool
+does not take (``tenant`` among them: it is never an argument)."""
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Final, ParamSpec, TypeVar
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.lowlevel import Server
+from pydantic import ValidationError
 
 from acmi_core import Acmi, AcmiError
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
+from acmi_core.bootstrap import DEFAULT_EVENTS
+from acmi_core.durations import window
 from acmi_core.errors import AcmiValidationError
+from acmi_core.model import EntityId
+from acmi_core.pages import DEFAULT_PAGE_SIZE
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_DURATION = re.compile(r"^(\d{1,9})([smhdw])$")
-_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-MAX_CAT_ENTITIES = 20
-TENANCY = " Tenant: the server's ACMI_API_KEY (without one, the default tenant)."
-
-
-def parse_duration(value: str, field: str = "since") -> int:
-    """``30m``, ``24h``, ``7d`` -> milliseconds (the reference took a timestamp: a bug)."""
-    match = _DURATION.match(value.strip())
-    if match is None:
-        raise AcmiValidationError(field, "duration", "must be a duration like 30m, 24h or 7d")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+MAX_GET_EVENTS = 1000  # as GET /v1/entities/{entity}
+TENANCY = " Tenant: the caller's API key (ACMI_API_KEY over stdio, the bearer key over HTTP)."
+# The reference MCP server's tools (mcp/mcp-server.mjs v2.0, names without its `acmi_`
+# prefix): each is served here under this name (tests/e2e/test_mcp_stdio.py holds it).
+REFERENCE_TOOLS: Final = (
+    *("profile", "signal", "event", "get", "list", "cat", "bootstrap", "spawn", "active"),
+    *("rollup_set", "work_create", "work_event", "work_signal", "work_get", "work_list"),
+    *("delete", "tenant_list"),
+)
+_WILDCARDS = frozenset("*?[]")
 
 
 def resolve_scope(acmi: Acmi, api_key: str | None) -> tuple[Acmi, Scope]:
@@ -63,11 +72,54 @@ def _tool_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _argument_errors(exc: ValidationError) -> str:
+    """The SDK's pydantic failure as ``field: message (rule: type)``, one per problem."""
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        parts.append(f"{where}: {error['msg']} (rule: {error['type']})")
+    return "; ".join(parts)
+
+
+class _Server(FastMCP):
+    """FastMCP whose tool calls refuse arguments the tool does not take and report the
+    SDK's argument validation like an ACMI error (field and rule), both as isError."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any]
+    ) -> Sequence[Any] | dict[str, Any]:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            # Without this an extra argument (``tenant`` above all) is silently dropped,
+            # and the caller believes it chose what it did not.
+            known = set(tool.parameters.get("properties", {}))
+            for given in sorted(set(arguments or {}) - known):
+                why = (
+                    "the tenant comes from the server's ACMI_API_KEY, never an argument"
+                    if given == "tenant"
+                    else f"is not an argument of {name} (it takes {', '.join(sorted(known))})"
+                )
+                raise ToolError(f"{given}: {why} (rule: unknown_argument)")
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(_argument_errors(cause)) from cause
+            if isinstance(cause, ToolError):  # ours (field and rule): without the SDK's prefix
+                raise cause from cause.__cause__
+            raise
+
+
 class _Tools:
     """Registers tools: ACMI errors become tool errors, write tools check the scope."""
 
     def __init__(self, mcp: FastMCP, scope: Scope) -> None:
         self.mcp, self.scope = mcp, scope
+
+    def check_write(self) -> None:
+        if not self.scope.allows(Scope.WRITE):
+            raise ToolError("scope: this key is read-only (rule: write_scope)")
 
     def __call__(
         self, write: bool, doc: str, name: str | None = None
@@ -77,8 +129,8 @@ class _Tools:
 
             @functools.wraps(func)
             def wrapped(*args: Any, **kwargs: Any) -> Any:
-                if write and not self.scope.allows(Scope.WRITE):
-                    raise ToolError("scope: this key is read-only (rule: write_scope)")
+                if write:
+                    self.check_write()
                 return checked(*args, **kwargs)
 
             self.mcp.add_tool(wrapped, name=name or func.__name__, description=doc + TENANCY)
@@ -87,12 +139,20 @@ class _Tools:
         return register
 
 
+def protocol_server(server: FastMCP) -> Server[Any, Any]:
+    """The SDK's low-level server inside ``server``: what a stateless HTTP transport runs
+    per request (FastMCP's own app keeps a session manager that runs once per app). The
+    one place that reaches into FastMCP's private attribute."""
+    return server._mcp_server
+
+
 def build_server(acmi: Acmi, scope: Scope) -> FastMCP:
     """The server for one principal: ``acmi`` is already bound to its tenant."""
-    mcp = FastMCP("acmi", instructions="ACMI: profiles, signals and timelines." + TENANCY)
+    mcp = _Server("acmi", instructions="ACMI: profiles, signals and timelines." + TENANCY)
     tool = _Tools(mcp, scope)
     bootstrap = _entity_tools(tool, acmi)
     _agent_tools(tool, acmi)
+    _work_tools(tool, acmi)
     _coordination_tools(tool, acmi)
     _memory_tools(tool, acmi)
 
@@ -107,57 +167,179 @@ def build_server(acmi: Acmi, scope: Scope) -> FastMCP:
     return mcp
 
 
+def _events_bound(events: int, high: int) -> int:
+    if not 0 <= events <= high:
+        raise AcmiValidationError("events", "range", f"must be an integer from 0 to {high}")
+    return events
+
+
+def _delete_target(entity: str) -> EntityId:
+    """The one entity a delete may name: never a key, a pattern or another tenant's."""
+    if _WILDCARDS & set(entity):
+        raise AcmiValidationError(
+            "entity", "no_wildcard", "names one entity '<category>:<id>'; patterns are refused"
+        )
+    if entity.startswith("tenant:"):
+        raise AcmiValidationError(
+            "entity", "own_tenant", "names another tenant's data; delete reaches only this one"
+        )
+    if entity.startswith("acmi:") and entity.count(":") > 1:
+        raise AcmiValidationError(
+            "entity", "entity_not_key", "is a Redis key; give the entity '<category>:<id>'"
+        )
+    return EntityId.parse(entity)
+
+
 def _entity_tools(tool: _Tools, acmi: Acmi) -> Callable[[str], str]:
     """Profiles, signals, timelines, listing, bootstrap; returns the bootstrap renderer."""
 
-    @tool(False, "Read an entity's profile (entity: ns:id): {profile: object or null}.")
+    @tool(
+        True,
+        "Replace an entity's profile (entity: ns:id) with a JSON object, or merge into it "
+        "with merge=true: {entity, profile (as stored), merged}.",
+        name="profile",
+    )
+    def profile_write(entity: str, profile: dict[str, Any], merge: bool = False) -> dict[str, Any]:
+        stored = acmi.profile.merge(entity, profile) if merge else acmi.profile.set(entity, profile)
+        return {"entity": str(EntityId.parse(entity)), "profile": stored, "merged": merge}
+
+    @tool(False, "Read an entity's profile: {entity, profile: object or null}.")
     def profile_get(entity: str) -> dict[str, Any]:
         return {"entity": entity, "profile": acmi.profile.get(entity)}
 
-    @tool(True, "Merge a JSON object into an entity's profile; returns the profile.")
-    def profile_merge(entity: str, partial: dict[str, Any]) -> dict[str, Any] | None:
-        return acmi.profile.merge(entity, partial)
+    @tool(True, "Merge a JSON object into an entity's profile: {entity, profile (merged)}.")
+    def profile_merge(entity: str, partial: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "entity": str(EntityId.parse(entity)),
+            "profile": acmi.profile.merge(entity, partial),
+        }
 
-    @tool(False, "Read an entity's signals (all of them, or one key).")
-    def signal_get(entity: str, key: str | None = None) -> Any:
-        return acmi.signals.all(entity) if key is None else acmi.signals.get(entity, key)
+    @tool(
+        True,
+        "Replace an entity's signals with a JSON object (merge=true: set only these keys, "
+        "keep the others): {entity, signals (all of them now), merged}.",
+        name="signal",
+    )
+    def signal_write(entity: str, signals: dict[str, Any], merge: bool = False) -> dict[str, Any]:
+        if merge:
+            acmi.signals.update(entity, signals)
+            stored: Any = acmi.signals.all(entity)
+        else:
+            stored = dict(acmi.signals.replace(entity, signals))
+        return {"entity": str(EntityId.parse(entity)), "signals": stored, "merged": merge}
 
-    @tool(True, "Set one signal of an entity.")
-    def signal_set(entity: str, key: str, value: Any) -> Any:
-        return acmi.signals.set(entity, key, value)
+    @tool(
+        False,
+        "Read an entity's signals: {entity, signals}; with key, {entity, key, value} "
+        "(null if unset).",
+    )
+    def signal_get(entity: str, key: str | None = None) -> dict[str, Any]:
+        if key is None:
+            return {"entity": entity, "signals": acmi.signals.all(entity)}
+        return {"entity": entity, "key": key, "value": acmi.signals.get(entity, key)}
 
-    @tool(True, "Append a Comms v1.1 event (source, summary, kind...) to a timeline.")
+    @tool(True, "Set one signal of an entity (others kept): {entity, key, value as stored}.")
+    def signal_set(entity: str, key: str, value: Any) -> dict[str, Any]:
+        return {"entity": entity, "key": key, "value": acmi.signals.set(entity, key, value)}
+
+    @tool(
+        True,
+        "Append a Comms v1.1 event to an entity's timeline (event: {source, summary, kind, "
+        "correlationId, ...}; ts defaults to now); returns the event as stored.",
+    )
     def event(entity: str, event: dict[str, Any]) -> dict[str, Any]:
         return acmi.timeline.append(entity, event).to_dict()
 
-    @tool(False, "An entity's context: profile, signals and newest events.")
+    @tool(
+        False,
+        f"An entity's context in one read: {{profile, signals, timeline: the newest events "
+        f"(0-{MAX_GET_EVENTS}, oldest first)}}.",
+    )
     def get(entity: str, events: int = 20) -> dict[str, Any]:
-        return acmi.get(entity, events=events).to_dict()
+        return acmi.get(entity, events=_events_bound(events, MAX_GET_EVENTS)).to_dict()
 
-    @tool(False, "The ids of a category (namespace).", name="list")
-    def list_ids(category: str) -> dict[str, Any]:
-        return {"category": category, "ids": acmi.list(category)}
+    @tool(
+        False,
+        "One page of a category's entities: {category, entities: [ns:id], next_cursor}; "
+        "pass next_cursor back as cursor until it is null.",
+        name="list",
+    )
+    def list_ids(
+        category: str, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> dict[str, Any]:
+        page = acmi.list_page(category, cursor=cursor, limit=limit)
+        return {"category": category, "entities": page.entities, "next_cursor": page.next_cursor}
 
-    @tool(False, "Several timelines merged newest first; since is a duration (30m, 24h, 7d).")
-    def cat(entities: list[str], since: str = "24h", limit: int = 50) -> dict[str, Any]:
-        if not entities or len(entities) > MAX_CAT_ENTITIES:
-            raise AcmiValidationError("entities", "count", f"must name 1-{MAX_CAT_ENTITIES}")
-        if not 1 <= limit <= 1000:
-            raise AcmiValidationError("limit", "range", "must be 1-1000")
-        start = acmi.clock() - parse_duration(since)
-        merged: list[dict[str, Any]] = []
-        for entity in entities:
-            for item in acmi.timeline.read(entity, reverse=True, limit=limit, since_ms=start):
-                merged.append({"entity": entity, **item.to_dict()})
-        merged.sort(key=lambda e: e.get("ts", 0), reverse=True)
-        return {"since": since, "events": merged[:limit]}
+    @tool(
+        False,
+        "Several timelines merged, newest first: {since, until, events: [{entity, ...}]}. "
+        "since/until are durations ago (30m, 24h, 7d); until absent means now.",
+    )
+    def cat(
+        entities: list[str], since: str = "24h", until: str | None = None, limit: int = 50
+    ) -> dict[str, Any]:
+        names = [str(EntityId.parse(e, f"entities[{i}]")) for i, e in enumerate(entities)]
+        start, end = window(acmi.clock(), since, until)
+        merged = acmi.timeline.cat(names, limit=limit, since_ms=start, until_ms=end)
+        events = [{"entity": entity, **event.to_dict()} for entity, event in merged]
+        return {"since": since, "until": until, "events": events}
 
-    @tool(False, "An agent's bootstrap bundle, markdown.")
-    def bootstrap(agent: str, scope: str = "main") -> str:
-        return acmi.bootstrap(agent, scope=scope, format="markdown").render()
+    @tool(
+        False,
+        "An agent's wake bundle as text (markdown, or format=json). scope: main | group | "
+        "subagent; include: topics,yesterday,archive; topic: one topic file; events: 0-200; "
+        "max_tokens/max_bytes: a budget. spawn {session_id, model_id} logs a session start "
+        "(a write; a main bundle then takes the handoff).",
+    )
+    def bootstrap(
+        agent: str,
+        scope: str = "main",
+        format: str = "markdown",
+        events: int = DEFAULT_EVENTS,
+        include: str | None = None,
+        topic: str | None = None,
+        max_tokens: int | None = None,
+        max_bytes: int | None = None,
+        spawn: dict[str, Any] | None = None,
+    ) -> str:
+        if spawn is not None:
+            tool.check_write()
+        bundle = acmi.bootstrap(
+            agent,
+            scope=scope,
+            format=format,
+            events=events,
+            include=include,
+            topic=topic,
+            max_tokens=max_tokens,
+            max_bytes=max_bytes,
+            spawn=spawn,
+        )
+        return bundle.text
 
     def render(agent: str) -> str:
         return str(_tool_errors(bootstrap)(agent))
+
+    @tool(
+        True,
+        "Delete an entity of this tenant (entity: ns:id; never a key, pattern or other "
+        "tenant): a dry run unless dry_run=false. {entity, dry_run, deleted, found}.",
+    )
+    def delete(entity: str, dry_run: bool = True) -> dict[str, Any]:
+        eid = _delete_target(entity)
+        context = acmi.get(eid, events=0)
+        found = {
+            "profile": context.profile,
+            "signals": context.signals,
+            "events": acmi.timeline.size(eid),
+        }
+        if not dry_run:
+            acmi.delete(eid)
+        return {"entity": str(eid), "dry_run": dry_run, "deleted": not dry_run, "found": found}
+
+    @tool(False, "This server's tenant (only its own) and its key's scope: {tenants, scope}.")
+    def tenant_list() -> dict[str, Any]:
+        return {"tenants": [acmi.tenant], "scope": tool.scope.value}
 
     return render
 
@@ -165,12 +347,20 @@ def _entity_tools(tool: _Tools, acmi: Acmi) -> Callable[[str], str]:
 def _agent_tools(tool: _Tools, acmi: Acmi) -> None:
     """Agent slots: spawns, active threads, rollups, heartbeats."""
 
-    @tool(True, "Log an agent session start.")
-    def spawn(agent: str, session_id: str, model_id: str, host: str | None = None) -> Any:
+    @tool(True, "Log an agent session start (kept apart from the timeline); returns the record.")
+    def spawn(
+        agent: str, session_id: str, model_id: str, host: str | None = None
+    ) -> dict[str, Any]:
         return acmi.agents.spawn(agent, session_id, model_id, host)
 
-    @tool(True, "An agent's active threads: action add, remove or list.")
-    def active(agent: str, action: str = "list", thread: str | None = None) -> Any:
+    @tool(
+        True,
+        "An agent's active threads. action list (default): {thread: {role, joined_at}}; "
+        "add (thread, role) or remove (thread) change them.",
+    )
+    def active(
+        agent: str, action: str = "list", thread: str | None = None, role: str = "participant"
+    ) -> dict[str, Any]:
         if action == "list":
             return acmi.agents.active(agent)
         if action not in ("add", "remove"):
@@ -178,98 +368,199 @@ def _agent_tools(tool: _Tools, acmi: Acmi) -> None:
         if not thread:
             raise AcmiValidationError("thread", "required", f"is needed to {action}")
         if action == "add":
-            return acmi.agents.join(agent, thread)
+            return acmi.agents.join(agent, thread, role)
         acmi.agents.leave(agent, thread)
         return {"removed": thread}
 
-    @tool(True, "Set an agent's rollup summary.")
-    def rollup_set(agent: str, summary: str) -> Any:
+    @tool(True, "Set an agent's latest rollup summary (read by bootstrap); returns it.")
+    def rollup_set(agent: str, summary: str) -> dict[str, Any]:
         return acmi.agents.set_rollup(agent, summary)
 
-    @tool(True, "Record that an agent is alive.")
-    def heartbeat(agent: str, status: str = "ACTIVE", note: str | None = None) -> Any:
+    @tool(False, "An agent's latest rollup: {agent, rollup: {ts, summary, ...} or null}.")
+    def rollup_get(agent: str) -> dict[str, Any]:
+        return {"agent": agent, "rollup": acmi.agents.rollup(agent)}
+
+    @tool(
+        True, "Record that an agent is alive (status: free text, default ACTIVE); returns the beat."
+    )
+    def heartbeat(agent: str, status: str = "ACTIVE", note: str | None = None) -> dict[str, Any]:
         return acmi.agents.heartbeat(agent, status, note)
 
 
-def _coordination_tools(tool: _Tools, acmi: Acmi) -> None:
-    """Work items, deletion, leases, human-in-the-loop, workflow assessments."""
+def _work_tools(tool: _Tools, acmi: Acmi) -> None:
+    """Work items: a profile, signals (status), a timeline and sessions each."""
 
-    @tool(True, "Create a work item.")
-    def work_create(id: str, profile: dict[str, Any], owner: str | None = None) -> Any:
-        return acmi.work.create(id, profile, owner=owner).to_dict()
+    @tool(
+        True,
+        "Create a work item (id; title and/or a profile object; owner ns:id; status, "
+        "default open); returns the item. Refused if it exists.",
+    )
+    def work_create(
+        id: str,
+        title: str | None = None,
+        profile: dict[str, Any] | None = None,
+        owner: str | None = None,
+        status: str = "open",
+    ) -> dict[str, Any]:
+        doc = dict(profile or {})
+        if title is not None:
+            doc["title"] = title
+        return acmi.work.create(id, doc, owner=owner, status=status).to_dict()
 
-    @tool(True, "Append an event to a work item.")
-    def work_event(id: str, event: dict[str, Any], session_id: str | None = None) -> Any:
+    @tool(
+        True,
+        "Append a Comms v1.1 event to a work item (session_id joins its sessions); returns "
+        "the event as stored.",
+    )
+    def work_event(id: str, event: dict[str, Any], session_id: str | None = None) -> dict[str, Any]:
         return acmi.work.event(id, event, session_id)
 
-    @tool(True, "Set a work item's signals.")
-    def work_signal(id: str, signals: dict[str, Any]) -> Any:
+    @tool(True, "Merge signals into a work item's (status closes or reopens it); returns them.")
+    def work_signal(id: str, signals: dict[str, Any]) -> dict[str, Any]:
         return acmi.work.signal(id, signals)
 
-    @tool(False, "A work item with its newest events.")
-    def work_get(id: str, events: int = 50) -> Any:
+    @tool(
+        False,
+        "A work item: {profile, signals, owner, status, timeline (newest events 0-1000, "
+        "oldest first), sessions}.",
+    )
+    def work_get(id: str, events: int = 50) -> dict[str, Any]:
         return acmi.work.get(id, events).to_dict()
 
-    @tool(False, "One page of work items.")
-    def work_list(owner: str | None = None, status: str | None = "open") -> Any:
-        return acmi.work.list(owner, status).to_dict()
+    @tool(
+        False,
+        "One page of work items: {items: [{id, ...}], next_cursor}. owner: ns:id; status "
+        "open (default) or null for any; pass next_cursor back as cursor.",
+    )
+    def work_list(
+        owner: str | None = None,
+        status: str | None = "open",
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+    ) -> dict[str, Any]:
+        return acmi.work.list(owner, status, cursor=cursor, limit=limit).to_dict()
 
-    @tool(True, "Delete an entity of the caller's tenant: a dry run unless dry_run is false.")
-    def delete(entity: str, dry_run: bool = True) -> dict[str, Any]:
-        found = acmi.get(entity, events=0).to_dict()
-        if not dry_run:
-            acmi.delete(entity)
-        return {"entity": entity, "dry_run": dry_run, "deleted": not dry_run, "found": found}
+    @tool(False, "One page of a work item's session ids: {sessions, next_cursor}.")
+    def work_sessions(
+        id: str, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> dict[str, Any]:
+        return acmi.work.sessions_page(id, cursor=cursor, limit=limit).to_dict()
 
-    @tool(False, "The caller's tenant (only its own).")
-    def tenant_list() -> dict[str, Any]:
-        return {"tenants": [acmi.tenant]}
 
-    @tool(True, "Claim a lease on a resource for ttl_ms.")
-    def lock_claim(resource: str, owner: str, ttl_ms: int) -> Any:
+def _coordination_tools(tool: _Tools, acmi: Acmi) -> None:
+    """Leases, human-in-the-loop, workflow assessments."""
+
+    @tool(
+        True,
+        "Claim a lease on a resource for ttl_ms (owner: ns:id); returns it with the "
+        "owner_token that renews and releases it. Refused while another holds it.",
+    )
+    def lock_claim(resource: str, owner: str, ttl_ms: int) -> dict[str, Any]:
         return acmi.locks.claim(resource, owner, ttl_ms).to_dict()
 
-    @tool(True, "Renew a lease with its owner token.")
-    def lock_renew(resource: str, owner_token: str, ttl_ms: int) -> Any:
+    @tool(True, "Renew a lease with its owner_token for ttl_ms more; returns the lease.")
+    def lock_renew(resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]:
         return acmi.locks.renew(resource, owner_token, ttl_ms).to_dict()
 
-    @tool(True, "Release a lease with its owner token.")
-    def lock_release(resource: str, owner_token: str) -> Any:
+    @tool(True, "Release a lease with its owner_token; returns the lease released.")
+    def lock_release(resource: str, owner_token: str) -> dict[str, Any]:
         return acmi.locks.release(resource, owner_token).to_dict()
 
-    @tool(True, "Queue a human-in-the-loop request.")
-    def hitl_create(topic: str, request: str, asked_by: str, urgency: str = "P1") -> Any:
-        created = acmi.hitl.create(topic, request, asked_by=asked_by, urgency=urgency)
+    @tool(False, "A lease's state now: {resource, held, owner, expires_at, fence}.")
+    def lock_get(resource: str) -> dict[str, Any]:
+        return acmi.locks.get(resource).to_dict()
+
+    @tool(
+        True,
+        "Queue a human-in-the-loop request (urgency P0-P2; addressee ns:id, else the shared "
+        "queue): {item, created}.",
+    )
+    def hitl_create(
+        topic: str,
+        request: str,
+        asked_by: str,
+        urgency: str = "P1",
+        addressee: str | None = None,
+    ) -> dict[str, Any]:
+        created = acmi.hitl.create(
+            topic, request, asked_by=asked_by, urgency=urgency, addressee=addressee
+        )
         return {"item": created.item, "created": created.created}
 
-    @tool(False, "One page of a human-in-the-loop queue.")
-    def hitl_list(addressee: str | None = None, state: str = "open") -> Any:
-        return acmi.hitl.list(addressee, state).to_dict()
+    @tool(
+        False,
+        "One page of a human-in-the-loop queue (addressee, else the shared one; state open "
+        "or closed): {items, next_cursor}.",
+    )
+    def hitl_list(
+        addressee: str | None = None,
+        state: str = "open",
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+    ) -> dict[str, Any]:
+        return acmi.hitl.list(addressee, state, limit=limit, cursor=cursor).to_dict()
 
-    @tool(True, "Resolve a human-in-the-loop request.")
-    def hitl_resolve(correlation_id: str, resolution: str, by: str) -> Any:
+    @tool(True, "Resolve a human-in-the-loop request by its correlation id; returns it.")
+    def hitl_resolve(correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
         return acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict()
 
-    @tool(True, "Score an executed workflow step 0-100.")
-    def assess(workflow: str, step: str, score: int, criteria: list[str], agent: str) -> Any:
-        return acmi.workflows.assess(workflow, step, score, criteria, agent).to_dict()
+    @tool(
+        True,
+        "Score an executed workflow step 0-100 against criteria (a list of names, or "
+        "name -> result); returns the assessment event.",
+    )
+    def assess(
+        workflow: str,
+        step: str,
+        score: int,
+        criteria: list[str] | dict[str, Any],
+        agent: str,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        return acmi.workflows.assess(workflow, step, score, criteria, agent, note=note).to_dict()
 
-    @tool(True, "Record a lesson for a workflow step.")
-    def improve(workflow: str, step: str, lesson: str, agent: str) -> Any:
+    @tool(True, "Record a lesson for a workflow step (it seeds the next bootstrap).")
+    def improve(workflow: str, step: str, lesson: str, agent: str) -> dict[str, Any]:
         return acmi.workflows.improve(workflow, step, lesson, agent).to_dict()
 
 
 def _memory_tools(tool: _Tools, acmi: Acmi) -> None:
     """The memory layers of an entity."""
 
-    @tool(True, "Remember a line in an entity's memory (layer warm, hot, daily, topic).")
-    def memory_remember(entity: str, text: str, layer: str = "warm") -> Any:
-        return acmi.memory.remember(entity, text, layer=layer)
+    @tool(
+        True,
+        "Remember a line in an entity's memory: layer warm (MEMORY.md), hot "
+        "(ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional.",
+    )
+    def memory_remember(
+        entity: str,
+        text: str,
+        layer: str = "warm",
+        section: str | None = None,
+        topic: str | None = None,
+    ) -> dict[str, Any]:
+        return acmi.memory.remember(entity, text, layer=layer, section=section, topic=topic)
 
-    @tool(False, "Search an entity's memory layers.")
-    def memory_search(entity: str, query: str, limit: int = 20) -> Any:
+    @tool(False, "Search an entity's memory layers, fast layers first: {hits, ...}.")
+    def memory_search(entity: str, query: str, limit: int = 20) -> dict[str, Any]:
         return acmi.memory.search(entity, query, limit=limit)
 
-    @tool(False, "An entity's memory status.")
-    def memory_status(entity: str) -> Any:
+    @tool(False, "An entity's memory status: layers, budgets, handoff_pending.")
+    def memory_status(entity: str) -> dict[str, Any]:
         return acmi.memory.status(entity)
+
+    @tool(
+        False, "The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget}."
+    )
+    def memory_active(entity: str) -> dict[str, Any]:
+        return acmi.memory.active(entity)
+
+    @tool(
+        True,
+        "With text: leave a handoff (HANDOFF.md) for the next session; returns it. Without: "
+        "take the pending handoff (read and cleared at once): {entity, handoff or null}.",
+    )
+    def memory_handoff(entity: str, text: str | None = None) -> dict[str, Any]:
+        if text is not None:
+            return acmi.memory.handoff(entity, text)
+        return {"entity": str(EntityId.parse(entity)), "handoff": acmi.memory.take_handoff(entity)}

@@ -31,7 +31,8 @@ from functions.runtime import LambdaFunction
 from tests.kit import DB, EVENTS_DIR, EXAMPLE_KEY, FakeLambdaContext, event_names, load_event
 
 FUNCTION_NAMES = tuple(spec.name for spec in FUNCTIONS)
-HTTP_FUNCTIONS = tuple(spec for spec in FUNCTIONS if spec.kind == "http")
+# (the mcp function serves HTTP too: its samples are API Gateway events like the others)
+HTTP_FUNCTIONS = tuple(spec for spec in FUNCTIONS if spec.kind in ("http", "mcp"))
 JOB_FUNCTIONS = frozenset(spec.name for spec in FUNCTIONS if spec.kind == "job")
 # A job's sample is a Scheduler Input, not an HTTP event: its own test runs it through
 # the handler (tests/e2e/test_<job>_job.py); here only its shape is checked.
@@ -93,6 +94,9 @@ EXPECTED: dict[str, int] = {
     "memory.status": 200,
     "docs.openapi": 200,
     "docs.docs": 200,
+    "mcp.tools-list": 200,  # JSON-RPC answers; tests/e2e/test_mcp_http.py checks them
+    "mcp.tools-call": 200,
+    "mcp.no-auth": 401,
 }
 
 # (field, rule) named by the error body; rule None: only the field is checked.
@@ -115,6 +119,7 @@ EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
     "hitl.create-invalid": ("urgency", "enum"),
     "workflows.assess-invalid": ("score", "range"),
     "memory.remember-invalid": ("layer", "memory_layer"),
+    "mcp.no-auth": ("authorization", "required"),
 }
 
 # Events stored per successful ingest file: (entity, count).

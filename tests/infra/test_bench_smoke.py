@@ -129,6 +129,7 @@ def test_cold_start_covers_every_function_and_both_baselines(report: dict[str, A
         "functions.ingest",
         "functions.entities",
         "functions.docs",
+        "functions.mcp",
     }
     for name, row in probes.items():
         assert _number(row["import_ms"]), name

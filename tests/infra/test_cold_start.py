@@ -217,6 +217,9 @@ def test_the_allowed_imports_follow_the_sets() -> None:
     assert "fastapi_offline" in by_name["docs"]
     assert {"pydantic", "pydantic_core", "httpx", "upstash_redis"} <= by_name["sweep"]
     assert not {"httpx", "upstash_redis"} & by_name["docs"]  # serves the spec: no store
+    assert {"mcp", "mangum", "starlette"} <= by_name["mcp"]
+    assert "fastapi" not in by_name["mcp"]  # the SDK's Starlette transport, no FastAPI
+    assert not any("mcp" in names for name, names in by_name.items() if name != "mcp")
 
 
 # --- the cuts: what a cold start no longer pays for, with the same behaviour -----------------

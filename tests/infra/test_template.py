@@ -192,6 +192,7 @@ def test_lambda_requirements() -> None:
     assert names["http"] == {"fastapi", "mangum"}
     assert names["docs"] == {"fastapi-offline"}
     assert names["gmail"] == {"pyjwt", "cryptography"}
+    assert names["mcp"] == {"mcp", "mangum"}
     union = set().union(*names.values())
     assert not union & {"fakeredis", "lupa", "redis", "boto3", "botocore", "pytest"}
     # requirements-lambda.txt is exactly the union (the host twin of .ci/sam.sh installs it)

@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
-from acmi_core.api.errors import STATUS_BY_ERROR, acmi_error_response
+from acmi_core.api.errors import acmi_error_response
+from acmi_core.api.status import STATUS_BY_ERROR
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenError, GoogleTokenVerifier

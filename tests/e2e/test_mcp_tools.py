@@ -1,0 +1,174 @@
+"""``acmi mcp``'s tools beyond the reference's 17 (reads, leases, HITL, workflows, memory)
+and the bootstrap prompt and resource, through the SDK's own client over stdio on a real
+redis; what each stored is read back through the ``acmi_core`` client. One server process
+for the module (``McpClient``, from test_mcp_stdio)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from mcp.shared.exceptions import McpError
+from mcp.types import TextContent, TextResourceContents
+
+from acmi_core import Acmi, Settings
+from acmi_core.store import open_store
+from acmi_core.testing.redis_server import RedisServer
+from tests.e2e.test_mcp_stdio import MCP_DB, McpClient, event
+
+
+@pytest.fixture(scope="module")
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    url = redis_server.url_for(MCP_DB)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ACMI_REDIS_URL", url)
+        store = open_store(Settings.from_env())
+        store.execute(("FLUSHDB",))
+        store.close()
+        yield url
+
+
+@pytest.fixture(scope="module")
+def acmi(redis_url: str) -> Iterator[Acmi]:
+    with Acmi(open_store(Settings.from_env())) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def mcp(redis_url: str) -> Iterator[McpClient]:
+    with McpClient(redis_url) as client:
+        yield client
+
+
+def test_profile_get_merge_and_signal_get_set(mcp: McpClient, acmi: Acmi) -> None:
+    assert mcp.ok("profile_get", {"entity": "user:pg"}) == {"entity": "user:pg", "profile": None}
+    merged = mcp.ok("profile_merge", {"entity": "user:pg", "partial": {"name": "Pia"}})
+    assert merged["profile"]["name"] == "Pia"
+    acmi.profile.merge("user:pg", {"city": "Oslo"})
+    got = mcp.ok("profile_get", {"entity": "user:pg"})["profile"]
+    assert (got["name"], got["city"]) == ("Pia", "Oslo")
+
+    assert mcp.ok("signal_get", {"entity": "user:pg", "key": "mood"})["value"] is None
+    assert (
+        mcp.ok("signal_set", {"entity": "user:pg", "key": "mood", "value": "ok"})["value"] == "ok"
+    )
+    mcp.ok("signal_set", {"entity": "user:pg", "key": "load", "value": 3})
+    assert acmi.signals.all("user:pg") == {"mood": "ok", "load": 3}
+    assert mcp.ok("signal_get", {"entity": "user:pg"})["signals"] == {"mood": "ok", "load": 3}
+    assert mcp.ok("signal_get", {"entity": "user:pg", "key": "load"})["value"] == 3
+
+
+def test_heartbeat_marks_the_agent_alive(mcp: McpClient, acmi: Acmi) -> None:
+    beat = mcp.ok("heartbeat", {"agent": "hb", "status": "BUSY", "note": "compiling"})
+    assert (beat["agent"], beat["status"], beat["note"]) == ("agent:hb", "BUSY", "compiling")
+    signals = acmi.signals.all("agent:hb")
+    assert signals["status"] == "BUSY" and signals["last_heartbeat_ts"] == beat["ts"]
+
+
+def test_work_sessions_pages_an_items_sessions(mcp: McpClient, acmi: Acmi) -> None:
+    acmi.work.create("wss", {"title": "Sessions"})
+    for n in range(3):
+        mcp.ok("work_event", {"id": "wss", "event": event(f"e{n}"), "session_id": f"s-{n}"})
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = mcp.ok("work_sessions", {"id": "wss", "limit": 2, "cursor": cursor})
+        seen += page["sessions"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(set(seen)) == ["s-0", "s-1", "s-2"] == acmi.work.sessions("wss")
+
+
+def test_lock_claim_get_renew_release(mcp: McpClient, acmi: Acmi) -> None:
+    claim = {"resource": "deploy", "owner": "agent:a", "ttl_ms": 60_000}
+    lease = mcp.ok("lock_claim", claim)
+    token = lease["owner_token"]
+    state = mcp.ok("lock_get", {"resource": "deploy"})
+    assert state["held"] is True and state["owner"] == "agent:a" and "owner_token" not in state
+    assert acmi.locks.get("deploy").owner == "agent:a"
+    held = mcp.error("lock_claim", {**claim, "owner": "agent:b"})
+    assert "rule: held" in held
+    renewed = mcp.ok("lock_renew", {"resource": "deploy", "owner_token": token, "ttl_ms": 120_000})
+    assert renewed["expires_at"] > lease["expires_at"]
+    assert "rule:" in mcp.error("lock_release", {"resource": "deploy", "owner_token": "wrong"})
+    mcp.ok("lock_release", {"resource": "deploy", "owner_token": token})
+    assert mcp.ok("lock_get", {"resource": "deploy"})["held"] is False
+    assert acmi.locks.get("deploy").held is False
+
+
+def test_hitl_create_list_pages_and_resolve(mcp: McpClient, acmi: Acmi) -> None:
+    cids = []
+    for n in range(3):
+        ask = {"topic": f"q{n}", "request": "ship?", "asked_by": "agent:a", "addressee": "user:h"}
+        created = mcp.ok("hitl_create", ask)
+        assert created["created"] is True
+        cids.append(created["item"]["correlationId"])
+    first = mcp.ok("hitl_list", {"addressee": "user:h", "limit": 2})
+    assert len(first["items"]) == 2 and first["next_cursor"]
+    rest = mcp.ok("hitl_list", {"addressee": "user:h", "limit": 2, "cursor": first["next_cursor"]})
+    assert rest["next_cursor"] is None
+    listed = [i["correlationId"] for i in first["items"] + rest["items"]]
+    assert sorted(listed) == sorted(cids)
+
+    mcp.ok("hitl_resolve", {"correlation_id": cids[0], "resolution": "yes", "by": "user:h"})
+    closed = acmi.hitl.list("user:h", "closed")
+    assert [i["correlationId"] for i in closed.items] == [cids[0]]
+    still = mcp.ok("hitl_list", {"addressee": "user:h"})["items"]
+    assert cids[0] not in [i["correlationId"] for i in still]
+    assert "rule: enum" in mcp.error("hitl_list", {"state": "pending"})
+
+
+def test_assess_and_improve_feed_the_workflow(mcp: McpClient, acmi: Acmi) -> None:
+    args = {"workflow": "release", "step": "build", "agent": "agent:a"}
+    scored = mcp.ok("assess", {**args, "score": 80, "criteria": {"fast": "yes"}})
+    assert scored["payload"]["score"] == 80
+    assert acmi.workflows.assessments("release").to_dict()["steps"]["build"]["last"] == 80
+    mcp.ok("improve", {**args, "lesson": "cache the wheels"})
+    (lesson,) = acmi.workflows.lessons("release")
+    assert "cache the wheels" in str(lesson)
+    assert "rule:" in mcp.error("assess", {**args, "score": 101, "criteria": ["fast"]})
+
+
+def test_memory_remember_search_status_active_and_handoff(mcp: McpClient, acmi: Acmi) -> None:
+    entity = "agent:mem"
+    mcp.ok("memory_remember", {"entity": entity, "text": "prefer small diffs"})
+    mcp.ok("memory_remember", {"entity": entity, "text": "review the parser", "layer": "hot"})
+    found = mcp.ok("memory_search", {"entity": entity, "query": "small diffs"})
+    assert any("prefer small diffs" in str(hit) for hit in found["hits"])
+    active = mcp.ok("memory_active", {"entity": entity})
+    assert active["path"] == "ACTIVE-CONTEXT.md" and "review the parser" in active["text"]
+    assert active == acmi.memory.active(entity)
+
+    assert mcp.ok("memory_status", {"entity": entity})["handoff_pending"] is False
+    left = mcp.ok("memory_handoff", {"entity": entity, "text": "next: tag the release"})
+    assert left["text"] == "next: tag the release"
+    assert mcp.ok("memory_status", {"entity": entity})["handoff_pending"] is True
+    taken = mcp.ok("memory_handoff", {"entity": entity})
+    assert taken["handoff"]["text"] == "next: tag the release"
+    assert mcp.ok("memory_handoff", {"entity": entity}) == {"entity": entity, "handoff": None}
+    assert acmi.memory.take_handoff(entity) is None  # taken once, by the first call
+    assert "rule: memory_layer" in mcp.error(
+        "memory_remember", {"entity": entity, "text": "x", "layer": "lukewarm"}
+    )
+
+
+def test_bootstrap_prompt_and_resource(mcp: McpClient, acmi: Acmi) -> None:
+    acmi.profile.merge("agent:pr", {"name": "Prompted"})
+    acmi.timeline.append("agent:pr", event("compiled the docs"))
+    tool_text = mcp.text("bootstrap", {"agent": "pr"})
+
+    prompt = mcp.run(lambda s: s.get_prompt("bootstrap", {"agent": "pr"}))
+    block = prompt.messages[0].content
+    assert isinstance(block, TextContent) and block.text.startswith("#")
+    assert "compiled the docs" in block.text and "Prompted" in block.text
+
+    resource = mcp.run(lambda s: s.read_resource("acmi://agents/pr/bootstrap"))  # type: ignore[arg-type]
+    (content,) = resource.contents
+    assert isinstance(content, TextResourceContents)
+    assert content.mimeType == "text/markdown" and "compiled the docs" in content.text
+    # the same bundle as the tool's, but for the generation time line
+    assert content.text.splitlines()[2:] == tool_text.splitlines()[2:]
+
+    with pytest.raises(McpError, match=r"entity|agent"):
+        mcp.run(lambda s: s.get_prompt("bootstrap", {"agent": "bad agent!"}))
