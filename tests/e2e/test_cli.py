@@ -92,7 +92,7 @@ def test_keys_lifecycle(redis_env: str, capsys: pytest.CaptureFixture[str]) -> N
     assert run(capsys, "keys", "revoke", created["id"])[1]["revoked"]["id"] == created["id"]
     assert run(capsys, "keys", "list", "--tenant", "acme")[1] == []
     code, _, err = run(capsys, "keys", "revoke", created["id"])
-    assert code == 2
+    assert code == 3  # not found
     assert "no API key" in err
 
 

@@ -3,7 +3,6 @@ bad event file, reST markup in `acmi --help`, warnings from the conformance exam
 
 from __future__ import annotations
 
-import argparse
 import logging
 import subprocess
 import sys
@@ -11,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 
 from acmi_core import Acmi, Settings
 from acmi_core.auth import apikeys
-from acmi_core.cli import build_parser, cmd_serve, main
+from acmi_core.cli import app, main
+from acmi_core.cli.local import serve_on
 from acmi_core.model import EntityId
 from acmi_core.store.memory import MemoryStore
 from tests.kit import ROOT
@@ -40,14 +41,13 @@ def test_serve_on_a_persistent_store_mints_its_admin_key_once(
     no_uvicorn: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     acmi = Acmi(MemoryStore(), Settings())  # the same store across starts: persistent
-    args = argparse.Namespace(host="127.0.0.1", port=8000)
-    cmd_serve(acmi, args)
+    serve_on(acmi, "127.0.0.1", 8000)
     first = capsys.readouterr().err
     assert "(shown once): acmi_" in first
     (key,) = serve_keys(acmi)
     assert key.scope is apikeys.Scope.ADMIN
     for _ in range(2):
-        cmd_serve(acmi, args)
+        serve_on(acmi, "127.0.0.1", 8000)
         again = capsys.readouterr().err
         assert "acmi_" + "x" not in again
         assert "(shown once):" not in again
@@ -59,9 +59,8 @@ def test_serve_on_a_persistent_store_mints_its_admin_key_once(
 
 def test_serve_mints_per_tenant(no_uvicorn: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
     store = MemoryStore()
-    args = argparse.Namespace(host="127.0.0.1", port=8000)
-    cmd_serve(Acmi(store, Settings()), args)
-    cmd_serve(Acmi(store, Settings(), tenant="acme"), args)
+    serve_on(Acmi(store, Settings()), "127.0.0.1", 8000)
+    serve_on(Acmi(store, Settings(), tenant="acme"), "127.0.0.1", 8000)
     err = capsys.readouterr().err
     assert err.count("(shown once):") == 2
     assert len(serve_keys(Acmi(store, Settings(), tenant="acme"))) == 1
@@ -118,33 +117,38 @@ def test_invoke_in_a_fresh_process_has_no_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     lines = [ln for ln in result.stderr.splitlines() if not ln.startswith("# ")]
-    assert lines == ["error: --event: cannot read 'missing.json': No such file or directory"]
+    assert lines == [
+        "error: --event: cannot read 'missing.json': No such file or directory (rule: file)"
+    ]
 
 
 # --- acmi --help ----------------------------------------------------------------------------
 
 
-def help_texts() -> dict[str, str]:
-    """`--help` of the command and of every subcommand, as argparse prints it."""
-    parser = build_parser()
-    texts = {"acmi": parser.format_help()}
-    stack = [("acmi", parser)]
+def help_texts(capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """`--help` of the command and of every subcommand, through the real entry point."""
+    texts: dict[str, str] = {}
+    stack: list[list[str]] = [[]]
+    root = typer.main.get_command(app)
     while stack:
-        name, current = stack.pop()
-        for action in current._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub_name, sub in action.choices.items():
-                    texts[f"{name} {sub_name}"] = sub.format_help()
-                    stack.append((f"{name} {sub_name}", sub))
+        path = stack.pop()
+        assert main([*path, "--help"]) == 0
+        texts[" ".join(["acmi", *path])] = capsys.readouterr().out
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        stack.extend([*path, name] for name in getattr(command, "commands", {}))
     return texts
 
 
-def test_help_shows_no_rst_markup() -> None:
-    texts = help_texts()
-    assert len(texts) > 10
+def test_help_shows_no_rst_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    texts = help_texts(capsys)
+    assert len(texts) > 60
     for name, text in texts.items():
         assert "``" not in text, (name, text)
-    assert "The acmi command line" in texts["acmi"]
+        assert "Usage: acmi" in text, name
+    assert "profiles, signals and timelines" in texts["acmi"]
+    assert "Exit codes:" in texts["acmi"]
 
 
 # --- the conformance example prints no warnings ----------------------------------------------

@@ -155,7 +155,16 @@ def test_concurrent_cli_commands_lose_no_write(tmp_path: Path) -> None:
     another's snapshot with an older copy."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "acmi_core", "signal", "user", "bob", json.dumps({f"s{i}": i})],
+            [
+                sys.executable,
+                "-m",
+                "acmi_core",
+                "signal",
+                "user",
+                "bob",
+                json.dumps({f"s{i}": i}),
+                "--merge",
+            ],
             env=_env(tmp_path),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

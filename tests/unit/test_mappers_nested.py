@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from acmi_core import AcmiValidationError
-from acmi_core.cli import _map_args, build_parser
+from acmi_core.cli.operator import map_args
 from acmi_core.ingest.mappers import (
     MAX_NESTED_DEPTH,
     WebhookBody,
@@ -225,17 +225,15 @@ def test_the_url_mapping_is_over_the_stored_one_for_make() -> None:
 
 
 def test_the_cli_map_flags_are_the_whole_mapping() -> None:
-    args = build_parser().parse_args(
-        ["sources", "set", "make", "--map", "summary=email.subject", "--map", "kind=event"]
-    )
-    assert _map_args(args.map, args.mapping) == {"summary": "email.subject", "kind": "event"}
-    assert _map_args(None, '{"entity": "customer.id"}') == {"entity": "customer.id"}
-    assert _map_args(None, None) is None
+    given = ["summary=email.subject", "kind=event"]
+    assert map_args(given, None) == {"summary": "email.subject", "kind": "event"}
+    assert map_args(None, '{"entity": "customer.id"}') == {"entity": "customer.id"}
+    assert map_args(None, None) is None
     for bad in (["summary"], ["=x"], ["summary="]):
         with pytest.raises(Exception, match="FIELD=PATH"):
-            _map_args(bad, None)
+            map_args(bad, None)
     with pytest.raises(Exception, match="conflicts with --mapping"):
-        _map_args(["kind=event"], '{"kind": "event"}')
+        map_args(["kind=event"], '{"kind": "event"}')
 
 
 # --- generic: one literal syntax, missing paths named ------------------------------------

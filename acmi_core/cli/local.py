@@ -1,0 +1,268 @@
+"""Commands that run ACMI here: demo, serve (the HTTP API under uvicorn), invoke (one
+Lambda handler with an event file, like ``sam local invoke -e``) and mcp (the MCP tools
+over stdio). On the store only."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import uuid
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from acmi_core import Acmi
+from acmi_core.auth import apikeys
+from acmi_core.cli.output import emit, one_of
+from acmi_core.cli.state import state
+from acmi_core.errors import AcmiValidationError
+from acmi_core.lambdas import FUNCTIONS, function
+
+EXAMPLE_EVENT_KEY = apikeys.EXAMPLE_EVENT_KEY  # the key the events/ samples carry
+
+app = typer.Typer()
+
+
+@app.command()
+def demo() -> None:
+    """The reference's 10-line example, then the one-round-trip context read."""
+    acmi = state().acmi(throwaway=True)
+    entity = "user:mikey"
+    acmi.profile.set(entity, {"name": "Mikey", "tz": "America/New_York"})
+    acmi.signals.set(entity, "current_task", "shooting ACMI manifesto")
+    acmi.timeline.append(
+        entity,
+        {
+            "source": "user:mikey",
+            "kind": "started_recording",
+            "correlationId": "manifesto-001",
+            "summary": "video 1 of 3",
+        },
+    )
+    with acmi.batch() as batch:
+        batch.signals.set(entity, "mood", "focused")
+        batch.timeline.append(
+            entity,
+            {
+                "source": "agent:claude",
+                "kind": "note",
+                "correlationId": "manifesto-001",
+                "summary": "agent noticed the recording started",
+                "payload": {"take": 1, "tags": []},
+            },
+        )
+    print(f"# backend: {acmi.store.name}, tenant: {acmi.tenant}")
+    emit(acmi.get(entity).to_dict(), state().output)
+
+
+# Query parameters that carry credentials, and ACMI's own keys and push tokens wherever
+# they appear in a URL (a sender may put one in a path or another parameter).
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&;](?:[a-z0-9_.-]*token|api_?key|key|secret|password|signature)=)[^&#\s\"]*"
+)
+_ACMI_SECRET = re.compile(r"\b(acmipt_|acmi_)[A-Za-z0-9_-]{16,}")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with credential-carrying query values and ACMI keys replaced by ***."""
+    return _ACMI_SECRET.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", text))
+
+
+class RedactSecrets(logging.Filter):
+    """Redacts every str of a log record (uvicorn's access log puts the path with its
+    query string in ``args``; its formatter needs the args tuple kept as is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_secrets(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_secrets(a) if isinstance(a, str) else a for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {
+                k: redact_secrets(v) if isinstance(v, str) else v for k, v in record.args.items()
+            }
+        return True
+
+
+def serve_log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration, with :class:`RedactSecrets` on its loggers and
+    handlers: push tokens travel in the URL (``?token=``) and must not reach a log."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["redact_secrets"] = {"()": RedactSecrets}
+    for section in ("loggers", "handlers"):
+        for entry in config[section].values():
+            entry.setdefault("filters", []).append("redact_secrets")
+    return config
+
+
+SERVE_KEY_NAME = "serve"
+
+
+def _serve_key(acmi: Acmi) -> None:
+    """Mint an admin key named ``serve`` only when the tenant has none: on a persistent
+    store every start would otherwise add another never-expiring admin key."""
+    existing = [
+        r
+        for r in apikeys.list_keys(acmi.store, acmi.tenant)
+        if r.name == SERVE_KEY_NAME and r.scope is apikeys.Scope.ADMIN
+    ]
+    if existing:
+        print(
+            f"# tenant {acmi.tenant!r} already has an admin key named {SERVE_KEY_NAME!r} "
+            f"(id {existing[0].id}; shown once, when it was made). Need a key? "
+            f"`acmi keys create --tenant {acmi.tenant} --scope admin`",
+            file=sys.stderr,
+        )
+        return
+    key, _ = apikeys.mint(
+        acmi.store, tenant=acmi.tenant, scope="admin", name=SERVE_KEY_NAME, now_ms=acmi.clock()
+    )
+    print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="the address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="the port to listen on")] = 8000,
+) -> None:
+    """Run the HTTP API locally (uvicorn), on the store the environment selects."""
+    serve_on(state().acmi(), host, port)
+
+
+def serve_on(acmi: Acmi, host: str, port: int) -> None:
+    """The whole HTTP API under uvicorn, on ``acmi``'s store."""
+    import uvicorn
+
+    from acmi_core.api.app import ApiContext, create_app
+
+    if acmi.settings.api_key:
+        # the same policy as the Lambda kit: sample keys only on the embedded store, and
+        # a revoked key is never registered again
+        record = apikeys.ensure_admin_key(
+            acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
+        )
+        if record is None:
+            print(
+                "# ACMI_API_KEY was revoked and is not registered again: unset it and "
+                "create a key with `acmi keys create`",
+                file=sys.stderr,
+            )
+        else:
+            print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
+    else:
+        _serve_key(acmi)
+    from acmi_core.store.local import EmbeddedStore
+
+    if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it
+        shared = acmi.store.serve(avoid=port)  # the HTTP port is bound later
+        print(f"# store: other acmi commands reach it at {shared[0]}:{shared[1]}", file=sys.stderr)
+    print(f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs", file=sys.stderr)
+    # offload: uvicorn serves requests concurrently, so store calls go to worker threads
+    api = create_app(ApiContext(acmi, offload=True))
+    # uvicorn re-raises SIGTERM once it has shut down, which would end the process before
+    # main closes the store (the embedded one saves its last writes then): exit via main
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        uvicorn.run(api, host=host, port=port, log_level="info", log_config=serve_log_config())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_signal(signum: int, frame: object) -> NoReturn:
+    raise SystemExit(128 + signum)
+
+
+def _event_file(path: str) -> dict[str, Any]:
+    """The event file's JSON object; a one-line error (exit 2) when it cannot be."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            event = json.load(handle)
+    except OSError as exc:
+        raise AcmiValidationError(
+            "--event", "file", f"cannot read {path!r}: {exc.strerror or exc}"
+        ) from None
+    except UnicodeDecodeError:
+        raise AcmiValidationError("--event", "utf8", f"{path!r} is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise AcmiValidationError(
+            "--event", "json", f"{path!r} is not valid JSON ({exc.msg}, line {exc.lineno})"
+        ) from None
+    if not isinstance(event, dict):
+        raise AcmiValidationError(
+            "--event", "object", f"{path!r} must hold a JSON object (a Lambda event)"
+        )
+    return event
+
+
+@app.command()
+def invoke(
+    function_name: Annotated[
+        str,
+        typer.Argument(
+            metavar="FUNCTION",
+            help=", ".join(spec.name for spec in FUNCTIONS),
+            autocompletion=lambda: [spec.name for spec in FUNCTIONS],
+        ),
+    ],
+    event_path: Annotated[str, typer.Option("--event", help="e.g. events/ingest.n8n.json")],
+) -> None:
+    """Run one Lambda handler with an event file, like `sam local invoke -e`: found the
+    way SAM finds it (its function's Handler), on a throwaway embedded store unless the
+    environment names one."""
+    acmi = state().acmi(throwaway=True)
+    import importlib
+    from types import SimpleNamespace
+
+    spec = function(one_of("FUNCTION", function_name, [s.name for s in FUNCTIONS]))
+    event = _event_file(event_path)
+    env = dict(os.environ)
+    if not env.get("ACMI_API_KEY") and acmi.store.name == apikeys.EMBEDDED_STORE:
+        # the embedded store starts empty: accept the key the sample events carry
+        env["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
+    headers = event.get("headers") if isinstance(event, dict) else None
+    credential = str((headers or {}).get("authorization", "")).partition(" ")[2].strip()
+    if acmi.store.name != apikeys.EMBEDDED_STORE and apikeys.is_sample_key(credential):
+        print(
+            f"# this event carries the public sample key, which the {acmi.store.name} store "
+            "never accepts: put a key from `acmi keys create` in its authorization header",
+            file=sys.stderr,
+        )
+    context = SimpleNamespace(
+        function_name=f"acmi-{spec.name}",
+        function_version="$LATEST",
+        memory_limit_in_mb=512,
+        invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:acmi-{spec.name}",
+        aws_request_id=str(uuid.uuid4()),
+    )
+    module_name, _, attribute = spec.handler.rpartition(".")
+    # As with `sam local invoke`: the function's logs on stderr, its response on stdout.
+    with contextlib.redirect_stdout(sys.stderr):
+        handler = getattr(importlib.import_module(module_name), attribute)
+        handler.configure(env=env, store=acmi.store)
+        response = handler(event, context)
+    emit(response, state().output)
+
+
+@app.command()
+def mcp() -> None:
+    """Serve the MCP tools over stdio (tenant and scope: ACMI_API_KEY)."""
+    try:
+        from acmi_core.mcp.server import build_server, resolve_scope
+    except ModuleNotFoundError as exc:  # the SDK is an extra: say which, not a traceback
+        if exc.name is None or not exc.name.startswith("mcp"):
+            raise
+        raise AcmiValidationError(
+            "mcp", "extra", "needs the MCP SDK: pip install 'acmi[mcp]'"
+        ) from None
+    acmi = state().acmi()
+    bound, scope = resolve_scope(acmi, acmi.settings.api_key)
+    build_server(bound, scope).run("stdio")

@@ -1,0 +1,287 @@
+"""``acmi memory``: the five memory layers of an entity (the seed's memory commands).
+On the store (the archive commands reach the archive the store's settings name)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from acmi_core.cli.output import EXIT_PROBLEMS, emit
+from acmi_core.cli.state import state
+from acmi_core.errors import AcmiValidationError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from acmi_core import Acmi
+    from acmi_core.memory.service import MemoryAPI
+
+app = typer.Typer(
+    help="the five memory layers (hot, warm, daily, topic, cold)", no_args_is_help=True
+)
+
+Entity = Annotated[str, typer.Argument(help="the memory's owner, e.g. agent:atlas")]
+ARCHIVE_HELP = "s3://bucket/prefix (default ACMI_ARCHIVE_URL; '' for none)"
+Archive = Annotated[str | None, typer.Option(help=ARCHIVE_HELP)]
+Dir = Annotated[str, typer.Option(help="the tree's folder")]
+
+# An archive URL's scheme -> the module registering its sink, imported by name when used:
+# the SDK glue lives in functions/ and acmi_core has no import of it (ARCHITECTURE: seams).
+SINK_MODULES: dict[str, str] = {"s3": "functions.sinks.s3"}
+
+
+def _memory() -> tuple[Acmi, MemoryAPI]:
+    acmi = state().acmi()
+    return acmi, acmi.memory
+
+
+@app.command()
+def status(entity: Entity) -> None:
+    """Sizes, lines, budgets, staleness and the next maintenance of each layer."""
+    emit(_memory()[1].status(entity), state().output)
+
+
+@app.command()
+def review(entity: Entity) -> None:
+    """The weekly review: promote lessons and decisions, prune the hot layer."""
+    emit(_memory()[1].review(entity), state().output)
+
+
+def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
+    """The destination of ``url`` (default ACMI_ARCHIVE_URL; "" for none) with its sink
+    module loaded by name, and why there is none when a URL was given."""
+    import importlib
+
+    from acmi_core import hygiene
+
+    url = acmi.settings.archive_url if url is None else url
+    scheme = (url or "").partition("://")[0]
+    if url and scheme in SINK_MODULES and scheme not in hygiene.SINKS:
+        try:
+            importlib.import_module(SINK_MODULES[scheme])
+        except ImportError as exc:  # boto3 missing: documents only, said so
+            return None, f"{scheme}: its sink cannot load ({exc}): nothing trimmed"
+    return hygiene.open_destination(url)
+
+
+@app.command()
+def search(
+    entity: Entity,
+    query: Annotated[list[str], typer.Argument(help="words to find")],
+    limit: Annotated[int, typer.Option(help="at most this many hits")] = 20,
+    archive: Annotated[
+        str | None, typer.Option(help="also the raw archived events there: " + ARCHIVE_HELP)
+    ] = None,
+) -> None:
+    """Search every layer, fast to slow, ranked."""
+    from acmi_core.memory_archive import archived_reader
+
+    acmi, memory = _memory()
+    dest, no_sink = _archive(acmi, archive)
+    reader = archived_reader(acmi, dest) if dest else None
+    found = memory.search(entity, " ".join(query), limit=limit, archived=reader)
+    if no_sink:
+        found["notes"] = [no_sink]
+    emit(found, state().output)
+
+
+@app.command("archive")
+def archive_(
+    entity: Entity,
+    retention_days: Annotated[int, typer.Option(help="older events go")] = 30,
+    max_events: Annotated[int, typer.Option(help="at most this many a run")] = 1000,
+    archive: Archive = None,
+) -> None:
+    """Archive now: events older than the retention into the quarter's document and, with
+    an archive, its verified object, then trimmed."""
+    from acmi_core.memory_archive import archive_now
+
+    acmi = state().acmi()
+    dest, no_sink = _archive(acmi, archive)
+    done = archive_now(
+        acmi, entity, retention_days=retention_days, max_events=max_events, dest=dest,
+        no_sink=no_sink,
+    )  # fmt: skip
+    emit(done, state().output)
+
+
+@app.command()
+def remember(
+    entity: Entity,
+    text: Annotated[str, typer.Argument(help="the line to keep")],
+    layer: Annotated[str, typer.Option(help="daily | hot | warm | topic")] = "warm",
+    section: Annotated[
+        str | None, typer.Option(help="a section of the layer, e.g. lessons")
+    ] = None,
+    topic: Annotated[str | None, typer.Option(help="--layer topic: the topic's slug")] = None,
+) -> None:
+    """Write a line now (write-ahead: before the answer, not after)."""
+    if layer not in ("daily", "hot", "warm", "topic"):
+        raise AcmiValidationError("--layer", "enum", "must be daily, hot, warm or topic")
+    kept = _memory()[1].remember(entity, text, layer=layer, section=section, topic=topic)
+    emit(kept, state().output)
+
+
+def _read_text(path: str, flag: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise AcmiValidationError(
+            flag, "file", f"cannot read {path!r}: {exc.strerror or exc}"
+        ) from None
+    except UnicodeDecodeError:
+        raise AcmiValidationError(flag, "utf8", f"{path!r} is not UTF-8") from None
+
+
+@app.command()
+def active(
+    entity: Entity,
+    set_: Annotated[
+        str | None,
+        typer.Option("--set", metavar="FILE", help="replace the hot layer with this file"),
+    ] = None,
+    text: Annotated[bool, typer.Option("--text", help="print the Markdown only")] = False,
+) -> None:
+    """Show (or --set FILE) ACTIVE-CONTEXT.md, the hot layer."""
+    memory = _memory()[1]
+    if set_:
+        memory.set_active(entity, _read_text(set_, "--set"))
+    shown = memory.active(entity)
+    if text:
+        print(shown["text"] or "", end="")
+        return
+    emit(shown, state().output)
+
+
+@app.command("daily-summary")
+def daily_summary(
+    entity: Entity,
+    date: Annotated[str | None, typer.Option(help="YYYY-MM-DD (default today)")] = None,
+) -> None:
+    """A day's note and what it holds."""
+    emit(_memory()[1].daily_summary(entity, date), state().output)
+
+
+@app.command("topic-create")
+def topic_create(
+    entity: Entity,
+    slug: Annotated[str, typer.Argument(help="the topic's slug, e.g. pricing")],
+    name: Annotated[str | None, typer.Option(help="its title (default the slug)")] = None,
+) -> None:
+    """A topic file from the seed's template."""
+    emit(_memory()[1].topic_create(entity, slug, name or slug), state().output)
+
+
+@app.command()
+def prune(
+    entity: Entity, days: Annotated[int, typer.Option(help="dated items older than this move")] = 7
+) -> None:
+    """Move completed and stale hot items to today's note."""
+    emit(_memory()[1].prune(entity, days), state().output)
+
+
+@app.command()
+def handoff(
+    entity: Entity,
+    file: Annotated[str | None, typer.Option(help="the handoff's text file")] = None,
+    take: Annotated[bool, typer.Option(help="read and clear the pending handoff")] = False,
+) -> None:
+    """Write HANDOFF.md (--file) for the next session, or --take it."""
+    memory = _memory()[1]
+    if take:
+        emit({"handoff": memory.take_handoff(entity)}, state().output)
+        return
+    if file is None:
+        raise AcmiValidationError("--file", "required", "give the handoff's text file (or --take)")
+    emit(memory.handoff(entity, _read_text(file, "--file")), state().output)
+
+
+@app.command()
+def debug(entity: Entity) -> None:
+    """Missing pieces, conflicts, stale items (exit 1 if any)."""
+    report = _memory()[1].debug(entity)
+    emit(report, state().output)
+    if not report["ok"]:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def export(entity: Entity, dir: Dir) -> None:
+    """Write the seed's file tree."""
+    from acmi_core.memory.tree import write_tree
+
+    written = write_tree(_memory()[1].export_snapshot(entity), dir)
+    emit({"entity": entity, "dir": dir, "files": written}, state().output)
+
+
+def _import(entity: str, dir: str, strict: bool, quiet: bool) -> None:
+    memory = _memory()[1]
+    with _Progress(quiet) as progress:
+        emit(memory.migrate(entity, dir, progress=progress, strict=strict), state().output)
+
+
+@app.command("import")
+def import_(
+    entity: Entity,
+    dir: Dir,
+    strict: Annotated[bool, typer.Option(help="refuse files over budget")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
+) -> None:
+    """Import a tree (idempotent; progress on stderr)."""
+    _import(entity, dir, strict, quiet)
+
+
+@app.command()
+def migrate(
+    entity: Entity,
+    dir: Dir,
+    strict: Annotated[bool, typer.Option(help="refuse files over budget")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
+) -> None:
+    """Migrate a seed workspace into ACMI (= import)."""
+    _import(entity, dir, strict, quiet)
+
+
+class _Progress:
+    """The import's progress on stderr (stdout stays the result): a rich bar on a
+    terminal, a one-line text bar otherwise, nothing with --quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> Callable[[int, int], None] | None:
+        if self.quiet:
+            return None
+        if not sys.stderr.isatty():
+            return _text_bar
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(transient=True, console=Console(stderr=True))
+        self.bar.__enter__()
+        self.task = self.bar.add_task("writes", total=None)
+        return self._update
+
+    def _update(self, done: int, total: int) -> None:
+        assert self.bar is not None and self.task is not None
+        self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+def _text_bar(done: int, total: int) -> None:
+    width = 30
+    filled = width if not total else width * done // total
+    end = "\n" if done >= total else ""
+    print(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} writes",
+        end=end, file=sys.stderr, flush=True,
+    )  # fmt: skip

@@ -1,0 +1,90 @@
+"""``acmi work``: cross-session work items (the reference's work commands)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+import typer
+
+from acmi_core.cli.entities import json_arg, json_object, render_context
+from acmi_core.cli.output import emit, pairs, table
+from acmi_core.cli.state import state
+
+app = typer.Typer(
+    help="work items: projects, ideas and tasks across sessions", no_args_is_help=True
+)
+
+Id = Annotated[str, typer.Argument(help="the work item's id")]
+Cursor = Annotated[str | None, typer.Option(help="the next_cursor of the previous page")]
+Limit = Annotated[int, typer.Option(help="items a page (1-1000)")]
+
+
+@app.command()
+def create(
+    id: Id,
+    profile: Annotated[str, typer.Argument(metavar="JSON", help="its profile (- for stdin)")],
+    owner: Annotated[str | None, typer.Option(help="the owning agent")] = None,
+) -> None:
+    """Create a work item from a JSON profile."""
+    item = state().backend().work_create(id, json_object(profile, "json"), owner)
+    emit(item, state().output, render_context)
+
+
+@app.command()
+def get(
+    id: Id, events: Annotated[int, typer.Option(help="the newest events to show")] = 50
+) -> None:
+    """A work item: profile, signals, newest events and sessions."""
+    emit(state().backend().work_get(id, events), state().output, render_context)
+
+
+@app.command()
+def event(
+    id: Id,
+    source: Annotated[str, typer.Argument(help="who speaks, e.g. agent:bentley")],
+    summary: Annotated[str, typer.Argument(help="one line, at most 500 characters")],
+    session: Annotated[str | None, typer.Argument(help="the session it happened in")] = None,
+    kind: Annotated[str, typer.Option(help="what happened")] = "progress",
+    correlation_id: Annotated[str | None, typer.Option(help="default: a new one")] = None,
+    payload: Annotated[str | None, typer.Option(help="JSON (- for stdin)")] = None,
+) -> None:
+    """Append an event to a work item (a session id also joins the item's sessions)."""
+    record: dict[str, Any] = {
+        "source": source,
+        "kind": kind,
+        "correlationId": correlation_id or f"cli-{uuid.uuid4().hex[:12]}",
+        "summary": summary,
+    }
+    if payload is not None:
+        record["payload"] = json_arg(payload, "--payload")
+    emit(state().backend().work_event(id, record, session), state().output, pairs)
+
+
+@app.command()
+def signal(
+    id: Id, values: Annotated[str, typer.Argument(metavar="JSON", help="signals (- for stdin)")]
+) -> None:
+    """Merge signals into a work item (a status opens or closes it)."""
+    emit(state().backend().work_signal(id, json_object(values, "json")), state().output, pairs)
+
+
+@app.command()
+def sessions(id: Id, cursor: Cursor = None, limit: Limit = 100) -> None:
+    """The sessions that worked on an item, a page at a time."""
+    page = state().backend().work_sessions(id, cursor, limit)
+    emit(
+        page, state().output, lambda p: table(({"session": s} for s in p["sessions"]), ("session",))
+    )
+
+
+@app.command("list")
+def list_(
+    owner: Annotated[str | None, typer.Option(help="only this owner's items")] = None,
+    status: Annotated[str, typer.Option(help="open | all")] = "open",
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> None:
+    """Work items, a page at a time (open ones by default, most recently updated first)."""
+    page = state().backend().work_list(owner, None if status == "all" else status, cursor, limit)
+    emit(page, state().output, lambda p: table(p["items"], ("id", "owner", "status", "updated_at")))
