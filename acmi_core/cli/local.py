@@ -266,3 +266,27 @@ def mcp() -> None:
     acmi = state().acmi()
     bound, scope = resolve_scope(acmi, acmi.settings.api_key)
     build_server(bound, scope).run("stdio")
+
+
+@app.command()
+def skill(
+    install: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIR", help="write DIR/acmi/SKILL.md (e.g. .claude/skills) instead of printing"
+        ),
+    ] = None,
+) -> None:
+    """The skill file that teaches an agent the wake / claim / heartbeat / release / handoff
+    routine with these tools."""
+    from importlib import resources
+    from pathlib import Path
+
+    text = resources.files("acmi_core").joinpath("skill/SKILL.md").read_text(encoding="utf-8")
+    if install is None:
+        sys.stdout.write(text)
+        return
+    target = Path(install) / "acmi" / "SKILL.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"# wrote {target}", file=sys.stderr)
