@@ -231,6 +231,15 @@ def _request_id(event: Event) -> Any:
 
 
 def _build_http(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
+    return asgi_invoke(spec, settings, store, lambda acmi: http_app(spec, acmi))
+
+
+def asgi_invoke(
+    spec: FunctionSpec, settings: Settings, store: Store, app: Callable[[Acmi], Any]
+) -> Invoke:
+    """The invocation of an HTTP function: ``app(acmi)`` (an ASGI app) behind mangum,
+    lifespan off, one log line an invocation naming the route and status (never a
+    header: the bearer key)."""
     from mangum import Mangum
 
     from acmi_core.auth.apikeys import ensure_admin_key
@@ -244,7 +253,7 @@ def _build_http(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
         )
         if record is None:
             logger.warning("ACMI_API_KEY was revoked: not registered again; unset it")
-    asgi = Mangum(http_app(spec, acmi), lifespan="off")
+    asgi = Mangum(app(acmi), lifespan="off")
 
     @metrics.log_metrics
     @logger.inject_lambda_context
