@@ -67,7 +67,10 @@ def bootstrap(
 
 
 def _hook_input() -> dict[str, Any]:
-    """The JSON agent CLIs give a session-start hook on stdin (session_id, model...)."""
+    """The JSON agent CLIs give a session-start hook on stdin (session_id, model...);
+    nothing when stdin is a terminal (run by hand: never wait for typing)."""
+    if sys.stdin.isatty():
+        return {}
     raw = sys.stdin.read()
     if not raw.strip():
         return {}

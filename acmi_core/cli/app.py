@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated
@@ -89,14 +90,20 @@ def main(argv: Sequence[str] | None = None, *, state: CliState | None = None) ->
     args = _hoist_json(list(sys.argv[1:] if argv is None else argv))
     command = typer.main.get_command(app)
     try:
-        # standalone: typer reports usage errors (exit 2) and runs shell completion
-        command.main(args, prog_name="acmi", obj=state)
+        try:
+            # standalone: typer reports usage errors (exit 2) and runs shell completion
+            command.main(args, prog_name="acmi", obj=state)
+        finally:
+            sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
     except AcmiError as exc:
         print(f"error: {error_text(exc)}", file=sys.stderr)
         return exit_code(exc)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
     except BrokenPipeError:  # `acmi list user | head`: the reader left, not an error
-        sys.stderr.close()
+        # what is still buffered cannot be written: point stdout at /dev/null so the
+        # interpreter's own flush at exit does not fail again (the Python docs' recipe)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
     return 0

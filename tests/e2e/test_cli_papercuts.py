@@ -205,3 +205,23 @@ def test_a_users_own_unreadable_member_still_warns(caplog: pytest.LogCaptureFixt
         client.log.removeFilter(filter_)
     assert len(timeline) == 1
     assert any("skipped unreadable timeline member" in r.getMessage() for r in caplog.records)
+
+
+# --- acmi ... | head: a reader that leaves early is not an error ---------------------------
+
+
+def test_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "ACMI_HOME": str(tmp_path)}
+    write = [sys.executable, "-m", "acmi_core", "profile", "user", "ann", '{"name": "Ann"}']
+    assert subprocess.run(write, env=env, capture_output=True, check=False).returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acmi_core", "list", "user"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before anything is written
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
