@@ -45,6 +45,11 @@ OPERATIONS: dict[str, tuple[Callable[[Acmi], Any], int]] = {
     "signals.all": (lambda a: a.signals.all("user:rt"), 1),
     "timeline.read": (lambda a: a.timeline.read("user:rt", limit=10, reverse=True), 1),
     "timeline.size": (lambda a: a.timeline.size("user:rt"), 1),
+    # the reference's `cat`: one ZRANGEBYSCORE per timeline, in turn
+    "timeline.cat (3 timelines)": (
+        lambda a: a.timeline.cat(["user:rt", "user:warm", "thread:x"], since_ms=0),
+        1,
+    ),
     "list": (lambda a: a.list("user"), 1),  # one per 1,000 ids (SSCAN steps)
     "list_page": (lambda a: a.list_page("user", limit=10), 1),
     "timeline.page": (lambda a: a.timeline.page("user:rt", limit=10, reverse=True), 1),
