@@ -473,14 +473,7 @@ class HttpBackend:
         return threads if isinstance(threads, dict) else {}
 
     def _thread(self, agent: str, thread: str) -> str:
-        if "/" in thread:
-            # the API's {thread} path parameter stops at "/" (even encoded, once decoded)
-            raise AcmiValidationError(
-                "thread",
-                "api_path",
-                "contains '/', which the HTTP API cannot address in a path; use the store",
-            )
-        return self._agent(agent, "threads", thread)
+        return self._agent(agent, "threads", thread)  # the route's last segment: "/" allowed
 
     def join(self, agent: str, thread: str, role: str) -> dict[str, Any]:
         entry = self._object("PUT", self._thread(agent, thread), body={"role": role})

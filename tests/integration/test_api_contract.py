@@ -236,7 +236,8 @@ def expected_error_statuses(operation: dict[str, Any], endpoint: Callable[..., A
 def test_every_route_documents_the_errors_it_answers(api: Api) -> None:
     schema = api.app.openapi()
     endpoints = {
-        (method.lower(), route.path): route.endpoint
+        # OpenAPI writes {thread:path} as {thread}
+        (method.lower(), route.path.replace(":path}", "}")): route.endpoint
         for route in api.app.router.routes
         for method in getattr(route, "methods", ()) or ()
         if hasattr(route, "endpoint")
@@ -245,7 +246,7 @@ def test_every_route_documents_the_errors_it_answers(api: Api) -> None:
         module = __import__(f"acmi_core.api.routes.{router}", fromlist=["router"])
         for route in module.router.routes:
             for method in route.methods:
-                endpoints[(method.lower(), route.path)] = route.endpoint
+                endpoints[(method.lower(), route.path.replace(":path}", "}"))] = route.endpoint
     producible = {status for _, status in STATUS_BY_ERROR}
     operations = 0
     for path, methods in schema["paths"].items():

@@ -290,7 +290,7 @@ def test_cat_errors_match_before_any_request(s: Served) -> None:
 
 def test_agent_operations_match(s: Served) -> None:
     def joined(acmi: Acmi) -> None:
-        acmi.agents.join("claude", "room 1?x=#%/é", "lead")  # a thread only the store can hold
+        acmi.agents.join("claude", "room 1?x=#%/é", "lead")  # "/" in the route's last segment
         acmi.agents.join("claude", "room 2?x=#%é", "lead")
 
     same_write(s, nothing, lambda b, _: b.spawn("claude", "s-1", "opus", None))
@@ -302,10 +302,12 @@ def test_agent_operations_match(s: Served) -> None:
     same_write(s, nothing, lambda b, _: b.heartbeat("claude", "BUSY", "on it"))
     joined(s.acmi)
     assert len(same_read(s, lambda b: b.active("claude"))) == 2
-    # "/" cannot travel in the API's {thread}: refused before any request, naming it
-    with pytest.raises(AcmiValidationError) as refused:
-        s.remote.leave("claude", "room 1?x=#%/é")
-    assert (refused.value.field, refused.value.rule) == ("thread", "api_path")
+    # "/" travels too: the route's last segment takes the rest of the path
+    same_write(s, nothing, lambda b, _: b.join("claude", "team/room 1?x=#%é", "lead"))
+    left = same_write(
+        s, joined, lambda b, _: (b.leave("claude", "room 1?x=#%/é"), b.active("claude"))[1], 2
+    )
+    assert list(left) == ["room 2?x=#%é"]
 
 
 def test_bootstrap_matches(s: Served) -> None:

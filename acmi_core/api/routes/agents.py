@@ -94,7 +94,7 @@ async def spawns(
 
 
 @router.put(
-    "/v1/agents/{agent}/threads/{thread}",
+    "/v1/agents/{agent}/threads/{thread:path}",
     summary="Join a thread (active context), with a role (default participant)",
     openapi_extra=request_body(
         "the role; the body may be empty",
@@ -113,7 +113,7 @@ async def join(request: Request, agent: Agent, thread: Thread) -> JSONResponse:
 
 
 @router.delete(
-    "/v1/agents/{agent}/threads/{thread}",
+    "/v1/agents/{agent}/threads/{thread:path}",
     summary="Leave a thread",
     response_model=Json,
 )
