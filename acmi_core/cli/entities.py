@@ -122,7 +122,9 @@ def event(
 def get(
     ns: Ns,
     id: Id,
-    events: Annotated[int, typer.Option(help="the newest events to show (0-1000)")] = 50,
+    events: Annotated[
+        int, typer.Option(min=0, max=1000, help="the newest events to show (0-1000)")
+    ] = 50,
 ) -> None:
     """An entity's profile, signals and newest events: one round trip."""
     context = state().backend().get(entity_of(ns, id), events)

@@ -33,7 +33,10 @@ def create(
 
 @app.command()
 def get(
-    id: Id, events: Annotated[int, typer.Option(help="the newest events to show")] = 50
+    id: Id,
+    events: Annotated[
+        int, typer.Option(min=0, max=1000, help="the newest events to show (0-1000)")
+    ] = 50,
 ) -> None:
     """A work item: profile, signals, newest events and sessions."""
     emit(state().backend().work_get(id, events), state().output, render_context)
