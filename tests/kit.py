@@ -100,6 +100,14 @@ class FakeClock:
         return self.now
 
 
+def console_script(name: str = "acmi") -> str:
+    """The console script ``pip install`` put beside this interpreter (a virtualenv's bin,
+    on PATH or not): the one of the package under test, never another install's."""
+    beside = Path(sys.executable).parent / name
+    assert beside.exists(), f"{beside}: missing; `pip install -e .` installs it"
+    return str(beside)
+
+
 def fresh_tenant(acmi: Acmi, clock: Callable[[], int]) -> Acmi:
     """A client of a tenant of its own on ``acmi``'s store, on ``clock``: the redis
     backend's database is shared by the session, and per-tenant indexes (activity, queues,
@@ -253,6 +261,7 @@ __all__ = [
     "RouteClient",
     "assert_error",
     "configured",
+    "console_script",
     "event_names",
     "fresh_tenant",
     "load_event",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from acmi_core.keys import COORDINATION_THREAD
 from acmi_core.settings import Settings
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
+from tests.kit import console_script
 
 DB: Final = 14  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
 HOUR: Final = 3_600_000
@@ -540,8 +540,7 @@ def _script_env(url: str, **extra: str) -> dict[str, str]:
 
 @pytest.mark.slow  # fresh interpreters
 def test_the_installed_console_script(acmi: Acmi, url: str) -> None:
-    script = shutil.which("acmi")
-    assert script is not None, "the console script is installed by `pip install -e .`"
+    script = console_script()
 
     def run(
         *argv: str, stdin_text: str | None = None, **env: str

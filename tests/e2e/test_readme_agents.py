@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator
@@ -32,12 +31,12 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.mcp import handler as mcp_handler
 from tests.e2e.test_mcp_http import DOMAIN, LambdaTransport
-from tests.kit import ROOT, configured
+from tests.kit import ROOT, configured, console_script
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SKILL = (ROOT / "acmi_core" / "skill" / "SKILL.md").read_text(encoding="utf-8")
 DB = 11  # this module's database on the session's redis-server
-ACMI = shutil.which("acmi")
+ACMI = console_script()
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -95,14 +94,12 @@ def test_the_codex_config_is_the_same_server() -> None:
     )
 
 
-@pytest.mark.skipif(ACMI is None, reason="the `acmi` console script is not installed")
 def test_the_stdio_config_serves_the_tools(redis_url: str) -> None:
     config = json.loads(snippet("mcp-stdio"))["mcpServers"]["acmi"]
     key = minted()
     env = {**os.environ, **config["env"], "ACMI_API_KEY": key}
-    params = StdioServerParameters(
-        command=shutil.which(config["command"]) or "", args=config["args"], env=env
-    )
+    assert config["command"] == "acmi"
+    params = StdioServerParameters(command=ACMI, args=config["args"], env=env)
 
     async def session() -> tuple[set[str], Any]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
@@ -153,7 +150,6 @@ def test_the_http_config_serves_the_tools_through_the_function(
     assert json.loads(listed.content[0].text)["tenants"] == ["acme"]  # type: ignore[union-attr]
 
 
-@pytest.mark.skipif(ACMI is None, reason="the `acmi` console script is not installed")
 def test_the_session_start_hook_prints_the_bundle_and_logs_the_spawn(redis_url: str) -> None:
     config = json.loads(snippet("hook"))
     (entry,) = config["hooks"]["SessionStart"]
@@ -165,7 +161,7 @@ def test_the_session_start_hook_prints_the_bundle_and_logs_the_spawn(redis_url: 
         {"session_id": "hook-1", "hook_event_name": "SessionStart", "source": "startup"}
     )
     result = subprocess.run(
-        [ACMI or "acmi", *argv[1:]],
+        [ACMI, *argv[1:]],
         input=stdin,
         capture_output=True,
         text=True,
