@@ -246,7 +246,10 @@ def invoke(
     module_name, _, attribute = spec.handler.rpartition(".")
     # As with `sam local invoke`: the function's logs on stderr, its response on stdout.
     with contextlib.redirect_stdout(sys.stderr):
-        handler = getattr(importlib.import_module(module_name), attribute)
+        try:
+            handler = getattr(importlib.import_module(module_name), attribute)
+        except ModuleNotFoundError as exc:  # an extra's package: say which, not a traceback
+            raise _missing_extra(exc, f"the {spec.name} function") from None
         handler.configure(env=env, store=acmi.store)
         response = handler(event, context)
     emit(response, state().output)
@@ -258,11 +261,7 @@ def mcp() -> None:
     try:
         from acmi_core.mcp.server import build_server, resolve_scope
     except ModuleNotFoundError as exc:  # the SDK is an extra: say which, not a traceback
-        if exc.name is None or not exc.name.startswith("mcp"):
-            raise
-        raise AcmiValidationError(
-            "mcp", "extra", "needs the MCP SDK: pip install 'acmi[mcp]'"
-        ) from None
+        raise _missing_extra(exc, "acmi mcp") from None
     acmi = state().acmi()
     bound, scope = resolve_scope(acmi, acmi.settings.api_key)
     build_server(bound, scope).run("stdio")
@@ -290,3 +289,17 @@ def skill(
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     print(f"# wrote {target}", file=sys.stderr)
+
+
+def _missing_extra(exc: ModuleNotFoundError, what: str) -> Exception:
+    """``exc`` as a usage error saying what to install (the MCP SDK is the ``mcp`` extra;
+    boto3 is the Lambda runtime's); a module of our own missing stays the bug it is."""
+    package = (exc.name or "").partition(".")[0]
+    if not package or package in ("acmi_core", "functions"):
+        return exc
+    install = (
+        "pip install 'acmi[mcp]' (from a checkout: pip install -e '.[mcp]')"
+        if package == "mcp"
+        else f"pip install {package}"
+    )
+    return AcmiValidationError(package, "installed", f"{what} needs {package}: {install}")

@@ -225,3 +225,41 @@ def test_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+# --- without the mcp extra: what to install, not a traceback ----------------------------------
+
+WITHOUT_MCP = """
+import sys
+
+class NoMcp:  # the `mcp` extra not installed
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp" or name.startswith("mcp."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoMcp())
+from acmi_core.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow  # fresh interpreters
+@pytest.mark.parametrize(
+    "argv", [["mcp"], ["invoke", "mcp", "--event", "events/mcp.tools-list.json"]]
+)
+def test_without_the_mcp_extra_the_error_says_what_to_install(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "ACMI_HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MCP, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "pip install 'acmi[mcp]'" in result.stderr
