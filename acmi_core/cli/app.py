@@ -63,7 +63,7 @@ def root(
         Output, typer.Option("--output", "-o", help="auto: a table on a terminal, else JSON")
     ] = Output.AUTO,
     json_: Annotated[
-        bool, typer.Option("--json", help="JSON output (also accepted after the command)")
+        bool, typer.Option("--json", help="JSON output (--json and -o also work after the command)")
     ] = False,
 ) -> None:
     given = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
@@ -74,20 +74,30 @@ def root(
     CURRENT.set(given)
 
 
-def _hoist_json(argv: list[str]) -> list[str]:
-    """``--json`` after the command (``acmi get user x --json``) means the global flag:
-    moved to the front; after ``--`` everything is an argument."""
+def _hoist_output(argv: list[str]) -> list[str]:
+    """The output options after the command (``acmi get user x --json``, ``-o table``)
+    mean the global ones: moved to the front; after ``--`` everything is an argument."""
     end = argv.index("--") if "--" in argv else len(argv)
-    if "--json" not in argv[:end]:
-        return argv
-    rest = [a for a in argv[:end] if a != "--json"]
-    return ["--json", *rest, *argv[end:]]
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < end:
+        arg = argv[i]
+        if arg == "--json" or arg.startswith("--output="):
+            front.append(arg)
+        elif arg in ("-o", "--output") and i + 1 < end:
+            front += [arg, argv[i + 1]]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return [*front, *rest, *argv[end:]]
 
 
 def main(argv: Sequence[str] | None = None, *, state: CliState | None = None) -> int:
     """Run one command; ``state`` presets the invocation (tests pass a client this way).
     Returns the exit code (``output.EXIT_CODES``)."""
-    args = _hoist_json(list(sys.argv[1:] if argv is None else argv))
+    args = _hoist_output(list(sys.argv[1:] if argv is None else argv))
     command = typer.main.get_command(app)
     try:
         try:

@@ -63,6 +63,9 @@ class CliState:
             raise AcmiValidationError(
                 "--tenant", "remote_tenant", "cannot be chosen with --api: the key decides it"
             )
+        from acmi_core.cli.remote import check_api_url
+
+        check_api_url(str(url))  # an unsafe URL is refused before the key is even looked for
         key = os.environ.get(settings.get("key_env") or KEY_ENV) or settings.get("key")
         if not key:
             raise AcmiValidationError(

@@ -483,6 +483,11 @@ def test_json_is_accepted_after_the_command(acmi: Acmi, capsys: pytest.CaptureFi
     # after `--` it is an argument: here the summary itself
     ok(capsys, "event", "user", "x", "agent:a", "--", "--json")
     assert acmi.timeline.read("user:x")[-1].summary == "--json"
+    # -o / --output after the command too
+    for argv in (("get", "user", "x", "-o", "table"), ("get", "user", "x", "--output=table")):
+        code, out, err = cli(capsys, *argv)
+        assert code == 0, err
+        assert any(box in out for box in BOX) and "X" in out
 
 
 def test_table_output_renders_and_never_reads_markup(
