@@ -32,6 +32,7 @@ from mcp.types import CallToolResult, TextContent
 from acmi_core import Acmi, Settings
 from acmi_core.auth import apikeys
 from acmi_core.lambdas import function
+from acmi_core.mcp.server import REFERENCE_TOOLS
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
@@ -323,6 +324,53 @@ def test_the_sdk_client_initializes_lists_and_calls_tools_through_the_function(
     assert methods[:3] == ["initialize", "notifications/initialized", "tools/list"]
     assert methods[3:] == ["tools/call"] * 7
     assert [status for _, status in transport.invocations] == [200, 202] + [200] * 8
+
+
+def test_every_reference_tool_through_the_function(
+    handler: LambdaFunction, store: RedisStore
+) -> None:
+    """The reference's 17 tools, each called through the SDK's client over the function
+    (over stdio: tests/e2e/test_mcp_stdio.py), what they stored read back by the client."""
+    key = mint(store, "acme", "write")
+    acme = Acmi(store, Settings(), tenant="acme")
+    called: list[str] = []
+
+    async def body(s: ClientSession) -> None:
+        async def call(tool: str, **arguments: Any) -> Any:
+            called.append(tool)
+            return payload(await s.call_tool(tool, arguments))
+
+        await call("profile", entity="user:ana", profile={"name": "Ana", "plan": "pro"})
+        await call("profile", entity="user:ana", profile={"plan": "team"}, merge=True)
+        await call("signal", entity="user:ana", signals={"mood": "busy"})
+        await call("event", entity="user:ana", event=note("kickoff", "k1"))
+        assert (await call("get", entity="user:ana"))["profile"]["plan"] == "team"
+        assert (await call("list", category="user"))["entities"] == ["user:ana"]
+        cat = await call("cat", entities=["user:ana", "thread:x"], since="1h")
+        assert [e["summary"] for e in cat["events"]] == ["kickoff"]
+        await call("spawn", agent="claude", session_id="s-1", model_id="opus")
+        await call("active", agent="claude", action="add", thread="thread:launch")
+        await call("rollup_set", agent="claude", summary="where we left off")
+        called.append("bootstrap")
+        bundle = (await s.call_tool("bootstrap", {"agent": "claude"})).content[0]
+        assert isinstance(bundle, TextContent) and "where we left off" in bundle.text
+        await call("work_create", id="launch", title="Launch", owner="agent:claude")
+        await call("work_event", id="launch", event=note("drafted", "w1"), session_id="s-1")
+        await call("work_signal", id="launch", signals={"stage": "review"})
+        assert (await call("work_get", id="launch"))["sessions"] == ["s-1"]
+        listed = await call("work_list", owner="agent:claude")
+        assert [i["id"] for i in listed["items"]] == ["launch"]
+        dry = await call("delete", entity="user:ana")
+        assert dry["dry_run"] and not dry["deleted"]
+        await call("delete", entity="user:ana", dry_run=False)
+        assert (await call("tenant_list"))["tenants"] == ["acme"]
+
+    run_session(handler, key, body)
+    assert set(called) == set(REFERENCE_TOOLS)
+    assert acme.get("user:ana").profile is None  # deleted, in its own tenant
+    assert acme.signals.all("work:launch")["stage"] == "review"
+    assert acme.agents.spawns("claude")[0]["session_id"] == "s-1"
+    assert list(acme.agents.active("claude")) == ["thread:launch"]
 
 
 def test_a_read_only_key_reads_but_its_write_tools_are_tool_errors(
