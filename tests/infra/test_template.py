@@ -94,6 +94,11 @@ def app_routes(app: FastAPI) -> set[tuple[str, str]]:
     for route in app.router.routes:
         path, methods = getattr(route, "path", None), getattr(route, "methods", None)
         if isinstance(path, str) and methods:
+            if ":path}" in path:
+                # Starlette's rest-of-the-path parameter is API Gateway's greedy {name+}
+                # (OpenAPI writes it {name}: that twin is the same route)
+                routes -= {(m, re.sub(r"\{(\w+):path\}", r"{\1}", path)) for m in methods}
+                path = re.sub(r"\{(\w+):path\}", r"{\1+}", path)
             routes |= {(m, path) for m in methods if m in HTTP_METHODS}
     return routes
 
@@ -101,7 +106,9 @@ def app_routes(app: FastAPI) -> set[tuple[str, str]]:
 def app_serves(app: FastAPI, method: str, path_template: str) -> bool:
     """Whether the app's router fully matches (method, a concrete path of the template)."""
     path = re.sub(
-        r"\{([^}/]+)\}", lambda m: "deal:acme-42" if m[1] == "entity" else "x", path_template
+        r"\{([^}/]+)\}",
+        lambda m: "deal:acme-42" if m[1] == "entity" else "x/y" if m[1].endswith("+") else "x",
+        path_template,
     )
     scope = {
         "type": "http",
