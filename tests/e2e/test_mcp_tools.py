@@ -5,39 +5,16 @@ for the module (``McpClient``, from test_mcp_stdio)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from mcp.shared.exceptions import McpError
 from mcp.types import TextContent, TextResourceContents
 
-from acmi_core import Acmi, Settings
-from acmi_core.store import open_store
-from acmi_core.testing.redis_server import RedisServer
-from tests.e2e.test_mcp_stdio import MCP_DB, McpClient, event
+from acmi_core import Acmi
 
+# the same fixtures as test_mcp_stdio (module-scoped: one server process for this module)
+from tests.e2e.test_mcp_stdio import McpClient, acmi, event, mcp, redis_url
 
-@pytest.fixture(scope="module")
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    url = redis_server.url_for(MCP_DB)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ACMI_REDIS_URL", url)
-        store = open_store(Settings.from_env())
-        store.execute(("FLUSHDB",))
-        store.close()
-        yield url
-
-
-@pytest.fixture(scope="module")
-def acmi(redis_url: str) -> Iterator[Acmi]:
-    with Acmi(open_store(Settings.from_env())) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def mcp(redis_url: str) -> Iterator[McpClient]:
-    with McpClient(redis_url) as client:
-        yield client
+__all__ = ["acmi", "mcp", "redis_url"]  # fixtures, used by name
 
 
 def test_profile_get_merge_and_signal_get_set(mcp: McpClient, acmi: Acmi) -> None:
