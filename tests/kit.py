@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -98,6 +99,34 @@ class FakeClock:
     def __call__(self) -> int:
         self.now += self.tick
         return self.now
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` (ASGI) under uvicorn in a thread on a free port, as ``acmi serve`` runs the
+    API: yields its base URL; stopped on exit."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
 
 
 def console_script(name: str = "acmi") -> str:
@@ -270,4 +299,5 @@ __all__ = [
     "run_fresh",
     "run_together",
     "same_json",
+    "serving",
 ]

@@ -12,10 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import sys
-import threading
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +20,6 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-import uvicorn
 
 from acmi_core import Acmi
 from acmi_core.api.app import ApiContext, create_app
@@ -32,8 +28,8 @@ from acmi_core.cli import main
 from acmi_core.cli.state import CliState
 from acmi_core.settings import Settings
 from acmi_core.store.redis import RedisStore
-from acmi_core.testing.redis_server import RedisServer
-from tests.kit import FakeClock
+from acmi_core.testing.redis_server import RedisServer, free_port
+from tests.kit import FakeClock, serving
 
 DB: Final = 15  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
 START: Final = 1_790_000_000_000
@@ -107,33 +103,14 @@ class Served:
         return key
 
 
-def _free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 @pytest.fixture(scope="module")
 def served(redis_server: RedisServer) -> Iterator[Served]:
     """The whole API (create_app, offload, as ``acmi serve``) under uvicorn in a thread."""
     store = RedisStore.from_url(redis_server.url_for(DB))
     clock = FakeClock()
     acmi = Acmi(store, Settings(), tenant=f"t-{uuid.uuid4().hex[:12]}", clock=clock)
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(ApiContext(acmi, offload=True)), log_level="warning")
-    )
-    sock = _free_socket()
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield Served(acmi, clock, f"http://127.0.0.1:{sock.getsockname()[1]}", redis_server)
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(create_app(ApiContext(acmi, offload=True))) as url:
+        yield Served(acmi, clock, url, redis_server)
     store.close()
 
 
@@ -338,9 +315,8 @@ def test_a_bad_key_exits_5(
 def test_a_server_that_is_down_exits_6(
     api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sock = _free_socket()
-    down = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()  # nothing listens there now
+    down = f"http://127.0.0.1:{free_port()}"
+    # nothing listens there: the port was free a moment ago
     failed = run(capsys, monkeypatch, ["--api", down, "get", "user", "a"])
     assert (failed.code, failed.out) == (6, "")
     assert down in failed.error and os.environ["ACMI_API_KEY"] not in failed.err

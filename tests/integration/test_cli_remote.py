@@ -9,9 +9,6 @@ side leaves behind are compared too."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -21,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 import redis
-import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -40,8 +36,8 @@ from acmi_core.errors import (
 )
 from acmi_core.settings import Settings
 from acmi_core.store.redis import RedisStore
-from acmi_core.testing.redis_server import RedisServer
-from tests.kit import DB, FakeClock
+from acmi_core.testing.redis_server import RedisServer, free_port
+from tests.kit import DB, FakeClock, serving
 
 EVENT = {"source": "agent:claude", "kind": "note", "correlationId": "c-1", "summary": "hi"}
 
@@ -101,13 +97,6 @@ class Served:
         return state
 
 
-def _free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 @pytest.fixture(scope="module")
 def served(redis_server: RedisServer) -> Iterator[Served]:
     """The whole API (create_app, offload, as ``acmi serve``) under uvicorn in a thread,
@@ -118,28 +107,18 @@ def served(redis_server: RedisServer) -> Iterator[Served]:
     api = create_app(ApiContext(acmi, offload=True))
     # API Gateway's stage path: the same app answers under /prod
     root = Starlette(routes=[Mount("/prod", app=api), Mount("", app=api)])
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(root, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
     keys = {
         scope: apikeys.mint(store, tenant=acmi.tenant, scope=scope, name=scope, now_ms=clock())[0]
         for scope in ("read", "write")
     }
-    url = f"http://127.0.0.1:{port}"
     counter = Counting()
-    remote = HttpBackend(url, keys["write"], transport=counter)
-    with redis.Redis.from_url(redis_server.url_for(DB["backends"]), protocol=2) as raw:
+    with (
+        serving(root) as url,
+        redis.Redis.from_url(redis_server.url_for(DB["backends"]), protocol=2) as raw,
+    ):
+        remote = HttpBackend(url, keys["write"], transport=counter)
         yield Served(acmi, clock, raw, url, keys, LocalBackend(acmi, "store"), remote, counter)
-    remote.close()
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+        remote.close()
     store.close()
 
 
@@ -459,9 +438,8 @@ def test_bad_key_and_read_only_key(s: Served) -> None:
 
 
 def test_server_down_is_unavailable_naming_the_url(s: Served) -> None:
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens there now
+    port = free_port()
+    # nothing listens there: the port was free a moment ago
     key = s.keys["write"]
     with closing(HttpBackend(f"http://localhost:{port}/", key, timeout=2.0)) as down:
         calls: list[Callable[[], Any]] = [
