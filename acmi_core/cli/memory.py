@@ -218,12 +218,6 @@ def export(entity: Entity, dir: Dir) -> None:
     emit({"entity": entity, "dir": dir, "files": written}, state().output)
 
 
-def _import(entity: str, dir: str, strict: bool, quiet: bool) -> None:
-    memory = _memory()[1]
-    with _Progress(quiet) as progress:
-        emit(memory.migrate(entity, dir, progress=progress, strict=strict), state().output)
-
-
 @app.command("import")
 def import_(
     entity: Entity,
@@ -232,18 +226,13 @@ def import_(
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
 ) -> None:
     """Import a tree (idempotent; progress on stderr)."""
-    _import(entity, dir, strict, quiet)
+    memory = _memory()[1]
+    with _Progress(quiet) as progress:
+        emit(memory.migrate(entity, dir, progress=progress, strict=strict), state().output)
 
 
-@app.command()
-def migrate(
-    entity: Entity,
-    dir: Dir,
-    strict: Annotated[bool, typer.Option(help="refuse files over budget")] = False,
-    quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
-) -> None:
-    """Migrate a seed workspace into ACMI (= import)."""
-    _import(entity, dir, strict, quiet)
+# the seed's name for the same thing
+app.command("migrate", help="Migrate a seed workspace into ACMI (= import).")(import_)
 
 
 class _Progress:
