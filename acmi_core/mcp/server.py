@@ -1,8 +1,9 @@
-"""An MCP server over stdio (the official SDK's FastMCP). The caller is the server's own
-process: its tenant and scope come from ``ACMI_API_KEY`` looked up like the HTTP API
-does, never from a tool argument. Without a key: the default tenant, full access (the
-embedded local store is one person's). Each server is built around one bound client:
-no module globals, so two servers never share a tenant.
+"""The MCP server (the official SDK's FastMCP) for one caller: its tenant and scope come
+from its API key, looked up like the HTTP API does (over stdio ``ACMI_API_KEY``; without
+one, the default tenant with full access: the embedded local store is one person's;
+over HTTP the bearer key of each request, ``mcp/http.py``), never from a tool argument.
+Each server is built around one bound client: no module globals, so two servers never
+share a tenant.
 
 The reference's 17 tools (``REFERENCE_TOOLS``; it served them as ``acmi_<name>``) are all
 here under their plain names, beside the tools for what the reference lacked (leases,
@@ -95,7 +96,7 @@ class _Server(FastMCP):
             known = set(tool.parameters.get("properties", {}))
             for given in sorted(set(arguments or {}) - known):
                 why = (
-                    "the tenant comes from the server's ACMI_API_KEY, never an argument"
+                    "the tenant comes from the caller's API key, never an argument"
                     if given == "tenant"
                     else f"is not an argument of {name} (it takes {', '.join(sorted(known))})"
                 )
