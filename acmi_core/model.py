@@ -582,11 +582,28 @@ _RULE_BY_PYDANTIC_TYPE = {
     "string_type": "type",
     "int_type": "type",
     "float_type": "type",
+    "bool_type": "type",
+    "dict_type": "type",
+    "list_type": "type",
+    "int_parsing": "type",
+    "float_parsing": "type",
+    "bool_parsing": "type",
     "finite_number": "finite",
+    "greater_than": "range",
     "greater_than_equal": "range",
+    "less_than": "range",
     "less_than_equal": "range",
+    "string_pattern_mismatch": "pattern",
     "enum": "enum",
+    "literal_error": "enum",
 }
+
+
+def pydantic_rule(error_type: str) -> str:
+    """Our rule name for a pydantic error type (the API, the MCP tools and event
+    validation speak one vocabulary: ``range``, ``type``, ``required``...); a type we do
+    not map keeps its own name."""
+    return _RULE_BY_PYDANTIC_TYPE.get(error_type, error_type)
 
 
 def parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "event") -> Event:
@@ -662,7 +679,7 @@ def _validation_error(exc: PydanticValidationError, field: str) -> AcmiValidatio
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in err["loc"])
     path = f"{field}.{loc}" if loc else field
-    rule = _RULE_BY_PYDANTIC_TYPE.get(err["type"], err["type"])
+    rule = pydantic_rule(err["type"])
     msg = err["msg"]
     if err["type"] == "missing":
         msg = "is required (Comms v1.1)"

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from acmi_core.api.status import error_answer, error_body
 from acmi_core.errors import AcmiError
+from acmi_core.model import pydantic_rule
 
 log = logging.getLogger("acmi.api")
 
@@ -51,7 +52,8 @@ def install_error_handlers(app: FastAPI) -> None:
         field = ".".join(loc) or "request"
         message = f"{field}: {first.get('msg', 'invalid')}"
         return JSONResponse(
-            error_body("validation_error", message, field, str(first.get("type"))), 400
+            error_body("validation_error", message, field, pydantic_rule(str(first.get("type")))),
+            400,
         )
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:

@@ -28,7 +28,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.bootstrap import DEFAULT_EVENTS
 from acmi_core.durations import window
 from acmi_core.errors import AcmiValidationError
-from acmi_core.model import EntityId
+from acmi_core.model import EntityId, pydantic_rule
 from acmi_core.pages import DEFAULT_PAGE_SIZE
 
 P = ParamSpec("P")
@@ -78,7 +78,7 @@ def _argument_errors(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False)[:5]:
         where = ".".join(str(p) for p in error["loc"]) or "arguments"
-        parts.append(f"{where}: {error['msg']} (rule: {error['type']})")
+        parts.append(f"{where}: {error['msg']} (rule: {pydantic_rule(error['type'])})")
     return "; ".join(parts)
 
 
