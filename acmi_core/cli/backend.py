@@ -88,6 +88,20 @@ class Backend(Protocol):
         self, addressee: str | None, state: str, cursor: str | None, limit: int
     ) -> dict[str, Any]: ...
     def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]: ...
+    # the memory layers (acmi.memory; routes/memory.py): what an agent does with its memory
+    def memory_status(self, entity: str) -> dict[str, Any]: ...
+    def memory_review(self, entity: str) -> dict[str, Any]: ...
+    def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]: ...
+    def memory_remember(
+        self, entity: str, text: str, layer: str, section: str | None, topic: str | None
+    ) -> dict[str, Any]: ...
+    def memory_active(self, entity: str, text: str | None) -> dict[str, Any]: ...
+    def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]: ...
+    def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]: ...
+    def memory_prune(self, entity: str, days: int) -> dict[str, Any]: ...
+    def memory_handoff(self, entity: str, text: str) -> dict[str, Any]: ...
+    def memory_take_handoff(self, entity: str) -> dict[str, Any] | None: ...
+    def memory_debug(self, entity: str) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -239,6 +253,43 @@ class LocalBackend:
 
     def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
         return self.acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict()
+
+    def memory_status(self, entity: str) -> dict[str, Any]:
+        return self.acmi.memory.status(entity)
+
+    def memory_review(self, entity: str) -> dict[str, Any]:
+        return self.acmi.memory.review(entity)
+
+    def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]:
+        return self.acmi.memory.search(entity, query, limit=limit)
+
+    def memory_remember(
+        self, entity: str, text: str, layer: str, section: str | None, topic: str | None
+    ) -> dict[str, Any]:
+        return self.acmi.memory.remember(entity, text, layer=layer, section=section, topic=topic)
+
+    def memory_active(self, entity: str, text: str | None) -> dict[str, Any]:
+        if text is not None:
+            self.acmi.memory.set_active(entity, text)
+        return self.acmi.memory.active(entity)
+
+    def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]:
+        return self.acmi.memory.daily_summary(entity, date)
+
+    def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]:
+        return self.acmi.memory.topic_create(entity, slug, name)
+
+    def memory_prune(self, entity: str, days: int) -> dict[str, Any]:
+        return self.acmi.memory.prune(entity, days)
+
+    def memory_handoff(self, entity: str, text: str) -> dict[str, Any]:
+        return self.acmi.memory.handoff(entity, text)
+
+    def memory_take_handoff(self, entity: str) -> dict[str, Any] | None:
+        return self.acmi.memory.take_handoff(entity)
+
+    def memory_debug(self, entity: str) -> dict[str, Any]:
+        return self.acmi.memory.debug(entity)
 
     def close(self) -> None:
         self.acmi.store.close()

@@ -1,5 +1,6 @@
 """``acmi memory``: the five memory layers of an entity (the seed's memory commands).
-On the store (the archive commands reach the archive the store's settings name)."""
+What an agent does with its memory works on the store or a deployed API (``--api``);
+``archive``, ``export`` and ``import`` (files and archive sinks here) on the store."""
 
 from __future__ import annotations
 
@@ -41,13 +42,13 @@ def _memory() -> tuple[Acmi, MemoryAPI]:
 @app.command()
 def status(entity: Entity) -> None:
     """Sizes, lines, budgets, staleness and the next maintenance of each layer."""
-    emit(_memory()[1].status(entity), state().output)
+    emit(state().backend().memory_status(entity), state().output)
 
 
 @app.command()
 def review(entity: Entity) -> None:
     """The weekly review: promote lessons and decisions, prune the hot layer."""
-    emit(_memory()[1].review(entity), state().output)
+    emit(state().backend().memory_review(entity), state().output)
 
 
 def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
@@ -76,7 +77,14 @@ def search(
         str | None, typer.Option(help="also the raw archived events there: " + ARCHIVE_HELP)
     ] = None,
 ) -> None:
-    """Search every layer, fast to slow, ranked."""
+    """Search every layer, fast to slow, ranked (with --api: the API's own archive)."""
+    if state().remote() is not None:
+        if archive is not None:
+            raise AcmiValidationError(
+                "--archive", "store_only", "the API searches its own archive: give no --archive"
+            )
+        emit(state().backend().memory_search(entity, " ".join(query), limit), state().output)
+        return
     from acmi_core.memory_archive import archived_reader
 
     acmi, memory = _memory()
@@ -121,7 +129,7 @@ def remember(
     """Write a line now (write-ahead: before the answer, not after)."""
     if layer not in ("daily", "hot", "warm", "topic"):
         raise AcmiValidationError("--layer", "enum", "must be daily, hot, warm or topic")
-    kept = _memory()[1].remember(entity, text, layer=layer, section=section, topic=topic)
+    kept = state().backend().memory_remember(entity, text, layer, section, topic)
     emit(kept, state().output)
 
 
@@ -147,10 +155,8 @@ def active(
     text: Annotated[bool, typer.Option("--text", help="print the Markdown only")] = False,
 ) -> None:
     """Show (or --set FILE) ACTIVE-CONTEXT.md, the hot layer."""
-    memory = _memory()[1]
-    if set_:
-        memory.set_active(entity, _read_text(set_, "--set"))
-    shown = memory.active(entity)
+    given = None if set_ is None else _read_text(set_, "--set")
+    shown = state().backend().memory_active(entity, given)
     if text:
         print(shown["text"] or "", end="")
         return
@@ -163,7 +169,7 @@ def daily_summary(
     date: Annotated[str | None, typer.Option(help="YYYY-MM-DD (default today)")] = None,
 ) -> None:
     """A day's note and what it holds."""
-    emit(_memory()[1].daily_summary(entity, date), state().output)
+    emit(state().backend().memory_daily_summary(entity, date), state().output)
 
 
 @app.command("topic-create")
@@ -173,7 +179,7 @@ def topic_create(
     name: Annotated[str | None, typer.Option(help="its title (default the slug)")] = None,
 ) -> None:
     """A topic file from the seed's template."""
-    emit(_memory()[1].topic_create(entity, slug, name or slug), state().output)
+    emit(state().backend().memory_topic_create(entity, slug, name or slug), state().output)
 
 
 @app.command()
@@ -181,7 +187,7 @@ def prune(
     entity: Entity, days: Annotated[int, typer.Option(help="dated items older than this move")] = 7
 ) -> None:
     """Move completed and stale hot items to today's note."""
-    emit(_memory()[1].prune(entity, days), state().output)
+    emit(state().backend().memory_prune(entity, days), state().output)
 
 
 @app.command()
@@ -191,19 +197,18 @@ def handoff(
     take: Annotated[bool, typer.Option(help="read and clear the pending handoff")] = False,
 ) -> None:
     """Write HANDOFF.md (--file) for the next session, or --take it."""
-    memory = _memory()[1]
     if take:
-        emit({"handoff": memory.take_handoff(entity)}, state().output)
+        emit({"handoff": state().backend().memory_take_handoff(entity)}, state().output)
         return
     if file is None:
         raise AcmiValidationError("--file", "required", "give the handoff's text file (or --take)")
-    emit(memory.handoff(entity, _read_text(file, "--file")), state().output)
+    emit(state().backend().memory_handoff(entity, _read_text(file, "--file")), state().output)
 
 
 @app.command()
 def debug(entity: Entity) -> None:
     """Missing pieces, conflicts, stale items (exit 1 if any)."""
-    report = _memory()[1].debug(entity)
+    report = state().backend().memory_debug(entity)
     emit(report, state().output)
     if not report["ok"]:
         raise typer.Exit(EXIT_PROBLEMS)

@@ -609,6 +609,59 @@ class HttpBackend:
         path = f"/v1/hitl/{_segment(check_cid(correlation_id))}/resolve"
         return self._object("POST", path, body={"resolution": resolution, "by": by})
 
+    # --- memory (routes/memory.py: one route per MemoryAPI call) -----------------------
+
+    @staticmethod
+    def _memory(entity: str, *rest: str) -> str:
+        path = f"/v1/memory/{_segment(str(EntityId.parse(entity)))}"
+        return path + "".join(f"/{_segment(part)}" for part in rest)
+
+    def memory_status(self, entity: str) -> dict[str, Any]:
+        return self._object("GET", self._memory(entity, "status"))
+
+    def memory_review(self, entity: str) -> dict[str, Any]:
+        return self._object("POST", self._memory(entity, "review"), body={})
+
+    def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]:
+        # archived: the API's own archive (its ACMI_ARCHIVE_URL), as the store's default
+        params = {"q": query, "limit": limit, "archived": True}
+        return self._object("GET", self._memory(entity, "search"), params=params)
+
+    def memory_remember(
+        self, entity: str, text: str, layer: str, section: str | None, topic: str | None
+    ) -> dict[str, Any]:
+        body = {"text": text, "layer": layer, "section": section, "topic": topic}
+        given = {k: v for k, v in body.items() if v is not None}
+        return self._object("POST", self._memory(entity, "remember"), body=given)
+
+    def memory_active(self, entity: str, text: str | None) -> dict[str, Any]:
+        if text is not None:
+            self._object("PUT", self._memory(entity, "active"), body={"text": text})
+        return self._object("GET", self._memory(entity, "active"))
+
+    def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]:
+        params = {} if date is None else {"date": date}
+        return self._object("GET", self._memory(entity, "daily-summary"), params=params)
+
+    def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]:
+        body = {"slug": slug, "name": name}
+        return self._object("POST", self._memory(entity, "topics"), body=body)
+
+    def memory_prune(self, entity: str, days: int) -> dict[str, Any]:
+        return self._object("POST", self._memory(entity, "prune"), body={"days": days})
+
+    def memory_handoff(self, entity: str, text: str) -> dict[str, Any]:
+        return self._object("PUT", self._memory(entity, "handoff"), body={"text": text})
+
+    def memory_take_handoff(self, entity: str) -> dict[str, Any] | None:
+        taken = self._object("POST", self._memory(entity, "handoff", "take"), body={}).get(
+            "handoff"
+        )
+        return taken if isinstance(taken, dict) else None
+
+    def memory_debug(self, entity: str) -> dict[str, Any]:
+        return self._object("GET", self._memory(entity, "debug"))
+
     def close(self) -> None:
         self._client.close()
 

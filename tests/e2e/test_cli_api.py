@@ -79,6 +79,14 @@ SCRIPT: Final[tuple[tuple[str, ...], ...]] = (
     ("hitl", "list", "--to", "user:mikey"),
     ("hitl", "resolve", "h-1", "yes", "--by", "user:mikey"),
     ("hitl", "list", "--to", "user:mikey", "--state", "closed"),
+    ("memory", "remember", "agent:claude", "Mikey prefers async updates"),
+    ("memory", "remember", "agent:claude", "--layer", "hot", "--", "- [ ] verify web 2.4"),
+    ("memory", "search", "agent:claude", "async", "updates"),
+    ("memory", "status", "agent:claude"),
+    ("memory", "active", "agent:claude", "--text"),
+    ("memory", "topic-create", "agent:claude", "pricing"),
+    ("memory", "handoff", "agent:claude", "--take"),
+    ("memory", "debug", "agent:claude"),
     ("delete", "sales", "client-1"),
     ("list", "sales"),
     ("work", "get", "missing"),  # exit 3
@@ -174,7 +182,7 @@ def test_the_reference_commands_print_the_same_on_the_api(
         assert (remote.code, remote.out, remote.error) == (store.code, store.out, store.error), argv
         assert remote.err.startswith(f"# api {served.url}\n"), argv  # where it worked
     codes = {" ".join(a[:3]): r.code for a, r in zip(SCRIPT, on_api, strict=True) if r.code}
-    assert codes == {"work get missing": 3, "profile sales x": 2}
+    assert codes == {"memory debug agent:claude": 1, "work get missing": 3, "profile sales x": 2}
     # what the API run wrote is really there (the store side's run was flushed away)
     # one clock tick for all: the spawns tie on ts, so they are compared as a set
     spawned = {(s["session_id"], s.get("host")) for s in served.acmi.agents.spawns("claude")}

@@ -335,6 +335,38 @@ def test_work_operations_match(s: Served) -> None:
     assert isinstance(error, NotFound)
 
 
+def test_memory_operations_match(s: Served) -> None:
+    entity = "agent:atlas"
+
+    def remembered(acmi: Acmi) -> None:
+        acmi.memory.remember(entity, "Mikey prefers async updates", layer="warm")
+        acmi.memory.remember(entity, "- [ ] ship the memory CLI", layer="hot")
+
+    same_write(s, nothing, lambda b, _: b.memory_remember(entity, "a lesson", "warm", None, None))
+    same_write(s, nothing, lambda b, _: b.memory_remember(entity, "today", "daily", None, None))
+    same_write(s, remembered, lambda b, _: b.memory_active(entity, "# Active\n- shipping\n"), 2)
+    same_write(s, nothing, lambda b, _: b.memory_topic_create(entity, "pricing", "Pricing"))
+    same_write(s, remembered, lambda b, _: b.memory_prune(entity, 7))
+    same_write(s, remembered, lambda b, _: b.memory_review(entity))
+    same_write(s, nothing, lambda b, _: b.memory_handoff(entity, "next: verify the deploy"))
+    taken = same_write(
+        s,
+        lambda a: a.memory.handoff(entity, "next: verify"),
+        lambda b, _: b.memory_take_handoff(entity),
+    )
+    assert taken is not None and "next: verify" in str(taken)
+    remembered(s.acmi)
+    assert same_read(s, lambda b: b.memory_status(entity))["entity"] == entity
+    found = same_read(s, lambda b: b.memory_search(entity, "async updates", 5))
+    assert found["hits"], found
+    same_read(s, lambda b: b.memory_active(entity, None))
+    same_read(s, lambda b: b.memory_daily_summary(entity, None))
+    same_read(s, lambda b: b.memory_debug(entity))
+    assert same_read(s, lambda b: b.memory_take_handoff(entity)) is None
+    error = same_error(s, lambda b: b.memory_remember(entity, "x", "cold", None, None), 1)
+    assert error.field == "layer"
+
+
 def test_lock_operations_match(s: Served) -> None:
     def claimed(acmi: Acmi) -> str:
         token = acmi.locks.claim("deploy:prod", "agent:claude", 60_000).owner_token
