@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from acmi_core.client import Acmi, Batch, Clock, EntityContext, Events, Skipped
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
     Conflict,
@@ -17,8 +16,11 @@ from acmi_core.errors import (
     Throttled,
     Unavailable,
 )
-from acmi_core.model import ActorType, EntityId, Event
-from acmi_core.settings import Settings
+from acmi_core.base.model import ActorType, EntityId, Event
+from acmi_core.base.settings import Settings
+from acmi_core.client import Acmi
+from acmi_core.entities.api import Batch, EntityContext, Events, Skipped
+from acmi_core.entities.context import Clock
 from acmi_core.store import Store, open_store
 
 

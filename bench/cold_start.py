@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acmi_core.lambdas import FUNCTIONS, FunctionSpec
+from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec
 from bench._infra import ROOT, Column, median, table_of
 
 TITLE = "3. Cold start (fresh process: import each function module and build its handler)"

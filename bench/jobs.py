@@ -17,10 +17,10 @@ from typing import Any
 import redis
 
 from acmi_core import Acmi, Settings
-from acmi_core.jobs import JobRun, load_job, run_job
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.lambdas import FUNCTIONS
-from acmi_core.model import dumps
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.lambdas import FUNCTIONS
+from acmi_core.base.model import dumps
+from acmi_core.jobs.runner import JobRun, load_job, run_job
 from acmi_core.store.redis import RedisStore
 from bench._infra import Column, RedisServer, median, table_of
 

@@ -1,6 +1,6 @@
 """8. The Lambda HTTP path: every HTTP function's handler, in process, next to its floor.
 
-For each HTTP function of ``acmi_core.lambdas.FUNCTIONS``, a read and a write (API Gateway
+For each HTTP function of ``acmi_core.base.lambdas.FUNCTIONS``, a read and a write (API Gateway
 v2 events: the function's ``events/`` samples, a write's idempotency field made unique per
 call so that every call stores) go through the real handler (``functions.<name>.handler``:
 Powertools Logger and Metrics, mangum, the app) on a real redis-server (``RedisStore``).
@@ -270,8 +270,8 @@ def app_handler(function: str, store: Any) -> Handler:
 
     from acmi_core import Acmi, Settings
     from acmi_core.api.app import ApiContext, create_app
-    from acmi_core.lambdas import function as function_row
-    from acmi_core.lambdas import mounted_routers
+    from acmi_core.base.lambdas import function as function_row
+    from acmi_core.base.lambdas import mounted_routers
 
     spec = function_row(function)
     acmi = Acmi(store, Settings.from_env({"ACMI_DEFAULT_TENANT": "default"}))

@@ -57,12 +57,12 @@ from typing import Any, Final
 import redis
 
 from acmi_core import Acmi, Settings
-from acmi_core.errors import StoreCommandError
-from acmi_core.jobs import Job, JobRun, load_job, run_job
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.lambdas import FUNCTIONS
-from acmi_core.model import EntityId
-from acmi_core.pages import TimelinePosition, member_digest
+from acmi_core.base.errors import StoreCommandError
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.lambdas import FUNCTIONS
+from acmi_core.base.model import EntityId
+from acmi_core.base.pages import TimelinePosition, member_digest
+from acmi_core.jobs.runner import Job, JobRun, load_job, run_job
 from acmi_core.store.base import Arg, Command, Reply, Script
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.redis import RedisStore

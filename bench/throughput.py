@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from acmi_core import Acmi, Settings
-from acmi_core.errors import StoreCommandError
+from acmi_core.base.errors import StoreCommandError
 from acmi_core.store.base import Arg, Command, Reply, Script, Store
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore

@@ -1,5 +1,5 @@
 """5. The largest allowed object edit, in Redis's own time. A Lua script blocks the whole
-Redis (every tenant) while it runs, so an edit is bounded (acmi_core.model: at most
+Redis (every tenant) while it runs, so an edit is bounded (acmi_core.base.model: at most
 MAX_EDIT_FIELDS fields on an object of at most MAX_OBJECT_BYTES). Each case is an object
 at that size in a shape that is slow to scan, edited with that many fields; the script's
 time is read from SLOWLOG, the server's own figure, not the client's wall clock."""
@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from acmi_core.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, dumps
+from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, dumps
 from acmi_core.store.base import Store
 from acmi_core.store.redis import RedisStore
-from acmi_core.writes import FieldMode, WritePlan
+from acmi_core.store.writes import FieldMode, WritePlan
 from bench._infra import Column, RedisServer, median, table_of
 
 TITLE = "5. The largest allowed object edit (server time, SLOWLOG)"

@@ -1,4 +1,4 @@
-"""The bootstrap function: an agent's wake bundle (see acmi_core/bootstrap.py)."""
+"""The bootstrap function: an agent's wake bundle (see acmi_core/bootstrap/bundle.py)."""
 
 from functions.runtime import http_handler
 

@@ -1,4 +1,4 @@
-"""GET /openapi.json and GET /docs for the whole API (no store: see acmi_core.lambdas)."""
+"""GET /openapi.json and GET /docs for the whole API (no store: see acmi_core.base.lambdas)."""
 
 from functions.runtime import http_handler
 

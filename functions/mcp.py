@@ -13,7 +13,7 @@ import logging
 
 import acmi_core.mcp.http  # noqa: F401  (the SDK's import, in the init phase)
 from acmi_core import Settings, Store
-from acmi_core.lambdas import FunctionSpec, function
+from acmi_core.base.lambdas import FunctionSpec, function
 from functions.runtime import Invoke, LambdaFunction, asgi_invoke
 
 # The SDK logs each request's lifecycle at INFO (manager started, request type, shutting

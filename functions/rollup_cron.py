@@ -2,7 +2,7 @@
 
 ``ACMI_SUMMARIZER=bedrock:<model-id>`` summarizes with Amazon Bedrock, because acmi_core
 never imports the AWS SDK: this module registers :class:`BedrockSummarizer` with
-``acmi_core.summarizers``. Importing it does not import boto3; the ``bedrock-runtime``
+``acmi_core.jobs.summarizers``. Importing it does not import boto3; the ``bedrock-runtime``
 client is built on the first Bedrock summary of the process (in the function's region,
 ``AWS_REGION``) and reused while warm, so a run with the extractive summarizer, or with
 nothing to summarize, never pays for it.
@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.summarizers import (
+from acmi_core.jobs.summarizers import (
     INSTRUCTIONS,
     LLM_MAX_TOKENS,
     LLM_TIMEOUT_S,
@@ -35,8 +35,8 @@ from acmi_core.summarizers import (
 from functions.runtime import job_handler
 
 if TYPE_CHECKING:
-    from acmi_core.settings import Settings
-    from acmi_core.summarizers import Digest, Window
+    from acmi_core.base.settings import Settings
+    from acmi_core.jobs.summarizers import Digest, Window
 
 CONNECT_TIMEOUT_S: Final = 3.0
 
@@ -60,7 +60,7 @@ def bedrock_client() -> Any:
 
 
 class BedrockSummarizer:
-    """``acmi_core.summarizers.Summarizer`` for ``bedrock:<model-id>``: one Converse call
+    """``acmi_core.jobs.summarizers.Summarizer`` for ``bedrock:<model-id>``: one Converse call
     per window; every failure is a :class:`SummarizerError` naming the error, never the
     request."""
 

@@ -1,6 +1,6 @@
 """The Lambda runtime kit: every module in functions/ is one line built from here.
 
-``http_handler(name)`` and ``job_handler(name)`` turn a row of ``acmi_core.lambdas`` into
+``http_handler(name)`` and ``job_handler(name)`` turn a row of ``acmi_core.base.lambdas`` into
 the callable Lambda invokes. Importing a handler module does no I/O and writes nothing:
 the settings, the token secret, the store and the app are built on the first invocation
 and reused while the process stays warm.
@@ -27,7 +27,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
 from acmi_core import Acmi, Settings, Store, open_store
-from acmi_core.lambdas import FunctionSpec, function, mounted_routers
+from acmi_core.base.lambdas import FunctionSpec, function, mounted_routers
 
 if TYPE_CHECKING:
     import httpx
@@ -117,7 +117,7 @@ def fetch_gmail_secret(arn: str) -> str:
     here only, on the first push of a source that has the secret."""
     from aws_lambda_powertools.utilities import parameters
 
-    from acmi_core.errors import Unavailable
+    from acmi_core.base.errors import Unavailable
 
     try:
         value = parameters.get_secret(arn, max_age=GMAIL_SECRET_MAX_AGE_S)
@@ -294,7 +294,7 @@ def http_handler(name: str | FunctionSpec) -> LambdaFunction:
 
 
 def _build_job(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
-    from acmi_core.jobs import JobRun, load_job, run_job
+    from acmi_core.jobs.runner import JobRun, load_job, run_job
 
     assert spec.job is not None
     job = load_job(spec.job)

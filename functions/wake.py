@@ -2,7 +2,7 @@
 
 EventBridge targets (``{"type": "eventbridge", "bus": ...}``) are delivered from here,
 because acmi_core never imports the AWS SDK: this module registers
-:class:`EventBridgeDeliverer` with ``acmi_core.wake``, so only the wake function pays for
+:class:`EventBridgeDeliverer` with ``acmi_core.jobs.deliver``, so only the wake function pays for
 boto3, and only on its first EventBridge wake. One ``PutEvents`` entry per wake on the
 target's bus: ``Source: acmi.wake``, ``DetailType: acmi.wake``, ``Detail``: the wake body
 (the agent, its session id and the Markdown bundle; about 24 KB at the wake budget, under
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from acmi_core.wake import DeliveryResult, register_deliverer
+from acmi_core.jobs.deliver import DeliveryResult, register_deliverer
 from functions.runtime import job_handler
 
 SOURCE: Final = "acmi.wake"
@@ -32,7 +32,7 @@ def _events_client() -> Any:
 
 
 class EventBridgeDeliverer:
-    """``acmi_core.wake.Deliverer`` for ``{"type": "eventbridge", "bus": ...}``."""
+    """``acmi_core.jobs.deliver.Deliverer`` for ``{"type": "eventbridge", "bus": ...}``."""
 
     def __init__(self, client: Callable[[], Any] = _events_client) -> None:
         self._new_client = client

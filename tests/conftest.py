@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Store, create_acmi
-from acmi_core.settings import Settings
+from acmi_core.base.settings import Settings
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore

@@ -1,5 +1,5 @@
 """The ASGI app: one FastAPI app built from routers, so each Lambda function mounts only
-its own operations (``acmi_core.lambdas``) while ``acmi serve`` mounts them all."""
+its own operations (``acmi_core.base.lambdas``) while ``acmi serve`` mounts them all."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal
+from acmi_core.base.errors import NotFound
+from acmi_core.base.lambdas import http_routers
 from acmi_core.client import Acmi
-from acmi_core.errors import NotFound
-from acmi_core.lambdas import http_routers
 
 if TYPE_CHECKING:
     from acmi_core.ingest.service import GmailFetch

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from fastapi import Request
 
-from acmi_core.errors import AcmiValidationError, PayloadTooLarge
-from acmi_core.model import MAX_JSON_DEPTH
+from acmi_core.base.errors import AcmiValidationError, PayloadTooLarge
+from acmi_core.base.model import MAX_JSON_DEPTH
 
 # Deeper documents are refused (the core's bound, one number): the recursive parser would
 # hit Python's recursion limit near 1,000 levels (a 500), and stored documents past ~250

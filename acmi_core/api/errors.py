@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from acmi_core.api.status import error_answer, error_body
-from acmi_core.errors import AcmiError
-from acmi_core.model import pydantic_rule
+from acmi_core.base.errors import AcmiError
+from acmi_core.base.model import pydantic_rule
 
 log = logging.getLogger("acmi.api")
 

@@ -18,10 +18,10 @@ from fastapi.responses import JSONResponse
 from acmi_core.api.app import ApiContext
 from acmi_core.api.body import parse_json, read_raw
 from acmi_core.auth.apikeys import Scope
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
+from acmi_core.base.stored import render_json
 from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError
-from acmi_core.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
-from acmi_core.stored import render_json
 
 
 class StoredJSON(JSONResponse):

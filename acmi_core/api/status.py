@@ -9,7 +9,7 @@ import logging
 import math
 from typing import Any
 
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
     Conflict,

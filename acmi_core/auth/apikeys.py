@@ -31,12 +31,12 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from acmi_core.cache import TtlCache
-from acmi_core.errors import AcmiValidationError, NotFound
-from acmi_core.keys import internal_global
-from acmi_core.model import check_tenant, dumps
+from acmi_core.base.cache import TtlCache
+from acmi_core.base.errors import AcmiValidationError, NotFound
+from acmi_core.base.keys import internal_global
+from acmi_core.base.model import check_tenant, dumps
 from acmi_core.store.base import Store
-from acmi_core.writes import WritePlan
+from acmi_core.store.writes import WritePlan
 
 KEY_PREFIX: Final = "acmi_"
 INDEX_KEY: Final = internal_global("apikeys")

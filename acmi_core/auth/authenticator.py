@@ -30,14 +30,14 @@ from acmi_core.auth.signatures import (
     verify_signature,
     verify_slack,
 )
-from acmi_core.cache import TtlCache
-from acmi_core.errors import Forbidden, Unauthenticated
+from acmi_core.base.cache import TtlCache
+from acmi_core.base.errors import Forbidden, Unauthenticated
+from acmi_core.base.keys import Keys
+from acmi_core.base.model import check_tenant
+from acmi_core.base.settings import Settings
 from acmi_core.ingest import config as source_configs
 from acmi_core.ingest.config import SourceConfig, SourceConfigUnreadable, push_token_hash
 from acmi_core.ingest.sources import Credential, SourceSpec
-from acmi_core.keys import Keys
-from acmi_core.model import check_tenant
-from acmi_core.settings import Settings
 from acmi_core.store.base import Store
 
 log = logging.getLogger("acmi.auth")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from acmi_core.auth.apikeys import Scope
-from acmi_core.errors import Forbidden, Unauthenticated
+from acmi_core.base.errors import Forbidden, Unauthenticated
 
 TENANT_HEADER: Final = "X-Acmi-Tenant"
 

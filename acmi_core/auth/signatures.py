@@ -29,7 +29,7 @@ import re
 import time
 from typing import Final
 
-from acmi_core.errors import AcmiValidationError, Unauthenticated
+from acmi_core.base.errors import AcmiValidationError, Unauthenticated
 
 SIGNATURE_HEADER: Final = "X-Acmi-Signature"
 TIMESTAMP_HEADER: Final = "X-Acmi-Timestamp"

@@ -15,10 +15,10 @@ from typing import Annotated, Any
 
 import typer
 
-from acmi_core.agents import DEFAULT_TIER, INVITER, TIERS
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.cli.output import emit, pairs, table
 from acmi_core.cli.state import state
-from acmi_core.errors import AcmiValidationError
+from acmi_core.coordination.agents import DEFAULT_TIER, INVITER, TIERS
 
 app = typer.Typer()
 agents = typer.Typer(help="agent slots kept on the store (the wake slot)", no_args_is_help=True)

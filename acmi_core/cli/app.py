@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
+from acmi_core.base.errors import AcmiError
 from acmi_core.cli import agents, coordination, entities, local, memory, operator, quota, work
 from acmi_core.cli.output import EXIT_CODES, EXIT_USAGE, Output, error_text, exit_code
 from acmi_core.cli.state import CURRENT, CliState
-from acmi_core.errors import AcmiError
 
 HELP = f"""ACMI: profiles, signals and timelines for agents, from the command line.
 

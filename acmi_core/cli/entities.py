@@ -15,12 +15,12 @@ from typing import Annotated, Any
 
 import typer
 
+from acmi_core.base.durations import window
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import check_category
 from acmi_core.cli.output import Output, emit, pairs, table
 from acmi_core.cli.state import state
-from acmi_core.client import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
-from acmi_core.durations import window
-from acmi_core.errors import AcmiValidationError
-from acmi_core.model import check_category
+from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 
 app = typer.Typer()
 

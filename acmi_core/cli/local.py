@@ -18,10 +18,10 @@ import typer
 
 from acmi_core import Acmi
 from acmi_core.auth import apikeys
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.lambdas import FUNCTIONS, function
 from acmi_core.cli.output import emit, one_of
 from acmi_core.cli.state import state
-from acmi_core.errors import AcmiValidationError
-from acmi_core.lambdas import FUNCTIONS, function
 
 EXAMPLE_EVENT_KEY = apikeys.EXAMPLE_EVENT_KEY  # the key the events/ samples carry
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.cli.output import EXIT_PROBLEMS, emit
 from acmi_core.cli.state import state
-from acmi_core.errors import AcmiValidationError
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -56,7 +56,7 @@ def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
     module loaded by name, and why there is none when a URL was given."""
     import importlib
 
-    from acmi_core import hygiene
+    from acmi_core.jobs import hygiene
 
     url = acmi.settings.archive_url if url is None else url
     scheme = (url or "").partition("://")[0]
@@ -85,7 +85,7 @@ def search(
             )
         emit(state().backend().memory_search(entity, " ".join(query), limit), state().output)
         return
-    from acmi_core.memory_archive import archived_reader
+    from acmi_core.jobs.archive import archived_reader
 
     acmi, memory = _memory()
     dest, no_sink = _archive(acmi, archive)
@@ -105,7 +105,7 @@ def archive_(
 ) -> None:
     """Archive now: events older than the retention into the quarter's document and, with
     an archive, its verified object, then trimmed."""
-    from acmi_core.memory_archive import archive_now
+    from acmi_core.jobs.archive import archive_now
 
     acmi = state().acmi()
     dest, no_sink = _archive(acmi, archive)

@@ -13,12 +13,12 @@ from typing import Annotated, Any
 import typer
 
 from acmi_core.auth import apikeys
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, function
 from acmi_core.cli.entities import json_arg
 from acmi_core.cli.output import emit, one_of, table
 from acmi_core.cli.state import state
-from acmi_core.errors import AcmiValidationError
 from acmi_core.ingest import config as source_configs
-from acmi_core.lambdas import FUNCTIONS, FunctionSpec, function
 
 app = typer.Typer()
 keys = typer.Typer(help="API keys (stored hashed; a key is shown once)", no_args_is_help=True)
@@ -210,7 +210,7 @@ Category = Annotated[str | None, typer.Option(help="only keys of this category")
 def doctor(category: Category = None) -> None:
     """Check a keyspace other ACMI tools wrote (read-only); exits 1 when problems are found.
     --json: JSON lines, the last one a summary."""
-    from acmi_core.maintenance import doctor_report
+    from acmi_core.ops.maintenance import doctor_report
 
     status = doctor_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(), category=category
@@ -229,7 +229,7 @@ def migrate(
 ) -> None:
     """Repair what doctor finds (index, MCP layout, tenant_id); exits 1 when conflicts remain.
     --json: JSON lines, the last one a summary."""
-    from acmi_core.maintenance import migrate_report
+    from acmi_core.ops.maintenance import migrate_report
 
     status = migrate_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(),
@@ -266,7 +266,7 @@ def jobs_run(
     ] = None,
 ) -> None:
     """Run a scheduled job now, as its schedule would: once per --execution-id."""
-    from acmi_core.jobs import JobRun, load_job, run_job
+    from acmi_core.jobs.runner import JobRun, load_job, run_job
 
     spec = function(one_of("JOB", job, [s.name for s in _job_rows()]))
     assert spec.job is not None  # the choices are jobs only
@@ -287,7 +287,7 @@ def jobs_run(
 @jobs.command("status")
 def jobs_status() -> None:
     """Each job's last run (when, watermark, touched, backlog, cost) and what waits."""
-    from acmi_core.jobs import job_state, pending
+    from acmi_core.jobs.runner import job_state, pending
 
     acmi = state().acmi()
     status: dict[str, Any] = {}

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Final
 
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
     Conflict,
@@ -19,7 +19,7 @@ from acmi_core.errors import (
     Unauthenticated,
     Unavailable,
 )
-from acmi_core.stored import render_json
+from acmi_core.base.stored import render_json
 
 EXIT_OK: Final = 0
 EXIT_PROBLEMS: Final = 1  # a check ran and found problems (doctor, memory debug, quota red)

@@ -9,11 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from acmi_core import quota as core
+from acmi_core.base.durations import parse_duration
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.cli.output import EXIT_PROBLEMS, emit, one_of, table
 from acmi_core.cli.state import state
-from acmi_core.durations import parse_duration
-from acmi_core.errors import AcmiValidationError
+from acmi_core.ops import quota as core
 
 app = typer.Typer()
 report_app = typer.Typer(help="quota readings of model providers", no_args_is_help=True)

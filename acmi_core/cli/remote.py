@@ -31,20 +31,20 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from acmi_core.agents import agent_id
-from acmi_core.client import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
     NotFound,
     SecretDetected,
     Unavailable,
 )
-from acmi_core.hitl import check_cid
-from acmi_core.locks import check_resource
-from acmi_core.model import EntityId, check_category, dumps
-from acmi_core.pages import page_size
-from acmi_core.work import work_entity
+from acmi_core.base.model import EntityId, check_category, dumps
+from acmi_core.base.pages import page_size
+from acmi_core.coordination.agents import agent_id
+from acmi_core.coordination.hitl import check_cid
+from acmi_core.coordination.locks import check_resource
+from acmi_core.coordination.work import work_entity
+from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 
 # Connect fails fast (a wrong host or port); a read may wait on a bootstrap or a page
 # of 1,000 events. Always set: DESIGN.md section 8 (the reference's client had none).

@@ -28,9 +28,9 @@ from typing import Any
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.auth import apikeys
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.cli.backend import Backend, LocalBackend
 from acmi_core.cli.output import Output, note
-from acmi_core.errors import AcmiValidationError
 from acmi_core.store import describe_store, open_store
 
 KEY_ENV = "ACMI_API_KEY"

@@ -22,13 +22,13 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from acmi_core.errors import AcmiValidationError, CorruptData, StoreCommandError, Unavailable
+from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError, Unavailable
+from acmi_core.base.keys import Keys, internal_global
+from acmi_core.base.model import EntityId, dumps
 from acmi_core.ingest.mappers import check_mapping
 from acmi_core.ingest.sources import SOURCES, check_source, source_spec
-from acmi_core.keys import Keys, internal_global
-from acmi_core.model import EntityId, dumps
 from acmi_core.store.base import Store
-from acmi_core.writes import WritePlan
+from acmi_core.store.writes import WritePlan
 
 MIN_HMAC_SECRET: Final = 16  # characters
 # A Secrets Manager secret ARN (any partition and region): the Gmail OAuth credentials are

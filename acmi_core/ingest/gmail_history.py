@@ -54,9 +54,9 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from acmi_core.errors import AcmiError, AcmiValidationError, Unavailable
+from acmi_core.base.errors import AcmiError, AcmiValidationError, Unavailable
+from acmi_core.base.model import MAX_TS_MS, EntityId
 from acmi_core.ingest.mappers import Delivery, truncate
-from acmi_core.model import MAX_TS_MS, EntityId
 
 TOKEN_URL: Final = "https://oauth2.googleapis.com/token"
 GMAIL_API: Final = "https://gmail.googleapis.com/gmail/v1/users/me"

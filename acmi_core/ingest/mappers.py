@@ -2,7 +2,7 @@
 
 Every mapper has one signature, ``(WebhookBody) -> Mapped``, and is a pure function: no
 store, no clock. The events it returns are validated by the timeline like any other
-(``acmi_core.model.parse_event``). Which mapper serves which source is the source table's
+(``acmi_core.base.model.parse_event``). Which mapper serves which source is the source table's
 business (``acmi_core.ingest.sources``).
 
 - make / n8n: a JSON object (or a list of them) describing one thing that happened;
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from acmi_core.errors import AcmiValidationError
-from acmi_core.model import MAX_SUMMARY_LEN, check_category, utf16_len
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import MAX_SUMMARY_LEN, check_category, utf16_len
 
 # Field names senders commonly use, in order of preference. Subjects and titles come
 # before message/text: in an email or a ticket, "text" is the whole body.

@@ -40,13 +40,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from acmi_core.base.errors import AcmiValidationError, CorruptData, IdempotencyKeyReused
+from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError, CorruptData, IdempotencyKeyReused
 from acmi_core.ingest.config import SourceConfig
 from acmi_core.ingest.mappers import Delivery, WebhookBody, body_digest
 from acmi_core.ingest.sources import source_spec
-from acmi_core.model import MAX_TS_MS, EntityId, dumps, parse_event
-from acmi_core.writes import Replayed, WritePlan
+from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
     import httpx

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal
 
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.ingest.mappers import (
     GITHUB_DELIVERY_HEADER,
     GITHUB_EVENT_HEADER,

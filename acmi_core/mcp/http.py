@@ -42,7 +42,7 @@ from acmi_core.api.status import error_answer, error_body
 from acmi_core.auth.apikeys import Scope as KeyScope
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.principal import TENANT_HEADER
-from acmi_core.errors import AcmiError, PayloadTooLarge
+from acmi_core.base.errors import AcmiError, PayloadTooLarge
 from acmi_core.mcp.server import build_server, protocol_server
 
 log = logging.getLogger("acmi.mcp")

@@ -25,11 +25,11 @@ from pydantic import ValidationError
 from acmi_core import Acmi, AcmiError
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
-from acmi_core.bootstrap import DEFAULT_EVENTS
-from acmi_core.durations import window
-from acmi_core.errors import AcmiValidationError
-from acmi_core.model import EntityId, pydantic_rule
-from acmi_core.pages import DEFAULT_PAGE_SIZE
+from acmi_core.base.durations import window
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import EntityId, pydantic_rule
+from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
 
 
 class MemoryFormatError(AcmiValidationError):

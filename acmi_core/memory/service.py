@@ -1,6 +1,6 @@
 """The seed's memory commands on a store (``MemoryAPI(acmi)``), each a bounded number of
 round trips (reads are one pipeline, plus one for the topic profiles a read needs; every
-write is one :class:`~acmi_core.writes.WritePlan`, applied after its budget check).
+write is one :class:`~acmi_core.store.writes.WritePlan`, applied after its budget check).
 
 ===================  ===========================================================  ==========
 operation            what                                                          round trips
@@ -45,8 +45,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.errors import AcmiValidationError, Conflict, CorruptData, NotFound
-from acmi_core.keys import MEMORY_ARCHIVE, MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.errors import AcmiValidationError, Conflict, CorruptData, NotFound
+from acmi_core.base.keys import MEMORY_ARCHIVE, MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.model import EntityId, Event, dumps, encode_event, parse_event
+from acmi_core.base.pages import MAX_PAGE_SIZE
+from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.memory.budgets import BUDGETS, BudgetReport, check, check_snapshot, count_lines
 from acmi_core.memory.conflicts import hot_warm_conflicts
 from acmi_core.memory.layers import (
@@ -87,11 +90,8 @@ from acmi_core.memory.slots import (
     zone,
 )
 from acmi_core.memory.tree import read_tree
-from acmi_core.model import EntityId, Event, dumps, encode_event, parse_event
-from acmi_core.pages import MAX_PAGE_SIZE
 from acmi_core.store.base import Reply
-from acmi_core.stored import decode_events, decode_object
-from acmi_core.writes import WritePlan
+from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
     from acmi_core.client import Acmi
@@ -1187,7 +1187,7 @@ class MemoryAPI:
         2,000 events (``truncated`` says when there were more). 2 round trips.
 
         ``archived`` (the caller's reader of an archive sink,
-        ``acmi_core.memory_archive.archived_reader``): the raw events trimmed into the
+        ``acmi_core.jobs.archive.archived_reader``): the raw events trimmed into the
         sink are searched too, as layer ``archived`` (ranked after the archive
         documents), one line per event, for the newest ``ARCHIVED_QUARTERS`` quarters
         whose document says it has a raw object: one sink read each. A quarter the sink

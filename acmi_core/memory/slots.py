@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import MAX_SUMMARY_LEN, EntityId, Event, summary_too_long, utf16_len
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     ARCHIVE,
@@ -81,7 +82,6 @@ from acmi_core.memory.markdown import (
     document_lines,
     join_lines,
 )
-from acmi_core.model import MAX_SUMMARY_LEN, EntityId, Event, summary_too_long, utf16_len
 
 HOT: Final = "hot."
 HEARTBEAT: Final = "heartbeat."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acmi_core.settings import Settings
+from acmi_core.base.settings import Settings
 from acmi_core.store.base import Store
 
 

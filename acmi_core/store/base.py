@@ -2,7 +2,7 @@
 
 Because the core speaks plain Redis commands (and one Lua script), the embedded,
 redis-py and Upstash REST backends share every line of ACMI logic above this file.
-There is no MULTI/EXEC: every write is one Lua script (``acmi_core.writes``), which
+There is no MULTI/EXEC: every write is one Lua script (``acmi_core.store.writes``), which
 checks before it writes, where MULTI/EXEC would leave a half-applied transaction.
 
 Replies are normalised the same way on every backend: bulk strings are ``bytes``
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeAlias, runtime_checkable
 
-from acmi_core.errors import StoreBusy, StoreCommandError, StoreUnavailable
+from acmi_core.base.errors import StoreBusy, StoreCommandError, StoreUnavailable
 
 Arg: TypeAlias = str | bytes | int | float
 Command: TypeAlias = Sequence[Arg]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from acmi_core.errors import StoreCommandError
+from acmi_core.base.errors import StoreCommandError
 from acmi_core.store.base import Arg, Command, Reply, Script, Store
 
 

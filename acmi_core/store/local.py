@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from acmi_core.errors import CorruptData, StoreUnavailable
-from acmi_core.settings import Settings
+from acmi_core.base.errors import CorruptData, StoreUnavailable
+from acmi_core.base.settings import Settings
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 

@@ -25,8 +25,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from acmi_core.errors import StoreCommandError, StoreUnavailable
-from acmi_core.settings import Settings
+from acmi_core.base.errors import StoreCommandError, StoreUnavailable
+from acmi_core.base.settings import Settings
 from acmi_core.store.base import (
     Arg,
     Command,

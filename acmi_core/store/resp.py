@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from acmi_core.errors import StoreBusy, StoreCommandError, StoreUnavailable
+from acmi_core.base.errors import StoreBusy, StoreCommandError, StoreUnavailable
 from acmi_core.store.base import Arg, Command, error_reply
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ import upstash_redis
 from upstash_redis.commands import JsonCommands, SearchCommands
 from upstash_redis.http import SyncHttpClient, make_headers
 
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiValidationError,
     StoreAuthError,
     StoreBusy,
@@ -62,7 +62,7 @@ from acmi_core.errors import (
     StoreUnavailable,
     Throttled,
 )
-from acmi_core.settings import Settings
+from acmi_core.base.settings import Settings
 from acmi_core.store.base import (
     Arg,
     Command,

@@ -14,8 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from acmi_core.base.model import EntityId
 from acmi_core.client import Acmi
-from acmi_core.model import EntityId
 
 KINDS = ("note", "task-start", "task-end", "handoff-request", "deployment-shipped", "email")
 

@@ -1,5 +1,5 @@
 """The ``bedrock:<model-id>`` summarizer (functions.rollup_cron.BedrockSummarizer, registered
-with acmi_core.summarizers): a real boto3 ``bedrock-runtime`` client under botocore's
+with acmi_core.jobs.summarizers): a real boto3 ``bedrock-runtime`` client under botocore's
 Stubber (no network; fake credentials and region from the environment). The model's text
 is stored, the request carries the fenced prompt, every failure (a service error, a read
 timeout after one attempt, no region, an empty answer) leaves the extractive summary with
@@ -19,15 +19,14 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.stub import Stubber
 
 from acmi_core import Acmi, AcmiValidationError, Settings
-from acmi_core.client import system_clock
-from acmi_core.jobs import JobRun, run_job
-from acmi_core.keys import ROLLUP_LATEST
-from acmi_core.model import EntityId
-from acmi_core.rollup import SETTLE_MS, parse_params
-from acmi_core.rollup import run as rollup_job
-from acmi_core.store.memory import MemoryStore
-from acmi_core.stored import load_stored
-from acmi_core.summarizers import (
+from acmi_core.base.keys import ROLLUP_LATEST
+from acmi_core.base.model import EntityId
+from acmi_core.base.stored import load_stored
+from acmi_core.entities.context import system_clock
+from acmi_core.jobs.rollup import SETTLE_MS, parse_params
+from acmi_core.jobs.rollup import run as rollup_job
+from acmi_core.jobs.runner import JobRun, run_job
+from acmi_core.jobs.summarizers import (
     FACTORIES,
     INSTRUCTIONS,
     LLM_MAX_TOKENS,
@@ -35,6 +34,7 @@ from acmi_core.summarizers import (
     Extractive,
     build,
 )
+from acmi_core.store.memory import MemoryStore
 from functions.rollup_cron import (
     CONNECT_TIMEOUT_S,
     BedrockSummarizer,
@@ -126,7 +126,7 @@ def deploy_timeline(tenant: Acmi, clock: FakeClock) -> None:
 
 
 def job(tenant: Acmi, clock: FakeClock, summarizer: str, execution_id: str = "exec-1") -> Any:
-    """rollup-cron as its handler runs it (``acmi_core.rollup.run``: the summarizer built
+    """rollup-cron as its handler runs it (``acmi_core.jobs.rollup.run``: the summarizer built
     by ``build`` from the registered factory), on the tenant's clock."""
     run = JobRun("rollup-cron", execution_id, clock.now, {"summarizer": summarizer})
     return run_job(tenant, run, rollup_job, clock=time.perf_counter)
@@ -167,7 +167,7 @@ def test_boto3_waits_for_the_first_bedrock_summary() -> None:
     code = (
         "import json, sys, functions.rollup_cron\n"
         "from acmi_core import Settings\n"
-        "from acmi_core.summarizers import build\n"
+        "from acmi_core.jobs.summarizers import build\n"
         "llm, why = build('bedrock:amazon.nova-pro-v1:0', Settings())\n"
         "heavy = ('boto3', 'botocore.session', 'botocore.client')\n"
         "print(json.dumps({'name': llm.name, 'why': why,"
@@ -312,7 +312,7 @@ def test_without_a_registered_factory_bedrock_is_extractive_and_says_why(
 def test_a_factory_that_cannot_build_is_extractive_and_says_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from acmi_core.summarizers import SummarizerError
+    from acmi_core.jobs.summarizers import SummarizerError
 
     def refuse(model: str, settings: Settings) -> BedrockSummarizer:
         raise SummarizerError(f"bedrock:{model}: not in this account")

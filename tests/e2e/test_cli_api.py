@@ -24,9 +24,9 @@ import pytest
 from acmi_core import Acmi
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
+from acmi_core.base.settings import Settings
 from acmi_core.cli import main
 from acmi_core.cli.state import CliState
-from acmi_core.settings import Settings
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer, free_port
 from tests.kit import FakeClock, serving

@@ -19,9 +19,9 @@ import redis
 import uvicorn
 
 from acmi_core.auth import apikeys
+from acmi_core.base.keys import Keys
 from acmi_core.cli import main
 from acmi_core.ingest import config as sources
-from acmi_core.keys import Keys
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import EXAMPLE_KEY, ROOT

@@ -14,9 +14,9 @@ import typer
 
 from acmi_core import Acmi, Settings
 from acmi_core.auth import apikeys
+from acmi_core.base.model import EntityId
 from acmi_core.cli import app, main
 from acmi_core.cli.local import serve_on
-from acmi_core.model import EntityId
 from acmi_core.store.memory import MemoryStore
 from tests.kit import ROOT
 
@@ -195,7 +195,7 @@ def test_a_users_own_unreadable_member_still_warns(caplog: pytest.LogCaptureFixt
     key = acmi.keys.timeline(EntityId.parse("user:conf-client", "entity"))
     acmi.store.execute(("ZADD", key, "1", b"\xff not json"))
     filter_ = harness._OwnCorruptions()
-    from acmi_core import client
+    from acmi_core.entities import api as client
 
     client.log.addFilter(filter_)
     try:

@@ -21,9 +21,9 @@ from typing import Any, Final
 import pytest
 
 from acmi_core import Acmi, create_acmi
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.settings import Settings
 from acmi_core.cli import main
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.settings import Settings
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import console_script

@@ -11,9 +11,9 @@ from datetime import datetime
 import pytest
 
 from acmi_core import Acmi
-from acmi_core.drift import POLICY_REGISTRY, REPORT_THREAD
-from acmi_core.keys import LAST_BRIEF
-from acmi_core.model import EntityId
+from acmi_core.base.keys import LAST_BRIEF
+from acmi_core.base.model import EntityId
+from acmi_core.jobs.drift import POLICY_REGISTRY, REPORT_THREAD
 from acmi_core.store.memory import MemoryStore
 from functions.drift_diff import handler as drift_handler
 from functions.runtime import LambdaFunction

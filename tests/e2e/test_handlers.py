@@ -1,6 +1,6 @@
 """Every events/ file through the real Lambda handler, as `sam local invoke -e` would.
 
-Each function's handler is found by its row in ``acmi_core.lambdas`` (as SAM finds it by
+Each function's handler is found by its row in ``acmi_core.base.lambdas`` (as SAM finds it by
 the template's Handler) and configured with an environment of its own (a real
 redis-server, the admin key the events carry): no process environment is changed.
 """
@@ -21,10 +21,10 @@ import redis
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.auth.apikeys import register
 from acmi_core.auth.authenticator import Authenticator
+from acmi_core.base.keys import Keys
+from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec
 from acmi_core.ingest.config import put_config
-from acmi_core.jobs import JobRun
-from acmi_core.keys import Keys
-from acmi_core.lambdas import FUNCTIONS, FunctionSpec
+from acmi_core.jobs.runner import JobRun
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.runtime import LambdaFunction

@@ -14,10 +14,10 @@ import pytest
 from moto import mock_aws
 
 from acmi_core import Acmi, Settings
-from acmi_core import hygiene as hy
-from acmi_core.client import system_clock
-from acmi_core.jobs import JobRun
-from acmi_core.model import EntityId
+from acmi_core.base.model import EntityId
+from acmi_core.entities.context import system_clock
+from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs.runner import JobRun
 from acmi_core.store.memory import MemoryStore
 from functions.hygiene import S3Sink
 from functions.hygiene import handler as hygiene_handler

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, AcmiValidationError
-from acmi_core.jobs import JobRun
-from acmi_core.lambdas import FunctionSpec, function
+from acmi_core.base.lambdas import FunctionSpec, function
+from acmi_core.jobs.runner import JobRun
 from acmi_core.store.memory import MemoryStore
 from functions import runtime
 from functions.runtime import LambdaFunction, http_handler, job_handler

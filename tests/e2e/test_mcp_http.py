@@ -31,7 +31,7 @@ from mcp.types import CallToolResult, TextContent
 
 from acmi_core import Acmi, Settings
 from acmi_core.auth import apikeys
-from acmi_core.lambdas import function
+from acmi_core.base.lambdas import function
 from acmi_core.mcp.server import REFERENCE_TOOLS
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore

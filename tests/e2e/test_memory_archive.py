@@ -21,13 +21,13 @@ import pytest
 from moto import mock_aws
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core import hygiene as hy
+from acmi_core.base.keys import MEMORY_ARCHIVE
+from acmi_core.base.model import EntityId
 from acmi_core.cli import main
-from acmi_core.keys import MEMORY_ARCHIVE
+from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs.archive import archive_now, archived_reader
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.slots import entry_event
-from acmi_core.memory_archive import archive_now, archived_reader
-from acmi_core.model import EntityId
 from acmi_core.store import open_store
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.memory import MemoryStore

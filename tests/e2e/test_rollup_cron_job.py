@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from acmi_core import Acmi, AcmiValidationError, Settings
-from acmi_core.client import system_clock
-from acmi_core.jobs import job_state
-from acmi_core.rollup import SETTLE_MS
+from acmi_core.entities.context import system_clock
+from acmi_core.jobs.rollup import SETTLE_MS
+from acmi_core.jobs.runner import job_state
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.rollup_cron import handler

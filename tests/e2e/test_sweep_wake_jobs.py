@@ -15,8 +15,8 @@ import pytest
 from moto import mock_aws
 
 from acmi_core import Acmi
+from acmi_core.jobs.deliver import DELIVERERS
 from acmi_core.store.memory import MemoryStore
-from acmi_core.wake import DELIVERERS
 from functions.runtime import LambdaFunction
 from functions.sweep import handler as sweep_handler
 from functions.wake import EventBridgeDeliverer

@@ -27,7 +27,7 @@ from packaging.requirements import Requirement
 
 from acmi_core.api.app import DOCS_ASSETS
 from acmi_core.auth.apikeys import register
-from acmi_core.lambdas import FUNCTIONS, FunctionSpec
+from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import EVENTS_DIR, EXAMPLE_KEY, ROOT, run_fresh

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
 from acmi_core.auth.apikeys import register
-from acmi_core.lambdas import FUNCTIONS, FunctionSpec, mounted_routers
+from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, mounted_routers
 from acmi_core.store.base import Arg, Command, NoStore, Reply, Script, Store
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer

@@ -1,6 +1,6 @@
 """The two registries held to everything that repeats them.
 
-- The function table (``acmi_core.lambdas``) against template.yaml (one resource per row,
+- The function table (``acmi_core.base.lambdas``) against template.yaml (one resource per row,
   its Handler, HTTP events for HTTP rows, valid ScheduleV2 events for job rows), the
   handler modules in functions/, the router table, and ``acmi invoke``.
 - The source table (``acmi_core.ingest.sources``) against the ingest route's docs, the
@@ -22,9 +22,9 @@ import pytest
 
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
+from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, function, http_routers
 from acmi_core.cli import main
 from acmi_core.ingest.sources import SOURCES, Credential, source_spec
-from acmi_core.lambdas import FUNCTIONS, FunctionSpec, function, http_routers
 from acmi_core.store.memory import MemoryStore
 from functions.runtime import LambdaFunction
 from tests.kit import EVENTS_DIR, ROOT, load_template
@@ -128,7 +128,7 @@ def test_the_function_table_agrees_with_the_template() -> None:
 
 # The checker itself, on a synthetic job row and templates that get it right or wrong.
 # (a name no real row has: rollup-cron is a real function now)
-JOB = FunctionSpec("archive-cron", "test row", job="acmi_core.jobs:load_job")
+JOB = FunctionSpec("archive-cron", "test row", job="acmi_core.jobs.runner:load_job")
 GOOD_SCHEDULE = {
     "Type": "ScheduleV2",
     "Properties": {

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acmi_core.model import parse_event
+from acmi_core.base.model import parse_event
 from acmi_core.testing.redis_server import RedisServer
 from bench import scaling
 from bench.scaling import judge

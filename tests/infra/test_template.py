@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from starlette.routing import Match
 
 from acmi_core import Acmi, AcmiValidationError, Settings
-from acmi_core.lambdas import FUNCTIONS, REQUIREMENT_SETS
+from acmi_core.base.lambdas import FUNCTIONS, REQUIREMENT_SETS
 from acmi_core.store.memory import MemoryStore
 from functions.runtime import http_app
 from tests.kit import EVENTS_DIR, ROOT, TEMPLATE, load_template
@@ -238,9 +238,9 @@ def test_each_function_ships_only_its_requirement_sets() -> None:
             text=True,
             check=True,
         )
-        assert "acmi_core/lambdas.py requirements" in dry_run.stdout
+        assert "acmi_core/base/lambdas.py requirements" in dry_run.stdout
         listed = subprocess.run(
-            [sys.executable, "-P", "acmi_core/lambdas.py", "requirements", spec.logical_id],
+            [sys.executable, "-P", "acmi_core/base/lambdas.py", "requirements", spec.logical_id],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -21,9 +21,9 @@ from acmi_core.api.status import STATUS_BY_ERROR
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenError, GoogleTokenVerifier
-from acmi_core.errors import StoreAuthError, StoreUnavailable, Throttled
+from acmi_core.base.errors import StoreAuthError, StoreUnavailable, Throttled
+from acmi_core.base.model import EntityId
 from acmi_core.ingest import config as sources
-from acmi_core.model import EntityId
 from acmi_core.store.base import Command, Reply
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore

@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from acmi_core import Acmi
-from acmi_core.errors import CorruptData, PlanError
-from acmi_core.writes import WritePlan
+from acmi_core.base.errors import CorruptData, PlanError
+from acmi_core.store.writes import WritePlan
 
 
 def _key(name: str) -> str:

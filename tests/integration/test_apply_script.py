@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from acmi_core import Acmi, CorruptData, EntityId
-from acmi_core.errors import PlanError, StoreCommandError
+from acmi_core.base.errors import PlanError, StoreCommandError
 from acmi_core.store.base import Arg, Reply, Script
-from acmi_core.writes import APPLY, FieldMode, WritePlan, script_error
+from acmi_core.store.writes import APPLY, FieldMode, WritePlan, script_error
 
 
 def raw_set(acmi: Acmi, key: str, value: str | bytes) -> None:
@@ -337,7 +337,7 @@ def test_every_score_python_writes_is_accepted(acmi: Acmi, score: float) -> None
 def test_a_script_error_without_a_marker_stays_a_store_error(
     acmi: Acmi, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
-    monkeypatch.setattr("acmi_core.writes.APPLY", Script(source))
+    monkeypatch.setattr("acmi_core.store.writes.APPLY", Script(source))
     plan = WritePlan()
     plan.set(three_keys(acmi)[0], "{}")
     with pytest.raises(StoreCommandError, match="boom") as err:

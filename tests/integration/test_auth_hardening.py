@@ -19,7 +19,7 @@ import redis
 from acmi_core import Acmi, Settings
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.ingest import config as sources
 from acmi_core.store.base import Store
 from acmi_core.store.memory import MemoryStore

@@ -13,7 +13,10 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.bootstrap import (
+from acmi_core.base.errors import AcmiValidationError, CorruptData
+from acmi_core.base.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
+from acmi_core.base.model import EntityId
+from acmi_core.bootstrap.bundle import (
     CAPS,
     MIN_BUDGET_BYTES,
     PREAMBLE,
@@ -21,9 +24,6 @@ from acmi_core.bootstrap import (
     TRIM_ORDER,
     estimate_tokens,
 )
-from acmi_core.errors import AcmiValidationError, CorruptData
-from acmi_core.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
-from acmi_core.model import EntityId
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.fleet import build_agent
 from acmi_core.testing.upstash_double import UpstashDouble

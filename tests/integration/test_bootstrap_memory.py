@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi
-from acmi_core.bootstrap import CAPS, TITLES, TRIM_ORDER
-from acmi_core.errors import AcmiValidationError
-from acmi_core.keys import MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.model import EntityId
+from acmi_core.bootstrap.bundle import CAPS, TITLES, TRIM_ORDER
 from acmi_core.memory import read_tree, render_tree
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.tree import parse_tree
-from acmi_core.model import EntityId
 from acmi_core.store.counting import CountingStore
 from acmi_core.testing.fleet import build_agent
 from tests.kit import FakeClock, RouteClient, assert_error

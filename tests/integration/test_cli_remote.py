@@ -24,9 +24,7 @@ from starlette.routing import Mount
 from acmi_core import Acmi
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.cli.backend import Backend, LocalBackend
-from acmi_core.cli.remote import HttpBackend
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
     Forbidden,
@@ -34,7 +32,9 @@ from acmi_core.errors import (
     Unauthenticated,
     Unavailable,
 )
-from acmi_core.settings import Settings
+from acmi_core.base.settings import Settings
+from acmi_core.cli.backend import Backend, LocalBackend
+from acmi_core.cli.remote import HttpBackend
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer, free_port
 from tests.kit import DB, FakeClock, serving

@@ -28,9 +28,9 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.errors import StoreCommandError
-from acmi_core.model import EntityId
-from acmi_core.settings import ENVIRONMENT
+from acmi_core.base.errors import StoreCommandError
+from acmi_core.base.model import EntityId
+from acmi_core.base.settings import ENVIRONMENT
 from acmi_core.store.base import Arg, NoStore, Reply, Script
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore

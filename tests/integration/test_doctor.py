@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from acmi_core import Acmi, AcmiValidationError, Settings, create_acmi
-from acmi_core.maintenance import (
+from acmi_core.ops.maintenance import (
     Action,
     Doctor,
     Kind,
@@ -333,7 +333,7 @@ def test_an_unindexed_entity_is_reported_once_across_scan_steps(
     """Its keys come in different SCAN steps; doctor keeps no memory of what it reported
     (bounded memory), so each entity is reported with its first existing slot key."""
     acmi, raw = env
-    monkeypatch.setattr("acmi_core.maintenance.SCAN_COUNT", 2)
+    monkeypatch.setattr("acmi_core.ops.maintenance.SCAN_COUNT", 2)
     for n in range(20):
         raw.set(f"acmi:user:s{n}:profile", "{}")
         raw.set(f"acmi:user:s{n}:signals", "{}")

@@ -1,4 +1,4 @@
-"""drift-diff (acmi_core.drift) on every backend, on a fake clock: each check on
+"""drift-diff (acmi_core.jobs.drift) on every backend, on a fake clock: each check on
 reference-shaped events (legacy ones written straight into Redis, as the reference's
 tools do), resolution across threads and across runs, the report key and the one summary
 event, a retried execution, the backlog, round trips, and the O(changed) proof."""
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, AcmiValidationError, Settings, Store, create_acmi
-from acmi_core import drift as drift_job
-from acmi_core.drift import POLICY_REGISTRY, REPORT_THREAD
-from acmi_core.jobs import JobRun, run_job
-from acmi_core.model import EntityId
+from acmi_core.base.model import EntityId
+from acmi_core.jobs import drift as drift_job
+from acmi_core.jobs.drift import POLICY_REGISTRY, REPORT_THREAD
+from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from acmi_core import Acmi, AcmiValidationError, Event, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.model import EVENT_FIELD_ORDER, MAX_TS_MS, parse_event
+from acmi_core.base.model import EVENT_FIELD_ORDER, MAX_TS_MS, parse_event
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble

@@ -28,12 +28,12 @@ from moto import mock_aws
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import Keys
 from acmi_core.cli import main
-from acmi_core.errors import AcmiValidationError
 from acmi_core.ingest import config as sources
 from acmi_core.ingest.gmail_history import AccessTokens
 from acmi_core.ingest.service import GmailFetch
-from acmi_core.keys import Keys
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
@@ -513,8 +513,8 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 def test_the_ingest_function_wires_a_gmail_fetch_reading_secrets_manager(
     secretsmanager: Any,
 ) -> None:
-    from acmi_core.errors import Unavailable
-    from acmi_core.lambdas import function
+    from acmi_core.base.errors import Unavailable
+    from acmi_core.base.lambdas import function
     from functions import runtime
 
     arn = secretsmanager.create_secret(Name="acmi/gmail-ops", SecretString=AUTHORIZED_USER)["ARN"]
@@ -566,7 +566,7 @@ def test_wiring_the_gmail_fetch_imports_no_boto3() -> None:
     code = (
         "import json, sys\n"
         "from acmi_core import Acmi, Settings\n"
-        "from acmi_core.lambdas import function\n"
+        "from acmi_core.base.lambdas import function\n"
         "from acmi_core.store.memory import MemoryStore\n"
         "from functions import runtime\n"
         "app = runtime.http_app(function('ingest'), Acmi(MemoryStore(), Settings()))\n"

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import START, FakeClock, fresh_tenant, requests_per_step, run_together

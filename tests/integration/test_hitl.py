@@ -14,10 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.errors import AcmiValidationError, Conflict, NotFound
-from acmi_core.hitl import ADOPT_WINDOW, DEFAULT_DEADLINE_MS
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.model import EntityId
+from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.model import EntityId
+from acmi_core.coordination.hitl import ADOPT_WINDOW, DEFAULT_DEADLINE_MS
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import (

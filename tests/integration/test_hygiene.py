@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, AcmiValidationError
-from acmi_core import hygiene as hy
-from acmi_core.jobs import JobRun, run_job
+from acmi_core.base.model import EntityId
+from acmi_core.base.stored import decode_event
+from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.memory.layers import Quarter
 from acmi_core.memory.slots import archive_from_document
-from acmi_core.model import EntityId
-from acmi_core.stored import decode_event
 from tests.kit import START, FakeClock, fresh_tenant
 
 DAY = 24 * 3600 * 1000

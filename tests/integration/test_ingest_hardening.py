@@ -18,10 +18,10 @@ from acmi_core import Acmi, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.api.body import MAX_JSON_DEPTH
 from acmi_core.auth import apikeys
+from acmi_core.base.model import MAX_TS_MS
 from acmi_core.ingest import config as source_configs
 from acmi_core.ingest.service import MAX_WEBHOOK_TS_SKEW_MS
 from acmi_core.ingest.sources import SOURCES
-from acmi_core.model import MAX_TS_MS
 from acmi_core.store.base import Store
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore

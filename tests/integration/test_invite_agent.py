@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.agents import TIERS
-from acmi_core.client import system_clock
-from acmi_core.errors import AcmiValidationError
-from acmi_core.model import EntityId
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import EntityId
+from acmi_core.coordination.agents import TIERS
+from acmi_core.entities.context import system_clock
 from acmi_core.store.base import Arg, Command, Reply, Script, Store
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble

@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, AcmiValidationError, EntityId
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
+from acmi_core.base.model import MAX_TS_MS
 from acmi_core.cli import main
-from acmi_core.model import MAX_TS_MS
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import DB
 

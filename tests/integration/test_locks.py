@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.errors import AcmiValidationError, Conflict
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.locks import MAX_TTL_MS, MIN_TTL_MS
+from acmi_core.base.errors import AcmiValidationError, Conflict
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.coordination.locks import MAX_TTL_MS, MIN_TTL_MS
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import FakeClock, RouteClient, requests_per_step, run_together

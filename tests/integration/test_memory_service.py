@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi
-from acmi_core.errors import AcmiValidationError, Conflict, NotFound
+from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.memory import read_tree, render_tree
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.service import MemoryAPI, MemoryOverBudget

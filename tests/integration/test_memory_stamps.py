@@ -9,11 +9,11 @@ import uuid
 from pathlib import Path
 
 from acmi_core import Acmi
-from acmi_core import hygiene as hy
-from acmi_core.keys import MEMORY_STAMPS
+from acmi_core.base.keys import MEMORY_STAMPS
+from acmi_core.base.model import EntityId
+from acmi_core.jobs import hygiene as hy
 from acmi_core.memory import read_tree
 from acmi_core.memory.service import MemoryAPI
-from acmi_core.model import EntityId
 from tests.kit import FakeClock
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"

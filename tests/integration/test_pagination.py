@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, EntityId
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.model import Event
-from acmi_core.pages import DEFAULT_PAGE_SIZE, MAX_PAGE_BYTES, MAX_PAGE_SIZE
+from acmi_core.base.model import Event
+from acmi_core.base.pages import DEFAULT_PAGE_SIZE, MAX_PAGE_BYTES, MAX_PAGE_SIZE
 from acmi_core.testing.upstash_double import UpstashDouble
 
 BASE = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""acmi_core.quota (the reference's quota-monitor) on every backend: the thresholds
+"""acmi_core.ops.quota (the reference's quota-monitor) on every backend: the thresholds
 exactly, the number rule, reported readings (ours and the reference's snapshots), the
 recorded verdict and its change events, and the billable probe against a local server."""
 
@@ -15,10 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from acmi_core import Acmi, Settings, create_acmi, quota
-from acmi_core.errors import AcmiValidationError
-from acmi_core.model import EntityId
-from acmi_core.quota import AnthropicProbe, Reading, ReportedQuota
+from acmi_core import Acmi, Settings, create_acmi
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import EntityId
+from acmi_core.ops import quota
+from acmi_core.ops.quota import AnthropicProbe, Reading, ReportedQuota
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import START, FakeClock, fresh_tenant, requests_per_step

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, EntityId
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.stored import MAX_READ_DEPTH
+from acmi_core.base.stored import MAX_READ_DEPTH
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from acmi_core.errors import StoreBusy, StoreCommandError, StoreUnavailable
-from acmi_core.settings import Settings
+from acmi_core.base.errors import StoreBusy, StoreCommandError, StoreUnavailable
+from acmi_core.base.settings import Settings
 from acmi_core.store import resp
 from acmi_core.store.base import Script
 from acmi_core.store.redis import RedisStore, RespStore

@@ -1,4 +1,4 @@
-"""rollup-cron (acmi_core.rollup) on every backend, on a fake clock: windows, empty
+"""rollup-cron (acmi_core.jobs.rollup) on every backend, on a fake clock: windows, empty
 windows, deleted entities, backlog and watermark across runs (equal scores included),
 duplicate execution ids, the LLM summarizers on recorded transports (failure fallback,
 fencing of hostile timeline text), round trips, and the O(changed) proof."""
@@ -16,13 +16,12 @@ import pytest
 import redis
 
 from acmi_core import Acmi, AcmiValidationError, Settings
-from acmi_core.jobs import JobRun, run_job
-from acmi_core.keys import ROLLUP_LATEST
-from acmi_core.model import EntityId, dumps
-from acmi_core.rollup import BATCH, SETTLE_MS, Params, parse_params, roll
-from acmi_core.rollup import run as rollup_job
-from acmi_core.store.upstash import UpstashStore
-from acmi_core.summarizers import (
+from acmi_core.base.keys import ROLLUP_LATEST
+from acmi_core.base.model import EntityId, dumps
+from acmi_core.jobs.rollup import BATCH, SETTLE_MS, Params, parse_params, roll
+from acmi_core.jobs.rollup import run as rollup_job
+from acmi_core.jobs.runner import JobRun, run_job
+from acmi_core.jobs.summarizers import (
     MAX_OPEN,
     MAX_SUMMARY_CHARS,
     Anthropic,
@@ -33,8 +32,9 @@ from acmi_core.summarizers import (
     build,
     digest,
 )
+from acmi_core.store.upstash import UpstashStore
+from acmi_core.store.writes import WritePlan
 from acmi_core.testing.upstash_double import UpstashDouble
-from acmi_core.writes import WritePlan
 from tests.kit import FakeClock, fresh_tenant
 
 JOB = "rollup-cron"

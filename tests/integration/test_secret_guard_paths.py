@@ -29,12 +29,12 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.client import collect_redactions
-from acmi_core.errors import AcmiValidationError, SecretDetected
-from acmi_core.lambdas import FUNCTIONS
+from acmi_core.base.errors import AcmiValidationError, SecretDetected
+from acmi_core.base.lambdas import FUNCTIONS
+from acmi_core.entities.context import collect_redactions
+from acmi_core.guard.secrets import RULES, provably_clean, scan
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.tree import parse_tree
-from acmi_core.secretguard import RULES, provably_clean, scan
 from acmi_core.store.memory import MemoryStore
 from tests.integration import test_gmail_ingest as gmail
 from tests.kit import ROOT

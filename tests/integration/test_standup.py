@@ -1,4 +1,4 @@
-"""standup-brief (acmi_core.standup) on every backend, on a fake clock: wins, blockers
+"""standup-brief (acmi_core.jobs.standup) on every backend, on a fake clock: wins, blockers
 and actions from the last 24 h of the coordination threads (noise filtered, legacy events
 included), the operator's signals and last_brief slot, the summarizer seam, a retried
 execution, round trips, and the O(changed) proof."""
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, AcmiValidationError, Settings, Store, create_acmi
-from acmi_core import standup as standup_job
-from acmi_core.jobs import JobRun, run_job
-from acmi_core.keys import LAST_BRIEF
-from acmi_core.model import EntityId
-from acmi_core.standup import BriefInput
+from acmi_core.base.keys import LAST_BRIEF
+from acmi_core.base.model import EntityId
+from acmi_core.jobs import standup as standup_job
+from acmi_core.jobs.runner import JobRun, run_job
+from acmi_core.jobs.standup import BriefInput
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore

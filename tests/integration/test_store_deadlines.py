@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.errors import StoreBusy, StoreCommandError, StoreUnavailable
-from acmi_core.settings import Settings
+from acmi_core.base.errors import StoreBusy, StoreCommandError, StoreUnavailable
+from acmi_core.base.settings import Settings
 from acmi_core.store.base import Script
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore

@@ -11,7 +11,7 @@ import pytest
 
 from acmi_core import Acmi, Settings
 from acmi_core.api.app import ApiContext, create_app
-from acmi_core.errors import StoreCommandError, StoreUnavailable
+from acmi_core.base.errors import StoreCommandError, StoreUnavailable
 from acmi_core.store.base import Arg, Command, Reply, Script
 from acmi_core.store.memory import MemoryStore
 from tests.kit import Api, assert_error

@@ -1,4 +1,4 @@
-"""The liveness sweep (acmi_core.sweep) on every backend, on a fake clock: STALLED after
+"""The liveness sweep (acmi_core.jobs.sweep) on every backend, on a fake clock: STALLED after
 48 h with the other signals kept, one operator escalation per stall episode, a heartbeat
 clearing it, a heartbeat racing the mark winning, pages with ties, foreign members and
 unreadable signals, the round trips of a run, and the O(changed) proof."""
@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from acmi_core import Acmi
-from acmi_core.jobs import JobRun, run_job
-from acmi_core.sweep import STALL_AFTER_MS, _mark, run, stall_cid
+from acmi_core.jobs.runner import JobRun, run_job
+from acmi_core.jobs.sweep import STALL_AFTER_MS, _mark, run, stall_cid
 from tests.kit import START, FakeClock, fresh_tenant
 
 HOUR = 3600 * 1000
@@ -152,7 +152,7 @@ def test_foreign_members_and_unreadable_signals_do_not_block_the_sweep(
 
 
 def _signals_key(acmi: Acmi, name: str) -> str:
-    from acmi_core.agents import agent_id
+    from acmi_core.coordination.agents import agent_id
 
     return acmi.keys.signals(agent_id(name))
 
@@ -169,7 +169,7 @@ def test_round_trips_of_a_run(fleet: Acmi, clock: FakeClock) -> None:
 
 
 def test_max_is_checked(fleet: Acmi) -> None:
-    from acmi_core.errors import AcmiValidationError
+    from acmi_core.base.errors import AcmiValidationError
 
     with pytest.raises(AcmiValidationError) as err:
         sweep(fleet, "e1", max=0)

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     AcmiValidationError,
     StoreAuthError,
     StoreCommandError,
     StoreUnavailable,
 )
-from acmi_core.settings import Settings
+from acmi_core.base.settings import Settings
 from acmi_core.store.base import Script
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer

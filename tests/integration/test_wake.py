@@ -1,4 +1,4 @@
-"""Wake slots and the wake tick (acmi_core.wake) on every backend, on a fake clock: the
+"""Wake slots and the wake tick (acmi_core.jobs.wake) on every backend, on a fake clock: the
 slot as data (profile + due index, one step), bad input storing nothing, the tick waking
 only the due agents (spawn + bundle in one request, wake-status, the next slot), once per
 (agent, slot), silence with pending work escalated once, webhook delivery (signed,
@@ -17,17 +17,12 @@ import pytest
 
 from acmi_core import Acmi
 from acmi_core.auth.signatures import verify_signature
-from acmi_core.errors import AcmiValidationError
-from acmi_core.jobs import JobRun, run_job
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.wake import (
-    DELIVERERS,
-    HOUR_MS,
-    WEBHOOK_TIMEOUT_S,
-    WebhookDeliverer,
-    next_due,
-    run,
-)
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.coordination.wake import HOUR_MS, next_due
+from acmi_core.jobs.deliver import DELIVERERS, WEBHOOK_TIMEOUT_S, WebhookDeliverer
+from acmi_core.jobs.runner import JobRun, run_job
+from acmi_core.jobs.wake import run
 from tests.kit import START, FakeClock, fresh_tenant
 
 MINUTE = 60_000
@@ -167,7 +162,7 @@ def test_the_secret_is_never_stored(fleet: Acmi) -> None:
 
 
 def fleet_agent() -> Any:
-    from acmi_core.agents import agent_id
+    from acmi_core.coordination.agents import agent_id
 
     return agent_id("claude")
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.errors import AcmiValidationError, Conflict, NotFound
-from acmi_core.model import EntityId
+from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
+from acmi_core.base.model import EntityId
+from acmi_core.coordination.work import CLOSED_STATUSES, MAX_GET_SESSIONS, is_open
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
-from acmi_core.work import CLOSED_STATUSES, MAX_GET_SESSIONS, is_open
 from tests.kit import (
     START,
     Api,
@@ -402,7 +402,7 @@ def test_a_signals_key_of_the_wrong_type_fails_whole(work: Acmi) -> None:
     work.store.execute(("DEL", key))
     work.store.execute(("SADD", key, "x"))
     before = _open_index(work, "agent:bentley")
-    from acmi_core.errors import CorruptData
+    from acmi_core.base.errors import CorruptData
 
     with pytest.raises(CorruptData):
         work.work.signal("wt", {"status": "done"})

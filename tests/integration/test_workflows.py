@@ -15,15 +15,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.errors import AcmiValidationError
-from acmi_core.model import EntityId
-from acmi_core.store.upstash import UpstashStore
-from acmi_core.testing.upstash_double import UpstashDouble
-from acmi_core.workflows import (
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import EntityId
+from acmi_core.coordination.workflows import (
     BOOTSTRAP_LESSONS_WINDOW,
     LESSONS_CAP,
     SCAN_EVENTS,
 )
+from acmi_core.store.upstash import UpstashStore
+from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import START as T0
 from tests.kit import FakeClock, RouteClient, fresh_tenant, requests_per_step
 

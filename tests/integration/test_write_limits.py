@@ -16,12 +16,12 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, EntityId, Settings
 from acmi_core.api.app import ApiContext, create_app
 from acmi_core.auth import apikeys
-from acmi_core.errors import AcmiValidationError, PayloadTooLarge
-from acmi_core.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES
+from acmi_core.base.errors import AcmiValidationError, PayloadTooLarge
+from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
+from acmi_core.store.writes import WritePlan
 from acmi_core.testing.redis_server import RedisServer
-from acmi_core.writes import WritePlan
 from bench import write_limits
 
 BUDGET_MS = 50.0  # server time one edit may block Redis for

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from acmi_core.api.body import MAX_JSON_DEPTH, parse_json
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
 
 
 def refused(raw: bytes, *, lenient: bool = False) -> AcmiValidationError:

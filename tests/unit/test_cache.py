@@ -10,7 +10,7 @@ import pytest
 
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import KeyCache
-from acmi_core.cache import TtlCache
+from acmi_core.base.cache import TtlCache
 from acmi_core.store.base import Store
 from acmi_core.store.memory import MemoryStore
 

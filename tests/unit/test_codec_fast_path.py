@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acmi_core.errors import AcmiValidationError, PayloadTooLarge
-from acmi_core.model import (
+from acmi_core.base.errors import AcmiValidationError, PayloadTooLarge
+from acmi_core.base.model import (
     EVENT_FIELD_ORDER,
     MAX_JSON_DEPTH,
     MAX_OBJECT_BYTES,
@@ -46,7 +46,7 @@ from acmi_core.model import (
     parse_event,
     summary_too_long,
 )
-from acmi_core.stored import (
+from acmi_core.base.stored import (
     _DECODER,
     TOO_DEEP,
     JsonNumber,

@@ -17,7 +17,8 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 
-from acmi_core.errors import AcmiError, AcmiValidationError, Unavailable
+from acmi_core.base.errors import AcmiError, AcmiValidationError, Unavailable
+from acmi_core.base.model import MAX_SUMMARY_LEN, parse_event
 from acmi_core.ingest.gmail_history import (
     MAX_MESSAGES,
     REQUEST_TIMEOUT_S,
@@ -32,7 +33,6 @@ from acmi_core.ingest.gmail_history import (
     fetch_changes,
     message_events,
 )
-from acmi_core.model import MAX_SUMMARY_LEN, parse_event
 
 EMAIL = "mikey@example.com"
 CLIENT_ID = "123456789012-abcdefghijklmnop.apps.googleusercontent.com"

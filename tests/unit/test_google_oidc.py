@@ -27,7 +27,7 @@ from acmi_core.auth.google_oidc import (
     GoogleTokenVerifier,
     parse_max_age,
 )
-from acmi_core.errors import AcmiError
+from acmi_core.base.errors import AcmiError
 
 AUDIENCE = "https://acmi.example.com/webhooks/gmail"
 EMAIL = "gmail-push@acmi-prod.iam.gserviceaccount.com"

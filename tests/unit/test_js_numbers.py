@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acmi_core import AcmiValidationError
-from acmi_core.model import MAX_SUMMARY_LEN, dumps, js_number, parse_event, utf16_len
+from acmi_core.base.model import MAX_SUMMARY_LEN, dumps, js_number, parse_event, utf16_len
 
 EVENT = {"source": "s", "kind": "k", "correlationId": "c", "summary": "s"}
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acmi_core.errors import AcmiValidationError, PayloadTooLarge
-from acmi_core.model import (
+from acmi_core.base.errors import AcmiValidationError, PayloadTooLarge
+from acmi_core.base.model import (
     MAX_EDIT_FIELDS,
     MAX_JSON_DEPTH,
     MAX_OBJECT_BYTES,
@@ -18,8 +18,8 @@ from acmi_core.model import (
     dumps,
     parse_event,
 )
-from acmi_core.settings import Settings
-from acmi_core.writes import APPLY, FieldMode, WritePlan
+from acmi_core.base.settings import Settings
+from acmi_core.store.writes import APPLY, FieldMode, WritePlan
 from tests.kit import ROOT
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
@@ -126,7 +126,7 @@ def test_the_script_enforces_the_same_object_size_cap() -> None:
     found = re.search(r"^local MAX_OBJECT_BYTES = (\d+)", APPLY.source, re.MULTILINE)
     assert found, "apply.lua no longer declares MAX_OBJECT_BYTES"
     assert int(found.group(1)) == MAX_OBJECT_BYTES
-    assert (ROOT / "acmi_core" / "lua" / "apply.lua").read_text() == APPLY.source
+    assert (ROOT / "acmi_core" / "store" / "lua" / "apply.lua").read_text() == APPLY.source
 
 
 # --- settings that become script arguments ----------------------------------------------------

@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import (
+    MAX_SUMMARY_LEN,
+    Event,
+    check_json_object,
+    check_signal_key,
+    parse_event,
+    utf16_len,
+)
 from acmi_core.memory import MemorySnapshot, read_tree, render_tree
 from acmi_core.memory.layers import (
     ActiveContext,
@@ -44,14 +52,6 @@ from acmi_core.memory.slots import (
     topic_from_profile,
     topic_to_profile,
     zone,
-)
-from acmi_core.model import (
-    MAX_SUMMARY_LEN,
-    Event,
-    check_json_object,
-    check_signal_key,
-    parse_event,
-    utf16_len,
 )
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from acmi_core import AcmiValidationError, EntityId
-from acmi_core.model import check_profile, check_signal_key, event_from_member, parse_event
+from acmi_core.base.model import check_profile, check_signal_key, event_from_member, parse_event
 
 EVENT = {"source": "s", "kind": "k", "correlationId": "c", "summary": "s"}
 

@@ -11,7 +11,7 @@ import pytest
 from redis._parsers.encoders import Encoder
 from redis.connection import PythonRespSerializer
 
-from acmi_core.errors import StoreCommandError
+from acmi_core.base.errors import StoreCommandError
 from acmi_core.store import resp
 from acmi_core.store.resp import Endpoint, ProtocolError, PyReader, Reader, ReplyError
 

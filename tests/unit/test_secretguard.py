@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from acmi_core.errors import AcmiValidationError, SecretDetected
-from acmi_core.secretguard import RULES, Finding, check_policy, guard, marker, redact, scan
+from acmi_core.base.errors import AcmiValidationError, SecretDetected
+from acmi_core.guard.secrets import RULES, Finding, check_policy, guard, marker, redact, scan
 from tests.unit.secret_corpus import AWS_KEY_ID, GITHUB_PAT, INNOCENT, PROSE, SECRETS, jwt
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from acmi_core import AcmiValidationError, Settings
-from acmi_core.settings import ENVIRONMENT
+from acmi_core.base.settings import ENVIRONMENT
 from tests.kit import ROOT, load_template
 
 VARIABLES = {var.name for var in ENVIRONMENT}

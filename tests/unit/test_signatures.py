@@ -15,7 +15,7 @@ from acmi_core.auth.signatures import (
     sign,
     verify_signature,
 )
-from acmi_core.errors import AcmiValidationError, Unauthenticated
+from acmi_core.base.errors import AcmiValidationError, Unauthenticated
 
 SECRET = "a-long-shared-hmac-secret"
 BODY = b'{"message":"Invoice paid","entity":"deal:1"}'

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import upstash_redis
 
-from acmi_core.errors import (
+from acmi_core.base.errors import (
     StoreAuthError,
     StoreBusy,
     StoreCommandError,
@@ -29,7 +29,7 @@ from acmi_core.errors import (
     Throttled,
     Unavailable,
 )
-from acmi_core.settings import Settings
+from acmi_core.base.settings import Settings
 from acmi_core.store.base import Store
 from acmi_core.store.upstash import UpstashStore, _DeadlineBackend
 

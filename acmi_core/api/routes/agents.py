@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from acmi_core.api.app import api_context
 from acmi_core.api.shapes import Json, Metered, object_body, read_fields, request_body, require
-from acmi_core.errors import NotFound
+from acmi_core.base.errors import NotFound
 
 router = APIRouter(tags=["agents"])
 

@@ -15,7 +15,8 @@ from fastapi.responses import Response
 
 from acmi_core.api.app import api_context
 from acmi_core.api.shapes import Metered, object_body, refuse_unknown, request_body
-from acmi_core.bootstrap import (
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.bootstrap.bundle import (
     DEFAULT_EVENTS,
     FORMATS,
     MAX_EVENTS,
@@ -25,7 +26,6 @@ from acmi_core.bootstrap import (
     SCOPES,
     Bundle,
 )
-from acmi_core.errors import AcmiValidationError
 
 router = APIRouter(tags=["bootstrap"])
 

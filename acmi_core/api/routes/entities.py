@@ -15,10 +15,10 @@ from fastapi.responses import Response
 from acmi_core.api.app import api_context
 from acmi_core.api.body import read_json
 from acmi_core.api.shapes import Cursor, Json, Metered, PageLimit, StoredJSON, request_body
+from acmi_core.base.errors import NotFound
+from acmi_core.base.model import MAX_SIGNAL_KEY_LEN, check_json_object
+from acmi_core.base.pages import DEFAULT_PAGE_SIZE
 from acmi_core.client import Acmi
-from acmi_core.errors import NotFound
-from acmi_core.model import MAX_SIGNAL_KEY_LEN, check_json_object
-from acmi_core.pages import DEFAULT_PAGE_SIZE
 
 router = APIRouter(tags=["entities"], default_response_class=StoredJSON)
 

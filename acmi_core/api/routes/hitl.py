@@ -22,9 +22,9 @@ from acmi_core.api.shapes import (
     request_body,
     require,
 )
-from acmi_core.errors import AcmiValidationError
-from acmi_core.hitl import DEFAULT_LIST_SIZE
-from acmi_core.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
+from acmi_core.coordination.hitl import DEFAULT_LIST_SIZE
 
 router = APIRouter(tags=["hitl"], default_response_class=StoredJSON)
 

@@ -15,10 +15,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from acmi_core import hygiene
 from acmi_core.api.app import api_context
 from acmi_core.api.shapes import Json, Metered, read_fields, request_body
-from acmi_core.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.jobs import hygiene
+from acmi_core.jobs.archive import archive_now, archived_reader
 from acmi_core.memory.service import (
     DEFAULT_PRUNE_DAYS,
     MAX_QUERY_LEN,
@@ -27,7 +28,6 @@ from acmi_core.memory.service import (
     MemoryAPI,
 )
 from acmi_core.memory.tree import parse_tree, render_tree
-from acmi_core.memory_archive import archive_now, archived_reader
 
 router = APIRouter(tags=["memory"])
 

@@ -24,8 +24,8 @@ from acmi_core.api.shapes import (
     request_body,
     require,
 )
-from acmi_core.pages import DEFAULT_PAGE_SIZE
-from acmi_core.work import MAX_ID_LEN
+from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.coordination.work import MAX_ID_LEN
 
 router = APIRouter(tags=["work"], default_response_class=StoredJSON)
 

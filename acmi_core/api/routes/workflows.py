@@ -24,9 +24,9 @@ from acmi_core.api.shapes import (
     object_body,
     request_body,
 )
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError
-from acmi_core.workflows import (
+from acmi_core.coordination.workflows import (
     BOOTSTRAP_LESSONS_WINDOW,
     MAX_CORRELATION_LEN,
     MAX_LESSON_LEN,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from acmi_core.errors import CorruptData
-from acmi_core.model import EntityId
+from acmi_core.base.errors import CorruptData
+from acmi_core.base.model import EntityId
 from acmi_core.testing.conformance.harness import (
     Context,
     check,

@@ -4,10 +4,10 @@ a group bundle never carries the private profile. Runs in the context's own tena
 
 from __future__ import annotations
 
-from acmi_core.bootstrap import TITLES
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.model import EntityId
+from acmi_core.bootstrap.bundle import TITLES
 from acmi_core.client import Acmi
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.model import EntityId
 from acmi_core.testing.conformance.harness import Context, check, expect, expect_equal
 
 

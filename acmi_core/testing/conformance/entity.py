@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from acmi_core.model import EntityId
+from acmi_core.base.model import EntityId
 from acmi_core.testing.conformance.harness import Context, check, expect, expect_equal
 from acmi_core.testing.conformance.helpers import (
     BASE_TS,

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, NoReturn, TypeVar
 
-from acmi_core import client, create_acmi
+from acmi_core import create_acmi
+from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
+from acmi_core.base.model import EntityId, js_number
 from acmi_core.client import Acmi
-from acmi_core.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
-from acmi_core.model import EntityId, js_number
+from acmi_core.entities import api as client
 from acmi_core.store.base import Arg, Command, NoStore, Reply, Script
 
 # --- checks and their registry --------------------------------------------------------------

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+from acmi_core.base.model import EntityId, Event
 from acmi_core.client import Acmi
-from acmi_core.model import EntityId, Event
 from acmi_core.testing.conformance.harness import ConformanceFailure, expect_equal, short
 
 BASE_TS: Final = 1_700_000_000_000

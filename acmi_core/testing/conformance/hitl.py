@@ -10,10 +10,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from acmi_core.base.errors import Conflict, NotFound
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.model import EntityId
 from acmi_core.client import Acmi
-from acmi_core.errors import Conflict, NotFound
-from acmi_core.keys import COORDINATION_THREAD
-from acmi_core.model import EntityId
 from acmi_core.testing.conformance.harness import (
     Context,
     check,

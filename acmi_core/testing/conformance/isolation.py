@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acmi_core.model import EntityId
+from acmi_core.base.model import EntityId
 from acmi_core.testing.conformance.harness import Context, check, expect_equal
 from acmi_core.testing.conformance.helpers import BASE_TS, cids, expect_empty, make_event
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from acmi_core.base.errors import Conflict
+from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.client import Acmi
-from acmi_core.errors import Conflict
-from acmi_core.keys import COORDINATION_THREAD
 from acmi_core.testing.conformance.harness import (
     Context,
     check,

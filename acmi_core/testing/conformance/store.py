@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from acmi_core.errors import StoreCommandError
+from acmi_core.base.errors import StoreCommandError
 from acmi_core.store.base import Reply, Script
 from acmi_core.testing.conformance.harness import (
     ConformanceFailure,

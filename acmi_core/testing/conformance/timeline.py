@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acmi_core.client import Events
-from acmi_core.model import EntityId
+from acmi_core.base.model import EntityId
+from acmi_core.entities.api import Events
 from acmi_core.testing.conformance.harness import (
     Context,
     check,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from acmi_core.base.errors import StoreCommandError
+from acmi_core.base.model import MAX_SUMMARY_LEN, EntityId
 from acmi_core.client import Acmi
-from acmi_core.errors import StoreCommandError
-from acmi_core.model import MAX_SUMMARY_LEN, EntityId
 from acmi_core.testing.conformance.harness import CheckFn, Context, check, expect, expect_equal
 from acmi_core.testing.conformance.helpers import BASE_TS, append_at, stamps
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from acmi_core.base.errors import Conflict
+from acmi_core.base.model import EntityId
 from acmi_core.client import Acmi
-from acmi_core.errors import Conflict
-from acmi_core.model import EntityId
 from acmi_core.testing.conformance.harness import (
     Context,
     check,

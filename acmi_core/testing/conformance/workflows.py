@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from acmi_core.base.model import EntityId
 from acmi_core.client import Acmi
-from acmi_core.model import EntityId
+from acmi_core.coordination.workflows import LESSONS_CAP
 from acmi_core.testing.conformance.harness import (
     Context,
     check,
@@ -22,7 +23,6 @@ from acmi_core.testing.conformance.harness import (
     expect_rejected,
 )
 from acmi_core.testing.conformance.helpers import BASE_TS, exists
-from acmi_core.workflows import LESSONS_CAP
 
 AGENT = "agent:conf-rl"
 

@@ -1,0 +1,5 @@
+"""The client facade (``Acmi``): the layer that composes every capability below it."""
+
+from acmi_core.client.facade import Acmi
+
+__all__ = ["Acmi"]

@@ -1,0 +1,443 @@
+"""Human-in-the-loop queues (``acmi.hitl``): SPEC v1.3 §11.6 per-addressee queues plus
+the v1.2 shared queue, one convention.
+
+    item = acmi.hitl.create("prod deploy", "approve the migration in PR 42",
+                            urgency="P0", asked_by="agent:claude", addressee="user:mikey",
+                            correlation_id="deploy-42")
+    page = acmi.hitl.list("user:mikey")            # open items, most urgent first
+    acmi.hitl.resolve("deploy-42", "approved", by="user:mikey")
+
+The index contract (the bootstrap reads the queues directly, ZRANGE 0..N):
+
+- ``keys.hitl_queue(addressee, "open")``: ZSET, score = deadline ms (ZRANGE gives the most
+  urgent first), member = the ``hitl-required`` Comms v1.1 event JSON: ``{ts, source:
+  asker, kind: "hitl-required", correlationId, summary: "[HITL] <topic> (<urgency>, due
+  <iso>)", payload: {topic, concrete_unblock_request, urgency: P0|P1|P2, deadline (ms),
+  addressee (entity id, or null for the shared queue)}, speaker_type, tenant_id}``.
+  ``addressee=None`` is the shared queue ``acmi:thread:hitl:open``.
+- ``keys.hitl_queue(addressee, "closed")``: score = resolution ms, member = the same
+  event with ``payload.resolution = {by, ts, text}``.
+- ``keys.hitl_items()``: HASH correlationId -> record (``lua/hitl.lua`` describes it):
+  what makes create idempotent and tells resolve which queue holds the item.
+
+Operations, each one request (``lua/hitl.lua``, or one ZRANGE for ``list``):
+
+- ``create`` is idempotent by correlationId: re-creating an existing one writes nothing
+  and returns the stored item (``created=False``; the API answers 200 instead of 201).
+  Without ``correlation_id`` a ``hitl-<uuid>`` is generated, so a retried create cannot
+  be recognised: pass your own id when you may retry.
+- ``resolve`` moves the item from open to closed and posts ``hitl-resolved`` (same
+  correlationId, payload ``{resolution, by, addressee}``) to the coordination thread, in
+  one atomic step. Resolving a resolved item is a Conflict (409) naming who resolved it
+  and when; an unknown correlationId is NotFound (404). Nothing is written on a refusal.
+- ``list`` pages a queue: open items by deadline (soonest first), closed ones by
+  resolution time (newest first).
+
+Items another tool wrote straight into a queue (a raw ZADD, no record): they are listed
+like any other. ``resolve`` adopts one when it is among the first 100 members (the most
+urgent) of the queue ``addressee`` names: the first request finds no record and returns
+that window, the client picks the member whose correlationId matches, and a second
+request moves it (its closed member is re-rendered from the decoded item, with
+``payload.resolution`` added). So a foreign item costs two requests; beyond the window it
+is a 404 saying so.
+
+Limits: topic 1-200 characters, request and resolution 1-4,000, correlationId
+``[A-Za-z0-9_.:-]{1,128}``, urgency P0|P1|P2, deadline an integer ms (default now + 24 h),
+asker, addressee and resolver entity ids, page size 1-1,000. Time is the client's clock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Final
+
+from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
+from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
+from acmi_core.base.pages import MAX_PAGE_SIZE, decode_cursor, encode_cursor, page_size
+from acmi_core.base.stored import Unreadable, load_stored, render_json
+from acmi_core.store.base import Arg, Script
+from acmi_core.store.writes import script_error
+
+if TYPE_CHECKING:
+    from acmi_core.client import Acmi
+
+HITL: Final = Script(resources.files("acmi_core").joinpath("store/lua/hitl.lua").read_text())
+
+URGENCIES: Final = ("P0", "P1", "P2")
+STATES: Final = ("open", "closed")
+CID_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+MAX_TOPIC_LEN: Final = 200
+MAX_TEXT_LEN: Final = 4000
+DEFAULT_DEADLINE_MS: Final = 24 * 3600 * 1000
+DEFAULT_LIST_SIZE: Final = 50
+ADOPT_WINDOW: Final = 100  # members of a queue a resolve looks through for a foreign item
+_PROBE: Final = "@@acmi-hitl-resolution@@"
+_MARK: Final = "@@acmi-slot:addressee@@"
+
+
+def check_cid(cid: object, name: str = "correlationId") -> str:
+    if not isinstance(cid, str) or not CID_RE.fullmatch(cid):
+        raise AcmiValidationError(name, "correlation_id", "must match [A-Za-z0-9_.:-]{1,128}")
+    return cid
+
+
+def check_urgency(urgency: object) -> str:
+    if urgency not in URGENCIES:
+        raise AcmiValidationError("urgency", "enum", "must be P0, P1 or P2")
+    assert isinstance(urgency, str)
+    return urgency
+
+
+def check_state(state: object) -> str:
+    if state not in STATES:
+        raise AcmiValidationError("state", "enum", "must be open or closed")
+    assert isinstance(state, str)
+    return state
+
+
+def _text(value: object, name: str, max_len: int) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= max_len or not value.strip():
+        raise AcmiValidationError(
+            name, "string", f"must be a non-blank string of 1-{max_len} characters"
+        )
+    return value
+
+
+def _ms(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TS_MS:
+        raise AcmiValidationError(name, "timestamp", f"must be an integer ms from 0 to {MAX_TS_MS}")
+    return value
+
+
+def _entity(value: object, name: str) -> EntityId:
+    if not isinstance(value, str):
+        raise AcmiValidationError(name, "entity_id", "must be an entity id, e.g. agent:claude")
+    return EntityId.parse(value, name)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+def _decode(raw: object) -> dict[str, Any] | None:
+    try:
+        value = load_stored(raw) if isinstance(raw, bytes) else None
+    except Unreadable:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _score(reply: object) -> float:
+    try:
+        return float(reply) if isinstance(reply, bytes | str | int) else math.nan
+    except ValueError:
+        return math.nan
+
+
+def _str(reply: object) -> str:
+    return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+
+
+@dataclass(frozen=True)
+class Created:
+    """What ``create`` returns: the stored item, and whether this call stored it."""
+
+    item: dict[str, Any]
+    created: bool
+
+
+@dataclass(frozen=True)
+class Resolved:
+    correlationId: str
+    addressee: str | None
+    by: str
+    resolved_at: int
+    deadline: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "correlationId": self.correlationId,
+            "addressee": self.addressee,
+            "by": self.by,
+            "resolved_at": self.resolved_at,
+            "deadline": self.deadline,
+            "resolved": True,
+        }
+
+
+@dataclass(frozen=True)
+class HitlPage:
+    """One page of a queue. ``skipped``: members that are not JSON objects (another
+    tool's), counted in the page but not returned."""
+
+    addressee: str | None
+    state: str
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+    skipped: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "addressee": self.addressee,
+            "state": self.state,
+            "items": self.items,
+            "next_cursor": self.next_cursor,
+            "skipped": self.skipped,
+        }
+
+
+class HitlAPI:
+    def __init__(self, acmi: Acmi) -> None:
+        self._acmi = acmi
+        self._keys = acmi.keys
+
+    def _eval(self, keys: list[str], args: list[Arg]) -> list[Any]:
+        try:
+            reply = self._acmi.store.eval(HITL, keys, [*args, self._keys.prefix])
+        except StoreCommandError as exc:
+            error = script_error(exc)
+            if error is exc:
+                raise
+            raise error from None
+        assert isinstance(reply, list)
+        return [_str(reply[0]), *reply[1:]] if reply else reply
+
+    # create ---------------------------------------------------------------------------
+
+    def create(
+        self,
+        topic: str,
+        request: str,
+        *,
+        asked_by: str,
+        urgency: str = "P1",
+        deadline: int | None = None,
+        addressee: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Created:
+        """Queue an item for ``addressee`` (None: the shared queue); one request.
+        Idempotent by ``correlation_id`` (module docstring)."""
+        topic = _text(self._acmi.guard(topic, "topic"), "topic", MAX_TOPIC_LEN)
+        request = _text(self._acmi.guard(request, "request"), "request", MAX_TEXT_LEN)
+        asker = _entity(asked_by, "asked_by")
+        urgency = check_urgency(urgency)
+        to = None if addressee is None else _entity(addressee, "addressee")
+        cid = f"hitl-{uuid.uuid4().hex}" if correlation_id is None else check_cid(correlation_id)
+        now = self._acmi.clock()
+        due = now + DEFAULT_DEADLINE_MS if deadline is None else _ms(deadline, "deadline")
+        payload: dict[str, Any] = {
+            "topic": topic,
+            "concrete_unblock_request": request,
+            "urgency": urgency,
+            "deadline": due,
+            "addressee": None if to is None else str(to),
+        }
+        raw = {
+            "source": str(asker),
+            "kind": "hitl-required",
+            "correlationId": cid,
+            "summary": f"[HITL] {topic} ({urgency}, due {_iso(due)})",
+        }
+        tenant = self._keys.tenant
+        member = parse_event({**raw, "payload": payload}, now_ms=now, tenant=tenant).to_json()
+        probe = parse_event(
+            {**raw, "payload": {**payload, "resolution": _PROBE}}, now_ms=now, tenant=tenant
+        ).to_json()
+        # where payload.resolution goes when the item is resolved: the end of the payload
+        insert = f',"resolution":"{_PROBE}"'
+        at = probe.index(insert)
+        assert probe[:at] + probe[at + len(insert) :] == member
+        header = (
+            f'{{"state":"open","addressee":{dumps(payload["addressee"])},"score":{due},'
+            f'"at":{len(probe[:at].encode("utf-8"))},"by":null,"item":'
+        )
+        reply = self._eval(
+            [self._keys.hitl_items(), self._keys.hitl_queue(to, "open")],
+            ["create", cid, due, header, member],
+        )
+        if reply[0] == "EXISTS":
+            record = _decode(reply[1])
+            item = record.get("item") if record else None
+            return Created(item if isinstance(item, dict) else {}, False)
+        created = _decode(member.encode("utf-8"))
+        assert created is not None
+        return Created(created, True)
+
+    # list -----------------------------------------------------------------------------
+
+    def list(
+        self,
+        addressee: str | None = None,
+        state: str = "open",
+        limit: int = DEFAULT_LIST_SIZE,
+        cursor: str | None = None,
+    ) -> HitlPage:
+        """One page of a queue (one request): open by deadline, soonest first; closed by
+        resolution time, newest first. Follow ``next_cursor`` until None. A page after
+        an item of the same score (ms) was removed meanwhile may skip one item."""
+        to = None if addressee is None else _entity(addressee, "addressee")
+        state = check_state(state)
+        limit = page_size(limit)
+        reverse = state == "closed"
+        score, run = ("+inf" if reverse else "-inf"), 0
+        if cursor is not None:
+            score_n, run = _decode_list_cursor(cursor, state, to)
+            score = repr(score_n)
+        end = "-inf" if reverse else "+inf"
+        command: list[str | int] = ["ZRANGE", self._keys.hitl_queue(to, state), score, end]
+        command += ["BYSCORE", *(["REV"] if reverse else []), "LIMIT", run, limit + 1]
+        reply = self._acmi.store.execute((*command, "WITHSCORES"))
+        items = reply if isinstance(reply, list) else []
+        pairs = list(zip(items[::2], items[1::2], strict=False))
+        more = len(pairs) > limit
+        pairs = pairs[:limit]
+        page: list[dict[str, Any]] = []
+        skipped: list[str] = []
+        for member, _ in pairs:
+            item = _decode(member)
+            if item is None:
+                skipped.append(
+                    f"a member of {self._keys.hitl_queue(to, state)} is not a JSON object"
+                )
+            else:
+                page.append(item)
+        next_cursor = None
+        if more and pairs:
+            last = _score(pairs[-1][1])
+            same = sum(1 for _, s in pairs if _score(s) == last)
+            first_page_run = run if cursor is not None and repr(last) == score else 0
+            next_cursor = encode_cursor(
+                "h", state, None if to is None else str(to), repr(last), first_page_run + same
+            )
+        return HitlPage(None if to is None else str(to), state, page, next_cursor, skipped)
+
+    # resolve --------------------------------------------------------------------------
+
+    def resolve(
+        self, correlation_id: str, resolution: str, *, by: str, addressee: str | None = None
+    ) -> Resolved:
+        """Close the item and post ``hitl-resolved``, atomically: one request (two for an
+        item another tool wrote, found in ``addressee``'s queue: module docstring)."""
+        cid = check_cid(correlation_id)
+        text = _text(self._acmi.guard(resolution, "resolution"), "resolution", MAX_TEXT_LEN)
+        who = _entity(by, "by")
+        to = None if addressee is None else _entity(addressee, "addressee")
+        now = self._acmi.clock()
+        event = parse_event(
+            {
+                "source": str(who),
+                "kind": "hitl-resolved",
+                "correlationId": cid,
+                "summary": f"[HITL] {cid} resolved by {who}",
+                "payload": {"resolution": text, "by": str(who), "addressee": _MARK},
+            },
+            now_ms=now,
+            tenant=self._keys.tenant,
+        ).to_json()
+        head, _, tail = event.partition(f'"{_MARK}"')
+        template: list[Arg] = [3, head, "addressee", tail]
+        keys = [
+            self._keys.hitl_items(),
+            self._keys.coordination_timeline(),
+            self._keys.index("thread"),
+            self._keys.hitl_queue(to, "open"),
+            self._keys.hitl_queue(to, "closed"),
+        ]
+        resolution_json = dumps({"by": str(who), "ts": now, "text": text})
+        thread_member = EntityId.parse(COORDINATION_THREAD).local_id
+        common: list[Arg] = [cid, now]
+        reply = self._eval(
+            keys,
+            [
+                "resolve",
+                *common,
+                resolution_json,
+                dumps(str(who)),
+                thread_member,
+                ADOPT_WINDOW,
+                *template,
+            ],
+        )
+        if reply[0] == "NONE":
+            foreign = self._find(reply[1:], cid)
+            if foreign is None:
+                queue = self._keys.hitl_queue(to, "open")
+                raise NotFound(
+                    f"correlationId: no HITL item {cid}: ACMI has no record of it and it is "
+                    f"not among the {ADOPT_WINDOW} most urgent items of {queue} (an item "
+                    "another tool wrote is resolved by naming its queue's addressee)",
+                    field="correlationId",
+                    rule="exists",
+                )
+            member, item = foreign
+            found = item.get("payload")
+            payload: dict[str, Any] = found if isinstance(found, dict) else {}
+            # decoded with load_stored: render_json writes its numbers back exactly
+            closed = render_json(
+                {
+                    **item,
+                    "payload": {**payload, "resolution": {"by": str(who), "ts": now, "text": text}},
+                }
+            ).decode("utf-8")
+            addressee_json = dumps(None if to is None else str(to))
+            reply = self._eval(
+                keys,
+                [
+                    "adopt",
+                    *common,
+                    closed,
+                    dumps(str(who)),
+                    thread_member,
+                    member,
+                    addressee_json,
+                    *template,
+                ],
+            )
+            if reply[0] == "GONE":  # resolved, or created through ACMI, meanwhile
+                return self.resolve(cid, text, by=str(who), addressee=addressee)
+        if reply[0] == "RESOLVED":
+            by_then = _decode(b'{"by":' + reply[1] + b"}") or {}
+            when = int(reply[2])
+            raise Conflict(
+                f"correlationId: HITL item {cid} was already resolved by {by_then.get('by')} "
+                f"at {_iso(when)} ({when} ms)",
+                field="correlationId",
+                rule="open",
+            )
+        addressee_value = _decode(b'{"a":' + reply[1] + b"}") or {}
+        return Resolved(cid, addressee_value.get("a"), str(who), now, int(float(reply[2])))
+
+    @staticmethod
+    def _find(members: Sequence[Any], cid: str) -> tuple[str, dict[str, Any]] | None:
+        for member in members:
+            item = _decode(member)
+            if item is not None and item.get("correlationId") == cid:
+                return _str(member), item
+        return None
+
+
+def _decode_list_cursor(cursor: object, state: str, to: EntityId | None) -> tuple[float, int]:
+    fields = decode_cursor(cursor, "h", 4)
+    cur_state, cur_to, score_text, run = fields
+    try:
+        score = float(score_text) if isinstance(score_text, str) else math.nan
+    except ValueError:
+        score = math.nan
+    bad = AcmiValidationError(
+        "cursor", "cursor", "is not a cursor of this queue; pass next_cursor back unchanged"
+    )
+    if cur_state != state or cur_to != (None if to is None else str(to)) or math.isnan(score):
+        raise bad
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run <= MAX_PAGE_SIZE * 2**20:
+        raise bad
+    return score, run
+
+
+__all__ = ["Created", "HitlAPI", "HitlPage", "Resolved"]

@@ -1,0 +1,193 @@
+"""Wake slots: when an agent is woken and where its bundle goes.
+
+An agent's wake slot is data::
+
+    acmi.wake.set("claude", minute=15)                                  # every hour at :15
+    acmi.wake.set("claude", minute=30, every_hours=6,
+                  target={"type": "webhook", "url": "https://agent.example/wake",
+                          "secret_env": "CLAUDE_WAKE_SECRET"})
+    acmi.wake.set("claude", minute=45, target={"type": "eventbridge", "bus": "agents"})
+
+``set`` stores ``wake: {minute, every_hours, target}`` in the agent's profile and its next
+due time in ``keys.wake_due()`` (ZSET agent -> next due ms), in one WritePlan (one round
+trip, atomic). Slots are UTC: minute ``m`` of every hour ``h`` with ``h % every_hours ==
+0`` (``every_hours`` divides 24: 1, 2, 3, 4, 6, 8, 12 or 24). ``clear`` removes both.
+Targets: ``webhook`` (an ``https://`` URL of at most 2,048 characters and ``secret_env``,
+the NAME of the environment variable of the wake function that holds the HMAC secret:
+the secret itself is never stored), ``eventbridge`` (a bus name or ARN), or none (the
+wake is recorded, nothing is delivered).
+
+The tick that wakes agents at their slot is the ``wake`` job (``acmi_core.jobs.wake``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import dumps, profile_defaults
+from acmi_core.base.stored import scored
+from acmi_core.coordination.agents import agent_id
+from acmi_core.store.writes import WritePlan
+
+if TYPE_CHECKING:
+    from acmi_core.client import Acmi
+
+EVERY_HOURS: Final = (1, 2, 3, 4, 6, 8, 12, 24)  # divisors of 24: the same hours every day
+HOUR_MS: Final = 3600 * 1000
+MAX_WAKES_PER_RUN: Final = 50  # deliveries take time: a tick wakes at most this many
+WAKE_TOKENS: Final = 8000  # the bundle's budget (about 24 KB: fits an EventBridge event)
+SILENT_ESCALATE_MS: Final = 3 * HOUR_MS
+CLAIM_TTL_MS: Final = 7 * 24 * HOUR_MS  # longer than Scheduler retries an execution
+SOURCE: Final = "system:acmi-wake"
+MAX_URL_LEN: Final = 2048
+SECRET_ENV_RE: Final = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+BUS_RE: Final = re.compile(r"[A-Za-z0-9/._:-]{1,1600}")
+MAX_CID: Final = 128
+
+
+# ---- the slot ---------------------------------------------------------------------------
+
+
+def int_in_range(value: object, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise AcmiValidationError(field, "range", f"must be an integer from {low} to {high}")
+    return value
+
+
+def check_target(target: object) -> dict[str, Any] | None:
+    """The stored form of a wake target (module docstring); None: recorded only."""
+    if target is None:
+        return None
+    if not isinstance(target, Mapping):
+        raise AcmiValidationError("target", "object", "must be an object with a type")
+    kind = target.get("type")
+    allowed = {"webhook": {"type", "url", "secret_env"}, "eventbridge": {"type", "bus"}}
+    if kind not in allowed:
+        raise AcmiValidationError("target.type", "enum", "must be webhook or eventbridge")
+    unknown = sorted(set(target) - allowed[kind])
+    if unknown:
+        raise AcmiValidationError(f"target.{unknown[0]}", "unknown", f"is not a {kind} field")
+    if kind == "eventbridge":
+        bus = target.get("bus")
+        if not isinstance(bus, str) or not BUS_RE.fullmatch(bus):
+            raise AcmiValidationError(
+                "target.bus", "event_bus", "must be an event bus name or ARN (1-1600 characters)"
+            )
+        return {"type": kind, "bus": bus}
+    url = target.get("url")
+    if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL_LEN:
+        raise AcmiValidationError(
+            "target.url", "url", f"must be a string of 1-{MAX_URL_LEN} characters"
+        )
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname or parts.username or parts.password:
+        raise AcmiValidationError(
+            "target.url", "https", "must be an https:// URL with a host and no credentials"
+        )
+    secret_env = target.get("secret_env")
+    if not isinstance(secret_env, str) or not SECRET_ENV_RE.fullmatch(secret_env):
+        raise AcmiValidationError(
+            "target.secret_env",
+            "env_name",
+            "must name the environment variable holding the HMAC secret ([A-Z_][A-Z0-9_]*)",
+        )
+    return {"type": kind, "url": url, "secret_env": secret_env}
+
+
+def next_due(after_ms: int, minute: int, every_hours: int) -> int:
+    """The first slot strictly after ``after_ms``: ms since the epoch congruent to
+    ``minute`` minutes modulo ``every_hours`` hours (UTC, since every_hours divides 24)."""
+    period, offset = every_hours * HOUR_MS, minute * 60_000
+    return after_ms - (after_ms - offset) % period + period
+
+
+def read_slot(profile: object) -> dict[str, Any] | None:
+    """The wake slot of a decoded profile, or None when it has none that reads."""
+    slot = profile.get("wake") if isinstance(profile, dict) else None
+    if not isinstance(slot, dict):
+        return None
+    try:
+        minute = int_in_range(slot.get("minute"), "minute", 0, 59)
+        every = slot.get("every_hours", 1)
+        if every not in EVERY_HOURS or isinstance(every, bool):
+            return None
+        target = check_target(slot.get("target"))
+    except AcmiValidationError:
+        return None
+    return {"minute": minute, "every_hours": every, "target": target}
+
+
+class WakeAPI:
+    """``acmi.wake``: an agent's wake slot (module docstring). ``set`` is one WritePlan
+    (one round trip); ``clear`` two (an EXISTS, so clearing never creates a profile, then
+    one WritePlan); every read one command."""
+
+    def __init__(self, acmi: Acmi) -> None:
+        self._acmi = acmi
+        self._keys = acmi.keys
+
+    def set(
+        self,
+        agent: str,
+        minute: int,
+        *,
+        every_hours: int = 1,
+        target: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Store the slot in the profile and the next due time in the due index, in one
+        step. Returns ``{agent, minute, every_hours, target, next_due}``."""
+        eid = agent_id(agent)
+        minute = int_in_range(minute, "minute", 0, 59)
+        if isinstance(every_hours, bool) or every_hours not in EVERY_HOURS:
+            raise AcmiValidationError(
+                "every_hours", "enum", f"must divide 24: one of {', '.join(map(str, EVERY_HOURS))}"
+            )
+        slot = {"minute": minute, "every_hours": every_hours, "target": check_target(target)}
+        due = next_due(self._acmi.clock(), minute, every_hours)
+        fields: list[tuple[Any, str, str]] = [("set", "wake", dumps(slot))]
+        fields += [
+            ("setnx", name, dumps(value))
+            for name, value in profile_defaults(eid, self._keys.tenant).items()
+        ]
+        plan = WritePlan()
+        plan.edit_object(self._keys.profile(eid), fields, field="profile")
+        plan.zset(self._keys.wake_due(), due, str(eid))
+        plan.sadd(self._keys.index(eid.category), eid.local_id)
+        plan.apply(self._acmi.store)
+        return {"agent": str(eid), **slot, "next_due": due}
+
+    def clear(self, agent: str) -> None:
+        """Remove the slot and the agent's due time (one step)."""
+        eid = agent_id(agent)
+        plan = WritePlan()
+        if self._acmi.store.execute(("EXISTS", self._keys.profile(eid))):
+            plan.edit_object(self._keys.profile(eid), [("del", "wake", "null")], field="profile")
+        plan.zrem(self._keys.wake_due(), str(eid))
+        plan.apply(self._acmi.store)
+
+    def due(self, until_ms: int, limit: int = MAX_WAKES_PER_RUN) -> list[tuple[str, int]]:
+        """``(agent, due ms)`` of the agents due by ``until_ms``, soonest first, at most
+        ``limit``: one ZRANGE BYSCORE on the due index (O(log N + limit))."""
+        reply = self._acmi.store.execute(
+            (
+                "ZRANGE",
+                self._keys.wake_due(),
+                "-inf",
+                until_ms,
+                "BYSCORE",
+                "LIMIT",
+                0,
+                limit,
+                "WITHSCORES",
+            )
+        )
+        return scored(reply)
+
+    def next(self, agent: str) -> int | None:
+        """The agent's next due time (ms), or None without a slot: one ZSCORE."""
+        score = self._acmi.store.execute(("ZSCORE", self._keys.wake_due(), str(agent_id(agent))))
+        return int(float(score)) if isinstance(score, bytes) else None

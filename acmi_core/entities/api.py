@@ -1,0 +1,749 @@
+"""The ACMI client: profile, signals and timeline per entity, plus batch, get, list, delete.
+
+    acmi = create_acmi()                       # Upstash, Redis or embedded, from the env
+    acmi.profile.set("user:mikey", {"name": "Mikey"})
+    acmi.signals.set("user:mikey", "current_task", "shooting")
+    acmi.timeline.append("user:mikey", {"source": "user:mikey", "kind": "note",
+                                        "correlationId": "c-1", "summary": "hi"})
+    ctx = acmi.get("user:mikey")               # one round trip
+    page = acmi.timeline.page("user:mikey", limit=100)   # then cursor=page.next_cursor
+
+Round trips: every write (including batch and its index) = 1, get = 1, read = 1, one
+page (``list_page``, ``timeline.page``) = 1.
+
+Reads never raise on what is stored: a value that cannot be served (not JSON, nested
+deeper than ``MAX_READ_DEPTH``, NaN) is skipped and reported; everything else comes back
+exactly, lone surrogates and numbers beyond the double range included (``render_json``).
+Timeline reads show what the reference's readers show: an event another tool wrote
+without following every rule (no kind/correlationId, a speaker_type outside the enum, a
+numeric tenant_id, ts out of range, a long summary) is returned, flagged in
+``Event.legacy``; only a member with no usable ts/source/summary is skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import itertools
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from types import TracebackType
+from typing import Any, Final
+
+from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
+from acmi_core.base.model import (
+    EVENT_FIELD_ORDER,
+    MAX_ENTITY_LEN,
+    EntityId,
+    Event,
+    check_category,
+    check_profile,
+    check_signal_key,
+    dumps,
+    encode_event,
+    json_members,
+    json_object_text,
+    profile_defaults,
+    profile_members,
+)
+from acmi_core.base.pages import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_BYTES,
+    TimelinePosition,
+    encode_cursor,
+    entity_cursor,
+    member_digest,
+    page_size,
+)
+from acmi_core.base.stored import decode_events, decode_object, stored_dict
+from acmi_core.entities.context import Context
+from acmi_core.store.base import Arg, Command, Reply, Script, Store
+from acmi_core.store.writes import WritePlan
+
+log = logging.getLogger("acmi")
+
+DEFAULT_BUNDLE_EVENTS = 50
+MAX_CAT_ENTITIES: Final = 20  # timelines one cat merges
+MAX_CAT_LIMIT: Final = 1000  # events one cat returns
+_LIST_SCAN_COUNT: Final = 1000
+# A timeline page from a cursor, by rank (see the script's header).
+PAGE: Final = Script(resources.files("acmi_core").joinpath("store/lua/page.lua").read_text())
+
+
+# --- read results ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A stored timeline member that could not be read. Its content is not echoed."""
+
+    key: str
+    position: int
+    reason: str
+
+
+class Events(list[Event]):
+    """Timeline events (a plain list) plus the stored members that were skipped.
+
+    ``to_dicts()`` gives each event as stored (what the API returns): an ``Event`` holds
+    well-formed text (a lone surrogate becomes U+FFFD) and its ``to_dict`` stops at
+    pydantic's depth 255; the stored dict has neither limit. ``legacy_report()`` lists
+    the legacy events among them, by index: beside the events, never inside them, so it
+    cannot collide with a stored field."""
+
+    def __init__(
+        self,
+        events: Iterable[Event] = (),
+        skipped: Iterable[Skipped] = (),
+        stored: Iterable[tuple[Event, dict[str, Any] | bytes]] = (),
+    ) -> None:
+        super().__init__(events)
+        self.skipped: list[Skipped] = list(skipped)
+        # keyed by id(), holding the event itself so the id cannot be reused
+        self._stored = {id(event): (event, data) for event, data in stored}
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        dicts = []
+        for event in self:
+            pair = self._stored.get(id(event))
+            if pair is None or pair[0] is not event:
+                dicts.append(event.to_dict())
+                continue
+            data = stored_dict(pair[1])
+            ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
+            ordered.update(data)  # unknown fields keep their order, after the known ones
+            dicts.append(ordered)
+        return dicts
+
+    def legacy_report(self) -> list[dict[str, Any]]:
+        """``[{"index": i, "reasons": ["kind: required", ...]}]`` for each legacy event,
+        ``i`` its position in this list (and in ``to_dicts()``)."""
+        return [
+            {"index": index, "reasons": list(event.legacy)}
+            for index, event in enumerate(self)
+            if event.legacy
+        ]
+
+
+@dataclass(frozen=True)
+class EntityContext:
+    """Everything about one entity, read in one round trip."""
+
+    entity: str
+    profile: dict[str, Any] | None
+    signals: dict[str, Any]
+    timeline: Events
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entity": self.entity,
+            "profile": self.profile,
+            "signals": self.signals,
+            "timeline": self.timeline.to_dicts(),
+            "legacy": self.timeline.legacy_report(),
+            "skipped": [s.__dict__ for s in self.timeline.skipped],
+            "problems": self.problems,
+        }
+
+
+@dataclass(frozen=True)
+class EntityPage:
+    """Entity ids from one SSCAN step of a category index; ``next_cursor`` is None at the end."""
+
+    entities: list[str]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One page of a timeline; ``next_cursor`` is None at the end."""
+
+    events: Events
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "events": self.events.to_dicts(),
+            "legacy": self.events.legacy_report(),
+            "skipped": [s.__dict__ for s in self.events.skipped],
+            "next_cursor": self.next_cursor,
+        }
+
+
+def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:
+    decoded, unread = decode_events(raw if isinstance(raw, list) else [], max_bytes)
+    skipped = [Skipped(key, position, reason) for position, reason in unread]
+    if skipped:
+        log.warning(
+            "skipped unreadable timeline members",
+            extra={
+                "key": key,
+                "count": len(skipped),
+                "reasons": sorted({s.reason for s in skipped}),
+            },
+        )
+    return Events([event for event, _ in decoded], skipped, decoded)
+
+
+def _check_reply(reply: Reply | StoreCommandError, key: str) -> Reply:
+    if isinstance(reply, StoreCommandError):
+        raise CorruptData(f"{key}: {reply}", field=key)
+    return reply
+
+
+def _read(store: Store, command: Command, key: str) -> Reply:
+    """One read command; an error reply (a key of the wrong type, written by another
+    tool) is stored data that cannot be used as asked, not a server failure."""
+    try:
+        return store.execute(command)
+    except StoreCommandError as exc:
+        raise CorruptData(f"{key}: {exc}", field=key) from None
+
+
+def _score_pairs(reply: Reply) -> list[tuple[Reply, float]]:
+    """A WITHSCORES reply as (member, score) pairs."""
+    items = reply if isinstance(reply, list) else []
+    pairs = []
+    for member, score in zip(items[::2], items[1::2], strict=False):
+        try:
+            pairs.append((member, float(score) if isinstance(score, bytes) else math.nan))
+        except ValueError:
+            pairs.append((member, math.nan))
+    return pairs
+
+
+# --- writers (shared by the client and batches) ---------------------------------------------
+
+
+class _Slot:
+    """Base of the slot APIs. With a plan, writes join it (a batch); without, each
+    write is its own plan, applied at once (one round trip)."""
+
+    def __init__(self, ctx: Context, plan: WritePlan | None = None) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
+        self._plan = plan
+
+    def _write(self, build: Callable[[WritePlan], int]) -> Reply:
+        if self._plan is not None:
+            build(self._plan)
+            return None
+        plan = WritePlan()
+        index = build(plan)
+        return plan.apply(self._ctx.store)[index]
+
+    def _index(self, plan: WritePlan, entity: EntityId) -> None:
+        plan.sadd(self._ctx.index_key(entity.category), entity.local_id)
+
+
+class ProfileAPI(_Slot):
+    """Who: a stable JSON object per entity."""
+
+    def get(self, entity: str | EntityId) -> dict[str, Any] | None:
+        key = self._keys.profile(EntityId.parse(entity))
+        return decode_object(_read(self._ctx.store, ("GET", key), key), key)
+
+    def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Overwrite the profile. actor_type/tenant_id are filled when absent."""
+        eid = EntityId.parse(entity)
+        stored = dict(check_profile(self._ctx.guard(doc, "profile")))
+        for name, value in profile_defaults(eid, self._keys.tenant).items():
+            stored.setdefault(name, value)
+        text = dumps(stored, "profile")
+
+        def build(plan: WritePlan) -> int:
+            self._index(plan, eid)
+            return plan.set(self._keys.profile(eid), text)
+
+        self._write(build)
+        return stored if self._plan is None else None
+
+    def merge(self, entity: str | EntityId, partial: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Shallow merge, atomically; creates the profile when missing. Returns the merged
+        doc (None inside a batch). Auto-filled actor_type/tenant_id never overwrite
+        stored values; explicit values in ``partial`` do."""
+        eid = EntityId.parse(entity)
+        partial = self._ctx.guard(partial, "profile")
+        fields: list[tuple[Any, str, str]] = [
+            ("set", name, text) for name, text in profile_members(partial)
+        ]
+        fields += [
+            ("setnx", name, text)
+            for name, text in self._ctx.profile_fills(eid.category)
+            if name not in partial
+        ]
+        key = self._keys.profile(eid)
+
+        def build(plan: WritePlan) -> int:
+            self._index(plan, eid)
+            return plan.edit_object(key, fields, field="profile")
+
+        merged = self._write(build)
+        if merged is None:
+            return None
+        return decode_object(merged, key) or {}
+
+    def delete(self, entity: str | EntityId) -> None:
+        eid = EntityId.parse(entity)
+        self._write(lambda plan: plan.delete(self._keys.profile(eid)))
+
+
+class SignalsAPI(_Slot):
+    """Now: a flat map of key -> any JSON value per entity."""
+
+    def all(self, entity: str | EntityId) -> dict[str, Any]:
+        key = self._keys.signals(EntityId.parse(entity))
+        return decode_object(_read(self._ctx.store, ("GET", key), key), key) or {}
+
+    def get(self, entity: str | EntityId, key: str, default: Any = None) -> Any:
+        """The signal's value, or ``default`` when it is missing."""
+        check_signal_key(key)
+        return self.all(entity).get(key, default)
+
+    def set(self, entity: str | EntityId, key: str, value: Any) -> Any:
+        """Set one signal; returns its value as stored (redacted under that policy)."""
+        values = self._ctx.guard({key: value}, "signals")
+        self.update(entity, values, guarded=True)
+        return values[key]
+
+    def update(
+        self, entity: str | EntityId, values: Mapping[str, Any], *, guarded: bool = False
+    ) -> None:
+        """Set several signals in one atomic step; other signals are kept. ``guarded``:
+        ``values`` has passed the secret guard already (``set``)."""
+        eid = EntityId.parse(entity)
+        if not guarded:
+            values = self._ctx.guard(values, "signals")
+        fields: list[tuple[Any, str, str]] = [
+            ("set", check_signal_key(k, f"signals.{k}"), text)
+            for k, text in json_members(dict(values), "signals")
+        ]
+        if not fields:
+            raise AcmiValidationError("signals", "non_empty", "give at least one signal")
+
+        def build(plan: WritePlan) -> int:
+            self._index(plan, eid)
+            return plan.edit_object(self._keys.signals(eid), fields, field="signals")
+
+        self._write(build)
+
+    def replace(self, entity: str | EntityId, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Replace the whole signals map; returns it as stored (redacted under that policy)."""
+        eid = EntityId.parse(entity)
+        values = self._ctx.guard(values, "signals")
+        for k in values:
+            check_signal_key(k, f"signals.{k}")
+        text = json_object_text(dict(values), "signals")
+
+        def build(plan: WritePlan) -> int:
+            self._index(plan, eid)
+            return plan.set(self._keys.signals(eid), text)
+
+        self._write(build)
+        return values
+
+    def clear(self, entity: str | EntityId) -> None:
+        """Delete every signal of the entity."""
+        eid = EntityId.parse(entity)
+        self._write(lambda plan: plan.delete(self._keys.signals(eid)))
+
+    def delete(self, entity: str | EntityId, key: str) -> None:
+        eid = EntityId.parse(entity)
+        check_signal_key(key)
+        self._write(lambda plan: plan.edit_object(self._keys.signals(eid), [("del", key, "null")]))
+
+
+class TimelineAPI(_Slot):
+    """Then: append-only Comms v1.1 events, ordered by ts (ties by stored bytes)."""
+
+    def append(self, entity: str | EntityId, event: Mapping[str, Any] | Event) -> Event:
+        """Validate, fill ts/speaker_type/tenant_id, store. An exact duplicate is stored once."""
+        return self.extend(entity, [event])[0]
+
+    def extend(
+        self, entity: str | EntityId, events: Iterable[Mapping[str, Any] | Event]
+    ) -> list[Event]:
+        """Append several events in one atomic step: all are stored or none."""
+        eid = EntityId.parse(entity)
+        now = self._ctx.clock()
+        tenant = self._keys.tenant
+        guard = self._ctx.guard
+        encoded = [
+            encode_event(
+                guard(e.to_dict() if isinstance(e, Event) else e, f"events[{i}]"),
+                now_ms=now,
+                tenant=tenant,
+                field=f"events[{i}]",
+            )
+            for i, e in enumerate(events)
+        ]
+        if not encoded:
+            raise AcmiValidationError("events", "non_empty", "give at least one event")
+        parsed = [event for event, _ in encoded]
+        texts = [text for _, text in encoded]
+        self._write(lambda plan: self.stage(plan, eid, parsed, texts))
+        return parsed
+
+    def stage(
+        self,
+        plan: WritePlan,
+        entity: EntityId,
+        events: list[Event],
+        texts: list[str] | None = None,
+    ) -> int:
+        """Add validated events (see ``parse_event``) and the index entry to ``plan``;
+        ``texts``, when given, are the events' ``to_json()`` (from ``encode_event``)."""
+        key = self._keys.timeline(entity)
+        self._index(plan, entity)
+        plan.zset(self._ctx.changed_key, self._ctx.clock(), str(entity))  # for jobs
+        index = -1
+        for i, event in enumerate(events):
+            index = plan.zadd(key, event.ts, event.to_json() if texts is None else texts[i])
+        return index
+
+    def read(
+        self,
+        entity: str | EntityId,
+        *,
+        limit: int | None = None,
+        reverse: bool = False,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> Events:
+        """Oldest first (newest first with ``reverse``); bounds inclusive; ``limit``
+        counts from the first event in that order. Without ``limit`` this reads the whole
+        range: for long timelines use ``page``/``pages``."""
+        key = self._keys.timeline(EntityId.parse(entity))
+        low, high = _bounds(since_ms, until_ms)
+        command: list[str | int] = ["ZRANGE", key]
+        command += [high, low, "BYSCORE", "REV"] if reverse else [low, high, "BYSCORE"]
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise AcmiValidationError("limit", "range", "must be an integer >= 1")
+            command += ["LIMIT", 0, limit]
+        return _decode_events(_read(self._ctx.store, command, key), key)
+
+    def cat(
+        self,
+        entities: Iterable[str | EntityId],
+        *,
+        limit: int = 50,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> list[tuple[str, Event]]:
+        """Several timelines merged newest first (equal ts in the order given), at most ``limit``
+        (1-``MAX_CAT_LIMIT``) events from 1-``MAX_CAT_ENTITIES`` entities: one round trip,
+        each timeline read newest first up to ``limit``, so no entity can crowd the
+        merge out of memory. Unreadable members are skipped as in ``read``."""
+        eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
+        if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
+            raise AcmiValidationError(
+                "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CAT_LIMIT:
+            raise AcmiValidationError("limit", "range", f"must be an integer 1-{MAX_CAT_LIMIT}")
+        low, high = _bounds(since_ms, until_ms)
+        keys = [self._keys.timeline(eid) for eid in eids]
+        replies = self._ctx.store.pipeline(
+            [("ZRANGE", key, high, low, "BYSCORE", "REV", "LIMIT", 0, limit) for key in keys]
+        )
+        streams = [
+            [(str(eid), event) for event in _decode_events(_check_reply(reply, key), key)]
+            for eid, key, reply in zip(eids, keys, replies, strict=True)
+        ]
+        merged = heapq.merge(*streams, key=lambda pair: -pair[1].ts)
+        return list(itertools.islice(merged, limit))
+
+    def page(
+        self,
+        entity: str | EntityId,
+        *,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        reverse: bool = False,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> EventPage:
+        """One page of ``read``'s order (one round trip): at most ``limit`` events
+        (1-``MAX_PAGE_SIZE``) and ``MAX_PAGE_BYTES`` of stored JSON; pass ``next_cursor``
+        back, with the same ``reverse``, for the next page.
+
+        The cursor is a score plus a position among the members of that score (Redis
+        orders equal scores by member bytes) and a digest of the last member, so events
+        with equal ``ts`` are neither lost nor repeated across pages, even when events
+        are added at that very ``ts`` meanwhile (those land behind the cursor)."""
+        key = self._keys.timeline(EntityId.parse(entity))
+        low, high = _bounds(since_ms, until_ms)
+        size = page_size(limit)
+        at = None if cursor is None else TimelinePosition.decode(cursor, reverse)
+        if at is not None and at.behind(until_ms if reverse else since_ms):
+            at = None
+        far = low if reverse else high
+        if at is None:
+            offset, count = 0, size + 1
+            command: list[str | int] = ["ZRANGE", key, high if reverse else low, far, "BYSCORE"]
+            command += ["REV"] if reverse else []
+            command += ["LIMIT", 0, count, "WITHSCORES"]
+            reply = _read(self._ctx.store, command, key)
+        else:
+            # Re-read from the last member returned: the digest confirms it is still
+            # where the position says, and the extra member tells whether more follow.
+            # By rank (lua/page.lua): O(log N) however many events share its ts.
+            offset, count = at.run - 1, size + 2
+            args: list[Arg] = [repr(at.score), offset, count]
+            args += ["" if far.endswith("inf") else far, "1" if reverse else "0"]
+            try:
+                reply = self._ctx.store.eval(PAGE, [key], args)
+            except StoreCommandError as exc:
+                raise CorruptData(f"{key}: {exc}", field=key) from None
+        window = _score_pairs(reply)
+
+        drop = 0
+        if at is not None:
+            for index, (member, score) in enumerate(window):
+                if score != at.score:
+                    break
+                if isinstance(member, bytes) and member_digest(member) == at.digest:
+                    drop = index + 1
+                    break
+        taken = 0
+        total = 0
+        for member, _ in window[drop : drop + size]:
+            length = len(member) if isinstance(member, bytes) else 0
+            length = 0 if length > MAX_PAGE_BYTES else length  # skipped, not carried
+            if taken and total + length > MAX_PAGE_BYTES:
+                break
+            taken += 1
+            total += length
+        last = drop + taken - 1
+        next_cursor = None
+        if (len(window) == count or len(window) > drop + taken) and last >= 0:
+            member, score = window[last]
+            run = sum(1 for _, other in window[: last + 1] if other == score)
+            if at is not None and score == at.score:
+                run += offset  # members of that score before the window
+            digest = member_digest(member) if isinstance(member, bytes) else "0" * 16
+            next_cursor = TimelinePosition(reverse, score, run, digest).encode()
+        members = [member for member, _ in window[drop : drop + taken]]
+        events = _decode_events(members, key, max_bytes=MAX_PAGE_BYTES)
+        return EventPage(events, next_cursor)
+
+    def pages(
+        self,
+        entity: str | EntityId,
+        *,
+        limit: int = DEFAULT_PAGE_SIZE,
+        reverse: bool = False,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> Iterator[EventPage]:
+        """Every page of the range, one round trip each, fetched as the caller iterates."""
+        cursor: str | None = None
+        while True:
+            page = self.page(
+                entity,
+                cursor=cursor,
+                limit=limit,
+                reverse=reverse,
+                since_ms=since_ms,
+                until_ms=until_ms,
+            )
+            yield page
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def size(self, entity: str | EntityId) -> int:
+        reply = self._ctx.store.execute(("ZCARD", self._keys.timeline(EntityId.parse(entity))))
+        assert isinstance(reply, int)
+        return reply
+
+
+def _bounds(since_ms: float | None, until_ms: float | None) -> tuple[str, str]:
+    low = _bound(since_ms, "since_ms", "-inf")
+    high = _bound(until_ms, "until_ms", "+inf")
+    if since_ms is not None and until_ms is not None and since_ms > until_ms:
+        raise AcmiValidationError("since_ms", "range", "must be <= until_ms")
+    return low, high
+
+
+def _scan_reply(reply: Reply, key: str) -> tuple[int, list[Reply]]:
+    """SSCAN's [cursor, [members]]."""
+    if (
+        isinstance(reply, list)
+        and len(reply) == 2
+        and isinstance(reply[0], bytes)
+        and reply[0].isdigit()
+        and isinstance(reply[1], list)
+    ):
+        return int(reply[0]), reply[1]
+    raise CorruptData(f"{key}: SSCAN gave an unexpected reply", field=key)
+
+
+def _bound(value: float | None, name: str, open_end: str) -> str:
+    if value is None:
+        return open_end
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise AcmiValidationError(name, "type", "must be a number of milliseconds")
+    return repr(value)
+
+
+# --- the client -----------------------------------------------------------------------------
+
+
+class Batch:
+    """Queued writes applied together, all or nothing, in one round trip.
+
+        with acmi.batch() as b:
+            b.profile.set(...); b.signals.set(...); b.timeline.append(...)
+
+    Validation happens as each write is queued; nothing is sent if the block raises.
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._plan = WritePlan()
+        self.profile = ProfileAPI(ctx, self._plan)
+        self.signals = SignalsAPI(ctx, self._plan)
+        self.timeline = TimelineAPI(ctx, self._plan)
+        self.applied = False
+
+    def __len__(self) -> int:
+        return len(self._plan)
+
+    def apply(self) -> None:
+        if self.applied:
+            raise AcmiValidationError("batch", "once", "a batch is applied once")
+        self._plan.apply(self._ctx.store)
+        self.applied = True
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.apply()
+
+
+class EntityAPI:
+    """Whole entities: one round trip to read one (profile, signals, newest events), a page
+    of a category's ids, every key of one deleted at once."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def get(self, entity: str | EntityId, events: int = DEFAULT_BUNDLE_EVENTS) -> EntityContext:
+        """Profile, signals and the newest ``events`` events (oldest first): one round trip."""
+        eid = EntityId.parse(entity)
+        if isinstance(events, bool) or not isinstance(events, int) or events < 0:
+            raise AcmiValidationError("events", "range", "must be an integer >= 0")
+        keys = self._ctx.keys
+        commands: list[tuple[str | int, ...]] = [
+            ("GET", keys.profile(eid)),
+            ("GET", keys.signals(eid)),
+        ]
+        if events:
+            commands.append(("ZRANGE", keys.timeline(eid), -events, -1))
+        replies = self._ctx.store.pipeline(commands)
+        problems: list[str] = []
+
+        def obj(reply: Reply | StoreCommandError, key: str) -> dict[str, Any] | None:
+            try:
+                return decode_object(_check_reply(reply, key), key)
+            except CorruptData as exc:
+                problems.append(exc.message)
+                return None
+
+        profile = obj(replies[0], keys.profile(eid))
+        signals = obj(replies[1], keys.signals(eid)) or {}
+        timeline = Events()
+        if events:
+            try:
+                timeline = _decode_events(
+                    _check_reply(replies[2], keys.timeline(eid)), keys.timeline(eid)
+                )
+            except CorruptData as exc:
+                problems.append(exc.message)
+        return EntityContext(str(eid), profile, signals, timeline, problems)
+
+    def list(self, category: str) -> list[str]:
+        """Every entity id of a category (its ``acmi:<cat>:list`` index), sorted. Read in
+        SSCAN steps of 1,000 (one round trip each) so no single reply is the whole index;
+        to hold one page at a time instead, use ``iter_list`` or ``list_page``."""
+        check_category(category)
+        ids: set[str] = set()
+        cursor: str | None = None
+        while True:
+            page = self.list_page(category, cursor=cursor, limit=_LIST_SCAN_COUNT)
+            ids.update(page.entities)  # a set: SSCAN may repeat an id while the set resizes
+            if page.next_cursor is None:
+                return sorted(ids)
+            cursor = page.next_cursor
+
+    def list_page(
+        self, category: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> EntityPage:
+        """One page of a category's entity ids (one round trip): at most ``limit``
+        (1-``MAX_PAGE_SIZE``), sorted within the page, in index (hash) order across pages;
+        pass ``next_cursor`` back for the next page. An id present for the whole walk is
+        listed; exactly once unless Redis resizes the set meanwhile (SSCAN's guarantee).
+        Index members longer than an entity id can be (only another tool writes those)
+        are left out."""
+        key = self._ctx.keys.index(check_category(category))
+        size = page_size(limit)
+        scan, count, after = (0, size, None) if cursor is None else entity_cursor(cursor)
+        reply = _read(self._ctx.store, ("SSCAN", key, scan, "COUNT", count), key)
+        next_scan, members = _scan_reply(reply, key)
+        local_len = MAX_ENTITY_LEN - len(category) - 1
+        ids = sorted({m for m in members if isinstance(m, bytes) and 0 < len(m) <= local_len})
+        if after is not None:
+            # the same SSCAN step again: leave out what the previous page returned
+            ids = [m for m in ids if m > after]
+        chosen = ids[:size]
+        if len(ids) > size:
+            # the same SSCAN step has more: resume it after the last id of this page
+            last = base64.urlsafe_b64encode(chosen[-1]).decode().rstrip("=")
+            next_cursor: str | None = encode_cursor("e", scan, count, last)
+        elif next_scan:
+            next_cursor = encode_cursor("e", next_scan, size, None)
+        else:
+            next_cursor = None
+        entities = [f"{category}:{m.decode('utf-8', 'replace')}" for m in chosen]
+        return EntityPage(entities, next_cursor)
+
+    def iter_list(self, category: str, *, limit: int = DEFAULT_PAGE_SIZE) -> Iterator[str]:
+        """Every entity id of a category, one ``list_page`` (one round trip) at a time, as
+        the caller iterates: memory stays one page whatever the size of the category."""
+        cursor: str | None = None
+        while True:
+            page = self.list_page(category, cursor=cursor, limit=limit)
+            yield from page.entities
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def delete(self, entity: str | EntityId) -> None:
+        """Every key of the entity (extensions included), its index entry and its place in
+        the tenant's change, activity, wake and hygiene indexes, atomically."""
+        eid = EntityId.parse(entity)
+        plan = WritePlan()
+        for key in self._ctx.keys.all_slots(eid):
+            plan.delete(key)
+        plan.srem(self._ctx.keys.index(eid.category), eid.local_id)
+        for index in (
+            self._ctx.keys.changed(),
+            self._ctx.keys.activity(),
+            self._ctx.keys.wake_due(),
+            self._ctx.keys.hygiene_due(),
+        ):
+            plan.zrem(index, str(eid))
+        plan.apply(self._ctx.store)

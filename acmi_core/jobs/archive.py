@@ -1,0 +1,158 @@
+"""The cold layer on demand (issue 13): archive one entity now, and read its archived
+events back for memory search. Shared by ``acmi memory archive`` and
+``POST /v1/memory/{entity}/archive``; the scheduled hygiene job does the same per due
+entity (``acmi_core.jobs.hygiene``).
+
+:func:`archive_now` runs :func:`acmi_core.jobs.hygiene.archive_entity` for one entity: its
+events older than ``retention_days`` are summarized into their quarter's archive document
+and, with a destination (a sink registered for the URL's scheme), written to the quarter's
+JSONL object, read back and verified, then trimmed from the live timeline. It takes the
+hygiene job's archive lease first (``SET NX PX``, released by ``lua/hygiene.lua``): two
+writers of one quarter's object would lose the lines of the first (S3 has no append), so
+a run that finds the lease held is a 409 and archives nothing. Without a destination the
+documents are written from Redis and nothing is trimmed; the entity's
+``heartbeat.archived_through`` moves as the job moves it.
+
+Round trips: with a destination, 1 (lease) + 1 (the oldest events) + 2 per quarter
+touched (its trim script, the daily-note stamps below it; more scripts past
+``hygiene.TRIM_BYTES``) + 1 (release), and the sink's 3 requests per quarter (GET, PUT,
+GET): measured, 71 events over 2 quarters in 7 and 6 sink requests. Without one, 1
+(heartbeat) + 3 per quarter documented (at most 4) + 1 (backlog) + 1 when
+``archived_through`` moved.
+
+:func:`archived_reader` is what ``MemoryAPI.search(archived=...)`` calls to reach the raw
+archived events (one sink GET per quarter it searches, ``service.ARCHIVED_QUARTERS`` at
+most); a sink that fails gives None and the search reports the quarter unread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from acmi_core.base.errors import AcmiValidationError, Conflict
+from acmi_core.base.model import EntityId, Event
+from acmi_core.base.stored import load_object
+from acmi_core.entities.api import SignalsAPI
+from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs.summarizers import Summarizer, build
+from acmi_core.memory.slots import HEARTBEAT
+
+if TYPE_CHECKING:
+    from acmi_core.client import Acmi
+
+LEASE_MS: Final = 5 * 60_000  # longer than an archive of MAX_EVENTS_MAX events takes
+ARCHIVED_THROUGH: Final = HEARTBEAT + "archived_through"
+
+
+def _int(value: object, name: str, default: int, high: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise AcmiValidationError(name, "range", f"must be an integer in 1..{high}")
+    return value
+
+
+def archive_now(
+    acmi: Acmi,
+    entity: str | EntityId,
+    *,
+    retention_days: object = None,
+    max_events: object = None,
+    dest: hy.Destination | None = None,
+    no_sink: str | None = None,
+    summarizer: Summarizer | None = None,
+) -> dict[str, Any]:
+    """Archive ``entity``'s events older than ``retention_days`` (default 30) now, at
+    most ``max_events`` (default 1,000) of them; ``no_sink`` is why there is no
+    destination when a URL was given. Returns what was done (module docstring)."""
+    eid = EntityId.parse(entity)
+    days = _int(retention_days, "retention_days", hy.DEFAULT_RETENTION_DAYS, hy.MAX_RETENTION_DAYS)
+    limit = _int(max_events, "max_events", hy.MAX_EVENTS_PER_ENTITY, hy.MAX_EVENTS_MAX)
+    if summarizer is None:
+        summarizer, _ = build(acmi.settings.summarizer, acmi.settings)
+    cutoff = acmi.clock() - days * hy.DAY_MS
+    notes = [no_sink] if no_sink else []
+    if dest is not None:
+        token = f"archive-now:{uuid.uuid4().hex}"
+        lease = acmi.keys.hygiene_lease()
+        if acmi.store.execute(("SET", lease, token, "NX", "PX", LEASE_MS)) is None:
+            raise Conflict(
+                "another archive (the hygiene job or a manual run) holds the archive "
+                "lease: nothing archived, try again later",
+                field="entity",
+                rule="archive_lease",
+            )
+        try:
+            out = hy.archive_entity(
+                acmi, eid, cutoff_ms=cutoff, limit=limit, dest=dest, summarizer=summarizer
+            )
+        finally:
+            acmi.store.eval(hy.HYGIENE, [lease], ["release", token])
+    else:
+        signals = load_object(acmi.store.execute(("GET", acmi.keys.signals(eid)))) or {}
+        through = signals.get(ARCHIVED_THROUGH)
+        through = through if isinstance(through, int) and not isinstance(through, bool) else None
+        out = hy.archive_entity(
+            acmi,
+            eid,
+            cutoff_ms=cutoff,
+            limit=limit,
+            summarizer=summarizer,
+            archived_through=through,
+        )
+        if out.archived_through is not None and out.archived_through != through:
+            SignalsAPI(acmi.context).update(
+                eid, {ARCHIVED_THROUGH: out.archived_through}, guarded=True
+            )
+    return {
+        "entity": str(eid),
+        "archive": dest.url if dest else None,
+        "retention_days": days,
+        "cutoff_ms": cutoff,
+        "read": out.read,
+        "archived": out.archived,
+        "trimmed": out.trimmed,
+        "kept": out.kept,
+        "documents": out.documents,
+        "objects": out.objects,
+        "backlog": out.backlog,
+        "why": _why(out, dest, notes),
+        "problems": out.problems,
+        **({"notes": notes} if notes else {}),
+    }
+
+
+def _why(out: hy.ArchiveOutcome, dest: hy.Destination | None, notes: Sequence[str]) -> str:
+    """Trimmed or not, and why, in one line."""
+    if not out.read and not out.documents:
+        return "no events older than the cutoff: nothing to archive"
+    if dest is None:
+        reason = notes[0] if notes else "no archive URL (--archive or ACMI_ARCHIVE_URL)"
+        return f"{reason}: documents written from Redis, nothing trimmed"
+    if out.problems:
+        return "some quarters were not verified or changed meanwhile: those kept in Redis"
+    if out.kept:
+        return f"trimmed once verified; {out.kept} members that cannot be archived kept"
+    more = " (more older events left: run again)" if out.backlog else ""
+    return f"trimmed once each object was read back and verified{more}"
+
+
+ArchivedReader = Callable[[EntityId, str], Sequence[Event] | None]
+
+
+def archived_reader(acmi: Acmi, dest: hy.Destination) -> ArchivedReader:
+    """The reader ``MemoryAPI.search(archived=...)`` calls per quarter: the events archived
+    in its object, oldest first, or None when the sink failed (the search goes on)."""
+
+    def read(entity: EntityId, quarter: str) -> Sequence[Event] | None:
+        try:
+            return hy.archived_events(acmi, dest, entity, quarter)
+        except (hy.SinkError, AcmiValidationError):  # the sink failed; a foreign field name
+            return None
+
+    return read
+
+
+__all__ = ["LEASE_MS", "ArchivedReader", "archive_now", "archived_reader"]

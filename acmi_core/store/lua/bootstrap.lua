@@ -1,0 +1,286 @@
+-- bootstrap.lua: an agent's wake bundle in one step, optionally logging its spawn first.
+--
+-- KEYS  1 profile  2 signals  3 timeline  4 spawns  5 active_context  6 rollup:latest
+--       7 the agent's open HITL queue  8 the shared open HITL queue
+--       9 the tenant's lease index  10 the agent's open-work index
+--       11 the agent's workflows  12 the tenant's lessons feed
+--       13 the coordination thread's timeline  14 the agent namespace index (SET)
+--       15 the agent's memory handoff (STRING)  16 its memory archive (HASH quarter -> doc)
+--       17 the profile of the topic:<slug> asked for (the agent's profile when none)
+--       18 its daily-note stamps (ZSET score = member = the ts of a daily-note line; absent
+--          for an agent that never wrote memory, and in reference or foreign data)
+-- ARGV  1 now_ms  2 agent entity id (agent:<id>)  3 agent local id  4 tenant key prefix
+--       5 events  6 spawns  7 hitl  8 locks  9 work  10 lessons  11 lessons scanned
+--       12 workflows  13 coordination events  14 coordination scanned
+--       15 spawn member JSON ('' = no spawn)  16 spawn score (ts)  17 threads
+--       18 daily window from (ms)  19 daily window to (ms)  20 daily members kept (0 = none)
+--       21 daily stamps and members examined  22 handoff (0 none, 1 read, 2 take when the
+--       spawn is new)  23 topic (0|1)  24 archive quarters  25 archive quarters examined
+--       26 timeline events examined at most when daily-note events are skipped
+--       27, 28 the daily window in UTC (used when the signals name no heartbeat.timezone)
+--
+-- Open work items are the one place this script builds key names: the ids come from the
+-- agent's open-work index (KEYS[10]) and the keys are <prefix>work:<id>:profile|signals,
+-- so every key of a deployment must live on one shard (Upstash, standalone Redis; not
+-- Redis Cluster). Ids that are not entity ids are skipped, never turned into keys.
+--
+-- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/bundle.py),
+-- so the script is O(those counts x member size), whatever the agent's history.
+-- Reads are tolerant: a key holding another type gives an empty section and its name
+-- with Redis's WRONGTYPE error in the reply's problems, never an error. Two writes: the
+-- spawn, checked first (a wrong-typed spawns key fails the call before anything is
+-- written), and taking the memory handoff (GETDEL) when that spawn is new, checked too (a
+-- wrong-typed handoff key is a problem and is left alone).
+--
+-- Memory costs nothing to an agent without it: with no stamps (KEYS[18] empty) there is
+-- no daily read and the timeline is exactly its newest n events, as before memory.
+-- With stamps, the daily read is O(the window's note lines): the stamps in the window,
+-- then the timeline at each stamp (not the day's other events); the timeline section
+-- skips daily-note lines, reading slices of the newest events until n are kept.
+--
+-- Reply: { profile, signals, timeline, spawns, active[field, value...], rollup, hitl,
+--          shared, leases[], work[id, score, profile, signals...], lessons, coordination,
+--          problems[], spawned (0|1), daily, read{timeline, daily, stamps}, handoff,
+--          taken (0|1), topic, archive[quarter, doc...] }
+--   read: the members this run took from the timeline for each section, and the stamps
+-- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
+-- back as ONE string, the members joined by SEP: the client parses a whole section at
+-- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
+-- contains; a member that is not UTF-8 (skipped anyway) cannot split another.
+
+local now = tonumber(ARGV[1])
+local agent, local_id, prefix = ARGV[2], ARGV[3], ARGV[4]
+local n = {}
+for i = 5, 14 do n[i] = tonumber(ARGV[i]) end
+local problems = {}
+local SEP = '\n\255\n'
+local function joined(members) return table.concat(members, SEP) end
+
+local function kind_of(key)
+  local t = redis.call('TYPE', key)
+  if type(t) == 'table' then t = t.ok end
+  return t
+end
+
+-- a read that tolerates a key of the wrong type: `empty`, and the key in problems
+-- (pcall, not TYPE first: one call per read)
+local function read(empty, ...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    -- the error's text differs between servers (fakeredis: not even a string)
+    problems[#problems + 1] = select(2, ...) .. ': WRONGTYPE, another type than the read needs'
+    return empty
+  end
+  return reply
+end
+
+-- 1. the spawn, the one write: checked before it happens
+local spawned = 0
+if ARGV[15] ~= '' then
+  local t = kind_of(KEYS[4])
+  if t ~= 'none' and t ~= 'zset' then
+    return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[4] .. ' holds a ' .. t ..
+      ', expected a zset; nothing was written')
+  end
+  local ti = kind_of(KEYS[14])
+  if ti ~= 'none' and ti ~= 'set' then
+    return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[14] .. ' holds a ' .. ti ..
+      ', expected a set; nothing was written')
+  end
+  spawned = redis.call('ZADD', KEYS[4], 'NX', ARGV[16], ARGV[15])
+  redis.call('SADD', KEYS[14], local_id)
+end
+
+-- 2. the agent's own slots
+local profile = read(false, 'GET', KEYS[1])
+local signals = read(false, 'GET', KEYS[2])
+-- memory: does the agent have daily notes? (its stamps; a wrong type reads as none)
+local stamped = read(0, 'ZCARD', KEYS[18])
+local took = { timeline = 0, daily = 0, stamps = 0 }
+-- the newest events, oldest first as ZRANGE gives them. With daily notes, other than
+-- their lines (shown as today's note; older days are level 3, on demand): slices of the
+-- newest, each twice the shortfall, until n are kept or ARGV[26] were examined
+local timeline = {}
+if n[5] > 0 and stamped == 0 then
+  timeline = read({}, 'ZRANGE', KEYS[3], -n[5], -1)
+  took.timeline = #timeline
+elseif n[5] > 0 then
+  local cap, kept, start, size = tonumber(ARGV[26]), {}, 0, n[5]
+  while #kept < n[5] and start < cap do
+    size = math.min(size, cap - start)
+    local slice = read({}, 'ZRANGE', KEYS[3], start, start + size - 1, 'REV')
+    took.timeline = took.timeline + #slice
+    for _, member in ipairs(slice) do
+      if not string.find(member, '"memory":"daily"', 1, true) then
+        kept[#kept + 1] = member
+        if #kept >= n[5] then break end
+      end
+    end
+    if #slice < size then break end
+    start = start + size
+    size = 2 * (n[5] - #kept)
+  end
+  for i = #kept, 1, -1 do timeline[#timeline + 1] = kept[i] end
+end
+local spawns = read({}, 'ZRANGE', KEYS[4], 0, n[6] - 1, 'REV')
+-- the joined threads: all of them up to the cap; past it one HSCAN step (the hash has no
+-- order to read "the newest" by, and HGETALL of 10,000 threads stalled Redis for 200 ms)
+local active = {}
+local threads = read(0, 'HLEN', KEYS[5])
+if threads == 0 then
+  active = {}
+elseif threads <= tonumber(ARGV[17]) then
+  active = read({}, 'HGETALL', KEYS[5])
+else
+  active = read({'0', {}}, 'HSCAN', KEYS[5], '0', 'COUNT', ARGV[17])[2]
+  problems[#problems + 1] = KEYS[5] .. ': ' .. threads .. ' threads joined, ' .. #active / 2 ..
+    ' shown (a bounded read)'
+end
+local rollup = read(false, 'GET', KEYS[6])
+
+-- 3. HITL: most urgent (earliest deadline) first
+local hitl = read({}, 'ZRANGE', KEYS[7], 0, n[7] - 1)
+local shared = read({}, 'ZRANGE', KEYS[8], 0, n[7] - 1)
+
+-- 4. leases with this owner (expired ones are dropped by the client, which knows now)
+local leases = read({}, 'ZRANGEBYLEX', KEYS[9], '[' .. agent .. '|', '(' .. agent .. '}',
+  'LIMIT', 0, n[8])
+
+-- 5. open work items, most recently updated first, with their profile and signals
+local work = {}
+local open = read({}, 'ZRANGE', KEYS[10], 0, n[9] - 1, 'REV', 'WITHSCORES')
+for i = 1, #open, 2 do
+  local id = open[i]
+  if #id <= 256 and string.find(id, '^[A-Za-z0-9_.-]+$') then
+    local base = prefix .. 'work:' .. id .. ':'
+    work[#work + 1] = id
+    work[#work + 1] = open[i + 1]
+    work[#work + 1] = read(false, 'GET', base .. 'profile')
+    work[#work + 1] = read(false, 'GET', base .. 'signals')
+  end
+end
+
+-- 6. lessons of the workflows the agent works on (the feed holds every workflow's)
+local lessons = {}
+if n[10] > 0 then
+  local mine = {}
+  for _, w in ipairs(read({}, 'ZRANGE', KEYS[11], 0, n[12] - 1, 'REV')) do
+    mine[(string.gsub(w, '^workflow:', ''))] = true
+  end
+  if next(mine) then
+    for _, member in ipairs(read({}, 'ZRANGE', KEYS[12], 0, n[11] - 1, 'REV')) do
+      -- the feed holds improvement events acmi_core.coordination.workflows wrote (compact JSON): the
+      -- first "workflow":"..." member is the payload's (in a string value the quotes
+      -- would be escaped), so a pattern reads it without decoding the event
+      local wf = string.match(member, '"workflow":"([^"\\]*)"')
+      if wf and mine[(string.gsub(wf, '^workflow:', ''))] then
+        lessons[#lessons + 1] = member
+        if #lessons >= n[10] then break end
+      end
+    end
+  end
+end
+
+-- 7. the newest coordination events that mention the agent: its entity id, or @<id>,
+--    not followed by another id character (agent:claude is not agent:claude-engineer)
+local function mentions(text, needle)
+  local from = 1
+  while true do
+    local s, e = string.find(text, needle, from, true)
+    if not s then return false end
+    local before, after = string.sub(text, s - 1, s - 1), string.sub(text, e + 1, e + 1)
+    if not string.find(after, '^[A-Za-z0-9_.-]') and not string.find(before, '^[A-Za-z0-9_.@:-]') then
+      return true
+    end
+    from = e + 1
+  end
+end
+local coordination = {}
+if n[13] > 0 then
+  local recent = read({}, 'ZRANGE', KEYS[13], -n[14], -1)
+  for i = #recent, 1, -1 do
+    local m = recent[i]
+    if mentions(m, agent) or mentions(m, '@' .. local_id) then
+      coordination[#coordination + 1] = m
+      if #coordination >= n[13] then break end
+    end
+  end
+end
+
+-- 8. memory (seed 002 §7, §12). Daily notes: the memory events (payload.memory "daily")
+--    of the window around now that holds today (and, asked for, yesterday) in any time
+--    zone; the client picks the days in the agent's zone. The stamps say where they are:
+--    the timeline is read at each stamp of the window, so the day's other events are not
+--    read. A stamp whose lines went (trimmed, re-imported) reads nothing. A raw
+--    '"memory":"daily"' can only be a key and its value in compact JSON (in a string the
+--    quotes are escaped).
+local m = {}
+for i = 18, 25 do m[i] = tonumber(ARGV[i]) end
+local daily = {}
+if m[20] > 0 and stamped > 0 then
+  local from, to = ARGV[18], ARGV[19]
+  -- no zone in the signals: the days are UTC days, an exact window
+  if not (signals and string.find(signals, '"heartbeat.timezone"', 1, true)) then
+    from, to = ARGV[27], ARGV[28]
+  end
+  local stamps = read({}, 'ZRANGE', KEYS[18], from, to, 'BYSCORE', 'LIMIT', 0, m[21],
+    'WITHSCORES')
+  took.stamps = #stamps / 2
+  local left = m[21]  -- members examined at most, over all stamps
+  for i = 2, #stamps, 2 do
+    if left <= 0 or #daily >= m[20] then
+      problems[#problems + 1] = KEYS[3] .. ': over ' .. m[21] ..
+        ' daily-note events around now, the notes may be partial (a bounded read)'
+      break
+    end
+    local at = read({}, 'ZRANGE', KEYS[3], stamps[i], stamps[i], 'BYSCORE', 'LIMIT', 0, left)
+    left = left - #at
+    took.daily = took.daily + #at
+    for _, member in ipairs(at) do
+      if #daily < m[20] and string.find(member, '"memory":"daily"', 1, true) then
+        daily[#daily + 1] = member
+      end
+    end
+  end
+end
+
+-- the handoff: read, or taken (read and cleared at once) by the bootstrap that logs a new
+-- spawn, so a retried spawn or a peek leaves it for the next session
+local handoff, taken = false, 0
+if m[22] > 0 then
+  local t = kind_of(KEYS[15])
+  if t == 'string' then
+    if m[22] == 2 and spawned == 1 then
+      handoff = redis.call('GETDEL', KEYS[15])
+      taken = 1
+    else
+      handoff = redis.call('GET', KEYS[15])
+    end
+  elseif t ~= 'none' then
+    problems[#problems + 1] = KEYS[15] .. ': WRONGTYPE, another type than the read needs'
+  end
+end
+
+local topic = false
+if m[23] > 0 then topic = read(false, 'GET', KEYS[17]) end
+
+-- the newest quarters of the archive (names YYYY-QN sort by time)
+local archive = {}
+if m[24] > 0 then
+  local quarters = read(0, 'HLEN', KEYS[16])
+  if quarters > m[25] then
+    problems[#problems + 1] = KEYS[16] .. ': ' .. quarters .. ' quarters, over the ' .. m[25] ..
+      ' a bootstrap reads: search them (memory search)'
+  elseif quarters > 0 then
+    local names = read({}, 'HKEYS', KEYS[16])
+    table.sort(names, function(a, b) return a > b end)
+    for i = 1, math.min(#names, m[24]) do
+      archive[#archive + 1] = names[i]
+      archive[#archive + 1] = read(false, 'HGET', KEYS[16], names[i])
+    end
+  end
+end
+
+return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
+  joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
+  joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive }

@@ -1,0 +1,49 @@
+-- sweep.lua: the prologue of the liveness sweep's STALLED marks. acmi_core/jobs/sweep.py runs
+-- it as ONE script, this text followed by lua/apply.lua unchanged: this part keeps only
+-- the marks of agents that are still silent (their activity score is still the heartbeat
+-- the sweep read), so a heartbeat that lands between the sweep's read and its write is
+-- never overwritten by STALLED. One round trip, atomic.
+--
+-- KEYS[1] the activity index (ZSET agent -> last heartbeat ms); KEYS[2..] the plan's keys.
+-- ARGV[1] n, the number of agents; then n times: member, the heartbeat ms the sweep read,
+--         the argument count c of that agent's op; then the plan's ops (apply.lua's ARGV
+--         without the leading op count): exactly one op per agent, in the same order.
+--
+-- An agent whose score changed (it heartbeated, or was deleted) gets its op replaced by
+-- `ZREM <activity> ''` (no entity id is empty: a no-op) whose reply is 0, where a mark's
+-- reply is the new signals text: the caller tells them apart by position.
+-- Work done here: n ZSCOREs (the caller sends at most sweep.MARK_BATCH agents a run of it).
+
+local SWEEP_KEYS, SWEEP_ARGV = KEYS, ARGV
+local sweep_t = redis.call('TYPE', SWEEP_KEYS[1])
+if type(sweep_t) == 'table' then sweep_t = sweep_t.ok end
+if sweep_t ~= 'zset' and sweep_t ~= 'none' then
+  return redis.error_reply('ACMI_WRONGTYPE ' .. SWEEP_KEYS[1] .. ' holds a ' .. sweep_t ..
+    ', expected a zset; nothing was written')
+end
+local sweep_n = tonumber(SWEEP_ARGV[1])
+if not sweep_n then return redis.error_reply('ACMI_BADOP plan: sweep agent count') end
+local sweep_keys = {}
+for i = 2, #SWEEP_KEYS do sweep_keys[#sweep_keys + 1] = SWEEP_KEYS[i] end
+sweep_keys[#sweep_keys + 1] = SWEEP_KEYS[1]   -- the no-op's key
+local sweep_noop_key = #sweep_keys
+local sweep_argv = { tostring(sweep_n) }   -- apply.lua reads its ARGV as strings
+local sweep_pos = 2 + 3 * sweep_n               -- where the first op starts
+for i = 0, sweep_n - 1 do
+  local member = SWEEP_ARGV[2 + 3 * i]
+  local expected = tonumber(SWEEP_ARGV[3 + 3 * i])
+  local argc = tonumber(SWEEP_ARGV[4 + 3 * i])
+  if not expected or not argc then return redis.error_reply('ACMI_BADOP plan: sweep header') end
+  local score = tonumber(redis.call('ZSCORE', SWEEP_KEYS[1], member) or '')
+  if score ~= nil and score == expected then
+    for j = sweep_pos, sweep_pos + argc - 1 do sweep_argv[#sweep_argv + 1] = SWEEP_ARGV[j] end
+  else
+    sweep_argv[#sweep_argv + 1] = 'ZREM'
+    sweep_argv[#sweep_argv + 1] = tostring(sweep_noop_key)
+    sweep_argv[#sweep_argv + 1] = ''
+  end
+  sweep_pos = sweep_pos + argc
+end
+
+-- apply.lua follows: it reads KEYS and ARGV, which from here on are the kept plan's
+local KEYS, ARGV = sweep_keys, sweep_argv

@@ -1,0 +1,186 @@
+"""WritePlan: every ACMI write is a list of ops run by one Lua script (lua/apply.lua).
+
+One script means one round trip, atomic, all-or-nothing (key types and stored JSON are
+checked before the first write), and no lost updates: read-modify-write of a JSON
+object happens inside Redis. Values are spliced as raw JSON text, never decoded in
+Lua, so they survive exactly. Every op is idempotent (SET, ZADD NX, SADD, field
+set), which is what makes a blind retry after a dropped connection safe.
+
+A script blocks all of Redis while it runs, so an object edit is bounded: at most
+model.MAX_EDIT_FIELDS fields (checked here), and the edit, the object it edits and
+the result at most model.MAX_OBJECT_BYTES each (checked by the script: 413).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+from typing import Final, Literal
+
+from acmi_core.base.errors import (
+    AcmiError,
+    CorruptData,
+    PayloadTooLarge,
+    PlanError,
+    StoreCommandError,
+)
+from acmi_core.base.model import check_edit_fields, dumps
+from acmi_core.store.base import Arg, Reply, Script, Store
+
+APPLY: Final = Script(resources.files("acmi_core").joinpath("store/lua/apply.lua").read_text())
+
+FieldMode = Literal["set", "setnx", "del"]
+REPLAY_MARK: Final = b"ACMI_REPLAY"
+
+
+def _corrupt(detail: str) -> AcmiError:
+    return CorruptData(detail, field=detail.split(" ", 1)[0])  # the detail starts with the key
+
+
+def _too_large(detail: str) -> AcmiError:
+    key, _, what = detail.partition(": ")
+    return PayloadTooLarge(key, "max_object_bytes", what)
+
+
+# apply.lua's error replies start with a marker (and nothing was written); what each means:
+SCRIPT_ERRORS: Final[dict[str, Callable[[str], AcmiError]]] = {
+    "ACMI_WRONGTYPE": _corrupt,  # a key holds another Redis type than its op needs
+    "ACMI_CORRUPT": _corrupt,  # an object key holds text that is not a JSON object
+    "ACMI_TOOLARGE": _too_large,  # an object edit, or its object, over MAX_OBJECT_BYTES (413)
+    "ACMI_BADOP": PlanError,  # unknown op, key index out of range, bad argument: a bug here
+}
+
+
+def script_error(exc: StoreCommandError) -> AcmiError:
+    """What a failed run of apply.lua means: the error its marker maps to, or ``exc``
+    itself when it carries none (a script that could not run, a bug in it)."""
+    message = str(exc)
+    for marker, error in SCRIPT_ERRORS.items():
+        _, found, detail = message.partition(f"{marker} ")
+        if found:
+            return error(detail)
+    return exc
+
+
+# Field names repeat (tenant_id, actor_type, the same signal keys): each JSON text is
+# built once. Bounded, as names come from callers.
+_NAME_JSON: Final[dict[str, str]] = {}
+_NAME_JSON_MAX: Final = 4096
+
+
+def _name_json(name: str) -> str:
+    text = _NAME_JSON.get(name)
+    if text is None:
+        text = dumps(name)
+        if type(name) is str:  # a subclass could compare equal to a name and print otherwise
+            if len(_NAME_JSON) >= _NAME_JSON_MAX:
+                _NAME_JSON.clear()
+            _NAME_JSON[name] = text
+    return text
+
+
+class Replayed(Exception):
+    """The plan's idempotency record already existed: nothing was written.
+    ``previous`` is the value stored by the first application (its response)."""
+
+    def __init__(self, previous: bytes) -> None:
+        super().__init__("replayed")
+        self.previous = previous
+
+
+class WritePlan:
+    def __init__(self) -> None:
+        self._keys: list[str] = []
+        self._key_index: dict[str, int] = {}
+        self._args: list[Arg] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The plan's keys, in the order its ops index them (apply.lua's KEYS)."""
+        return tuple(self._keys)
+
+    @property
+    def args(self) -> tuple[Arg, ...]:
+        """Its ops, as apply.lua's ARGV after the op count: for a script that runs a
+        plan after a prologue of its own (lua/work.lua)."""
+        return tuple(self._args)
+
+    def _op(self, code: str, key: str, *args: Arg) -> int:
+        index = self._key_index.get(key)
+        if index is None:
+            self._keys.append(key)
+            index = self._key_index[key] = len(self._keys)
+        self._args.extend((code, index, *args))
+        self._count += 1
+        return self._count - 1
+
+    def set(self, key: str, json_text: str) -> int:
+        return self._op("SET", key, json_text)
+
+    def delete(self, key: str) -> int:
+        return self._op("DEL", key)
+
+    def zadd(self, key: str, score: int | float, member: str) -> int:
+        return self._op("ZADD", key, repr(score), member)
+
+    def zset(self, key: str, score: int | float, member: str) -> int:
+        """Index upkeep: add ``member``, or move it to ``score`` (ZADD without NX)."""
+        return self._op("ZSET", key, repr(score), member)
+
+    def zrem(self, key: str, member: str) -> int:
+        return self._op("ZREM", key, member)
+
+    def zkeep(self, key: str, n: int) -> int:
+        """Keep the ``n`` highest-scored members (a capped feed); O(log N + removed)."""
+        return self._op("ZKEEP", key, n)
+
+    def sadd(self, key: str, member: str) -> int:
+        return self._op("SADD", key, member)
+
+    def srem(self, key: str, member: str) -> int:
+        return self._op("SREM", key, member)
+
+    def hset(self, key: str, field: str, value: str) -> int:
+        return self._op("HSET", key, field, value)
+
+    def hdel(self, key: str, field: str) -> int:
+        return self._op("HDEL", key, field)
+
+    def once(self, key: str, ttl_ms: int, value: str) -> int:
+        """Make the whole plan idempotent: it applies only if ``key`` does not exist,
+        and then stores ``value`` there for ``ttl_ms``. Otherwise :class:`Replayed`."""
+        return self._op("ONCE", key, ttl_ms, value)
+
+    def edit_object(
+        self, key: str, fields: list[tuple[FieldMode, str, str]], *, field: str | None = None
+    ) -> int:
+        """Edit top-level fields of a JSON object: (mode, name, value as JSON text).
+
+        At most MAX_EDIT_FIELDS set or del fields (the script runs with Redis blocked);
+        setnx fields, ACMI's own auto-fill, are not the caller's and are not counted. A
+        refusal names ``field`` (default: the key)."""
+        check_edit_fields(sum(mode != "setnx" for mode, _, _ in fields), field or key)
+        args: list[Arg] = [len(fields)]
+        for mode, name, json_text in fields:
+            args.extend((mode, name, _name_json(name), json_text))
+        return self._op("OBJ", key, *args)
+
+    def apply(self, store: Store) -> list[Reply]:
+        """Run every op in one atomic step. Returns one reply per op, in order."""
+        if not self._count:
+            return []
+        try:
+            result = store.eval(APPLY, self._keys, [self._count, *self._args])
+        except StoreCommandError as exc:
+            error = script_error(exc)
+            if error is exc:
+                raise
+            raise error from None
+        assert isinstance(result, list)
+        if len(result) == 2 and result[0] == REPLAY_MARK and isinstance(result[1], bytes):
+            raise Replayed(result[1])
+        return result
