@@ -102,6 +102,9 @@ class Backend(Protocol):
     def memory_handoff(self, entity: str, text: str) -> dict[str, Any]: ...
     def memory_take_handoff(self, entity: str) -> dict[str, Any] | None: ...
     def memory_debug(self, entity: str) -> dict[str, Any]: ...
+    # the seed's file tree as {relative path: text}, as GET/POST /v1/memory/{e}/export|import
+    def memory_export(self, entity: str) -> dict[str, str]: ...
+    def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -290,6 +293,18 @@ class LocalBackend:
 
     def memory_debug(self, entity: str) -> dict[str, Any]:
         return self.acmi.memory.debug(entity)
+
+    def memory_export(self, entity: str) -> dict[str, str]:
+        from acmi_core.memory.tree import render_tree
+
+        snapshot = self.acmi.memory.export_snapshot(entity)
+        return {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
+
+    def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
+        from acmi_core.memory.tree import parse_tree
+
+        snapshot = parse_tree({p: t.encode("utf-8", "surrogatepass") for p, t in files.items()})
+        return self.acmi.memory.import_snapshot(entity, snapshot, strict=strict)
 
     def close(self) -> None:
         self.acmi.store.close()

@@ -1,6 +1,7 @@
 """``acmi memory``: the five memory layers of an entity (the seed's memory commands).
-What an agent does with its memory works on the store or a deployed API (``--api``);
-``archive``, ``export`` and ``import`` (files and archive sinks here) on the store."""
+Every command works on the store or a deployed API (``--api``: ``export`` and ``import``
+carry the tree's files in one request each) but ``archive`` (an archive sink of this
+machine's) and ``search --archive`` (on a deployed API, search reads the API's own)."""
 
 from __future__ import annotations
 
@@ -217,9 +218,9 @@ def debug(entity: Entity) -> None:
 @app.command()
 def export(entity: Entity, dir: Dir) -> None:
     """Write the seed's file tree."""
-    from acmi_core.memory.tree import write_tree
+    from acmi_core.memory.tree import write_files
 
-    written = write_tree(_memory()[1].export_snapshot(entity), dir)
+    written = write_files(state().backend().memory_export(entity), dir)
     emit({"entity": entity, "dir": dir, "files": written}, state().output)
 
 
@@ -231,6 +232,12 @@ def import_(
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
 ) -> None:
     """Import a tree (idempotent; progress on stderr)."""
+    if state().remote() is not None:  # one request: the API writes it as the store does
+        from acmi_core.memory.tree import read_files
+
+        files = read_files(dir)
+        emit(state().backend().memory_import(entity, files, strict), state().output)
+        return
     memory = _memory()[1]
     with _Progress(quiet) as progress:
         emit(memory.migrate(entity, dir, progress=progress, strict=strict), state().output)

@@ -662,6 +662,20 @@ class HttpBackend:
     def memory_debug(self, entity: str) -> dict[str, Any]:
         return self._object("GET", self._memory(entity, "debug"))
 
+    def memory_export(self, entity: str) -> dict[str, str]:
+        files = self._object("GET", self._memory(entity, "export")).get("files")
+        if not isinstance(files, dict) or not all(isinstance(t, str) for t in files.values()):
+            raise Unavailable(
+                f"api: {self.url} answered an export without its files",
+                field=URL_FIELD,
+                rule="acmi_api",
+            )
+        return files
+
+    def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
+        body = {"files": files, "strict": strict}
+        return self._object("POST", self._memory(entity, "import"), body=body)
+
     def close(self) -> None:
         self._client.close()
 

@@ -106,27 +106,53 @@ def render_tree(snapshot: MemorySnapshot) -> dict[str, bytes]:
     return {path: text.encode("utf-8", "surrogatepass") for path, text in files.items()}
 
 
-def read_tree(root: str | Path) -> MemorySnapshot:
-    """The snapshot of the tree under ``root`` (its workspace directory)."""
+def _files(root: str | Path) -> dict[str, bytes]:
     base = Path(root)
     if not base.is_dir():
         raise MemoryFormatError(str(root), None, "directory", "is not a directory")
-    files = {
+    return {
         path.relative_to(base).as_posix(): path.read_bytes()
         for path in base.rglob("*")
         if path.is_file()
     }
-    return parse_tree(files)
+
+
+def read_tree(root: str | Path) -> MemorySnapshot:
+    """The snapshot of the tree under ``root`` (its workspace directory)."""
+    return parse_tree(_files(root))
+
+
+def read_files(root: str | Path) -> dict[str, str]:
+    """The memory files under ``root`` as {relative path: text}, as the API's import takes
+    them: only the files the tree reads (others are left out, as ``parse_tree`` ignores
+    them), each decoded as UTF-8 (a lone surrogate kept, as ``parse_tree`` reads it)."""
+    files = _files(root)
+    kept = set(render_tree(parse_tree(files)))
+    return {path: files[path].decode("utf-8", "surrogatepass") for path in sorted(kept)}
 
 
 def write_tree(snapshot: MemorySnapshot, root: str | Path) -> list[str]:
     """Write ``snapshot``'s files under ``root`` (making ``memory/`` as the seed says);
     other files there are left alone. Returns the paths written."""
-    base = Path(root)
+    return write_files(render_tree(snapshot), root)
+
+
+def write_files(files: Mapping[str, bytes | str], root: str | Path) -> list[str]:
+    """Write rendered files (relative path -> bytes, or text as the API's export gives it)
+    under ``root``; a path that would leave ``root`` is refused before anything is written."""
+    base = Path(root).resolve()
+    targets = []
+    for path in files:
+        target = (base / path).resolve()
+        if base not in target.parents:
+            raise MemoryFormatError(path, None, "inside_tree", "leaves the tree's folder")
+        targets.append((path, target))
     written = []
-    for path, data in render_tree(snapshot).items():
-        target = base / path
+    for path, target in targets:
+        data = files[path]
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        target.write_bytes(
+            data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        )
         written.append(path)
     return written

@@ -192,6 +192,52 @@ def test_the_reference_commands_print_the_same_on_the_api(
     assert hooked.out.startswith("# Wake bundle for agent:claude") and "sess-hook" in hooked.out
 
 
+FIXTURE: Final = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_memory_import_and_export_on_the_api(
+    api: tuple[Served, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A seed workspace in and out over --api: one request each way, the store side's
+    result, and the tree back byte for byte."""
+    served, _ = api
+    argv = ["memory", "import", "agent:atlas", "--dir", str(FIXTURE), "--quiet"]
+    on_store = run(capsys, monkeypatch, argv, state=CliState(preset=served.acmi))
+    monkeypatch.setenv("ACMI_API_KEY", served.reset())
+    base = ["--api", served.url]
+    imported = run(capsys, monkeypatch, [*base, *argv])
+    assert (imported.code, imported.out) == (0, on_store.out), imported.err
+    assert json.loads(imported.out)["events_added"] == 376
+    again = run(capsys, monkeypatch, [*base, *argv])
+    assert json.loads(again.out)["writes"] == 0  # idempotent over the API too
+
+    out = tmp_path / "exported"
+    exported = run(
+        capsys, monkeypatch, [*base, "memory", "export", "agent:atlas", "--dir", str(out)]
+    )
+    assert exported.code == 0, exported.err
+    assert len(json.loads(exported.out)["files"]) == 32
+    assert _tree(out) == _tree(FIXTURE)
+
+
+def test_an_export_that_would_leave_the_folder_writes_nothing(tmp_path: Path) -> None:
+    """What an API answers is not trusted with paths: `../` is refused before any write."""
+    from acmi_core.memory.markdown import MemoryFormatError
+    from acmi_core.memory.tree import write_files
+
+    with pytest.raises(MemoryFormatError) as refused:
+        write_files({"MEMORY.md": "# ok\n", "../escape.md": "x"}, tmp_path / "tree")
+    assert refused.value.rule == "inside_tree"
+    assert not (tmp_path / "tree").exists() and not (tmp_path / "escape.md").exists()
+
+
 def test_locks_on_the_api(
     api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
