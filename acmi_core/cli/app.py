@@ -104,7 +104,10 @@ def main(argv: Sequence[str] | None = None, *, state: CliState | None = None) ->
             # standalone: typer reports usage errors (exit 2) and runs shell completion
             command.main(args, prog_name="acmi", obj=state)
         finally:
-            sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
+            # here, not at exit: a closed pipe is caught below; `acmi mcp`'s stdio
+            # transport closes stdout itself when the client leaves
+            if not sys.stdout.closed:
+                sys.stdout.flush()
     except AcmiError as exc:
         print(f"error: {error_text(exc)}", file=sys.stderr)
         return exit_code(exc)

@@ -466,3 +466,29 @@ def test_unknown_key_is_refused_before_serving(redis_url: str) -> None:
     )
     assert done.returncode == 2
     assert "ACMI_API_KEY: is unknown or revoked" in done.stderr
+
+
+def test_the_server_ends_quietly_when_the_client_leaves(redis_url: str) -> None:
+    """A client that initializes, lists the tools and closes stdin: the server exits 0
+    with nothing on stderr but its store note (its stdio transport closes stdout itself;
+    a flush of the closed stream was a traceback)."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "acmi_core", "mcp"],
+        input="".join(json.dumps(m) + "\n" for m in messages),
+        capture_output=True,
+        text=True,
+        env=server_env(redis_url),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"]["tools"]
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
