@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any, Final, ParamSpec, TypeVar
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.lowlevel import Server
+from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from acmi_core import Acmi, AcmiError
@@ -29,6 +31,7 @@ from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId, pydantic_rule
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.base.stored import LONE_SURROGATE, render_json
 from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
 
 P = ParamSpec("P")
@@ -82,6 +85,42 @@ def _argument_errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+# pydantic, which carries the SDK's messages, stops at depth 255: leave it room
+STRUCTURED_DEPTH: Final = 200
+
+
+def tool_result(value: Any) -> CallToolResult:
+    """A tool's answer: its JSON as the HTTP API renders it (``render_json``: every stored
+    value exactly, as deep as reads allow, numbers as written, lone surrogates escaped),
+    indented as the SDK would; also as structured content when pydantic can carry it
+    as it is (not deeper than ``STRUCTURED_DEPTH``, no lone surrogate, no number beyond
+    the double range, which it would turn into a string): otherwise the answer is text
+    only. A text answer (a markdown bundle) is the text, and ``{"result": text}``
+    structured, as the SDK gives a ``str``."""
+    if isinstance(value, str):
+        return CallToolResult(
+            content=[TextContent(type="text", text=value)], structuredContent={"result": value}
+        )
+    text = render_json(value, indent=2).decode("utf-8")
+    structured = value if isinstance(value, dict) and _carried(value, 0) else None
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structuredContent=structured
+    )
+
+
+def _carried(value: Any, depth: int) -> bool:
+    """Whether pydantic serializes ``value`` as the same JSON (see ``tool_result``)."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.search(value) is None
+    if isinstance(value, dict):
+        return depth < STRUCTURED_DEPTH and all(
+            _carried(k, depth) and _carried(v, depth + 1) for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return depth < STRUCTURED_DEPTH and all(_carried(v, depth + 1) for v in value)
+    return not isinstance(value, Decimal)  # a JsonNumber: pydantic writes a string
+
+
 class _Server(FastMCP):
     """FastMCP whose tool calls refuse arguments the tool does not take and report the
     SDK's argument validation like an ACMI error (field and rule), both as isError."""
@@ -129,12 +168,17 @@ class _Tools:
             checked = _tool_errors(func)
 
             @functools.wraps(func)
-            def wrapped(*args: Any, **kwargs: Any) -> Any:
+            def wrapped(*args: Any, **kwargs: Any) -> CallToolResult:
                 if write:
                     self.check_write()
-                return checked(*args, **kwargs)
+                return tool_result(checked(*args, **kwargs))
 
-            self.mcp.add_tool(wrapped, name=name or func.__name__, description=doc + TENANCY)
+            self.mcp.add_tool(
+                wrapped,
+                name=name or func.__name__,
+                description=doc + TENANCY,
+                structured_output=False,  # tool_result gives it where it can be carried
+            )
             return func
 
         return register

@@ -5,11 +5,13 @@ for the module (``McpClient``, from test_mcp_stdio)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mcp.shared.exceptions import McpError
 from mcp.types import TextContent, TextResourceContents
 
-from acmi_core import Acmi
+from acmi_core import Acmi, EntityId
 
 # the same fixtures as test_mcp_stdio (module-scoped: one server process for this module)
 from tests.e2e.test_mcp_stdio import McpClient, acmi, event, mcp, redis_url
@@ -149,3 +151,40 @@ def test_bootstrap_prompt_and_resource(mcp: McpClient, acmi: Acmi) -> None:
 
     with pytest.raises(McpError, match=r"entity|agent"):
         mcp.run(lambda s: s.get_prompt("bootstrap", {"agent": "bad agent!"}))
+
+
+def test_stored_values_another_tool_wrote_come_back_exactly(mcp: McpClient, acmi: Acmi) -> None:
+    """What the HTTP API serves with 200, the tools serve too: nested past pydantic's depth
+    (255), a number beyond the double range, a lone surrogate. The text is the stored JSON;
+    structured content is given only where pydantic carries the same value."""
+    deep = "[" * 300 + "]" * 300
+    raw = {
+        "user:deep": '{"d": ' + deep + "}",
+        "user:odd": '{"n": 1e400, "s": "\\ud800", "i": 123456789012345678901234567890}',
+    }
+    for entity, text in raw.items():
+        acmi.store.execute(("SET", acmi.keys.profile(EntityId.parse(entity)), text))
+
+    result = mcp.call("profile_get", {"entity": "user:deep"})
+    assert not result.isError and result.structuredContent is None
+    assert isinstance(result.content[0], TextContent)
+    got = json.loads(result.content[0].text)["profile"]["d"]
+    for _ in range(299):
+        got = got[0]
+    assert got == []
+
+    result = mcp.call("profile_get", {"entity": "user:odd"})
+    assert not result.isError and result.structuredContent is None
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    assert '"n": 1e400' in block.text and '"s": "\\ud800"' in block.text
+    assert '"i": 123456789012345678901234567890' in block.text
+    whole = mcp.call("get", {"entity": "user:odd"})
+    assert not whole.isError and '"n": 1e400' in str(whole.content[0])
+
+    mcp.ok("profile_merge", {"entity": "user:plain", "partial": {"x": 1.5, "t": "é"}})
+    plain = mcp.call("profile_get", {"entity": "user:plain"})  # a value pydantic can carry
+    assert plain.structuredContent is not None
+    assert plain.structuredContent["profile"]["t"] == "é"
+    assert isinstance(plain.content[0], TextContent)
+    assert plain.structuredContent == json.loads(plain.content[0].text)
