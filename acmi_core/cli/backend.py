@@ -295,16 +295,14 @@ class LocalBackend:
         return self.acmi.memory.debug(entity)
 
     def memory_export(self, entity: str) -> dict[str, str]:
-        from acmi_core.memory.tree import render_tree
+        from acmi_core.memory.tree import tree_texts
 
-        snapshot = self.acmi.memory.export_snapshot(entity)
-        return {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
+        return tree_texts(self.acmi.memory.export_snapshot(entity))
 
     def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
-        from acmi_core.memory.tree import parse_tree
+        from acmi_core.memory.tree import parse_texts
 
-        snapshot = parse_tree({p: t.encode("utf-8", "surrogatepass") for p, t in files.items()})
-        return self.acmi.memory.import_snapshot(entity, snapshot, strict=strict)
+        return self.acmi.memory.import_snapshot(entity, parse_texts(files), strict=strict)
 
     def close(self) -> None:
         self.acmi.store.close()

@@ -33,6 +33,8 @@ from acmi_core.base.model import EntityId, pydantic_rule
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE
 from acmi_core.base.stored import LONE_SURROGATE, render_json
 from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
+from acmi_core.memory.service import DEFAULT_PRUNE_DAYS
+from acmi_core.memory.tree import parse_texts, tree_texts
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -595,10 +597,59 @@ def _memory_tools(tool: _Tools, acmi: Acmi) -> None:
         return acmi.memory.status(entity)
 
     @tool(
-        False, "The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget}."
+        False,
+        "The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget}; "
+        "with text, replace ACTIVE-CONTEXT.md first (needs a write key).",
     )
-    def memory_active(entity: str) -> dict[str, Any]:
+    def memory_active(entity: str, text: str | None = None) -> dict[str, Any]:
+        if text is not None:
+            tool.check_write()
+            acmi.memory.set_active(entity, text)
         return acmi.memory.active(entity)
+
+    @tool(
+        True,
+        "The weekly review: promote the last 7 days' lessons and decisions to MEMORY.md and "
+        "prune the hot layer.",
+    )
+    def memory_review(entity: str) -> dict[str, Any]:
+        return acmi.memory.review(entity)
+
+    @tool(
+        True,
+        "Prune the hot layer: completed tasks, items older than days (0-365) and yesterday's "
+        "decisions move to today's note. Idempotent.",
+    )
+    def memory_prune(entity: str, days: int = DEFAULT_PRUNE_DAYS) -> dict[str, Any]:
+        return acmi.memory.prune(entity, days)
+
+    @tool(
+        False,
+        "A day's note (date YYYY-MM-DD, default today in the entity's tz): entries, "
+        "decisions, lessons, takeaways, open tasks for tomorrow, the text.",
+    )
+    def memory_daily_summary(entity: str, date: str | None = None) -> dict[str, Any]:
+        return acmi.memory.daily_summary(entity, date)
+
+    @tool(True, "Create the topic:<slug> file from the seed's template, linked from MEMORY.md.")
+    def memory_topic_create(entity: str, slug: str, name: str) -> dict[str, Any]:
+        return acmi.memory.topic_create(entity, slug, name)
+
+    @tool(False, "Missing pieces, hot-vs-warm conflicts and stale items: {ok, problems, ...}.")
+    def memory_debug(entity: str) -> dict[str, Any]:
+        return acmi.memory.debug(entity)
+
+    @tool(False, "The seed's file tree of an entity's memory: {entity, files: {path: text}}.")
+    def memory_export(entity: str) -> dict[str, Any]:
+        return {"entity": entity, "files": tree_texts(acmi.memory.export_snapshot(entity))}
+
+    @tool(
+        True,
+        "Import a seed file tree ({path: text}; strict: refuse files over budget) into an "
+        "entity's memory. Idempotent: a second import writes nothing.",
+    )
+    def memory_import(entity: str, files: dict[str, str], strict: bool = False) -> dict[str, Any]:
+        return acmi.memory.import_snapshot(entity, parse_texts(files), strict=strict)
 
     @tool(
         True,

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.memory.layers import (
     ActiveContext,
     ArchiveFile,
@@ -156,3 +157,19 @@ def write_files(files: Mapping[str, bytes | str], root: str | Path) -> list[str]
         )
         written.append(path)
     return written
+
+
+def tree_texts(snapshot: MemorySnapshot) -> dict[str, str]:
+    """``render_tree`` as {relative path: text}: the files as an API body carries them."""
+    return {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
+
+
+def parse_texts(files: object, field: str = "files") -> MemorySnapshot:
+    """The snapshot of files given as {relative path: text} (an API body, a tool's
+    argument), each refusal naming ``<field>`` or ``<field>.<path>`` and the rule."""
+    if not isinstance(files, Mapping) or not files:
+        raise AcmiValidationError(field, "object", "must be a non-empty object path -> text")
+    for path, text in files.items():
+        if not isinstance(text, str):
+            raise AcmiValidationError(f"{field}.{path}", "type", "must be the file's text")
+    return parse_tree({str(p): t.encode("utf-8", "surrogatepass") for p, t in files.items()})

@@ -41,6 +41,8 @@ EXPECTED_TOOLS = {
     *("work_sessions", "lock_claim", "lock_renew", "lock_release", "lock_get"),
     *("hitl_create", "hitl_list", "hitl_resolve", "assess", "improve"),
     *("memory_remember", "memory_search", "memory_status", "memory_active", "memory_handoff"),
+    *("memory_review", "memory_prune", "memory_daily_summary", "memory_topic_create"),
+    *("memory_debug", "memory_export", "memory_import"),
 }
 
 T = TypeVar("T")
@@ -439,6 +441,8 @@ def test_read_scope_key_reads_its_tenant_and_cannot_write(redis_url: str, acmi: 
             ("signal", {"entity": "user:ana", "signals": {"a": 1}}),
             ("delete", {"entity": "user:ana"}),  # even a dry run: delete is a write tool
             ("memory_handoff", {"entity": "agent:bot"}),  # taking clears it
+            ("memory_active", {"entity": "agent:bot", "text": "# ACTIVE\n"}),  # a replace
+            ("memory_import", {"entity": "agent:bot", "files": {"MEMORY.md": "# M\n"}}),
             ("bootstrap", {"agent": "bot", "spawn": {"session_id": "s", "model_id": "m"}}),
         ]
         for name, args in writes:

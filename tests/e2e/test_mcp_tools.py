@@ -6,6 +6,7 @@ for the module (``McpClient``, from test_mcp_stdio)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from mcp.shared.exceptions import McpError
@@ -188,3 +189,41 @@ def test_stored_values_another_tool_wrote_come_back_exactly(mcp: McpClient, acmi
     assert plain.structuredContent["profile"]["t"] == "é"
     assert isinstance(plain.content[0], TextContent)
     assert plain.structuredContent == json.loads(plain.content[0].text)
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"
+
+
+def test_every_memory_command_is_a_tool(mcp: McpClient, acmi: Acmi) -> None:
+    """The seed's tree in through memory_import and back through memory_export byte for
+    byte, then the review, prune, daily summary, topic, debug and a hot-layer replace, each
+    answering what the client's own call answers."""
+    entity = "agent:tree"
+    files = {
+        p.relative_to(FIXTURE).as_posix(): p.read_text()
+        for p in sorted(FIXTURE.rglob("*"))
+        if p.is_file()
+    }
+    imported = mcp.ok("memory_import", {"entity": entity, "files": files})
+    assert imported["events_added"] == 376
+    assert mcp.ok("memory_import", {"entity": entity, "files": files})["writes"] == 0
+    exported = mcp.ok("memory_export", {"entity": entity})["files"]
+    assert exported == files
+
+    reviewed = mcp.ok("memory_review", {"entity": entity})
+    assert reviewed["entity"] == entity
+    assert mcp.ok("memory_prune", {"entity": entity, "days": 7})["entity"] == entity
+    day = mcp.ok("memory_daily_summary", {"entity": entity, "date": "2026-01-05"})
+    assert day == acmi.memory.daily_summary(entity, "2026-01-05")
+    topic = mcp.ok("memory_topic_create", {"entity": entity, "slug": "pricing", "name": "Pricing"})
+    assert topic == {**topic, "entity": entity}
+    assert "pricing" in str(acmi.profile.get(entity))
+    assert mcp.ok("memory_debug", {"entity": entity}) == acmi.memory.debug(entity)
+    hot = "# ACTIVE-CONTEXT.md\n\n## Current Focus\n- ship the parser\n"
+    assert mcp.ok("memory_active", {"entity": entity, "text": hot})["text"] == hot
+    assert acmi.memory.active(entity)["text"] == hot
+
+    refused = mcp.error("memory_import", {"entity": entity, "files": {"MEMORY.md": 3}})
+    assert "files.MEMORY.md" in refused and "rule: type" in refused
+    refused = mcp.error("memory_daily_summary", {"entity": entity, "date": "2026-02-30"})
+    assert refused.startswith("date:") and "rule: date" in refused
