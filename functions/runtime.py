@@ -15,7 +15,6 @@ and reused while the process stays warm.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import warnings
@@ -155,7 +154,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if settings.needs_token_secret:
         assert settings.upstash_token_secret_arn is not None
         token = fetch_token(settings.upstash_token_secret_arn)
-        settings = dataclasses.replace(settings, upstash_token=token)
+        settings = settings.replace(upstash_token=token)
     return settings
 
 

@@ -1,7 +1,8 @@
-"""Settings: the one environment model. Every variable ACMI is configured by is listed in
-:data:`ENVIRONMENT` and parsed there, and a bad value raises an error that names the
-variable. Nothing in acmi_core writes the environment; entry points (the CLI, the Lambda
-kit) pass a mapping in where they need another one."""
+"""Settings: the one environment model. Every variable ACMI is configured by is a field of
+:class:`Settings` whose ``validation_alias`` is the variable (:data:`ENVIRONMENT` lists
+them), parsed and checked there, and a bad value raises an error that names the variable.
+Nothing in acmi_core writes the environment; entry points (the CLI, the Lambda kit) pass a
+mapping in where they need another one."""
 
 from __future__ import annotations
 
@@ -9,97 +10,51 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Final
+
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId, check_tenant
 
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything configurable, with defaults that work on a laptop.
-
-    ``store_timeout_s`` bounds one store call *including* its retries, so a backend
-    that accepts and never answers fails within it.
-    """
-
-    default_tenant: str = "default"
-    upstash_url: str | None = None
-    upstash_token: str | None = field(default=None, repr=False)
-    # Lambda: the token lives in Secrets Manager; functions/ resolves it on a cold start.
-    upstash_token_secret_arn: str | None = None
-    redis_url: str | None = field(default=None, repr=False)
-    # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
-    home: str | None = None
-    store_timeout_s: float = 5.0
-    store_max_attempts: int = 4
-    retry_base_delay_s: float = 0.05
-    retry_max_delay_s: float = 1.0
-    # HTTP API
-    api_key: str | None = field(default=None, repr=False)  # pre-registered admin key (local)
-    auth_cache_s: float = 30.0  # how long a warm process trusts a key or source lookup
-    max_body_bytes: int = 256 * 1024
-    max_batch_events: int = 100
-    # Idempotency records: explicit keys and Pub/Sub ids outlive Pub/Sub's 7-day retry
-    # window; keys derived from the body (n8n, Make) are short-lived, so that a sender
-    # posting the same body again tomorrow is a new delivery, not a replay.
-    idempotency_ttl_s: int = 7 * 24 * 3600
-    derived_idempotency_ttl_s: int = 6 * 3600
-    # scheduled jobs: who escalations and the daily brief go to
-    operator: str = "user:operator"
-    # rollups (acmi_core.jobs.summarizers): extractive, anthropic:<model>, openai:<model> or
-    # bedrock:<model-id>
-    summarizer: str = "extractive"
-    anthropic_api_key: str | None = field(default=None, repr=False)
-    openai_api_key: str | None = field(default=None, repr=False)
-    llm_base_url: str | None = None  # an OpenAI-compatible (or Anthropic) endpoint
-    # memory hygiene: where raw archived events go (s3://bucket/prefix; None: nowhere, and
-    # then nothing is trimmed from a live timeline)
-    archive_url: str | None = None
-    # what a write carrying a secret gets (acmi_core.guard.secrets): refused, or stored redacted
-    secret_policy: str = "reject"
-
-    def __post_init__(self) -> None:
-        for var in ENVIRONMENT:
-            var.check(getattr(self, var.field))
-        if self.retry_base_delay_s < 0 or self.retry_max_delay_s < 0:
-            raise AcmiValidationError("retry_delay_s", "non_negative", "must be >= 0")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Settings from ``env`` (default: the process environment). Unset or empty
-        variables keep their defaults."""
-        env = os.environ if env is None else env
-        values = {var.field: var.parse(env[var.name]) for var in ENVIRONMENT if env.get(var.name)}
-        return cls(**values)
-
-    def secret_policy_for(self, tenant: str) -> str:
-        """The secret policy of ``tenant``: its override in ``secret_policy``, else the
-        default there (``reject`` or ``redact``)."""
-        default, overrides = secret_policies(self.secret_policy)
-        return overrides.get(tenant, default)
-
-    @property
-    def needs_token_secret(self) -> bool:
-        return bool(self.upstash_token_secret_arn) and not self.upstash_token
+# --- the rules: each takes (value, the variable's name) and raises naming the variable ----
 
 
-# --- the variables ---------------------------------------------------------------------------
+def _variable(info: ValidationInfo | str) -> str:
+    """The environment variable of a field (of the one being validated), else its name."""
+    name = info if isinstance(info, str) else str(info.field_name)
+    field = Settings.model_fields.get(name)
+    return field.validation_alias if field and isinstance(field.validation_alias, str) else name
 
 
-def _text(name: str, raw: str) -> str:
-    return raw
+def _parser(parse: Callable[[str, str], Any]) -> BeforeValidator:
+    """Text (from the environment, or passed in code) is parsed by ``parse``; a value that
+    is no text is left to the field's type."""
+    return BeforeValidator(lambda v, info: parse(v, _variable(info)) if isinstance(v, str) else v)
 
 
-def _integer(name: str, raw: str) -> int:
+def _rule(check: Callable[[Any, str], object]) -> AfterValidator:
+    """``check(value, variable)`` on a set value; unset (None) passes."""
+
+    def validate(value: Any, info: ValidationInfo) -> Any:
+        if value is not None:
+            check(value, _variable(info))
+        return value
+
+    return AfterValidator(validate)
+
+
+def _integer(raw: str, name: str) -> int:
     try:
         return int(raw.strip())
     except ValueError:
         raise AcmiValidationError(name, "integer", f"must be an integer, got {raw!r}") from None
 
 
-def _number(name: str, raw: str) -> float:
+def _number(raw: str, name: str) -> float:
     try:
         value = float(raw)
     except ValueError:
@@ -109,43 +64,27 @@ def _number(name: str, raw: str) -> float:
     return value
 
 
-def _at_least(minimum: float, *, exclusive: bool = False) -> Callable[[str, Any], None]:
-    def check(name: str, value: Any) -> None:
-        if value < minimum or (exclusive and value == minimum):
-            bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
-            raise AcmiValidationError(name, "range", f"must be {bound}, got {value!r}")
-
-    return check
-
-
-def _tenant(name: str, value: Any) -> None:
-    check_tenant(value, name)
-
-
-def _entity_id(name: str, value: Any) -> None:
-    EntityId.parse(value, name)
-
-
-def _url(*schemes: str) -> Callable[[str, Any], None]:
-    def check(name: str, value: Any) -> None:
-        if value is not None and not str(value).startswith(schemes):
+def _url(*schemes: str) -> Callable[[Any, str], None]:
+    def check(value: Any, name: str) -> None:
+        if not str(value).startswith(schemes):
             raise AcmiValidationError(name, "url", f"must start with {' or '.join(schemes)}")
 
     return check
 
 
-def _arn(name: str, value: Any) -> None:
-    if value is not None and not str(value).startswith("arn:"):
+def _arn(value: Any, name: str) -> None:
+    if not str(value).startswith("arn:"):
         raise AcmiValidationError(name, "arn", "must be a Secrets Manager ARN (arn:...)")
 
 
-def _secret_length(name: str, value: Any) -> None:
-    if value is not None and len(value) < 24:
+def _secret_length(value: Any, name: str) -> None:
+    if len(value) < 24:
         raise AcmiValidationError(name, "min_length", "must be at least 24 characters")
 
 
-def _anything(name: str, value: Any) -> None:
-    return None
+def _retry_delay(value: Any, name: str) -> None:
+    if value < 0:
+        raise AcmiValidationError("retry_delay_s", "non_negative", "must be >= 0")
 
 
 # A Bedrock model id is "<provider>.<model>", with an inference profile's geography in
@@ -160,7 +99,7 @@ SUMMARIZER_RULE: Final = (
 )
 
 
-def _summarizer(name: str, value: Any) -> None:
+def _summarizer(value: Any, name: str) -> None:
     if not SUMMARIZER.fullmatch(str(value)):
         raise AcmiValidationError(name, "summarizer", SUMMARIZER_RULE)
 
@@ -170,8 +109,8 @@ ARCHIVE_URL_RULE: Final = "must be <scheme>://<bucket>[/<prefix>], e.g. s3://my-
 SECRET_POLICIES: Final = ("reject", "redact")
 
 
-def _archive_url(name: str, value: Any) -> None:
-    if value is not None and not ARCHIVE_URL.fullmatch(str(value)):
+def _archive_url(value: Any, name: str) -> None:
+    if not ARCHIVE_URL.fullmatch(str(value)):
         raise AcmiValidationError(name, "archive_url", ARCHIVE_URL_RULE)
 
 
@@ -205,141 +144,221 @@ def secret_policies(spec: str, name: str = "ACMI_SECRET_POLICY") -> tuple[str, d
     return default or SECRET_POLICIES[0], overrides
 
 
-def _secret_policy(name: str, value: Any) -> None:
-    secret_policies(value, name)
+def _var(name: str, default: Any, doc: str, **constraints: Any) -> Any:
+    """A field set by the environment variable ``name`` (its ``validation_alias``)."""
+    return Field(default=default, validation_alias=name, description=doc, **constraints)
+
+
+Integer = Annotated[int, _parser(_integer)]
+Number = Annotated[float, _parser(_number)]
+Url = Annotated[str | None, _rule(_url("https://", "http://"))]
+Delay = Annotated[float, _rule(_retry_delay)]
+
+
+def _acmi_error(exc: ValidationError) -> AcmiValidationError:
+    """The first error of ``exc`` as ours: a rule's own error as it was raised, pydantic's
+    bounds as the rule ``range``, anything else (a wrong type passed in code) by pydantic's
+    name for it. Never the value itself, but for a number out of range."""
+    error = exc.errors()[0]
+    ctx = error.get("ctx", {})
+    if isinstance(ctx.get("error"), AcmiValidationError):
+        return ctx["error"]  # type: ignore[no-any-return]
+    name = _variable(str(error["loc"][0]))
+    if error["type"] in ("greater_than", "greater_than_equal"):
+        bound = f"> {ctx['gt']:g}" if "gt" in ctx else f">= {ctx['ge']:g}"
+        return AcmiValidationError(name, "range", f"must be {bound}, got {error['input']!r}")
+    return AcmiValidationError(name, error["type"], error["msg"])
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """The variables set in a mapping: exact names (as ``os.environ`` on Linux), an empty
+    value as unset, the text as it is (the fields parse it)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self.env = env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        alias = field.validation_alias
+        return (self.env.get(alias) or None) if isinstance(alias, str) else None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        fields = self.settings_cls.model_fields.items()
+        return {name: value for name, f in fields if (value := self.get_field_value(f, name)[0])}
+
+
+class Settings(BaseSettings):
+    """Everything configurable, with defaults that work on a laptop. ``Settings(...)`` is
+    the defaults and what the code passes, checked by the same rules; only
+    :meth:`from_env` reads an environment.
+
+    ``store_timeout_s`` bounds one store call *including* its retries, so a backend
+    that accepts and never answers fails within it.
+    """
+
+    # Secrets are repr=False; hide_input_in_errors keeps them out of pydantic's own text.
+    model_config = SettingsConfigDict(
+        frozen=True, populate_by_name=True, hide_input_in_errors=True, allow_inf_nan=False
+    )
+
+    default_tenant: Annotated[str, _rule(check_tenant)] = _var(
+        "ACMI_DEFAULT_TENANT", "default", "tenant whose keys use the reference layout"
+    )
+    upstash_url: Url = _var(
+        "UPSTASH_REDIS_REST_URL", None, "Upstash REST URL (with a token: the Upstash store)"
+    )
+    upstash_token: str | None = _var(
+        "UPSTASH_REDIS_REST_TOKEN", None, "Upstash REST token", repr=False
+    )
+    # Lambda: the token lives in Secrets Manager; functions/ resolves it on a cold start.
+    upstash_token_secret_arn: Annotated[str | None, _rule(_arn)] = _var(
+        "ACMI_UPSTASH_TOKEN_SECRET_ARN",
+        None,
+        "Secrets Manager ARN holding the Upstash token (Lambda)",
+    )
+    redis_url: Annotated[str | None, _rule(_url("redis://", "rediss://", "unix://"))] = _var(
+        "ACMI_REDIS_URL", None, "redis:// or rediss:// URL (the Redis store)", repr=False
+    )
+    # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
+    home: str | None = _var(
+        "ACMI_HOME",
+        None,
+        "data directory of the embedded store (default $XDG_DATA_HOME/acmi or ~/.local/share/acmi)",
+    )
+    store_timeout_s: Number = _var(
+        "ACMI_STORE_TIMEOUT_S", 5.0, "deadline of one store call, retries included", gt=0
+    )
+    store_max_attempts: Integer = _var(
+        "ACMI_STORE_MAX_ATTEMPTS", 4, "attempts per store call (429/5xx/network)", ge=1
+    )
+    retry_base_delay_s: Delay = 0.05
+    retry_max_delay_s: Delay = 1.0
+    # HTTP API
+    api_key: Annotated[str | None, _rule(_secret_length)] = _var(
+        "ACMI_API_KEY",
+        None,
+        "an admin key of the default tenant, registered on start (local runs)",
+        repr=False,
+    )
+    auth_cache_s: Number = _var(
+        "ACMI_AUTH_CACHE_S",
+        30.0,
+        "how long a warm process trusts a key or source-config lookup",
+        ge=0,
+    )
+    max_body_bytes: Integer = _var(
+        "ACMI_MAX_BODY_BYTES", 256 * 1024, "request body cap (413 beyond)", ge=1
+    )
+    max_batch_events: int = 100
+    # Idempotency records: explicit keys and Pub/Sub ids outlive Pub/Sub's 7-day retry
+    # window; keys derived from the body (n8n, Make) are short-lived, so that a sender
+    # posting the same body again tomorrow is a new delivery, not a replay.
+    idempotency_ttl_s: Integer = _var(
+        "ACMI_IDEMPOTENCY_TTL_S",
+        7 * 24 * 3600,
+        "how long explicit and Pub/Sub delivery ids are remembered",
+        ge=1,
+    )
+    derived_idempotency_ttl_s: Integer = _var(
+        "ACMI_DERIVED_IDEMPOTENCY_TTL_S",
+        6 * 3600,
+        "how long body-derived delivery ids are remembered",
+        ge=1,
+    )
+    # scheduled jobs: who escalations and the daily brief go to
+    operator: Annotated[str, _rule(EntityId.parse)] = _var(
+        "ACMI_OPERATOR",
+        "user:operator",
+        "entity id of the human operator: escalations (HITL) and the daily brief go there",
+    )
+    # rollups (acmi_core.jobs.summarizers): extractive, anthropic:<model>, openai:<model> or
+    # bedrock:<model-id>
+    summarizer: Annotated[str, _rule(_summarizer)] = _var(
+        "ACMI_SUMMARIZER",
+        "extractive",
+        "how rollup-cron summarizes: extractive (offline), anthropic:<model>,"
+        " openai:<model>, bedrock:<model-id>",
+    )
+    anthropic_api_key: str | None = _var(
+        "ANTHROPIC_API_KEY", None, "API key of the anthropic summarizer", repr=False
+    )
+    openai_api_key: str | None = _var(
+        "OPENAI_API_KEY", None, "API key of the openai summarizer", repr=False
+    )
+    llm_base_url: Url = _var(  # an OpenAI-compatible (or Anthropic) endpoint
+        "ACMI_LLM_BASE_URL",
+        None,
+        "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
+    )
+    # memory hygiene: where raw archived events go (s3://bucket/prefix; None: nowhere, and
+    # then nothing is trimmed from a live timeline)
+    archive_url: Annotated[str | None, _rule(_archive_url)] = _var(
+        "ACMI_ARCHIVE_URL",
+        None,
+        "where memory hygiene writes raw archived events (s3://bucket/prefix);"
+        " unset: the live timeline is never trimmed",
+    )
+    # what a write carrying a secret gets (acmi_core.guard.secrets): refused, or stored redacted
+    secret_policy: Annotated[str, _rule(secret_policies)] = _var(
+        "ACMI_SECRET_POLICY",
+        "reject",
+        "a write carrying a secret (API key, token, password, card, id number):"
+        " reject (422, the default) or redact, then per-tenant overrides: reject,acme=redact",
+    )
+
+    if not TYPE_CHECKING:  # type checkers keep the fields' own signature
+
+        def __init__(self, **values: Any) -> None:
+            try:
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise _acmi_error(exc) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # No implicit environment, .env file or secrets directory: from_env passes its values.
+        return (init_settings,)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``env`` (default: the process environment). Unset or empty
+        variables keep their defaults."""
+        return cls(**_Environment(cls, os.environ if env is None else env)())
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes``, checked as a new one is."""
+        return type(self)(**{**self.model_dump(), **changes})
+
+    def secret_policy_for(self, tenant: str) -> str:
+        """The secret policy of ``tenant``: its override in ``secret_policy``, else the
+        default there (``reject`` or ``redact``)."""
+        default, overrides = secret_policies(self.secret_policy)
+        return overrides.get(tenant, default)
+
+    @property
+    def needs_token_secret(self) -> bool:
+        return bool(self.upstash_token_secret_arn) and not self.upstash_token
 
 
 @dataclass(frozen=True)
 class EnvVar:
-    """One environment variable: the Settings field it sets, its parser and its rule."""
+    """One environment variable: the Settings field it sets and what it means (the README
+    table documents each; a test holds them equal)."""
 
     name: str
     field: str
     doc: str
-    parser: Callable[[str, str], Any] = _text
-    rule: Callable[[str, Any], None] = _anything
-
-    def parse(self, raw: str) -> Any:
-        value = self.parser(self.name, raw)
-        self.check(value)
-        return value
-
-    def check(self, value: Any) -> None:
-        self.rule(self.name, value)
 
 
-ENVIRONMENT: Final[tuple[EnvVar, ...]] = (
-    EnvVar(
-        "ACMI_DEFAULT_TENANT",
-        "default_tenant",
-        "tenant whose keys use the reference layout",
-        rule=_tenant,
-    ),
-    EnvVar(
-        "UPSTASH_REDIS_REST_URL",
-        "upstash_url",
-        "Upstash REST URL (with a token: the Upstash store)",
-        rule=_url("https://", "http://"),
-    ),
-    EnvVar("UPSTASH_REDIS_REST_TOKEN", "upstash_token", "Upstash REST token"),
-    EnvVar(
-        "ACMI_UPSTASH_TOKEN_SECRET_ARN",
-        "upstash_token_secret_arn",
-        "Secrets Manager ARN holding the Upstash token (Lambda)",
-        rule=_arn,
-    ),
-    EnvVar(
-        "ACMI_REDIS_URL",
-        "redis_url",
-        "redis:// or rediss:// URL (the Redis store)",
-        rule=_url("redis://", "rediss://", "unix://"),
-    ),
-    EnvVar(
-        "ACMI_HOME",
-        "home",
-        "data directory of the embedded store (default $XDG_DATA_HOME/acmi or ~/.local/share/acmi)",
-    ),
-    EnvVar(
-        "ACMI_STORE_TIMEOUT_S",
-        "store_timeout_s",
-        "deadline of one store call, retries included",
-        _number,
-        _at_least(0, exclusive=True),
-    ),
-    EnvVar(
-        "ACMI_STORE_MAX_ATTEMPTS",
-        "store_max_attempts",
-        "attempts per store call (429/5xx/network)",
-        _integer,
-        _at_least(1),
-    ),
-    EnvVar(
-        "ACMI_API_KEY",
-        "api_key",
-        "an admin key of the default tenant, registered on start (local runs)",
-        rule=_secret_length,
-    ),
-    EnvVar(
-        "ACMI_AUTH_CACHE_S",
-        "auth_cache_s",
-        "how long a warm process trusts a key or source-config lookup",
-        _number,
-        _at_least(0),
-    ),
-    EnvVar(
-        "ACMI_MAX_BODY_BYTES",
-        "max_body_bytes",
-        "request body cap (413 beyond)",
-        _integer,
-        _at_least(1),
-    ),
-    EnvVar(
-        "ACMI_IDEMPOTENCY_TTL_S",
-        "idempotency_ttl_s",
-        "how long explicit and Pub/Sub delivery ids are remembered",
-        _integer,
-        _at_least(1),
-    ),
-    EnvVar(
-        "ACMI_OPERATOR",
-        "operator",
-        "entity id of the human operator: escalations (HITL) and the daily brief go there",
-        rule=_entity_id,
-    ),
-    EnvVar(
-        "ACMI_SUMMARIZER",
-        "summarizer",
-        "how rollup-cron summarizes: extractive (offline), anthropic:<model>, openai:<model>,"
-        " bedrock:<model-id>",
-        rule=_summarizer,
-    ),
-    EnvVar("ANTHROPIC_API_KEY", "anthropic_api_key", "API key of the anthropic summarizer"),
-    EnvVar("OPENAI_API_KEY", "openai_api_key", "API key of the openai summarizer"),
-    EnvVar(
-        "ACMI_LLM_BASE_URL",
-        "llm_base_url",
-        "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
-        rule=_url("https://", "http://"),
-    ),
-    EnvVar(
-        "ACMI_ARCHIVE_URL",
-        "archive_url",
-        "where memory hygiene writes raw archived events (s3://bucket/prefix); unset: the"
-        " live timeline is never trimmed",
-        rule=_archive_url,
-    ),
-    EnvVar(
-        "ACMI_SECRET_POLICY",
-        "secret_policy",
-        "a write carrying a secret (API key, token, password, card, id number): reject"
-        " (422, the default) or redact, then per-tenant overrides: reject,acme=redact",
-        rule=_secret_policy,
-    ),
-    EnvVar(
-        "ACMI_DERIVED_IDEMPOTENCY_TTL_S",
-        "derived_idempotency_ttl_s",
-        "how long body-derived delivery ids are remembered",
-        _integer,
-        _at_least(1),
-    ),
+ENVIRONMENT: Final[tuple[EnvVar, ...]] = tuple(
+    EnvVar(info.validation_alias, name, info.description or "")
+    for name, info in Settings.model_fields.items()
+    if isinstance(info.validation_alias, str)
 )

@@ -7,7 +7,6 @@ bucket: documents written, nothing trimmed. The lease, bad input, a read key, ro
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -217,7 +216,7 @@ def test_the_cli_loads_the_s3_sink_by_name_only_for_an_s3_url(redis_server: Redi
 def http(acmi: Acmi) -> Iterator[RouteClient]:
     """The memory router on every backend, the deployment's ACMI_ARCHIVE_URL set."""
     tenant = fresh_tenant(acmi, FakeClock(NOW))
-    settings = dataclasses.replace(acmi.settings, archive_url=URL)
+    settings = acmi.settings.replace(archive_url=URL)
     yield RouteClient(
         Acmi(tenant.store, settings, tenant=tenant.tenant, clock=tenant.clock), "memory"
     )

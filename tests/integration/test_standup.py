@@ -5,7 +5,6 @@ execution, round trips, and the O(changed) proof."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -147,7 +146,7 @@ def test_the_brief_extracts_wins_blockers_and_actions(fleet: Acmi, clock: FakeCl
 
 
 def test_the_operator_comes_from_the_settings(acmi: Acmi, clock: FakeClock) -> None:
-    settings = dataclasses.replace(acmi.settings, operator="user:mikey")
+    settings = acmi.settings.replace(operator="user:mikey")
     fleet = Acmi(acmi.store, settings, tenant=fresh_tenant(acmi, clock).tenant, clock=clock)
     fleet.timeline.append(COORD, event("task-end", "t-1", "[done] x"))
     brief(fleet, clock)
