@@ -411,6 +411,25 @@ def test_each_lock_is_in_step_with_its_requirements(txt: Path) -> None:
         )
 
 
+@pytest.mark.parametrize("txt", _requirement_files(), ids=lambda p: p.stem)
+def test_no_lock_keeps_a_requirement_its_file_dropped(txt: Path) -> None:
+    """A pin the lock says a requirements file asked for (``# via -r <file>``) is still
+    one of that file's requirements: a dropped requirement leaves no stale pin behind."""
+    text = txt.with_suffix(".lock").read_text()
+    for block in re.split(r"\n(?=[A-Za-z0-9])", text):
+        match = LOCK_PIN.match(block)
+        via = re.search(r"^\s+# via (.*)$", block, flags=re.MULTILINE)
+        if match is None or via is None:
+            continue
+        for source in (v.strip() for v in via[1].split(",")):
+            if source.startswith("-r "):
+                wanted = {_canonical(r.name) for r in _txt_requirements(ROOT / source[3:])}
+                assert _canonical(match[1]) in wanted, (
+                    f"{txt.stem}.lock pins {match[1]} for {source[3:]}, which no longer "
+                    "asks for it: run `make lock`"
+                )
+
+
 def test_the_locks_agree_with_the_union() -> None:
     """A function installs several locks together (--no-deps): each set's pins are the
     union's, so no two locks disagree on a version."""
