@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The one place the version is written: pyproject.toml reads it (tool.setuptools.dynamic),
+# `acmi --version` prints it. A literal, so a build reads it without importing the package.
+__version__ = "0.1.0"
+
 from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
@@ -62,6 +66,7 @@ __all__ = [
     "StoreUnavailable",
     "Throttled",
     "Unavailable",
+    "__version__",
     "create_acmi",
     "open_store",
 ]

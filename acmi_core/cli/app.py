@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from acmi_core import __version__
 from acmi_core.base.errors import AcmiError
 from acmi_core.cli import agents, coordination, entities, local, memory, operator, quota, work
 from acmi_core.cli.output import EXIT_CODES, EXIT_USAGE, Output, error_text, exit_code
@@ -46,9 +47,21 @@ app.add_typer(operator.jobs, name="jobs")
 app.add_typer(quota.report_app, name="quota")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"acmi {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
     tenant: Annotated[
         str | None, typer.Option(help="tenant id on the store (default: ACMI_DEFAULT_TENANT)")
     ] = None,

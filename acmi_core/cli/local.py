@@ -12,6 +12,8 @@ import re
 import signal
 import sys
 import uuid
+from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -19,6 +21,7 @@ import typer
 from acmi_core import Acmi
 from acmi_core.auth import apikeys
 from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.extras import install_hint, missing_extra
 from acmi_core.base.lambdas import FUNCTIONS, function
 from acmi_core.cli.output import emit, one_of
 from acmi_core.cli.state import state
@@ -140,9 +143,12 @@ def serve(
 
 def serve_on(acmi: Acmi, host: str, port: int) -> None:
     """The whole HTTP API under uvicorn, on ``acmi``'s store."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from acmi_core.api.app import ApiContext, create_app
+        from acmi_core.api.app import ApiContext, create_app
+    except ModuleNotFoundError as exc:  # the server extra: say which, not a traceback
+        raise _missing_extra(exc, "acmi serve") from None
 
     if acmi.settings.api_key:
         # the same policy as the Lambda kit: sample keys only on the embedded store, and
@@ -219,7 +225,6 @@ def invoke(
     way SAM finds it (its function's Handler), on a throwaway embedded store unless the
     environment names one."""
     acmi = state().acmi(throwaway=True)
-    import importlib
     from types import SimpleNamespace
 
     spec = function(one_of("FUNCTION", function_name, [s.name for s in FUNCTIONS]))
@@ -247,7 +252,7 @@ def invoke(
     # As with `sam local invoke`: the function's logs on stderr, its response on stdout.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            handler = getattr(importlib.import_module(module_name), attribute)
+            handler = getattr(functions_module(module_name), attribute)
         except ModuleNotFoundError as exc:  # an extra's package: say which, not a traceback
             raise _missing_extra(exc, f"the {spec.name} function") from None
         handler.configure(env=env, store=acmi.store)
@@ -291,15 +296,49 @@ def skill(
     print(f"# wrote {target}", file=sys.stderr)
 
 
+def functions_module(name: str) -> ModuleType:
+    """A module of ``functions/`` by name (``functions.ingest``), as SAM finds a handler.
+    The folder is not part of the installed package (SAM builds each artifact from it), so
+    when it is not importable it is loaded from the checkout this acmi_core runs from; an
+    installed wheel has none, and says so."""
+    import importlib
+    import importlib.util
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != "functions":
+            raise
+    folder = Path(__file__).resolve().parents[2] / "functions"
+    init = folder / "__init__.py"
+    if not init.is_file():
+        raise AcmiValidationError(
+            "functions",
+            "checkout",
+            f"{name} is a Lambda handler of the functions/ folder, which is not installed "
+            f"with acmi (no {folder}): run this from a checkout of the repository "
+            "(pip install -e '.[cli,lambda]')",
+        )
+    package_spec = importlib.util.spec_from_file_location(
+        "functions", init, submodule_search_locations=[str(folder)]
+    )
+    assert package_spec is not None and package_spec.loader is not None  # a file we found
+    package = importlib.util.module_from_spec(package_spec)
+    sys.modules["functions"] = package
+    try:
+        package_spec.loader.exec_module(package)
+    except BaseException:
+        del sys.modules["functions"]
+        raise
+    return importlib.import_module(name)
+
+
 def _missing_extra(exc: ModuleNotFoundError, what: str) -> Exception:
-    """``exc`` as a usage error saying what to install (the MCP SDK is the ``mcp`` extra;
-    boto3 is the Lambda runtime's); a module of our own missing stays the bug it is."""
+    """``exc`` as a usage error saying which extra to install (``base.extras``; boto3 is
+    the Lambda runtime's own); a module of our own missing stays the bug it is."""
     package = (exc.name or "").partition(".")[0]
     if not package or package in ("acmi_core", "functions"):
         return exc
-    install = (
-        "pip install 'acmi[mcp]' (from a checkout: pip install -e '.[mcp]')"
-        if package == "mcp"
-        else f"pip install {package}"
-    )
+    extra = missing_extra(exc)
+    install = install_hint(extra) if extra is not None else f"pip install {package}"
     return AcmiValidationError(package, "installed", f"{what} needs {package}: {install}")

@@ -55,16 +55,16 @@ def review(entity: Entity) -> None:
 def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
     """The destination of ``url`` (default ACMI_ARCHIVE_URL; "" for none) with its sink
     module loaded by name, and why there is none when a URL was given."""
-    import importlib
-
+    from acmi_core.cli.local import functions_module
     from acmi_core.jobs import hygiene
 
     url = acmi.settings.archive_url if url is None else url
     scheme = (url or "").partition("://")[0]
     if url and scheme in SINK_MODULES and scheme not in hygiene.SINKS:
         try:
-            importlib.import_module(SINK_MODULES[scheme])
-        except ImportError as exc:  # boto3 missing: documents only, said so
+            functions_module(SINK_MODULES[scheme])
+        # boto3 missing, or no functions/ (an installed wheel): documents only, said so
+        except (ImportError, AcmiValidationError) as exc:
             return None, f"{scheme}: its sink cannot load ({exc}): nothing trimmed"
     return hygiene.open_destination(url)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.extras import install_hint, missing_extra
 from acmi_core.base.settings import Settings
 from acmi_core.store.base import Store
 
@@ -20,13 +22,31 @@ def open_store(settings: Settings, *, local: bool = False) -> Store:
         from acmi_core.store.redis import RedisStore
 
         return RedisStore.from_url(settings.redis_url, settings)
-    if local:
-        from acmi_core.store.local import open_local_store
+    try:
+        if local:
+            from acmi_core.store.local import open_local_store
 
-        return open_local_store(settings)
-    from acmi_core.store.memory import MemoryStore
+            return open_local_store(settings)
+        from acmi_core.store.memory import MemoryStore
 
-    return MemoryStore()
+        return MemoryStore()
+    except ModuleNotFoundError as exc:
+        raise _missing_local_extra(exc) from None
+
+
+def _missing_local_extra(exc: ModuleNotFoundError) -> Exception:
+    """The embedded store without its extra (fakeredis, its lupa, redis-py), as one line
+    saying what to install or which store to name instead; any other missing module stays
+    the bug it is."""
+    extra = missing_extra(exc)
+    if extra is None:
+        return exc
+    return AcmiValidationError(
+        "store",
+        "installed",
+        f"no store is configured and the embedded one needs {exc.name}: {install_hint(extra)}, "
+        "or set UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN, or ACMI_REDIS_URL",
+    )
 
 
 def describe_store(store: Store) -> str:
