@@ -148,7 +148,7 @@ class Acmi:
     def memory(self) -> MemoryAPI:
         from acmi_core.memory.service import MemoryAPI
 
-        return MemoryAPI(self)
+        return MemoryAPI(self.context)
 
     def for_tenant(self, tenant: str) -> Acmi:
         """The same store seen as another tenant (keys under acmi:tenant:<t>:...)."""
