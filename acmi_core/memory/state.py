@@ -24,6 +24,7 @@ from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
+from acmi_core.memory.daily import DAILY, daily_from_events, zone
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -34,16 +35,13 @@ from acmi_core.memory.layers import (
     Template,
 )
 from acmi_core.memory.slots import (
-    DAILY,
     HOT,
     TOPIC_LINKS,
     TOPIC_PREFIX,
     WARM,
     SlotImage,
-    daily_from_events,
     heartbeat_from_signals,
     snapshot_from_slots,
-    zone,
 )
 from acmi_core.store.base import Reply
 from acmi_core.store.writes import WritePlan

@@ -16,16 +16,14 @@ from acmi_core.base.model import EntityId, Event, dumps, encode_event, parse_eve
 from acmi_core.base.pages import MAX_PAGE_SIZE
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
+from acmi_core.memory.daily import DAILY, HEADER_KIND, zone
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.slots import (
-    DAILY,
-    HEADER_KIND,
     HEARTBEAT,
     TOPIC_LINKS,
     SlotImage,
     snapshot_to_slots,
     topic_entity,
-    zone,
 )
 from acmi_core.memory.state import (
     HOT_KEYS,

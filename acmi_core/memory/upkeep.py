@@ -15,16 +15,9 @@ from typing import Any
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import check, count_lines
+from acmi_core.memory.daily import DAILY, entry_event
 from acmi_core.memory.layers import ACTIVE_CONTEXT
-from acmi_core.memory.slots import (
-    DAILY,
-    HEARTBEAT,
-    HOT,
-    WARM,
-    entry_event,
-    from_profile,
-    heartbeat_from_signals,
-)
+from acmi_core.memory.slots import HEARTBEAT, HOT, WARM, from_profile, heartbeat_from_signals
 from acmi_core.memory.state import (
     DAY_MS,
     DEFAULT_PRUNE_DAYS,

@@ -13,6 +13,7 @@ from typing import Any, Final
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.memory.budgets import BudgetReport, check
+from acmi_core.memory.daily import entry_event
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -26,7 +27,6 @@ from acmi_core.memory.slots import (
     TOPIC_LINKS,
     TOPIC_PREFIX,
     WARM,
-    entry_event,
     from_profile,
     from_signals,
     new_topic,
