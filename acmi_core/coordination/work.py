@@ -58,6 +58,12 @@ status 1-64 characters; profile and signals as for ``acmi.profile`` / ``acmi.sig
 (``parse_event``); ``get`` returns at most ``MAX_GET_SESSIONS`` sessions (all of them
 through ``sessions``); a page holds 1-1,000 ids.
 
+One module: it is one coordination protocol (ARCHITECTURE.md: a protocol, its module), and
+its index contract is its core: the writes that keep ``work_owners`` and ``work_open``
+exact (one ``lua/work.lua`` run each) and the pages that read them are held to the same
+rules (``is_open``, the owner's entity id), so splitting writes from reads would put the
+two halves of that contract in different places.
+
 Known gap: items the reference wrote (no entry in the owners HASH) are listed by
 ``list()`` without an owner, but are in no owner's open index until ``assign`` names
 their owner.
