@@ -45,6 +45,7 @@ today's lines by them; a stamp whose lines went stays and reads nothing).
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +77,26 @@ class MemoryAPI:
     concern's (module docstring), with the same name, arguments and result."""
 
     def __init__(self, ctx: Context) -> None:
-        self._reads = MemoryReads(ctx)
-        self._writes = MemoryWrites(ctx)
-        self._upkeep = MemoryUpkeep(ctx)
-        self._transfer = MemoryTransfer(ctx)
+        self._ctx = ctx
+
+    # Each concern is built on first use: a route builds a MemoryAPI per request and calls
+    # one method of it.
+
+    @cached_property
+    def _reads(self) -> MemoryReads:
+        return MemoryReads(self._ctx)
+
+    @cached_property
+    def _writes(self) -> MemoryWrites:
+        return MemoryWrites(self._ctx)
+
+    @cached_property
+    def _upkeep(self) -> MemoryUpkeep:
+        return MemoryUpkeep(self._ctx)
+
+    @cached_property
+    def _transfer(self) -> MemoryTransfer:
+        return MemoryTransfer(self._ctx)
 
     # -- reads (memory/state.py, memory/reads.py)
 
