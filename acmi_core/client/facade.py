@@ -106,19 +106,19 @@ class Acmi:
     def agents(self) -> AgentAPI:
         from acmi_core.coordination.agents import AgentAPI
 
-        return AgentAPI(self)
+        return AgentAPI(self.context)
 
     @cached_property
     def locks(self) -> LockAPI:
         from acmi_core.coordination.locks import LockAPI
 
-        return LockAPI(self)
+        return LockAPI(self.context)
 
     @cached_property
     def work(self) -> WorkAPI:
         from acmi_core.coordination.work import WorkAPI
 
-        return WorkAPI(self)
+        return WorkAPI(self.context)
 
     @cached_property
     def bootstrap(self) -> Bootstrapper:
@@ -130,25 +130,25 @@ class Acmi:
     def hitl(self) -> HitlAPI:
         from acmi_core.coordination.hitl import HitlAPI
 
-        return HitlAPI(self)
+        return HitlAPI(self.context)
 
     @cached_property
     def workflows(self) -> WorkflowAPI:
         from acmi_core.coordination.workflows import WorkflowAPI
 
-        return WorkflowAPI(self)
+        return WorkflowAPI(self.context)
 
     @cached_property
     def wake(self) -> WakeAPI:
         from acmi_core.coordination.wake import WakeAPI
 
-        return WakeAPI(self)
+        return WakeAPI(self.context)
 
     @cached_property
     def memory(self) -> MemoryAPI:
         from acmi_core.memory.service import MemoryAPI
 
-        return MemoryAPI(self)
+        return MemoryAPI(self.context)
 
     def for_tenant(self, tenant: str) -> Acmi:
         """The same store seen as another tenant (keys under acmi:tenant:<t>:...)."""

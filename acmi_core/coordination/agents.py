@@ -63,10 +63,11 @@ from acmi_core.base.model import (
     encode_event,
 )
 from acmi_core.base.stored import decode_object, scored
+from acmi_core.entities.api import ProfileAPI, TimelineAPI
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
-    from acmi_core.client import Acmi
+    from acmi_core.entities.context import Context
 
 
 STATUS_RE: Final = re.compile(r"[A-Za-z0-9_ -]{1,64}")
@@ -222,13 +223,15 @@ def _clip(text: str, limit: int = MAX_SUMMARY_LEN) -> str:
 
 
 class AgentAPI:
-    def __init__(self, acmi: Acmi) -> None:
-        self._acmi = acmi
-        self._keys = acmi.keys
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
+        self._profile = ProfileAPI(ctx)
+        self._timeline = TimelineAPI(ctx)
 
     def _apply(self, eid: EntityId, plan: WritePlan) -> None:
         plan.sadd(self._keys.index(eid.category), eid.local_id)
-        plan.apply(self._acmi.store)
+        plan.apply(self._ctx.store)
 
     # spawns ---------------------------------------------------------------------------
 
@@ -237,13 +240,13 @@ class AgentAPI:
     ) -> dict[str, Any]:
         """Log a session start (only in the spawns ZSET, never in the timeline)."""
         eid = agent_id(agent)
-        guard = self._acmi.guard
+        guard = self._ctx.guard
         metadata = {
             "session_id": guard(session_id, "session_id"),
             "model_id": guard(model_id, "model_id"),
             "host": guard(host, "host"),
         }
-        record = spawn_record(metadata, self._acmi.clock())
+        record = spawn_record(metadata, self._ctx.clock())
         plan = WritePlan()
         plan.zadd(self._keys.slot(eid, SPAWNS), record["ts"], dumps(record))
         self._apply(eid, plan)
@@ -252,7 +255,7 @@ class AgentAPI:
     def spawns(self, agent: str, limit: int = 5) -> list[dict[str, Any]]:
         """The newest ``limit`` spawns, newest first."""
         key = self._keys.slot(agent_id(agent), SPAWNS)
-        reply = self._acmi.store.execute(("ZRANGE", key, 0, limit - 1, "REV"))
+        reply = self._ctx.store.execute(("ZRANGE", key, 0, limit - 1, "REV"))
         records = [_loads(m) for m in reply] if isinstance(reply, list) else []
         return [r for r in records if isinstance(r, dict)]
 
@@ -260,9 +263,9 @@ class AgentAPI:
 
     def join(self, agent: str, thread: str, role: str = "participant") -> dict[str, Any]:
         eid = agent_id(agent)
-        role = self._acmi.guard(role, "role")
-        thread = self._acmi.guard(thread, "thread")
-        entry = {"role": _text(role, "role"), "joined_at": self._acmi.clock()}
+        role = self._ctx.guard(role, "role")
+        thread = self._ctx.guard(thread, "thread")
+        entry = {"role": _text(role, "role"), "joined_at": self._ctx.clock()}
         plan = WritePlan()
         plan.hset(self._keys.slot(eid, ACTIVE_CONTEXT), _text(thread, "thread"), dumps(entry))
         self._apply(eid, plan)
@@ -272,11 +275,11 @@ class AgentAPI:
         eid = agent_id(agent)
         plan = WritePlan()
         plan.hdel(self._keys.slot(eid, ACTIVE_CONTEXT), _text(thread, "thread"))
-        plan.apply(self._acmi.store)
+        plan.apply(self._ctx.store)
 
     def active(self, agent: str) -> dict[str, Any]:
         """thread -> {role, joined_at}; a value that is not JSON is kept as its text."""
-        reply = self._acmi.store.execute(
+        reply = self._ctx.store.execute(
             ("HGETALL", self._keys.slot(agent_id(agent), ACTIVE_CONTEXT))
         )
         items = reply if isinstance(reply, list) else []
@@ -293,16 +296,16 @@ class AgentAPI:
 
     def set_rollup(self, agent: str, summary: str, **extra: Any) -> dict[str, Any]:
         eid = agent_id(agent)
-        summary = self._acmi.guard(summary, "summary")
-        doc = {"ts": self._acmi.clock(), "summary": _text(summary, "summary", 20 * MAX_SUMMARY_LEN)}
-        doc.update(check_json_object(self._acmi.guard(extra, "rollup"), "rollup"))
+        summary = self._ctx.guard(summary, "summary")
+        doc = {"ts": self._ctx.clock(), "summary": _text(summary, "summary", 20 * MAX_SUMMARY_LEN)}
+        doc.update(check_json_object(self._ctx.guard(extra, "rollup"), "rollup"))
         plan = WritePlan()
         plan.set(self._keys.slot(eid, ROLLUP_LATEST), dumps(doc))
         self._apply(eid, plan)
         return doc
 
     def rollup(self, agent: str) -> dict[str, Any] | None:
-        reply = self._acmi.store.execute(("GET", self._keys.slot(agent_id(agent), ROLLUP_LATEST)))
+        reply = self._ctx.store.execute(("GET", self._keys.slot(agent_id(agent), ROLLUP_LATEST)))
         doc = _loads(reply)
         return doc if isinstance(doc, dict) else None
 
@@ -315,12 +318,12 @@ class AgentAPI:
         one WritePlan, one round trip. Returns ``{agent, ts, status}`` (and ``note``)."""
         eid = agent_id(agent)
         status = check_status(status)
-        ts = self._acmi.clock() if now is None else _ms(now, "now")
+        ts = self._ctx.clock() if now is None else _ms(now, "now")
         fields: list[tuple[Any, str, str]] = [
             ("set", "last_heartbeat_ts", dumps(ts)),
             ("set", "status", dumps(status)),
         ]
-        note = self._acmi.guard(note, "note")
+        note = self._ctx.guard(note, "note")
         if note is None:
             fields.append(("del", "status_note", "null"))
         else:
@@ -352,7 +355,7 @@ class AgentAPI:
             )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise AcmiValidationError("offset", "range", "must be an integer >= 0")
-        reply = self._acmi.store.execute(
+        reply = self._ctx.store.execute(
             (
                 "ZRANGE",
                 self._keys.activity(),
@@ -388,11 +391,11 @@ class AgentAPI:
         ``event`` the event posted, or None."""
         eid = agent_id(agent)
         tier = check_tier(tier)
-        source = _text(self._acmi.guard(invited_by, "invited_by"), "invited_by")
+        source = _text(self._ctx.guard(invited_by, "invited_by"), "invited_by")
         given = {"name": name, "model_id": model, "role": role, "lane": lane}
         wanted: dict[str, Any] = {
             key: _text(value, key if key != "model_id" else "model")
-            for key, value in self._acmi.guard(given, "profile").items()
+            for key, value in self._ctx.guard(given, "profile").items()
             if value is not None
         }
         wanted["rbac_tier"] = tier
@@ -416,9 +419,7 @@ class AgentAPI:
             if previous == tier:
                 if changed:  # same tier, new details: a merge, nothing to announce
                     result["action"] = "updated"
-                    result["profile"] = self._acmi.profile.merge(
-                        eid, {k: wanted[k] for k in changed}
-                    )
+                    result["profile"] = self._profile.merge(eid, {k: wanted[k] for k in changed})
                 return result
             try:
                 return result | self._transition(eid, tier, previous, version, wanted, source)
@@ -435,7 +436,7 @@ class AgentAPI:
         once-record of a stale count is taken and the invite reads again; a count newer
         than its profile would start a transition from a tier already replaced."""
         key = self._keys.profile(eid)
-        replies = self._acmi.store.pipeline(
+        replies = self._ctx.store.pipeline(
             [("HGET", self._keys.internal("invites"), str(eid)), ("GET", key)]
         )
         if isinstance(replies[1], Exception):
@@ -454,7 +455,7 @@ class AgentAPI:
     ) -> dict[str, Any]:
         """Onboard (no tier yet) or change the tier, as one WritePlan guarded by the
         once-record of ``version``; raises Replayed when another invite took it."""
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         onboarding = previous is None
         fields: dict[str, Any] = dict(wanted)
         if onboarding:
@@ -462,7 +463,7 @@ class AgentAPI:
         setnx = {"id": eid.local_id, "created_at_ms": now} if onboarding else {}
         profile_edit: list[tuple[Any, str, str]] = [("set", k, dumps(v)) for k, v in fields.items()]
         profile_edit += [("setnx", k, dumps(v)) for k, v in setnx.items()]
-        profile_edit += [("setnx", k, text) for k, text in self._acmi.profile_fills(eid.category)]
+        profile_edit += [("setnx", k, text) for k, text in self._ctx.profile_fills(eid.category)]
         local = eid.local_id
         if onboarding:
             kind = ONBOARDED
@@ -499,9 +500,9 @@ class AgentAPI:
                 ("setnx", "current_focus", dumps("initialized")),
             ]
             plan.edit_object(self._keys.signals(eid), signals, field="signals")
-        self._acmi.timeline.stage(plan, EntityId.parse(COORDINATION_THREAD), [event], [text])
+        self._timeline.stage(plan, EntityId.parse(COORDINATION_THREAD), [event], [text])
         plan.sadd(self._keys.index(eid.category), eid.local_id)
-        replies = plan.apply(self._acmi.store)
+        replies = plan.apply(self._ctx.store)
         profile_key = self._keys.profile(eid)
         return {
             "created": onboarding,

@@ -66,7 +66,7 @@ from acmi_core.store.base import Arg, Script
 from acmi_core.store.writes import script_error
 
 if TYPE_CHECKING:
-    from acmi_core.client import Acmi
+    from acmi_core.entities.context import Context
 
 HITL: Final = Script(resources.files("acmi_core").joinpath("store/lua/hitl.lua").read_text())
 
@@ -194,13 +194,13 @@ class HitlPage:
 
 
 class HitlAPI:
-    def __init__(self, acmi: Acmi) -> None:
-        self._acmi = acmi
-        self._keys = acmi.keys
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
 
     def _eval(self, keys: list[str], args: list[Arg]) -> list[Any]:
         try:
-            reply = self._acmi.store.eval(HITL, keys, [*args, self._keys.prefix])
+            reply = self._ctx.store.eval(HITL, keys, [*args, self._keys.prefix])
         except StoreCommandError as exc:
             error = script_error(exc)
             if error is exc:
@@ -224,13 +224,13 @@ class HitlAPI:
     ) -> Created:
         """Queue an item for ``addressee`` (None: the shared queue); one request.
         Idempotent by ``correlation_id`` (module docstring)."""
-        topic = _text(self._acmi.guard(topic, "topic"), "topic", MAX_TOPIC_LEN)
-        request = _text(self._acmi.guard(request, "request"), "request", MAX_TEXT_LEN)
+        topic = _text(self._ctx.guard(topic, "topic"), "topic", MAX_TOPIC_LEN)
+        request = _text(self._ctx.guard(request, "request"), "request", MAX_TEXT_LEN)
         asker = _entity(asked_by, "asked_by")
         urgency = check_urgency(urgency)
         to = None if addressee is None else _entity(addressee, "addressee")
         cid = f"hitl-{uuid.uuid4().hex}" if correlation_id is None else check_cid(correlation_id)
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         due = now + DEFAULT_DEADLINE_MS if deadline is None else _ms(deadline, "deadline")
         payload: dict[str, Any] = {
             "topic": topic,
@@ -293,7 +293,7 @@ class HitlAPI:
         end = "-inf" if reverse else "+inf"
         command: list[str | int] = ["ZRANGE", self._keys.hitl_queue(to, state), score, end]
         command += ["BYSCORE", *(["REV"] if reverse else []), "LIMIT", run, limit + 1]
-        reply = self._acmi.store.execute((*command, "WITHSCORES"))
+        reply = self._ctx.store.execute((*command, "WITHSCORES"))
         items = reply if isinstance(reply, list) else []
         pairs = list(zip(items[::2], items[1::2], strict=False))
         more = len(pairs) > limit
@@ -326,10 +326,10 @@ class HitlAPI:
         """Close the item and post ``hitl-resolved``, atomically: one request (two for an
         item another tool wrote, found in ``addressee``'s queue: module docstring)."""
         cid = check_cid(correlation_id)
-        text = _text(self._acmi.guard(resolution, "resolution"), "resolution", MAX_TEXT_LEN)
+        text = _text(self._ctx.guard(resolution, "resolution"), "resolution", MAX_TEXT_LEN)
         who = _entity(by, "by")
         to = None if addressee is None else _entity(addressee, "addressee")
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         event = parse_event(
             {
                 "source": str(who),

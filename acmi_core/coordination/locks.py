@@ -39,7 +39,7 @@ from acmi_core.store.base import Arg, Script
 from acmi_core.store.writes import script_error
 
 if TYPE_CHECKING:
-    from acmi_core.client import Acmi
+    from acmi_core.entities.context import Context
 
 LOCKS: Final = Script(resources.files("acmi_core").joinpath("store/lua/locks.lua").read_text())
 
@@ -146,9 +146,9 @@ def parse_lease_entry(member: object) -> Lease | None:
 
 
 class LockAPI:
-    def __init__(self, acmi: Acmi) -> None:
-        self._acmi = acmi
-        self._keys = acmi.keys
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
 
     def _event(
         self, source: str, kind: str, cid: str, summary: str, payload: dict[str, Any], now: int
@@ -174,7 +174,7 @@ class LockAPI:
             self._keys.leases(),
         ]
         try:
-            reply = self._acmi.store.eval(LOCKS, keys, [*args, resource])
+            reply = self._ctx.store.eval(LOCKS, keys, [*args, resource])
         except StoreCommandError as exc:
             error = script_error(exc)
             if error is exc:
@@ -189,7 +189,7 @@ class LockAPI:
         resource = check_resource(resource)
         owner_id = str(EntityId.parse(owner, "owner"))
         ttl_ms = check_ttl(ttl_ms)
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         expires = now + ttl_ms
         token = secrets.token_urlsafe(32)
         cid = f"lock-{uuid.uuid4().hex}"
@@ -252,7 +252,7 @@ class LockAPI:
         resource = check_resource(resource)
         owner_token = check_token(owner_token)
         ttl_ms = check_ttl(ttl_ms)
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         reply = self._run(resource, ["renew", now, _digest(owner_token), now + ttl_ms])
         self._refused(resource, reply)
         return Lease(resource, reply[1], int(reply[2]), now + ttl_ms, reply[3])
@@ -261,7 +261,7 @@ class LockAPI:
         """Give the lease up (only with its owner token); posts coord-release."""
         resource = check_resource(resource)
         owner_token = check_token(owner_token)
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         release_event = self._event(
             _slot("owner"),
             "coord-release",
@@ -278,7 +278,7 @@ class LockAPI:
     def get(self, resource: str) -> LockState:
         """The lease as it stands now (one round trip)."""
         resource = check_resource(resource)
-        reply = self._acmi.store.execute(
+        reply = self._ctx.store.execute(
             ("HMGET", self._keys.lock(resource), "fence", "owner", "expires")
         )
         fence, owner, expires = (
@@ -287,7 +287,7 @@ class LockAPI:
             else [None, None, None]
         )
         until = int(expires) if expires and expires.isdigit() else None
-        held = owner is not None and until is not None and until > self._acmi.clock()
+        held = owner is not None and until is not None and until > self._ctx.clock()
         return LockState(
             resource,
             held,
@@ -300,10 +300,10 @@ class LockAPI:
         """The leases ``owner`` holds now, soonest expiry first (one round trip: a
         ZRANGEBYLEX on the tenant's lease index; expired leases are left out)."""
         owner_id = str(EntityId.parse(owner, "owner"))
-        reply = self._acmi.store.execute(
+        reply = self._ctx.store.execute(
             ("ZRANGEBYLEX", self._keys.leases(), f"[{owner_id}|", f"({owner_id}}}")
         )
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         held = [
             lease
             for lease in (parse_lease_entry(m) for m in (reply if isinstance(reply, list) else []))

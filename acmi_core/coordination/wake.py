@@ -34,7 +34,7 @@ from acmi_core.coordination.agents import agent_id
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
-    from acmi_core.client import Acmi
+    from acmi_core.entities.context import Context
 
 EVERY_HOURS: Final = (1, 2, 3, 4, 6, 8, 12, 24)  # divisors of 24: the same hours every day
 HOUR_MS: Final = 3600 * 1000
@@ -126,9 +126,9 @@ class WakeAPI:
     (one round trip); ``clear`` two (an EXISTS, so clearing never creates a profile, then
     one WritePlan); every read one command."""
 
-    def __init__(self, acmi: Acmi) -> None:
-        self._acmi = acmi
-        self._keys = acmi.keys
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
 
     def set(
         self,
@@ -147,7 +147,7 @@ class WakeAPI:
                 "every_hours", "enum", f"must divide 24: one of {', '.join(map(str, EVERY_HOURS))}"
             )
         slot = {"minute": minute, "every_hours": every_hours, "target": check_target(target)}
-        due = next_due(self._acmi.clock(), minute, every_hours)
+        due = next_due(self._ctx.clock(), minute, every_hours)
         fields: list[tuple[Any, str, str]] = [("set", "wake", dumps(slot))]
         fields += [
             ("setnx", name, dumps(value))
@@ -157,22 +157,22 @@ class WakeAPI:
         plan.edit_object(self._keys.profile(eid), fields, field="profile")
         plan.zset(self._keys.wake_due(), due, str(eid))
         plan.sadd(self._keys.index(eid.category), eid.local_id)
-        plan.apply(self._acmi.store)
+        plan.apply(self._ctx.store)
         return {"agent": str(eid), **slot, "next_due": due}
 
     def clear(self, agent: str) -> None:
         """Remove the slot and the agent's due time (one step)."""
         eid = agent_id(agent)
         plan = WritePlan()
-        if self._acmi.store.execute(("EXISTS", self._keys.profile(eid))):
+        if self._ctx.store.execute(("EXISTS", self._keys.profile(eid))):
             plan.edit_object(self._keys.profile(eid), [("del", "wake", "null")], field="profile")
         plan.zrem(self._keys.wake_due(), str(eid))
-        plan.apply(self._acmi.store)
+        plan.apply(self._ctx.store)
 
     def due(self, until_ms: int, limit: int = MAX_WAKES_PER_RUN) -> list[tuple[str, int]]:
         """``(agent, due ms)`` of the agents due by ``until_ms``, soonest first, at most
         ``limit``: one ZRANGE BYSCORE on the due index (O(log N + limit))."""
-        reply = self._acmi.store.execute(
+        reply = self._ctx.store.execute(
             (
                 "ZRANGE",
                 self._keys.wake_due(),
@@ -189,5 +189,5 @@ class WakeAPI:
 
     def next(self, agent: str) -> int | None:
         """The agent's next due time (ms), or None without a slot: one ZSCORE."""
-        score = self._acmi.store.execute(("ZSCORE", self._keys.wake_due(), str(agent_id(agent))))
+        score = self._ctx.store.execute(("ZSCORE", self._keys.wake_due(), str(agent_id(agent))))
         return int(float(score)) if isinstance(score, bytes) else None

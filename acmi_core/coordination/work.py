@@ -58,6 +58,12 @@ status 1-64 characters; profile and signals as for ``acmi.profile`` / ``acmi.sig
 (``parse_event``); ``get`` returns at most ``MAX_GET_SESSIONS`` sessions (all of them
 through ``sessions``); a page holds 1-1,000 ids.
 
+One module: it is one coordination protocol (ARCHITECTURE.md: a protocol, its module), and
+its index contract is its core: the writes that keep ``work_owners`` and ``work_open``
+exact (one ``lua/work.lua`` run each) and the pages that read them are held to the same
+rules (``is_open``, the owner's entity id), so splitting writes from reads would put the
+two halves of that contract in different places.
+
 Known gap: items the reference wrote (no entry in the owners HASH) are listed by
 ``list()`` without an owner, but are in no owner's open index until ``assign`` names
 their owner.
@@ -86,11 +92,12 @@ from acmi_core.base.model import (
 )
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, decode_event, load_stored
+from acmi_core.entities.api import EntityAPI
 from acmi_core.store.base import Arg, Reply, Script
 from acmi_core.store.writes import WritePlan, script_error
 
 if TYPE_CHECKING:
-    from acmi_core.client import Acmi
+    from acmi_core.entities.context import Context
 
 CATEGORY: Final = "work"
 CLOSED_STATUSES: Final = frozenset(
@@ -267,9 +274,10 @@ def _pack(plans: list[WritePlan]) -> tuple[list[str], list[Arg]]:
 
 
 class WorkAPI:
-    def __init__(self, acmi: Acmi) -> None:
-        self._acmi = acmi
-        self._keys = acmi.keys
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
+        self._entities = EntityAPI(ctx)
 
     # writes --------------------------------------------------------------------------
 
@@ -278,7 +286,7 @@ class WorkAPI:
         plan_keys, plan_args = _pack(plans)
         open_base = keys.internal("work-open", "")
         try:
-            reply = self._acmi.store.eval(
+            reply = self._ctx.store.eval(
                 WORK,
                 [keys.profile(eid), keys.signals(eid), keys.work_owners(), *plan_keys],
                 [op, eid.local_id, open_base, mode, *plan_args],
@@ -323,7 +331,7 @@ class WorkAPI:
         ``owner`` is written into the profile when the profile has none. One round trip.
         Raises Conflict (409) when the item exists."""
         eid = work_entity(id)
-        doc = dict(check_profile(self._acmi.guard(profile, "profile")))
+        doc = dict(check_profile(self._ctx.guard(profile, "profile")))
         given = doc.get("owner")
         owner_id: EntityId | None = None
         if given is not None:
@@ -341,7 +349,7 @@ class WorkAPI:
         status = check_status(status)
         signals = {"status": status}
         profile_text = dumps(doc, "profile")
-        now = self._acmi.clock()
+        now = self._ctx.clock()
 
         plan = WritePlan()
         plan.set(self._keys.profile(eid), profile_text)
@@ -377,7 +385,7 @@ class WorkAPI:
             data = dict(event)
         else:
             raise AcmiValidationError("event", "object", "event must be a JSON object")
-        data = self._acmi.guard(data, "event")
+        data = self._ctx.guard(data, "event")
         stated = data.get("session_id")
         if session_id is not None:
             check_session_id(session_id)
@@ -388,7 +396,7 @@ class WorkAPI:
             data["session_id"] = session_id
         elif stated is not None:
             session_id = check_session_id(stated, "event.session_id")
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         parsed = parse_event(data, now_ms=now, tenant=self._keys.tenant)
         member = parsed.to_json()
 
@@ -412,7 +420,7 @@ class WorkAPI:
         status: ``CLOSED_STATUSES``); other signals bump an open item's score. One round
         trip. Returns the merged signals."""
         eid = work_entity(id)
-        values = check_json_object(self._acmi.guard(dict(signals), "signals"), "signals")
+        values = check_json_object(self._ctx.guard(dict(signals), "signals"), "signals")
         fields: list[tuple[Any, str, str]] = [
             ("set", check_signal_key(k, f"signals.{k}"), dumps(v, f"signals.{k}"))
             for k, v in values.items()
@@ -422,7 +430,7 @@ class WorkAPI:
         mode = "bump"
         if "status" in values:
             mode = "open" if is_open(check_status(values["status"], "signals.status")) else "close"
-        now = self._acmi.clock()
+        now = self._ctx.clock()
 
         def build(index: bool) -> WritePlan:
             plan = WritePlan()
@@ -445,7 +453,7 @@ class WorkAPI:
         entity id."""
         eid = work_entity(id)
         new = owner_entity(owner)
-        now = self._acmi.clock()
+        now = self._ctx.clock()
 
         def build(open: bool, previous: bool) -> WritePlan:
             plan = WritePlan()
@@ -506,7 +514,7 @@ class WorkAPI:
         ]
         if events:
             commands.append(("ZRANGE", timeline_key, -events, -1))
-        replies = self._acmi.store.pipeline(commands)
+        replies = self._ctx.store.pipeline(commands)
         if replies[0] is None and replies[1] is None:
             raise self._missing(eid)
         problems: list[str] = []
@@ -582,7 +590,7 @@ class WorkAPI:
                 raise AcmiValidationError("cursor", "cursor", "is not a cursor this API returned")
         key = self._keys.slot(eid, SESSIONS)
         try:
-            reply = self._acmi.store.execute(("SSCAN", key, scan, "COUNT", size))
+            reply = self._ctx.store.execute(("SSCAN", key, scan, "COUNT", size))
         except StoreCommandError as exc:
             from acmi_core.base.errors import CorruptData
 
@@ -640,12 +648,12 @@ class WorkAPI:
             if status == "open":
                 return self._open_page(who, cursor, size)
             return self._owned_page(who, cursor, size)
-        page = self._acmi.list_page(CATEGORY, cursor=cursor, limit=size)
+        page = self._entities.list_page(CATEGORY, cursor=cursor, limit=size)
         ids = [e.partition(":")[2] for e in page.entities]
         if status is None or not ids:
             return WorkPage([WorkRef(i) for i in ids], page.next_cursor)
         signal_keys = [self._keys.signals(work_entity(i)) for i in ids]
-        replies = self._acmi.store.pipeline([("GET", k) for k in signal_keys])
+        replies = self._ctx.store.pipeline([("GET", k) for k in signal_keys])
         items = []
         for work_id, reply in zip(ids, replies, strict=True):
             state: Any = None
@@ -667,7 +675,7 @@ class WorkAPI:
                 raise AcmiValidationError("cursor", "cursor", "is not a cursor this API returned")
         key = self._keys.work_open(who)
         command = ("ZRANGE", key, offset, offset + size, "REV", "WITHSCORES")
-        reply = self._acmi.store.execute(command)
+        reply = self._ctx.store.execute(command)
         flat = reply if isinstance(reply, list) else []
         items = []
         for member, score in zip(flat[::2], flat[1::2], strict=False):
@@ -685,7 +693,7 @@ class WorkAPI:
             (scan,) = decode_cursor(cursor, "wh", 1)
             if isinstance(scan, bool) or not isinstance(scan, int) or not 0 <= scan < 2**64:
                 raise AcmiValidationError("cursor", "cursor", "is not a cursor this API returned")
-        reply = self._acmi.store.execute(("HSCAN", self._keys.work_owners(), scan, "COUNT", size))
+        reply = self._ctx.store.execute(("HSCAN", self._keys.work_owners(), scan, "COUNT", size))
         next_scan, flat = _scan(reply)
         wanted = str(who).encode()
         items = sorted(

@@ -70,11 +70,12 @@ from acmi_core.base.model import (
     summary_too_long,
 )
 from acmi_core.base.stored import Unreadable, load_stored
+from acmi_core.entities.api import TimelineAPI
 from acmi_core.store.base import Reply
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
-    from acmi_core.client import Acmi
+    from acmi_core.entities.context import Context
 
 STEP_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 MAX_CORRELATION_LEN: Final = 256
@@ -309,9 +310,10 @@ class Assessments:
 
 
 class WorkflowAPI:
-    def __init__(self, acmi: Acmi) -> None:
-        self._acmi = acmi
-        self._keys = acmi.keys
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
+        self._timeline = TimelineAPI(ctx)
 
     # writes: one WritePlan each ------------------------------------------------------------
 
@@ -326,7 +328,7 @@ class WorkflowAPI:
         *,
         lesson: bool = False,
     ) -> Event:
-        now = self._acmi.clock()
+        now = self._ctx.clock()
         event = parse_event(
             {
                 "source": str(agent),
@@ -339,12 +341,12 @@ class WorkflowAPI:
             tenant=self._keys.tenant,
         )
         plan = WritePlan()
-        self._acmi.timeline.stage(plan, wf, [event])
+        self._timeline.stage(plan, wf, [event])
         plan.zset(self._keys.agent_workflows(agent), event.ts, str(wf))
         if lesson:
             plan.zadd(self._keys.lessons(), event.ts, event.to_json())
             plan.zkeep(self._keys.lessons(), LESSONS_CAP)
-        plan.apply(self._acmi.store)
+        plan.apply(self._ctx.store)
         return event
 
     def execute(
@@ -359,8 +361,8 @@ class WorkflowAPI:
         """Log that ``agent`` executed ``step`` (kind ``step-executed``). One round trip."""
         wf, step, who = workflow_id(workflow), check_step(step), actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
-        summary = self._acmi.guard(summary, "summary")
-        payload = self._acmi.guard(payload, "payload")
+        summary = self._ctx.guard(summary, "summary")
+        payload = self._ctx.guard(payload, "payload")
         body: dict[str, Any] = {"workflow": str(wf), "step": step}
         if payload is not None:
             extra = check_json_object(payload, "payload")
@@ -391,8 +393,8 @@ class WorkflowAPI:
         """Score an executed step 0-100 (kind ``assessment``). One round trip. It covers
         the executions of ``step`` with the same correlation id at or before it."""
         wf, step = workflow_id(workflow), check_step(step)
-        criteria = self._acmi.guard(criteria, "criteria")
-        note = self._acmi.guard(note, "note")
+        criteria = self._ctx.guard(criteria, "criteria")
+        note = self._ctx.guard(note, "note")
         score, checked = check_score(score), check_criteria(criteria)
         who = actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
@@ -416,7 +418,7 @@ class WorkflowAPI:
         tenant's lessons feed (trimmed to the newest 1,000 in the same step). One round
         trip."""
         wf, step = workflow_id(workflow), check_step(step)
-        lesson = _text(self._acmi.guard(lesson, "lesson"), "lesson", MAX_LESSON_LEN)
+        lesson = _text(self._ctx.guard(lesson, "lesson"), "lesson", MAX_LESSON_LEN)
         who = actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
         body = {"workflow": str(wf), "step": step, "lesson": lesson}
@@ -439,7 +441,7 @@ class WorkflowAPI:
             low = repr(since_ms)
         command = ("ZRANGE", key, "+inf", low, "BYSCORE", "REV", "LIMIT", 0, SCAN_EVENTS + 1)
         try:
-            reply = self._acmi.store.execute(command)
+            reply = self._ctx.store.execute(command)
         except StoreCommandError as exc:
             raise CorruptData(f"{key}: {exc}", field=key) from None
         members = _members(reply, key)
@@ -517,7 +519,7 @@ class WorkflowAPI:
             return found[:limit]
         who = actor_id(agent)
         mine, feed = self._keys.agent_workflows(who), self._keys.lessons()
-        replies = self._acmi.store.pipeline(
+        replies = self._ctx.store.pipeline(
             [
                 ("ZRANGE", mine, 0, MAX_AGENT_WORKFLOWS - 1, "REV"),
                 ("ZRANGE", feed, 0, BOOTSTRAP_LESSONS_WINDOW - 1, "REV"),

@@ -8,7 +8,7 @@ the seed's ``heartbeat-state.json``: ``next_scheduled.weekly_review`` /
 ``monthly_audit`` / ``quarterly_archive``; a missing date is due), on the day of the
 run's ``scheduled_time`` (UTC):
 
-- **weekly review**: ``acmi_core.memory.service.MemoryAPI(acmi).review(entity, now_ms)``
+- **weekly review**: ``acmi_core.memory.service.MemoryAPI(acmi.context).review(entity, now_ms)``
   when that module exists in this build (imported lazily); else the review is reported
   ``pending`` and looked at again in a week.
 - **monthly audit**: the seed's budgets (``acmi_core.memory.budgets``) over the entity's
@@ -759,7 +759,7 @@ def review(acmi: Acmi, entity: EntityId, now_ms: int) -> tuple[str, Any]:
     api = getattr(service, "MemoryAPI", None)
     if api is None:
         return "pending", "acmi_core.memory.service has no MemoryAPI"
-    return "done", api(acmi).review(str(entity), now_ms)
+    return "done", api(acmi.context).review(str(entity), now_ms)
 
 
 # --- the job ----------------------------------------------------------------------------------

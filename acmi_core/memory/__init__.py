@@ -2,8 +2,13 @@
 
 Pure code, no store: ``markdown`` (the lossless Markdown codec), ``layers`` (the seed's
 templates as typed files, scopes, search and conflict order), ``budgets`` (the seed's
-size limits and fixes), ``slots`` (files <-> signals, profile fields, timeline events,
-archive documents), ``tree`` (the seed's directory tree <-> a :class:`MemorySnapshot`).
+size limits and fixes), ``slots`` (files <-> signals, profile fields, archive documents),
+``daily`` (daily notes <-> timeline events), ``conflicts`` (hot/warm disagreements),
+``tree`` (the seed's directory tree <-> a :class:`MemorySnapshot`).
+
+On a store, each on the tenant's :class:`~acmi_core.entities.context.Context`: ``service``
+(``MemoryAPI``, ``acmi.memory``) composes ``reads``, ``writes``, ``upkeep`` and ``transfer``,
+all on ``state`` (the one read every command starts from).
 """
 
 from __future__ import annotations

@@ -21,6 +21,14 @@ The seed's loading rules are data here too: :data:`SCOPES` (what each session ki
 loads, §7 and §12), :data:`ON_DEMAND` (level 3), :data:`SEARCH_ORDER` (§9),
 :data:`CONFLICT_RULES` (§8), and ``SectionSpec.private`` (§3, §13: MEMORY.md is never
 loaded in a group).
+
+One module: it is the seed's vocabulary, one concern read off one document. Each layer is
+a template and the typed file that reads through it (``ActiveContext.TEMPLATE =
+ACTIVE_CONTEXT``), and the loading rules are read by the snapshot that holds the files
+(``MemorySnapshot.for_scope`` by :data:`SCOPES`); split into templates, files and rules,
+every layer's definition would be cut in two and each part import the others. The codec
+under it is ``memory/markdown.py``, the mappings onto ACMI's slots are ``memory/slots.py``
+and ``memory/daily.py``.
 """
 
 from __future__ import annotations

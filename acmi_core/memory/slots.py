@@ -26,38 +26,38 @@ fields. It is absent when the file is laid out as the seed's template, so a valu
 through the API renders as the template would; a field with no place in the layout is
 appended as its template section. Hence ``from_*(to_*(x)) == x`` for every file.
 
-Daily events are Comms v1.1 events (``payload.memory == "daily"``). Their correlationId
-is a digest of the day, the line and how many identical lines precede it in the file: a
-re-import gives the same ids, so importing twice stores nothing new (ZADD NX on equal
-members), and an import may skip a line whose id the day already has (a line written
-through the API with :func:`entry_event`). ``[HH:MM]`` + the file's date, in the tree's
-zone (heartbeat-state.json ``timezone``, else UTC), is the event's ``ts``; a line without
-a stamp takes the stamp above it (midnight when none).
+The daily layer's events (a note <-> timeline events, line for line) are
+``acmi_core.memory.daily``'s; its names are re-exported here, where the other layers'
+mappings are.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import MAX_SUMMARY_LEN, EntityId, Event, summary_too_long, utf16_len
+from acmi_core.base.model import EntityId, Event
+from acmi_core.memory.daily import (
+    DAILY,
+    HEADER_KIND,
+    daily_from_events,
+    daily_to_events,
+    entry_event,
+    one_line,
+    stamp_ms,
+    zone,
+)
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     ARCHIVE,
     DECISION_COLUMNS,
     LONG_TERM_MEMORY,
-    TIMEZONE_KEY,
     TOPIC,
     ActiveContext,
     ArchiveFile,
-    DailyNote,
     HeartbeatState,
     LongTermMemory,
     MarkdownFile,
@@ -67,7 +67,6 @@ from acmi_core.memory.layers import (
     Template,
     TopicFile,
     check_heartbeat,
-    parse_date,
 )
 from acmi_core.memory.markdown import (
     FENCE,
@@ -79,7 +78,6 @@ from acmi_core.memory.markdown import (
     Task,
     Text,
     body_lines,
-    document_lines,
     join_lines,
 )
 
@@ -91,9 +89,6 @@ ARCHIVE_PREFIX: Final = "archive."
 TOPIC_LINKS: Final = "warm.topics"  # profile: the topic:<slug> entities, in slug order
 LAYOUT: Final = "layout"
 TOPIC_CATEGORY: Final = "topic"
-DAILY: Final = "daily"  # payload.memory of a daily-note event
-HEADER_KIND: Final = "daily-note"
-_AT: Final = re.compile(r"(\d{2}):(\d{2})")
 
 # --- a section's value ----------------------------------------------------------------------
 
@@ -139,30 +134,22 @@ def _bad(where: str, message: str) -> AcmiValidationError:
     return AcmiValidationError(where, "memory_section", message)
 
 
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(where, "must be a string")
-    if "\n" in value:
-        raise _bad(where, "must be one line (no line break)")
-    return value
-
-
 def _item(value: Any, where: str) -> Item:
     if isinstance(value, str):
-        return Bullet(_text(value, where))
+        return Bullet(one_line(value, where))
     if not isinstance(value, dict):
         raise _bad(where, "an item is a string (a bullet) or an object")
     keys = set(value)
     if keys == {"task", "done"} and isinstance(value["done"], bool):
-        return Task(_text(value["task"], f"{where}.task"), value["done"])
+        return Task(one_line(value["task"], f"{where}.task"), value["done"])
     if keys == {"at", "text"}:
-        return Entry(_text(value["at"], f"{where}.at"), _text(value["text"], f"{where}.text"))
+        return Entry(one_line(value["at"], f"{where}.at"), one_line(value["text"], f"{where}.text"))
     if keys == set(DECISION_COLUMNS):
-        return Row(tuple(_text(value[c], f"{where}.{c}") for c in DECISION_COLUMNS))
+        return Row(tuple(one_line(value[c], f"{where}.{c}") for c in DECISION_COLUMNS))
     if keys == {"row"} and isinstance(value["row"], list):
-        return Row(tuple(_text(c, f"{where}.row") for c in value["row"]))
+        return Row(tuple(one_line(c, f"{where}.row") for c in value["row"]))
     if keys == {"line"}:
-        return Text(_text(value["line"], f"{where}.line"))
+        return Text(one_line(value["line"], f"{where}.line"))
     raise _bad(
         where,
         "an item object is {task, done}, {at, text}, {date, decision, reasoning, outcome}, "
@@ -200,7 +187,9 @@ def section_lines(value: Any, where: str) -> list[str]:
             if isinstance(gap, bool) or not isinstance(gap, int) or not 0 <= gap <= 100:
                 raise _bad(f"{at}.gap", "must be an integer 0-100")
             subs.append(
-                Subsection(_text(sub["title"], f"{at}.title"), tuple(_items(sub["items"], at)), gap)
+                Subsection(
+                    one_line(sub["title"], f"{at}.title"), tuple(_items(sub["items"], at)), gap
+                )
             )
         lines = body_lines(items, subs)
     else:
@@ -314,7 +303,7 @@ def from_fields(
     after_fields = 0  # where the last preamble field line ends
     for n, entry in enumerate(layout):
         if isinstance(entry, str):
-            out.append(_text(entry, f"{where}{LAYOUT}.lines[{n}]"))
+            out.append(one_line(entry, f"{where}{LAYOUT}.lines[{n}]"))
             continue
         if not isinstance(entry, dict) or len(entry) != 1:
             raise _bad(f"{where}{LAYOUT}.lines[{n}]", "a line is a string, {field} or {section}")
@@ -324,7 +313,7 @@ def from_fields(
         if key not in fields:
             continue  # deleted since: its line goes (a section keeps its heading)
         if kind == "field" and (key == "title" or key in labels):
-            value = _text(fields[key], f"{where}{key}")
+            value = one_line(fields[key], f"{where}{key}")
             out.append(f"# {value}" if key == "title" else labels[key] + value)
             if key != "title":
                 after_fields = len(out)
@@ -334,7 +323,7 @@ def from_fields(
             raise _bad(f"{where}{LAYOUT}.lines[{n}]", f"{kind} {key!r} is not in {template.name}")
         placed.add(key)
     missing = [
-        label + _text(fields[key], f"{where}{key}")
+        label + one_line(fields[key], f"{where}{key}")
         for key, label in template.fields
         if key in fields and key not in placed
     ]
@@ -474,310 +463,6 @@ def archive_from_document(quarter: Quarter, doc: Mapping[str, Any]) -> ArchiveFi
     )
 
 
-# --- daily: timeline events -----------------------------------------------------------------
-
-
-def zone(name: str) -> dt.tzinfo:
-    """An IANA zone by name (``UTC``, ``Europe/London``)."""
-    if name == "UTC":
-        return dt.UTC
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise AcmiValidationError(
-            TIMEZONE_KEY, "timezone", f"{name!r} is not an IANA time zone (e.g. Europe/London)"
-        ) from None
-
-
-def stamp_ms(date: dt.date, minutes: int, tz: dt.tzinfo) -> int:
-    """Epoch ms of ``minutes`` after midnight on ``date`` in ``tz``."""
-    moment = dt.datetime.combine(date, dt.time(minutes // 60, minutes % 60), tzinfo=tz)
-    return int(moment.timestamp()) * 1000
-
-
-def _cid(date: dt.date, line: str, occurrence: int) -> str:
-    digest = hashlib.sha256(f"{date.isoformat()}\n{occurrence}\n{line}".encode()).hexdigest()
-    return f"mem-{date.isoformat()}-{digest[:16]}"
-
-
-def _summary(text: str, line: str) -> str:
-    summary = text if text.strip() else line
-    if summary_too_long(summary):  # the whole text stays in payload.text
-        cut = summary[: MAX_SUMMARY_LEN - 1]
-        while utf16_len(cut) > MAX_SUMMARY_LEN - 1:
-            cut = cut[:-1]
-        summary = cut + "…"
-    return summary
-
-
-def _kind(item: Item, section: str | None) -> str:
-    if isinstance(item, Task):
-        return "todo"
-    if isinstance(item, Entry):
-        head = item.text.lower()
-        return (
-            "decision"
-            if head.startswith("decision")
-            else "lesson"
-            if head.startswith("lesson")
-            else "note"
-        )
-    if isinstance(item, Bullet) and section == "Key Takeaways":
-        return "takeaway"
-    return "note"
-
-
-def _item_event(
-    item: Item,
-    *,
-    date: dt.date,
-    ts: int,
-    source: str,
-    section: str | None,
-    n: int | None,
-    occurrence: int,
-) -> Event:
-    line = item.render()
-    payload: dict[str, Any] = {"memory": DAILY, "date": date.isoformat()}
-    if n is not None:
-        payload["n"] = n
-    if section is not None and n is None:
-        payload["section"] = section
-    text = line
-    if isinstance(item, Entry):
-        payload.update(item="entry", at=item.at)
-        text = item.text
-    elif isinstance(item, Task):
-        payload.update(item="task", done=item.done)
-        text = item.text
-    elif isinstance(item, Bullet):
-        payload["item"] = "bullet"
-        text = item.text
-    elif isinstance(item, Row):
-        payload.update(item="row", cells=list(item.cells))
-    else:
-        payload["item"] = "text"
-    summary = _summary(text, line)
-    if summary != text and not isinstance(item, Row):
-        payload["text"] = text
-    return Event.model_validate(
-        {
-            "ts": ts,
-            "source": source,
-            "kind": _kind(item, section),
-            "correlationId": _cid(date, line, occurrence),
-            "summary": summary,
-            "payload": payload,
-        }
-    )
-
-
-def daily_to_events(note: DailyNote, *, source: str, tz: dt.tzinfo = dt.UTC) -> list[Event]:
-    """A daily note as timeline events: a ``daily-note`` header (ts midnight; the note's
-    skeleton: title, headings, blank lines, with ``null`` where an item line goes) and one
-    event per line with content, in file order."""
-    lines = document_lines(note.doc)
-    skeleton: list[str | None] = list(lines)
-    events: list[Event] = []
-    seen: Counter[str] = Counter()
-    ts = stamp_ms(note.date, 0, tz)
-    n = (0 if note.doc.title is None else 1) + len(note.doc.preamble)
-    for section in note.doc.sections:
-        n += 1  # the heading
-        groups = [(section.items, 0)] + [(s.items, s.gap) for s in section.subsections]
-        for index, (items, gap) in enumerate(groups):
-            if index:
-                n += 1  # the ### heading
-            for item in items:
-                if not (isinstance(item, Text) and not item.line.strip()):
-                    if isinstance(item, Entry):
-                        ts = stamp_ms(note.date, item.minutes, tz)
-                    line = lines[n]
-                    events.append(
-                        _item_event(
-                            item,
-                            date=note.date,
-                            ts=ts,
-                            source=source,
-                            section=section.heading,
-                            n=n,
-                            occurrence=seen[line],
-                        )
-                    )
-                    seen[line] += 1
-                    skeleton[n] = None
-                n += 1
-            n += gap
-        n += section.gap
-    payload: dict[str, Any] = {"memory": DAILY, "date": note.date.isoformat(), "skeleton": skeleton}
-    if not note.doc.final_newline:
-        payload["final_newline"] = False
-    header = Event.model_validate(
-        {
-            "ts": stamp_ms(note.date, 0, tz),
-            "source": source,
-            "kind": HEADER_KIND,
-            "correlationId": f"mem-{note.date.isoformat()}-note",
-            "summary": note.doc.title or f"{note.date.isoformat()} — Daily Notes",
-            "payload": payload,
-        }
-    )
-    return [header, *events]
-
-
-def entry_event(
-    date: dt.date,
-    at: str,
-    text: str,
-    *,
-    source: str,
-    tz: dt.tzinfo = dt.UTC,
-    section: str | None = None,
-) -> Event:
-    """An entry written to a day's note through the API (``- [HH:MM] text``), appended to
-    ``section`` (by default Morning before 12:00, else Afternoon) when the note is
-    rendered. Its correlationId is the one an import of that line computes."""
-    match = _AT.fullmatch(_text(at, "at"))
-    if match is None or int(match[1]) > 23 or int(match[2]) > 59:
-        raise AcmiValidationError("at", "entry_time", "must be a time of day HH:MM (00:00-23:59)")
-    entry = Entry(at, _text(text, "text"))
-    minutes = entry.minutes
-    section = section or ("Morning" if minutes < 12 * 60 else "Afternoon")
-    return _item_event(
-        entry,
-        date=date,
-        ts=stamp_ms(date, minutes, tz),
-        source=source,
-        section=section,
-        n=None,
-        occurrence=0,
-    )
-
-
-def _payload(event: Event) -> dict[str, Any] | None:
-    payload = event.payload
-    if isinstance(payload, dict) and payload.get("memory") == DAILY:
-        return payload
-    return None
-
-
-def _skeleton(header: Event) -> list[Any]:
-    payload = _payload(header) or {}
-    skeleton = payload.get("skeleton")
-    return skeleton if isinstance(skeleton, list) else []
-
-
-def _event_item(event: Event, payload: Mapping[str, Any]) -> Item:
-    text = payload.get("text", event.summary)
-    kind = payload.get("item")
-    if kind == "entry":
-        return Entry(str(payload.get("at", "")), text)
-    if kind == "task":
-        return Task(text, payload.get("done") is True)
-    if kind == "bullet":
-        return Bullet(text)
-    if kind == "row" and isinstance(payload.get("cells"), list):
-        return Row(tuple(str(c) for c in payload["cells"]))
-    return Text(text)
-
-
-def _local(event: Event, tz: dt.tzinfo) -> dt.datetime:
-    return dt.datetime.fromtimestamp(event.ts / 1000, tz)
-
-
-def _append(lines: list[str], heading: str, line: str) -> None:
-    """Add ``line`` at the end of the ``## heading`` section (made at the end if none)."""
-    try:
-        head = lines.index(f"## {heading}")
-    except ValueError:
-        if lines and lines[-1] != "":
-            lines.append("")
-        lines += [f"## {heading}", line]
-        return
-    end = next((i for i in range(head + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    while end - 1 > head and lines[end - 1] == "":
-        end -= 1
-    lines.insert(end, line)
-
-
-def _assemble(
-    date: dt.date,
-    header: Event | None,
-    placed: list[tuple[int, int, Item]],
-    appended: list[tuple[float, int, str, Item]],
-) -> DailyNote:
-    """One day's note: the header's skeleton with its lines filled in by number, then the
-    lines written through the API appended to their sections."""
-    final_newline = True
-    if header is None:
-        lines: list[str] = [f"# {date.isoformat()} — Daily Notes", ""]
-        slots: list[str | None] = []
-    else:
-        payload = _payload(header) or {}
-        slots = list(_skeleton(header))
-        final_newline = payload.get("final_newline", True) is not False
-        lines = []
-    extra: list[Item] = []
-    for n, _, item in sorted(placed, key=lambda p: (p[0], p[1])):
-        if 0 <= n < len(slots) and slots[n] is None:
-            slots[n] = item.render()
-        elif 0 <= n < len(slots) and slots[n] == item.render():
-            continue  # the same line twice (events given twice): one line
-        else:
-            extra.append(item)
-    if header is not None:
-        lines = [line for line in slots if isinstance(line, str)]
-    if header is None and not appended:
-        lines += [i.render() for i in extra]
-    else:
-        for item in extra:
-            _append(lines, "Afternoon", item.render())
-    for _, _, heading, item in sorted(appended, key=lambda a: (a[0], a[1])):
-        _append(lines, heading, item.render())
-    return DailyNote.parse(join_lines(lines, final_newline), date, f"timeline {date}")
-
-
-def daily_from_events(
-    events: Iterable[Event], *, tz: dt.tzinfo = dt.UTC, include_foreign: bool = False
-) -> list[DailyNote]:
-    """The daily notes a timeline holds, by date. Memory events (``payload.memory ==
-    "daily"``) rebuild their note line for line; one without a line number (written
-    through the API) is appended to its section. ``include_foreign``: any other event
-    becomes an entry ``- [HH:MM] summary`` of its local day too."""
-    headers: dict[dt.date, Event] = {}
-    placed: dict[dt.date, list[tuple[int, int, Item]]] = defaultdict(list)
-    appended: dict[dt.date, list[tuple[float, int, str, Item]]] = defaultdict(list)
-    for order, event in enumerate(events):
-        payload = _payload(event)
-        if payload is None:
-            if include_foreign:
-                local = _local(event, tz)
-                item: Item = Entry(local.strftime("%H:%M"), event.summary)
-                heading = "Morning" if local.hour < 12 else "Afternoon"
-                appended[local.date()].append((event.ts, order, heading, item))
-            continue
-        date = parse_date(str(payload.get("date")), f"event {event.correlationId}")
-        if event.kind == HEADER_KIND and isinstance(payload.get("skeleton"), list):
-            # two headers of a day: an import of the grown note left the old one (an
-            # import should replace it by correlationId); a note only grows, so the
-            # longer is the newer
-            old = headers.get(date)
-            if old is None or len(payload["skeleton"]) >= len(_skeleton(old)):
-                headers[date] = event
-            continue
-        item = _event_item(event, payload)
-        n = payload.get("n")
-        if isinstance(n, int) and not isinstance(n, bool):
-            placed[date].append((n, order, item))
-        else:
-            heading = str(payload.get("section") or "Afternoon")
-            appended[date].append((event.ts, order, heading, item))
-    return [
-        _assemble(date, headers.get(date), placed[date], appended[date])
-        for date in sorted({*headers, *placed, *appended})
-    ]
-
-
 # --- a whole snapshot -----------------------------------------------------------------------
 
 
@@ -836,3 +521,42 @@ def snapshot_from_slots(image: SlotImage, *, include_foreign: bool = False) -> M
         ),
         heartbeat=heartbeat,
     )
+
+
+__all__ = [
+    "ARCHIVE_PREFIX",
+    "DAILY",
+    "HEADER_KIND",
+    "HEARTBEAT",
+    "HOT",
+    "LAYOUT",
+    "TOPIC_CATEGORY",
+    "TOPIC_LINKS",
+    "TOPIC_PREFIX",
+    "WARM",
+    "SlotImage",
+    "archive_from_document",
+    "archive_to_document",
+    "daily_from_events",
+    "daily_to_events",
+    "entry_event",
+    "from_fields",
+    "from_profile",
+    "from_signals",
+    "heartbeat_from_signals",
+    "heartbeat_to_signals",
+    "is_private",
+    "new_topic",
+    "section_lines",
+    "section_value",
+    "snapshot_from_slots",
+    "snapshot_to_slots",
+    "stamp_ms",
+    "to_fields",
+    "to_profile_sections",
+    "to_signals",
+    "topic_entity",
+    "topic_from_profile",
+    "topic_to_profile",
+    "zone",
+]

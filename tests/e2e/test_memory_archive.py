@@ -179,7 +179,9 @@ def test_cli_without_a_bucket_writes_documents_and_trims_nothing(
     docs = hy.archive_documents(acmi, ENTITY)
     assert sorted(docs) == done["documents"]
     # the documents' quarters have no raw object: search reads no sink for them
-    assert "archived" not in {h["layer"] for h in MemoryAPI(acmi).search(ENTITY, "day")["hits"]}
+    assert "archived" not in {
+        h["layer"] for h in MemoryAPI(acmi.context).search(ENTITY, "day")["hits"]
+    }
 
     code, _, err = cli(capsys, acmi, "archive", ENTITY, "--retention-days", "0")
     assert code == 2 and "error: retention_days:" in err
@@ -303,7 +305,7 @@ def test_round_trips() -> None:
     assert sink.requests == 3 * quarters  # GET, PUT, GET each
     store.reset()
     sink.requests = 0
-    found = MemoryAPI(acmi).search(ENTITY, PHRASE, archived=archived_reader(acmi, dest))
+    found = MemoryAPI(acmi.context).search(ENTITY, PHRASE, archived=archived_reader(acmi, dest))
     assert found["hits"][0]["layer"] == "archived"
     # one pipeline (no topics linked: no second read), one sink GET per quarter
     assert store.requests == 1 and sink.requests == quarters

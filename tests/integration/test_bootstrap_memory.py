@@ -46,7 +46,7 @@ def atlas(acmi: Acmi) -> tuple[Acmi, CountingStore, MemoryAPI]:
     the clock at NOW."""
     store = CountingStore(acmi.store)
     view = Acmi(store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW))
-    memory = MemoryAPI(view)
+    memory = MemoryAPI(view.context)
     memory.import_snapshot(AGENT, read_tree(FIXTURE))
     return view, store, memory
 
@@ -236,7 +236,7 @@ def test_today_is_the_day_of_now_in_the_heartbeat_zone(acmi: Acmi) -> None:
     view = Acmi(
         acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(late)
     )
-    MemoryAPI(view).import_snapshot(AGENT, read_tree(FIXTURE))
+    MemoryAPI(view.context).import_snapshot(AGENT, read_tree(FIXTURE))
     bundle = view.bootstrap(AGENT, include="yesterday")
     assert bundle.memory["today"] == "2026-02-04"
     assert bundle.section("today").value is None
@@ -429,7 +429,7 @@ def test_without_a_zone_the_days_are_utc_days(acmi: Acmi) -> None:
     view = Acmi(
         acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW)
     )
-    MemoryAPI(view).import_snapshot(AGENT, parse_tree(files))
+    MemoryAPI(view.context).import_snapshot(AGENT, parse_tree(files))
     bundle = view.bootstrap(AGENT, include="yesterday")
     assert bundle.memory["timezone"] == "UTC" and bundle.memory["today"] == "2026-02-03"
     assert bundle.section("today").value["text"] == _file("memory/2026-02-03.md")
@@ -458,12 +458,12 @@ def test_every_writer_of_daily_lines_keeps_their_stamps_in_the_same_write(
     later = NOW + 17 * 60_000 + 123
     view = Acmi(store, acmi.settings, tenant=acmi.tenant, clock=FakeClock(later))
     store.reset()
-    MemoryAPI(view).remember(AGENT, "Called Priya back", layer="daily")
+    MemoryAPI(view.context).remember(AGENT, "Called Priya back", layer="daily")
     assert store.requests == 2  # the day read, then one write: event and stamp together
     assert later - later % 60_000 in _stamps(acmi)
     # prune moves a done task to today's note: its line is stamped too
     view.signals.update(AGENT, {"hot.in_progress": [{"task": "Ship the pack", "done": True}]})
-    assert MemoryAPI(view).prune(AGENT, now_ms=later + 3_600_000)["moved"]
+    assert MemoryAPI(view.context).prune(AGENT, now_ms=later + 3_600_000)["moved"]
     assert _stamps(acmi) == _daily_ts(acmi)
     bundle = view.bootstrap(AGENT)
     assert "Called Priya back" in bundle.section("today").value["text"]
@@ -480,9 +480,9 @@ def test_with_memory_the_daily_read_is_the_notes_lines_not_the_days_events(acmi:
         clock=FakeClock(NOW - 30 * 60_000 + 7, tick=1),  # ticks: never on a note's stamp
     )
     fleet = build_agent(view, AGENT, events=400)
-    MemoryAPI(view).import_snapshot(AGENT, read_tree(FIXTURE))
+    MemoryAPI(view.context).import_snapshot(AGENT, read_tree(FIXTURE))
     alone = Acmi(acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=view.clock)
-    MemoryAPI(alone).import_snapshot(AGENT, read_tree(FIXTURE))
+    MemoryAPI(alone.context).import_snapshot(AGENT, read_tree(FIXTURE))
     bundle, only_memory = view.bootstrap(AGENT), alone.bootstrap(AGENT)
     assert bundle.section("today").value["text"] == _file("memory/2026-02-03.md")
     # the same lines read with or without the 400 events around them

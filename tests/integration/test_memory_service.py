@@ -31,7 +31,7 @@ def counted(acmi: Acmi) -> tuple[MemoryAPI, CountingStore, Acmi]:
 
     store = CountingStore(acmi.store)
     view = Acmi(store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW))
-    return MemoryAPI(view), store, view
+    return MemoryAPI(view.context), store, view
 
 
 def trips(store: CountingStore, call: Any) -> tuple[Any, int]:

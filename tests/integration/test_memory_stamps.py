@@ -47,7 +47,7 @@ def test_a_trim_drops_the_trimmed_days_stamps_and_keeps_todays(acmi: Acmi) -> No
     view = Acmi(
         acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW)
     )
-    MemoryAPI(view).import_snapshot(AGENT, read_tree(FIXTURE))
+    MemoryAPI(view.context).import_snapshot(AGENT, read_tree(FIXTURE))
     before = _stamps(view)
     cutoff = NOW - 14 * DAY
     assert min(before) < cutoff < max(before)

@@ -368,8 +368,8 @@ def test_client_writes_refuse_secrets_on_every_backend(acmi: Acmi) -> None:
         (lambda: acmi.agents.set_rollup("claude", STRIPE), "summary"),
         (lambda: acmi.hitl.create("t", STRIPE, asked_by="agent:claude"), "request"),
         (lambda: acmi.workflows.improve("release", "build", STRIPE, "agent:claude"), "lesson"),
-        (lambda: MemoryAPI(acmi).remember(entity, STRIPE), "text"),
-        (lambda: MemoryAPI(acmi).handoff(entity, STRIPE), "text"),
+        (lambda: MemoryAPI(acmi.context).remember(entity, STRIPE), "text"),
+        (lambda: MemoryAPI(acmi.context).handoff(entity, STRIPE), "text"),
     ]
 
     def batch() -> None:
@@ -457,7 +457,7 @@ def test_memory_import_is_refused_whole_when_one_file_holds_a_secret(acmi: Acmi)
         ),
     }
     with pytest.raises(SecretDetected) as refused:
-        MemoryAPI(acmi).import_snapshot(entity, parse_tree(tree))
+        MemoryAPI(acmi.context).import_snapshot(entity, parse_tree(tree))
     assert refused.value.field.startswith('files["memory/2026-11-02.md"]')
     context = acmi.get(entity)
     assert (context.profile, list(context.timeline)) == (None, [])

@@ -47,7 +47,7 @@ TEXT = {"type": "string", "description": "one line"}
 async def status(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).status, entity))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).status, entity))
 
 
 @router.post(
@@ -60,7 +60,7 @@ async def review(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _write(ctx, request)
     await read_fields(request, acmi, (), (), empty_ok=True)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).review, entity))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).review, entity))
 
 
 @router.get(
@@ -84,7 +84,7 @@ async def search(
         hygiene.open_destination(acmi.settings.archive_url) if archived else (None, None)
     )
     reader = archived_reader(acmi, dest) if dest else None
-    found = await ctx.call(MemoryAPI(acmi).search, entity, q, limit=limit, archived=reader)
+    found = await ctx.call(MemoryAPI(acmi.context).search, entity, q, limit=limit, archived=reader)
     if no_sink:
         found["notes"] = [no_sink]
     return JSONResponse(found)
@@ -114,7 +114,7 @@ async def remember(request: Request, entity: Entity) -> JSONResponse:
         if name in body and not isinstance(body[name], str):
             raise AcmiValidationError(name, "type", "must be a string")
     stored = await ctx.call(
-        MemoryAPI(acmi).remember,
+        MemoryAPI(acmi.context).remember,
         entity,
         body["text"],
         layer=body.get("layer", "warm"),
@@ -132,7 +132,7 @@ async def remember(request: Request, entity: Entity) -> JSONResponse:
 async def active(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).active, entity))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).active, entity))
 
 
 @router.put(
@@ -145,7 +145,7 @@ async def set_active(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, ("text",))
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).set_active, entity, body["text"]))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).set_active, entity, body["text"]))
 
 
 @router.get(
@@ -160,7 +160,7 @@ async def daily_summary(
 ) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).daily_summary, entity, date))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).daily_summary, entity, date))
 
 
 @router.post(
@@ -179,7 +179,7 @@ async def topic_create(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, ("slug", "name"))
-    made = await ctx.call(MemoryAPI(acmi).topic_create, entity, body["slug"], body["name"])
+    made = await ctx.call(MemoryAPI(acmi.context).topic_create, entity, body["slug"], body["name"])
     return JSONResponse(made, status_code=201 if made["created"] else 200)
 
 
@@ -199,7 +199,7 @@ async def prune(request: Request, entity: Entity) -> JSONResponse:
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, (), ("days",), empty_ok=True)
     days = body.get("days", DEFAULT_PRUNE_DAYS)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).prune, entity, days))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).prune, entity, days))
 
 
 @router.put(
@@ -216,7 +216,7 @@ async def handoff(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, ("text",))
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).handoff, entity, body["text"]))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).handoff, entity, body["text"]))
 
 
 @router.post(
@@ -227,7 +227,7 @@ async def handoff(request: Request, entity: Entity) -> JSONResponse:
 async def take_handoff(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _write(ctx, request)
-    return JSONResponse({"handoff": await ctx.call(MemoryAPI(acmi).take_handoff, entity)})
+    return JSONResponse({"handoff": await ctx.call(MemoryAPI(acmi.context).take_handoff, entity)})
 
 
 @router.get(
@@ -238,7 +238,7 @@ async def take_handoff(request: Request, entity: Entity) -> JSONResponse:
 async def debug(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi).debug, entity))
+    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).debug, entity))
 
 
 @router.get(
@@ -249,7 +249,7 @@ async def debug(request: Request, entity: Entity) -> JSONResponse:
 async def export(request: Request, entity: Entity) -> JSONResponse:
     ctx = api_context(request)
     acmi = await _read(ctx, request)
-    snapshot = await ctx.call(MemoryAPI(acmi).export_snapshot, entity)
+    snapshot = await ctx.call(MemoryAPI(acmi.context).export_snapshot, entity)
     files = {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
     return JSONResponse({"entity": entity, "files": files})
 
@@ -281,7 +281,9 @@ async def import_tree(request: Request, entity: Entity) -> JSONResponse:
     if not isinstance(strict, bool):
         raise AcmiValidationError("strict", "type", "must be true or false")
     snapshot = parse_tree({p: t.encode("utf-8", "surrogatepass") for p, t in files.items()})
-    result = await ctx.call(MemoryAPI(acmi).import_snapshot, entity, snapshot, strict=strict)
+    result = await ctx.call(
+        MemoryAPI(acmi.context).import_snapshot, entity, snapshot, strict=strict
+    )
     return JSONResponse(result)
 
 

@@ -1,0 +1,331 @@
+"""The memory reads (``MemoryAPI`` composes them): ``status`` (each file's size and budget
+verdict, staleness, next maintenance), ``active`` (the hot layer), ``search`` (every layer,
+fast to slow, ranked; the archived raw events too, through the caller's sink reader) and
+``debug`` (missing pieces, hot/warm conflicts, stale items). Each is one ``load`` (2 round
+trips at most) plus, for search, a sink read per archived quarter."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import EntityId, Event
+from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
+from acmi_core.memory.conflicts import hot_warm_conflicts
+from acmi_core.memory.layers import LAYERS, SEARCH_ORDER, DailyNote, MemorySnapshot
+from acmi_core.memory.slots import HOT, from_signals, heartbeat_from_signals
+from acmi_core.memory.state import (
+    DAY_MS,
+    DEFAULT_PRUNE_DAYS,
+    HOT_KEYS,
+    TOPIC_KEYS,
+    MemoryCommands,
+    first_date,
+    local_time,
+    next_due,
+    text_of,
+)
+
+MAX_QUERY_LEN: Final = 200
+MAX_QUERY_TERMS: Final = 20
+MAX_SEARCH_HITS: Final = 200
+# Search looks at the newest this many timeline events (one reply).
+SEARCH_EVENTS: Final = 2_000
+# the newest quarters whose raw archived events a search reads from the sink (one GET
+# each: an object holds a whole quarter, read whole)
+ARCHIVED_QUARTERS: Final = 4
+RETENTION_DAYS: Final = 30
+STALE_TOPIC_DAYS: Final = 30
+
+# (entity, quarter "YYYY-QN") -> the events archived in its object, None when unreadable
+ArchivedReader = Callable[[EntityId, str], Sequence[Event] | None]
+
+
+def _raw_quarters(archives: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The quarters, newest first, whose document names a raw object (written by an
+    archive with a sink: its metrics carry a ``Raw events:`` line)."""
+    out = []
+    for quarter, doc in archives.items():
+        metrics = doc.get("archive.metrics")
+        if isinstance(metrics, list) and any(
+            isinstance(m, str) and m.startswith("Raw events:") for m in metrics
+        ):
+            out.append(quarter)
+    return sorted(out, reverse=True)
+
+
+def _archived_line(event: Event) -> str:
+    """One archived event as a search line: when, kind, who, text (one line)."""
+    when = dt.datetime.fromtimestamp(float(event.ts) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    text = " ".join(text_of(event).split())
+    return f"{when} {event.kind} by {event.source}: {text}"
+
+
+def _slug(link: str) -> str:
+    return link.removeprefix("topic:")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result: a line of a memory file."""
+
+    layer: str
+    path: str
+    line: int
+    text: str
+    matched: int
+    terms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "path": self.path,
+            "line": self.line,
+            "text": self.text,
+            "score": round(self.matched / self.terms, 3),
+        }
+
+
+def _window(snapshot: MemorySnapshot, today: dt.date) -> MemorySnapshot:
+    """The snapshot with the daily notes of the retention window only: the read window
+    starts mid-day, and a day read in part would be measured in part."""
+    first = today - dt.timedelta(days=RETENTION_DAYS)
+    return replace(snapshot, daily=tuple(d for d in snapshot.daily if d.date >= first))
+
+
+class MemoryReads(MemoryCommands):
+    """Status, the hot layer, search and debug: reads only."""
+
+    def status(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+        """``/memory-status``: each file's size, lines, estimated tokens and budget verdict
+        (with the seed's fix), per layer; staleness from heartbeat-state; what maintenance
+        is next. Daily notes: the retention window (30 days). 2 round trips."""
+        now = self._now(now_ms)
+        state = self.load(
+            entity, since_ms=now - (RETENTION_DAYS + 1) * DAY_MS, until_ms=now + DAY_MS, extras=True
+        )
+        tz = state.tz
+        today = local_time(now, tz).date()
+        snap = state.snapshot(include_foreign=True)
+        snap = _window(snap, today)
+        reports = check_snapshot(snap)
+        layers: dict[str, Any] = {}
+        for layer in LAYERS:
+            mine = [r for r in reports if r.layer == layer]
+            over = [r for r in mine if not r.ok]
+            budget = BUDGETS.get(layer)
+            layers[layer] = {
+                "files": len(mine),
+                "lines": sum(r.lines for r in mine),
+                "bytes": sum(r.bytes for r in mine),
+                "tokens": sum(r.tokens for r in mine),
+                "budget": None
+                if budget is None
+                else {"max_lines": budget.max_lines, "max_bytes": budget.max_bytes, "per": "file"},
+                "verdict": "over" if over else "ok",
+                "over": [r.path for r in over],
+                "fix": budget.fix if over and budget is not None else None,
+            }
+        heartbeat = heartbeat_from_signals(state.signals)
+        data: Mapping[str, Any] = {} if heartbeat is None else heartbeat.data
+        stale: dict[str, Any] = {}
+        for key in ("last_memory_review", "last_archive", "last_active_context_prune"):
+            raw = data.get(key)
+            when = dt.date.fromisoformat(raw) if isinstance(raw, str) else None
+            stale[key] = {"date": raw, "days_ago": None if when is None else (today - when).days}
+        return {
+            "entity": str(state.entity),
+            "today": today.isoformat(),
+            "files": [r.to_dict() for r in reports],
+            "layers": layers,
+            "daily_notes_in_window": len(snap.daily),
+            "timeline_events": state.total_events,
+            "staleness": stale,
+            "next_maintenance": next_due(data, today),
+            "handoff_pending": state.handoff is not None,
+            "heartbeat_state": dict(data),
+        }
+
+    def active(self, entity: str | EntityId) -> dict[str, Any]:
+        """``/active-context``: ACTIVE-CONTEXT.md, its sections and budget. 1 round trip."""
+        eid = EntityId.parse(entity)
+        signals = self._signals.all(eid)
+        active = from_signals(signals)
+        text = None if active is None else active.render()
+        return {
+            "entity": str(eid),
+            "path": "ACTIVE-CONTEXT.md",
+            "text": text,
+            "sections": {k[len(HOT) :]: v for k, v in signals.items() if k in HOT_KEYS},
+            "budget": None if text is None else check("hot", text, "ACTIVE-CONTEXT.md").to_dict(),
+        }
+
+    def search(
+        self,
+        entity: str | EntityId,
+        query: object,
+        *,
+        limit: int = 20,
+        now_ms: int | None = None,
+        archived: ArchivedReader | None = None,
+    ) -> dict[str, Any]:
+        """``/memory-search``: every line of every layer that holds a term of ``query``
+        (case-insensitive), in the seed's order fast to slow (hot, warm, today,
+        yesterday, topics, older daily notes, archives) and ranked: lines holding every
+        term first, then by that order, then by how many terms. Daily notes: the newest
+        2,000 events (``truncated`` says when there were more). 2 round trips.
+
+        ``archived`` (the caller's reader of an archive sink,
+        ``acmi_core.jobs.archive.archived_reader``): the raw events trimmed into the
+        sink are searched too, as layer ``archived`` (ranked after the archive
+        documents), one line per event, for the newest ``ARCHIVED_QUARTERS`` quarters
+        whose document says it has a raw object: one sink read each. A quarter the sink
+        could not read is listed in ``archived_unread``."""
+        if not isinstance(query, str) or not query.strip():
+            raise AcmiValidationError("query", "required", "must be a non-empty string")
+        if len(query) > MAX_QUERY_LEN:
+            raise AcmiValidationError("query", "max_length", f"at most {MAX_QUERY_LEN} characters")
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_SEARCH_HITS
+        ):
+            raise AcmiValidationError("limit", "range", f"must be 1-{MAX_SEARCH_HITS}")
+        terms = list(dict.fromkeys(query.casefold().split()))[:MAX_QUERY_TERMS]
+        now = self._now(now_ms)
+        state = self.load(entity, limit=SEARCH_EVENTS, newest=True)
+        tz = state.tz
+        today = local_time(now, tz).date()
+        snap = state.snapshot(include_foreign=True)
+        files: list[tuple[str, str, str]] = []  # (search-order layer, path, text)
+        if snap.active_context is not None:
+            files.append(("hot", "ACTIVE-CONTEXT.md", snap.active_context.render()))
+        if snap.memory is not None:
+            files.append(("warm", "MEMORY.md", snap.memory.render()))
+        older: list[DailyNote] = []
+        for note in sorted(snap.daily, key=lambda d: d.date, reverse=True):
+            if note.date == today:
+                files.append(("today", note.path, note.render()))
+            elif note.date == today - dt.timedelta(days=1):
+                files.append(("yesterday", note.path, note.render()))
+            else:
+                older.append(note)
+        files += [("topic", t.path, t.render()) for t in snap.topics]
+        files += [("daily", n.path, n.render()) for n in older]
+        files += [("cold", a.path, a.render()) for a in reversed(snap.archives)]
+        unread: list[str] = []
+        if archived is not None:
+            for quarter in _raw_quarters(state.archives)[:ARCHIVED_QUARTERS]:
+                events = archived(state.entity, quarter)
+                if events is None:
+                    unread.append(quarter)
+                    continue
+                lines = "\n".join(_archived_line(e) for e in events)
+                files.append(("archived", f"memory/archive/{quarter}.jsonl", lines))
+        # "semantic" is this search itself; "archived": the raw events under the documents
+        order = [*SEARCH_ORDER[:5], "daily", "cold", "archived"]
+        hits: list[tuple[tuple[int, int, int, int], Hit]] = []
+        for rank, (layer, path, text) in enumerate(files):
+            for number, line in enumerate(text.split("\n"), 1):
+                folded = line.casefold()
+                matched = sum(1 for t in terms if t in folded)
+                if matched:
+                    hit = Hit(layer, path, number, line, matched, len(terms))
+                    full = 0 if matched == len(terms) else 1
+                    hits.append(((full, order.index(layer), -matched, rank), hit))
+        hits.sort(key=lambda h: h[0])
+        return {
+            "entity": str(state.entity),
+            "query": query,
+            "order": order,
+            "hits": [h.to_dict() for _, h in hits[:limit]],
+            "total": len(hits),
+            "truncated": state.truncated,
+            **({"archived_unread": unread} if unread else {}),
+        }
+
+    def debug(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+        """``/memory-debug``: missing pieces, conflicts between the hot and warm layers
+        (``CONFLICT_RULES``: hot wins for current state), stale items, budgets over.
+        2 round trips."""
+        now = self._now(now_ms)
+        state = self.load(
+            entity, since_ms=now - (RETENTION_DAYS + 1) * DAY_MS, until_ms=now + DAY_MS, extras=True
+        )
+        tz = state.tz
+        today = local_time(now, tz).date()
+        snap = state.snapshot(include_foreign=False)
+        snap = _window(snap, today)
+        missing: list[dict[str, str]] = []
+        if snap.active_context is None:
+            missing.append({"piece": "ACTIVE-CONTEXT.md", "fix": "set it: memory active --set"})
+        if snap.memory is None:
+            missing.append({"piece": "MEMORY.md", "fix": "remember a fact: memory remember"})
+        if snap.day(today) is None:
+            missing.append(
+                {"piece": f"memory/{today}.md", "fix": "log the day: remember --layer daily"}
+            )
+        if snap.heartbeat is None:
+            missing.append({"piece": "memory/heartbeat-state.json", "fix": "run memory review"})
+        for link in state.topic_links:
+            if not any(k in TOPIC_KEYS for k in state.topics.get(_slug(link), {})):
+                missing.append(
+                    {
+                        "piece": f"memory/topics/{_slug(link)}.md",
+                        "fix": f"{link} is linked but empty: topic-create",
+                    }
+                )
+        conflicts = hot_warm_conflicts(snap.active_context, snap.memory)
+        stale: list[dict[str, Any]] = []
+        if snap.active_context is not None:
+            updated = first_date(snap.active_context.last_updated or "")
+            if updated is not None and updated < today:
+                stale.append(
+                    {
+                        "item": "ACTIVE-CONTEXT.md",
+                        "why": f"last updated {updated}",
+                        "fix": "update it before ending a session",
+                    }
+                )
+            for task in snap.active_context.in_progress:
+                if task.done:
+                    stale.append({"item": task.text, "why": "completed", "fix": "memory prune"})
+            for text in (
+                *snap.active_context.waiting_on,
+                *(t.text for t in snap.active_context.in_progress if not t.done),
+            ):
+                dated = first_date(text)
+                if dated is not None and (today - dated).days > DEFAULT_PRUNE_DAYS:
+                    stale.append({"item": text, "why": f"dated {dated}", "fix": "memory prune"})
+        for topic in snap.topics:
+            updated = first_date(topic.last_updated or "")
+            if updated is not None and (today - updated).days > STALE_TOPIC_DAYS:
+                stale.append(
+                    {
+                        "item": topic.path,
+                        "why": f"last updated {updated}",
+                        "fix": "update it or archive it",
+                    }
+                )
+        data: Mapping[str, Any] = {} if snap.heartbeat is None else snap.heartbeat.data
+        for job, due in next_due(data, today).items():
+            if due["overdue"]:
+                stale.append(
+                    {
+                        "item": job,
+                        "why": f"was due {due['date']}",
+                        "fix": f"run {job.replace('_', ' ')}",
+                    }
+                )
+        over = [r.to_dict() for r in check_snapshot(snap) if not r.ok]
+        return {
+            "entity": str(state.entity),
+            "ok": not (missing or conflicts or stale or over),
+            "missing": missing,
+            "conflicts": conflicts,
+            "stale": stale,
+            "over_budget": over,
+        }

@@ -1,0 +1,413 @@
+"""What every memory command starts from: one entity's memory read in one pipeline
+(:class:`MemoryState`, ``MemoryCommands.load``), the writes the commands share (a timeline
+event with its daily-note stamp, an object edit with its index entry), the seed's
+maintenance rhythm (``next_due``) and the small rules of the layers' values (object edits
+that write only what differs, a section's body appended to, local dates and zones).
+
+The commands themselves are built on :class:`MemoryCommands`, one module a concern:
+``memory/reads.py`` (status, the hot layer read, search, debug), ``memory/writes.py``
+(remember, the hot layer replaced, topics, the handoff), ``memory/upkeep.py`` (prune,
+the weekly review, the daily summary), ``memory/transfer.py`` (the tree exported,
+imported, migrated); ``memory/service.py``'s ``MemoryAPI`` composes them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from acmi_core.base.errors import AcmiValidationError, CorruptData
+from acmi_core.base.keys import MEMORY_ARCHIVE, MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.model import EntityId, Event, dumps
+from acmi_core.base.stored import decode_events, decode_object
+from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
+from acmi_core.memory.budgets import BUDGETS, BudgetReport
+from acmi_core.memory.daily import DAILY, daily_from_events, zone
+from acmi_core.memory.layers import (
+    ACTIVE_CONTEXT,
+    LONG_TERM_MEMORY,
+    TOPIC,
+    DailyNote,
+    MemorySnapshot,
+    Quarter,
+    Template,
+)
+from acmi_core.memory.slots import (
+    HOT,
+    TOPIC_LINKS,
+    TOPIC_PREFIX,
+    WARM,
+    SlotImage,
+    heartbeat_from_signals,
+    snapshot_from_slots,
+)
+from acmi_core.store.base import Reply
+from acmi_core.store.writes import WritePlan
+
+if TYPE_CHECKING:
+    from acmi_core.entities.context import Context
+
+
+DAY_MS: Final = 86_400_000
+# Events a read takes from the timeline in one reply when it names no limit (status and
+# debug read the retention window: seed §4, 30 days of daily notes, at most 200 lines a
+# day within budget; review the last 7 days).
+WINDOW_EVENTS: Final = 10_000
+REVIEW_DAYS: Final = 7
+DEFAULT_PRUNE_DAYS: Final = 7
+_DATE_IN_TEXT: Final = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+class MemoryOverBudget(AcmiValidationError):
+    """A write would take a memory file over its layer's budget (seed §12). ``field`` is
+    what the caller sent (``text``, ``files.MEMORY.md``); the message names the layer, the
+    file, the limit and the seed's fix. Nothing was stored (HTTP 400)."""
+
+    code = "memory_over_budget"
+
+    def __init__(self, report: BudgetReport, field: str) -> None:
+        budget = BUDGETS[report.layer]
+        super().__init__(
+            field,
+            "memory_budget",
+            f"the {report.layer} layer's {report.path or budget.file} would be "
+            f"{report.lines} lines / {report.bytes} bytes, over its budget of "
+            f"{budget.max_lines} lines / {budget.max_bytes} bytes ({' and '.join(report.over)});"
+            f" fix: {budget.fix}. Nothing was stored",
+        )
+        self.report = report
+
+
+def stored_object(raw: Reply, key: str) -> dict[str, Any]:
+    """A stored JSON object ({} when absent)."""
+    return decode_object(raw, key) or {}
+
+
+def pipeline_reply(reply: object, key: str) -> Reply:
+    if isinstance(reply, Exception):  # a pipeline slot's StoreCommandError
+        raise CorruptData(f"{key}: {reply}", field=key)
+    assert reply is None or isinstance(reply, bytes | int | list)
+    return reply
+
+
+def _hash(raw: Reply, key: str) -> dict[str, dict[str, Any]]:
+    items = raw if isinstance(raw, list) else []
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in zip(items[::2], items[1::2], strict=False):
+        if isinstance(name, bytes):
+            out[name.decode("utf-8", "replace")] = stored_object(value, f"{key}.{name!r}")
+    return out
+
+
+def _events(raw: Reply) -> list[Event]:
+    decoded, _ = decode_events(raw if isinstance(raw, list) else [])
+    return [event for event, _ in decoded]
+
+
+def differs(current: Mapping[str, Any], key: str, value: Any) -> bool:
+    return key not in current or dumps(current[key]) != dumps(value)
+
+
+def object_edits(
+    current: Mapping[str, Any], new: Mapping[str, Any], delete: Iterable[str] = ()
+) -> list[tuple[Any, str, str]]:
+    """The object edit that turns ``current`` into ``new`` on those keys: only what
+    differs (so a re-run writes nothing), then the deletions of keys ``current`` has."""
+    fields: list[tuple[Any, str, str]] = [
+        ("set", k, dumps(v, k)) for k, v in new.items() if differs(current, k, v)
+    ]
+    fields += [("del", k, "null") for k in delete if k in current and k not in new]
+    return fields
+
+
+def _known(template: Template, prefix: str) -> frozenset[str]:
+    names = {"layout", "title", *(k for k, _ in template.fields)}
+    names |= {s.key for s in template.sections}
+    return frozenset(prefix + n for n in names)
+
+
+HOT_KEYS: Final = _known(ACTIVE_CONTEXT, HOT)
+WARM_KEYS: Final = _known(LONG_TERM_MEMORY, WARM)
+TOPIC_KEYS: Final = _known(TOPIC, TOPIC_PREFIX)
+
+
+def append_item(current: Any, item: Any) -> Any:
+    """A section value with ``item`` added at the end of its body."""
+    if current is None or current == []:
+        return [item]
+    if isinstance(current, str):  # prose: its lines stay lines
+        return [{"line": line} for line in current.split("\n")] + [item]
+    if isinstance(current, list):
+        return [*current, item]
+    if isinstance(current, dict):
+        return {**current, "body": append_item(current.get("body"), item)}
+    return [item]
+
+
+def local_time(now_ms: float, tz: dt.tzinfo) -> dt.datetime:
+    return dt.datetime.fromtimestamp(now_ms / 1000, tz)
+
+
+def midnight_ms(day: dt.date, tz: dt.tzinfo) -> int:
+    return int(dt.datetime.combine(day, dt.time(), tzinfo=tz).timestamp()) * 1000
+
+
+def first_date(text: str) -> dt.date | None:
+    for match in _DATE_IN_TEXT.finditer(text):
+        try:
+            return dt.date.fromisoformat(match[1])
+        except ValueError:
+            continue
+    return None
+
+
+def next_month(day: dt.date) -> dt.date:
+    return dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
+
+
+def quarter_end(day: dt.date) -> dt.date:
+    quarter = Quarter.of(day)
+    return next_month(dt.date(day.year, quarter.number * 3, 1)) - dt.timedelta(days=1)
+
+
+def text_of(event: Event) -> str:
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    text = payload.get("text", event.summary)
+    return text if isinstance(text, str) else event.summary
+
+
+def signals_zone(signals: Mapping[str, Any]) -> dt.tzinfo:
+    """The zone of the entity's [HH:MM] stamps: heartbeat-state's ``timezone``, or UTC."""
+    heartbeat = heartbeat_from_signals(signals)
+    return zone("UTC" if heartbeat is None else heartbeat.timezone)
+
+
+def day_note(
+    events: Iterable[Event],
+    day: dt.date,
+    tz: dt.tzinfo,
+    extra: Sequence[Event],
+    *,
+    include_foreign: bool = False,
+) -> DailyNote:
+    """``day``'s note from ``events`` plus ``extra`` (an empty one when nothing)."""
+    notes = daily_from_events([*events, *extra], tz=tz, include_foreign=include_foreign)
+    found = next((n for n in notes if n.date == day), None)
+    return found or DailyNote.parse(f"# {day.isoformat()} — Daily Notes\n", day)
+
+
+def next_due(data: Mapping[str, Any], today: dt.date) -> dict[str, dict[str, Any]]:
+    """heartbeat-state's next_scheduled, else what the seed's rhythm gives (weekly from
+    the last review, the 1st of next month, the quarter's last day)."""
+    schedule = data.get("next_scheduled") if isinstance(data.get("next_scheduled"), dict) else {}
+    last = data.get("last_memory_review")
+    weekly = (
+        dt.date.fromisoformat(last) + dt.timedelta(days=REVIEW_DAYS)
+        if isinstance(last, str)
+        else today
+    )
+    defaults = {
+        "weekly_review": weekly,
+        "monthly_audit": next_month(today),
+        "quarterly_archive": quarter_end(today),
+    }
+    out = {}
+    for job, default in defaults.items():
+        raw = schedule.get(job) if isinstance(schedule, dict) else None
+        due = dt.date.fromisoformat(raw) if isinstance(raw, str) else default
+        out[job] = {
+            "date": due.isoformat(),
+            "overdue": due < today,
+            "from": "heartbeat-state" if isinstance(raw, str) else "rhythm",
+        }
+    return out
+
+
+@dataclass
+class MemoryState:
+    """One entity's memory as read: signals, profile, the events of a window, topic
+    profiles (by slug), archive documents (by quarter), the pending handoff."""
+
+    entity: EntityId
+    signals: dict[str, Any]
+    profile: dict[str, Any]
+    events: list[Event]
+    archives: dict[str, dict[str, Any]]
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    handoff: dict[str, Any] | None = None
+    total_events: int = 0
+    truncated: bool = False
+
+    @property
+    def tz(self) -> dt.tzinfo:
+        return signals_zone(self.signals)
+
+    @property
+    def topic_links(self) -> list[str]:
+        links = self.profile.get(TOPIC_LINKS)
+        return [x for x in links if isinstance(x, str)] if isinstance(links, list) else []
+
+    def snapshot(self, *, include_foreign: bool = False) -> MemorySnapshot:
+        image = SlotImage(self.signals, self.profile, self.events, self.topics, self.archives)
+        return snapshot_from_slots(image, include_foreign=include_foreign)
+
+
+class MemoryCommands:
+    """The base of the memory commands on one tenant's :class:`Context`: the read they all
+    start from and the writes they share."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._keys = ctx.keys
+        self._signals = SignalsAPI(ctx)
+        self._profile = ProfileAPI(ctx)
+        self._timeline = TimelineAPI(ctx)
+
+    # -- reads
+
+    def _slots(self, eid: EntityId) -> tuple[str, str]:
+        return self._keys.slot(eid, MEMORY_ARCHIVE), self._keys.slot(eid, MEMORY_HANDOFF)
+
+    def load(
+        self,
+        entity: str | EntityId,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int = WINDOW_EVENTS,
+        newest: bool = False,
+        events: bool = True,
+        topics: bool = True,
+        extras: bool = False,
+    ) -> MemoryState:
+        """Signals, profile, archives and (``events``) up to ``limit`` timeline events in
+        [since_ms, until_ms] (``newest``: the newest ones) in one pipeline; the linked
+        topic profiles in a second (``topics``). ``extras``: the handoff and the
+        timeline's size too."""
+        eid = EntityId.parse(entity)
+        keys = self._keys
+        archive_key, handoff_key = self._slots(eid)
+        timeline = keys.timeline(eid)
+        low = "-inf" if since_ms is None else str(since_ms)
+        high = "+inf" if until_ms is None else str(until_ms)
+        commands: list[tuple[str | int, ...]] = [
+            ("GET", keys.signals(eid)),
+            ("GET", keys.profile(eid)),
+            ("HGETALL", archive_key),
+        ]
+        if events:
+            if newest:
+                commands.append(
+                    ("ZRANGE", timeline, high, low, "BYSCORE", "REV", "LIMIT", 0, limit)
+                )
+            else:
+                commands.append(("ZRANGE", timeline, low, high, "BYSCORE", "LIMIT", 0, limit))
+        if extras:
+            commands += [("GET", handoff_key), ("ZCARD", timeline)]
+        replies = self._ctx.store.pipeline(commands)
+        signals = stored_object(pipeline_reply(replies[0], keys.signals(eid)), keys.signals(eid))
+        profile = stored_object(pipeline_reply(replies[1], keys.profile(eid)), keys.profile(eid))
+        archives = _hash(pipeline_reply(replies[2], archive_key), archive_key)
+        found: list[Event] = []
+        at = 3
+        truncated = False
+        if events:
+            raw = pipeline_reply(replies[3], timeline)
+            truncated = isinstance(raw, list) and len(raw) >= limit
+            found = _events(raw)
+            if newest:
+                found.reverse()
+            at = 4
+        state = MemoryState(eid, signals, profile, found, archives, truncated=truncated)
+        if extras:
+            handoff = stored_object(pipeline_reply(replies[at], handoff_key), handoff_key)
+            state.handoff = handoff or None
+            size = pipeline_reply(replies[at + 1], timeline)
+            state.total_events = size if isinstance(size, int) else 0
+        if topics and state.topic_links:
+            state.topics = self._topics(state.topic_links)
+        return state
+
+    def _topics(self, links: Sequence[str]) -> dict[str, dict[str, Any]]:
+        eids = [EntityId.parse(link, TOPIC_LINKS) for link in links]
+        replies = self._ctx.store.pipeline([("GET", self._keys.profile(e)) for e in eids])
+        return {
+            e.local_id: stored_object(
+                pipeline_reply(r, self._keys.profile(e)), self._keys.profile(e)
+            )
+            for e, r in zip(eids, replies, strict=True)
+        }
+
+    def _now(self, now_ms: int | None) -> int:
+        if now_ms is None:
+            return self._ctx.clock()
+        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
+            raise AcmiValidationError("now_ms", "integer", "must be epoch milliseconds >= 0")
+        return now_ms
+
+    # -- the writes every command shares
+
+    def _zadd(self, eid: EntityId, event: Event, text: str) -> Callable[[WritePlan], object]:
+        """The event on the timeline; a daily-note line's stamp in ``MEMORY_STAMPS`` in the
+        same write (the bootstrap reads today's lines by it)."""
+        stamps = self._keys.slot(eid, MEMORY_STAMPS)
+        daily = isinstance(event.payload, dict) and event.payload.get("memory") == DAILY
+        timeline = self._timeline
+
+        def op(plan: WritePlan) -> object:
+            if daily:
+                plan.zadd(stamps, event.ts, str(event.ts))
+            return timeline.stage(plan, eid, [event], [text])
+
+        return op
+
+    def _edit(
+        self, eid: EntityId, slot: str, fields: list[tuple[Any, str, str]]
+    ) -> Callable[[WritePlan], object]:
+        """An object edit of ``eid``'s signals or profile (a profile gets ACMI's auto-fill,
+        as ``profile.merge`` does), with the entity's index entry."""
+        ctx = self._ctx
+        key = ctx.keys.signals(eid) if slot == "signals" else ctx.keys.profile(eid)
+        if slot == "profile":
+            names = {name for _, name, _ in fields}
+            fields = fields + [
+                ("setnx", name, text)
+                for name, text in ctx.profile_fills(eid.category)
+                if name not in names
+            ]
+
+        def op(plan: WritePlan) -> object:
+            plan.sadd(ctx.index_key(eid.category), eid.local_id)
+            return plan.edit_object(key, fields, field=slot)
+
+        return op
+
+
+__all__ = [
+    "DAY_MS",
+    "DEFAULT_PRUNE_DAYS",
+    "HOT_KEYS",
+    "REVIEW_DAYS",
+    "TOPIC_KEYS",
+    "WARM_KEYS",
+    "WINDOW_EVENTS",
+    "MemoryCommands",
+    "MemoryOverBudget",
+    "MemoryState",
+    "append_item",
+    "day_note",
+    "differs",
+    "first_date",
+    "local_time",
+    "midnight_ms",
+    "next_due",
+    "next_month",
+    "object_edits",
+    "pipeline_reply",
+    "quarter_end",
+    "signals_zone",
+    "stored_object",
+    "text_of",
+]

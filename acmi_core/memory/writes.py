@@ -1,0 +1,337 @@
+"""The memory writes (``MemoryAPI`` composes them): ``remember`` (a line into the hot,
+warm, daily or topic layer, write-ahead), ``set_active`` (the hot layer replaced),
+``topic_create`` and the handoff (``handoff`` kept until ``take_handoff`` reads and clears
+it, atomically). Each checks the file it produces against its layer's budget before
+anything is sent, then writes one plan: 1 or 2 round trips."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any, Final
+
+from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
+from acmi_core.base.model import EntityId, Event, dumps
+from acmi_core.memory.budgets import BudgetReport, check
+from acmi_core.memory.daily import entry_event
+from acmi_core.memory.layers import (
+    ACTIVE_CONTEXT,
+    LONG_TERM_MEMORY,
+    SLUG_RE,
+    TOPIC,
+    ActiveContext,
+    Layer,
+)
+from acmi_core.memory.slots import (
+    HOT,
+    TOPIC_LINKS,
+    TOPIC_PREFIX,
+    WARM,
+    from_profile,
+    from_signals,
+    new_topic,
+    to_signals,
+    topic_entity,
+    topic_from_profile,
+    topic_to_profile,
+)
+from acmi_core.memory.state import (
+    DAY_MS,
+    HOT_KEYS,
+    TOPIC_KEYS,
+    MemoryCommands,
+    MemoryOverBudget,
+    append_item,
+    day_note,
+    local_time,
+    object_edits,
+    pipeline_reply,
+    signals_zone,
+    stored_object,
+)
+from acmi_core.store.writes import WritePlan
+
+MAX_TEXT_LEN: Final = 2_000  # one remembered line (a daily note is 10 KB in all)
+MAX_HANDOFF_BYTES: Final = 16 * 1024
+REMEMBER_LAYERS: Final = ("daily", "hot", "warm", "topic")
+DEFAULT_SECTION: Final[Mapping[str, str]] = {
+    "hot": "in_progress",
+    "warm": "lessons",
+    "topic": "key_facts",
+}
+DAILY_SECTIONS: Final = {
+    "morning": "Morning",
+    "afternoon": "Afternoon",
+    "takeaways": "Key Takeaways",
+    "tomorrow": "Tomorrow",
+}
+
+
+def _one_line(value: object, name: str, max_len: int = MAX_TEXT_LEN) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise AcmiValidationError(name, "required", "must be a non-empty string")
+    if "\n" in value or "\r" in value:
+        raise AcmiValidationError(name, "one_line", "must be one line (no line break)")
+    if len(value) > max_len:
+        raise AcmiValidationError(name, "max_length", f"must be at most {max_len} characters")
+    return value.strip()
+
+
+def _stamp(now: dt.datetime) -> str:
+    """The seed's ``Last updated: 2026-01-15 14:30 GMT``."""
+    return f"{now:%Y-%m-%d %H:%M} {now.tzname() or 'UTC'}"
+
+
+def _heading_key(event: Event) -> str:
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    heading = str(payload.get("section", ""))
+    return next((k for k, h in DAILY_SECTIONS.items() if h == heading), heading.lower())
+
+
+def _remembered(eid: EntityId, layer: Layer, section: str, report: BudgetReport) -> dict[str, Any]:
+    return {
+        "entity": str(eid),
+        "layer": layer,
+        "section": section,
+        "path": report.path,
+        "stored": True,
+        "budget": report.to_dict(),
+    }
+
+
+def _topic_slug(value: object, name: str = "topic") -> str:
+    slug = value.removeprefix("topic:") if isinstance(value, str) else value
+    if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or len(slug) > 128:
+        raise AcmiValidationError(name, "topic_slug", "must match [A-Za-z0-9_.-]{1,128}")
+    return slug
+
+
+class MemoryWrites(MemoryCommands):
+    """Remember, the hot layer replaced, topics and the handoff."""
+
+    def set_active(self, entity: str | EntityId, text: object) -> dict[str, Any]:
+        """Replace the hot layer with an ACTIVE-CONTEXT.md text (checked against its
+        budget first). 1 round trip."""
+        eid = EntityId.parse(entity)
+        if not isinstance(text, str) or not text.strip():
+            raise AcmiValidationError("text", "required", "must be the ACTIVE-CONTEXT.md text")
+        text = self._ctx.guard(text, "text")
+        active = ActiveContext.parse(text, "text")
+        report = check("hot", active.render(), "ACTIVE-CONTEXT.md")
+        if not report.ok:
+            raise MemoryOverBudget(report, "text")
+        edit = [(m, k, v) for m, k, v in object_edits({}, to_signals(active))]
+        edit += [("del", k, "null") for k in sorted(HOT_KEYS - {k for _, k, _ in edit})]
+        plan = WritePlan()
+        self._edit(eid, "signals", edit)(plan)
+        plan.apply(self._ctx.store)
+        return {"entity": str(eid), "path": "ACTIVE-CONTEXT.md", "budget": report.to_dict()}
+
+    def remember(
+        self,
+        entity: str | EntityId,
+        text: object,
+        *,
+        layer: str = "warm",
+        section: str | None = None,
+        topic: str | None = None,
+        now_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """``/remember``, write-ahead: stored (one script) before it returns. ``layer``:
+        ``warm`` (MEMORY.md, default section ``lessons``), ``hot`` (ACTIVE-CONTEXT.md,
+        default ``in_progress``: an open task), ``daily`` (today's note, ``- [HH:MM]
+        text`` under Morning/Afternoon by the hour, or ``section``), ``topic`` (the topic
+        file ``topic`` names, default ``key_facts``). 2 round trips: read, write."""
+        eid = EntityId.parse(entity)
+        line = _one_line(self._ctx.guard(text, "text"), "text")
+        if layer not in REMEMBER_LAYERS:
+            raise AcmiValidationError(
+                "layer", "memory_layer", f"must be one of {', '.join(REMEMBER_LAYERS)}"
+            )
+        now = self._now(now_ms)
+        if layer == "daily":
+            return self._remember_daily(eid, line, section, now)
+        template = {"hot": ACTIVE_CONTEXT, "warm": LONG_TERM_MEMORY, "topic": TOPIC}[layer]
+        key = section or DEFAULT_SECTION[layer]
+        if not any(s.key == key for s in template.sections):
+            known = ", ".join(s.key for s in template.sections)
+            raise AcmiValidationError("section", "memory_section", f"{layer}: one of {known}")
+        if layer == "hot":
+            return self._remember_hot(eid, key, line, now)
+        if layer == "warm":
+            return self._remember_warm(eid, key, line)
+        return self._remember_topic(eid, key, line, topic, now)
+
+    def _remember_hot(self, eid: EntityId, key: str, line: str, now: int) -> dict[str, Any]:
+        signals = self._signals.all(eid)
+        local = local_time(now, signals_zone(signals))
+        current = signals.get(HOT + key)
+        value: Any
+        if key == "current_priority":
+            value = line  # the seed: one priority
+        elif key == "next_session":
+            value = f"{current}\n{line}" if isinstance(current, str) and current else line
+        elif key == "in_progress":
+            value = append_item(current, {"task": line, "done": False})
+        else:
+            value = append_item(current, line)
+        new = {HOT + key: value, HOT + "updated": _stamp(local)}
+        active = from_signals({**signals, **new})
+        assert active is not None
+        report = check("hot", active.render(), "ACTIVE-CONTEXT.md")
+        if not report.ok:
+            raise MemoryOverBudget(report, "text")
+        plan = WritePlan()
+        self._edit(eid, "signals", object_edits(signals, new))(plan)
+        plan.apply(self._ctx.store)
+        return _remembered(eid, "hot", key, report)
+
+    def _remember_warm(self, eid: EntityId, key: str, line: str) -> dict[str, Any]:
+        profile = self._profile.get(eid) or {}
+        new = {WARM + key: append_item(profile.get(WARM + key), line)}
+        memory = from_profile({**profile, **new})
+        assert memory is not None
+        report = check("warm", memory.render(), "MEMORY.md")
+        if not report.ok:
+            raise MemoryOverBudget(report, "text")
+        plan = WritePlan()
+        self._edit(eid, "profile", object_edits(profile, new))(plan)
+        plan.apply(self._ctx.store)
+        return _remembered(eid, "warm", key, report)
+
+    def _remember_topic(
+        self, eid: EntityId, key: str, line: str, topic: str | None, now: int
+    ) -> dict[str, Any]:
+        if topic is None:
+            raise AcmiValidationError("topic", "required", "the topic's slug is required")
+        slug = _topic_slug(topic)
+        tid = topic_entity(slug)
+        replies = self._ctx.store.pipeline(
+            [("GET", self._keys.profile(tid)), ("GET", self._keys.signals(eid))]
+        )
+        profile = stored_object(pipeline_reply(replies[0], "topic"), self._keys.profile(tid))
+        tz = signals_zone(
+            stored_object(pipeline_reply(replies[1], "signals"), self._keys.signals(eid))
+        )
+        if not any(k in TOPIC_KEYS for k in profile):
+            raise NotFound(
+                f"topic: {tid} does not exist; create it with topic-create",
+                field="topic",
+                rule="exists",
+            )
+        today = local_time(now, tz).date().isoformat()
+        item: Any = line
+        if key == "decision_log":
+            item = {"date": today, "decision": line, "reasoning": "", "outcome": ""}
+        new = {TOPIC_PREFIX + key: append_item(profile.get(TOPIC_PREFIX + key), item)}
+        if TOPIC_PREFIX + "updated" in profile:
+            new[TOPIC_PREFIX + "updated"] = today
+        topic_file = topic_from_profile(slug, {**profile, **new})
+        assert topic_file is not None
+        report = check("topic", topic_file.render(), topic_file.path)
+        if not report.ok:
+            raise MemoryOverBudget(report, "text")
+        plan = WritePlan()
+        self._edit(tid, "profile", object_edits(profile, new))(plan)
+        plan.apply(self._ctx.store)
+        return _remembered(eid, "topic", key, report)
+
+    def _remember_daily(
+        self, eid: EntityId, line: str, section: str | None, now: int
+    ) -> dict[str, Any]:
+        heading = None
+        if section is not None:
+            heading = DAILY_SECTIONS.get(section)
+            if heading is None:
+                raise AcmiValidationError(
+                    "section", "memory_section", f"daily: one of {', '.join(DAILY_SECTIONS)}"
+                )
+        # the zone is in the signals: read the day's events around now, filter after
+        state = self.load(
+            eid, since_ms=now - DAY_MS, until_ms=now + DAY_MS, events=True, topics=False
+        )
+        tz = state.tz
+        local = local_time(now, tz)
+        day = local.date()
+        event = entry_event(day, f"{local:%H:%M}", line, source=str(eid), tz=tz, section=heading)
+        note = day_note(state.events, day, tz, [event])
+        report = check("daily", note.render(), note.path)
+        if not report.ok:
+            raise MemoryOverBudget(report, "text")
+        plan = WritePlan()
+        self._zadd(eid, event, event.to_json())(plan)
+        plan.apply(self._ctx.store)
+        return _remembered(eid, "daily", section or _heading_key(event), report)
+
+    def topic_create(
+        self, entity: str | EntityId, slug: object, name: object, now_ms: int | None = None
+    ) -> dict[str, Any]:
+        """``/topic-create``: the ``topic:<slug>`` entity from the seed's template, linked
+        from the owner's profile (``warm.topics``). An existing topic not yet linked is
+        linked; one already linked is a Conflict (409). 2 round trips."""
+        eid = EntityId.parse(entity)
+        slug = _topic_slug(slug, "slug")
+        title = _one_line(self._ctx.guard(name, "name"), "name", 200)
+        tid = topic_entity(slug)
+        now = self._now(now_ms)
+        replies = self._ctx.store.pipeline(
+            [
+                ("GET", self._keys.profile(eid)),
+                ("GET", self._keys.profile(tid)),
+                ("GET", self._keys.signals(eid)),
+            ]
+        )
+        profile = stored_object(pipeline_reply(replies[0], "profile"), self._keys.profile(eid))
+        existing = stored_object(pipeline_reply(replies[1], "topic"), self._keys.profile(tid))
+        tz = signals_zone(
+            stored_object(pipeline_reply(replies[2], "signals"), self._keys.signals(eid))
+        )
+        links = profile.get(TOPIC_LINKS)
+        links = [x for x in links if isinstance(x, str)] if isinstance(links, list) else []
+        exists = any(k in TOPIC_KEYS for k in existing)
+        if exists and str(tid) in links:
+            raise Conflict(f"slug: {tid} exists and is linked already", field="slug", rule="unique")
+        plan = WritePlan()
+        if exists:
+            topic_file = topic_from_profile(slug, existing)
+        else:
+            topic_file = new_topic(slug, title, local_time(now, tz).date())
+            self._edit(tid, "profile", object_edits({}, topic_to_profile(topic_file)))(plan)
+        new_links = sorted({*links, str(tid)})
+        self._edit(eid, "profile", [("set", TOPIC_LINKS, dumps(new_links))])(plan)
+        plan.apply(self._ctx.store)
+        assert topic_file is not None
+        return {
+            "entity": str(eid),
+            "topic": str(tid),
+            "created": not exists,
+            "path": topic_file.path,
+            "text": topic_file.render(),
+        }
+
+    def handoff(
+        self, entity: str | EntityId, text: object, now_ms: int | None = None
+    ) -> dict[str, Any]:
+        """``/handoff``: the seed's HANDOFF.md (what was done, in progress, next steps,
+        decisions, gotchas), kept until the next session takes it. 1 round trip."""
+        eid = EntityId.parse(entity)
+        if not isinstance(text, str) or not text.strip():
+            raise AcmiValidationError("text", "required", "must be a non-empty string")
+        text = self._ctx.guard(text, "text")
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_HANDOFF_BYTES:
+            raise AcmiValidationError(
+                "text", "max_bytes", f"must be at most {MAX_HANDOFF_BYTES} bytes"
+            )
+        doc = {"text": text, "ts": self._now(now_ms)}
+        plan = WritePlan()
+        _, key = self._slots(eid)
+        plan.set(key, dumps(doc, "text"))
+        plan.apply(self._ctx.store)
+        return {"entity": str(eid), **doc}
+
+    def take_handoff(self, entity: str | EntityId) -> dict[str, Any] | None:
+        """The pending handoff, read and cleared in one atomic step (GETDEL): two
+        sessions starting at once cannot both take it. None when there is none."""
+        eid = EntityId.parse(entity)
+        _, key = self._slots(eid)
+        return stored_object(self._ctx.store.execute(("GETDEL", key)), key) or None
