@@ -57,16 +57,16 @@ def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
     module loaded by name, and why there is none when a URL was given."""
     import importlib
 
-    from acmi_core.jobs import hygiene
+    from acmi_core.jobs import sink as archive_sink
 
     url = acmi.settings.archive_url if url is None else url
     scheme = (url or "").partition("://")[0]
-    if url and scheme in SINK_MODULES and scheme not in hygiene.SINKS:
+    if url and scheme in SINK_MODULES and scheme not in archive_sink.SINKS:
         try:
             importlib.import_module(SINK_MODULES[scheme])
         except ImportError as exc:  # boto3 missing: documents only, said so
             return None, f"{scheme}: its sink cannot load ({exc}): nothing trimmed"
-    return hygiene.open_destination(url)
+    return archive_sink.open_destination(url)
 
 
 @app.command()
