@@ -58,7 +58,7 @@ from acmi_core.ingest.gmail_api import (
     json_object,
     raise_for_status,
 )
-from acmi_core.ingest.mappers import Delivery, truncate
+from acmi_core.ingest.webhook import Delivery, truncate
 
 METADATA_HEADERS: Final = ("From", "To", "Subject", "Date")
 # A whole fetch (token, pages, every message) stops starting requests past this: a push

@@ -44,8 +44,8 @@ from acmi_core.base.errors import AcmiValidationError, CorruptData, IdempotencyK
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.client import Acmi
 from acmi_core.ingest.config import SourceConfig
-from acmi_core.ingest.mappers import Delivery, WebhookBody, body_digest
 from acmi_core.ingest.sources import source_spec
+from acmi_core.ingest.webhook import Delivery, WebhookBody, body_digest
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
