@@ -43,6 +43,7 @@ DEFAULT_TOKEN_LIFETIME_S: Final = 300.0
 # Retry-After for a 5xx, a 429 or a network failure that names none; the largest we pass on.
 DEFAULT_RETRY_AFTER_S: Final = 30.0
 MAX_RETRY_AFTER_S: Final = 3600.0
+# Google's error codes (invalid_grant, UNAUTHENTICATED, rateLimitExceeded) are safe to
 # repeat; anything else from its body is not put into a message.
 _ERROR_CODE_RE: Final = re.compile(r"[A-Za-z][A-Za-z_]{0,63}")
 _RATE_LIMIT_REASONS: Final = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})

@@ -73,7 +73,6 @@ RECENT_QUERY: Final = "newer_than:1d"
 MAX_HEADER_CHARS: Final = 1000
 MAX_SNIPPET_CHARS: Final = 500
 MAX_LABELS: Final = 100
-# Google's error codes (invalid_grant, UNAUTHENTICATED, rateLimitExceeded) are safe to
 _HISTORY_ID_RE: Final = re.compile(r"[0-9]{1,20}")
 # Gmail's message ids are hex; one that is not must never be pasted into a URL path.
 _MESSAGE_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")

@@ -313,11 +313,13 @@ def _one_event(
     webhook: WebhookBody,
     event: dict[str, Any],
     sender_id: str,
-    fallback: str | None,
+    named: tuple[tuple[str, str | None], ...],
     lacking: tuple[str, str],
 ) -> Mapped:
-    """One event for the entity the URL or the source's config names, else ``fallback``
-    (what the body names); ``lacking``: the field and what the body lacks when it names none."""
+    """One event for the entity the URL or the source's config names, else the first of
+    ``named`` (category, the id the body gives, if any) as ``<category>:<sanitized id>``;
+    ``lacking``: the field and what the body lacks when it names none."""
+    fallback = next((f"{category}:{sanitized(id_)}" for category, id_ in named if id_), None)
     entity = webhook.entity or webhook.default_entity or fallback
     if entity is None:
         field, lacks = lacking
@@ -380,15 +382,9 @@ def map_slack(webhook: WebhookBody) -> Mapped:
     event_time = body.get("event_time")
     if isinstance(event_time, int) and not isinstance(event_time, bool):
         out["ts"] = event_time * 1000  # Slack sends unix seconds
-    fallback = (
-        f"slack-channel:{sanitized(channel)}"
-        if channel
-        else f"slack-user:{sanitized(user)}"
-        if user
-        else None
-    )
+    named = (("slack-channel", channel), ("slack-user", user))
     lacking = ("body.event.channel", "the event names no channel or user")
-    return _one_event(webhook, out, event_id, fallback, lacking)
+    return _one_event(webhook, out, event_id, named, lacking)
 
 
 # --- GitHub webhooks ----------------------------------------------------------------------
@@ -449,12 +445,6 @@ def map_github(webhook: WebhookBody) -> Mapped:
         "summary": truncate(_github_summary(event, action, body, full_name or org or "GitHub")),
         "payload": body,
     }
-    fallback = (
-        f"github-repo:{sanitized(full_name)}"
-        if full_name
-        else f"github-org:{sanitized(org)}"
-        if org
-        else None
-    )
+    named = (("github-repo", full_name), ("github-org", org))
     lacking = ("body.repository", "the delivery names no repository or organization")
-    return _one_event(webhook, out, delivery, fallback, lacking)
+    return _one_event(webhook, out, delivery, named, lacking)

@@ -19,10 +19,10 @@ keys, and one per ``PIPELINE_MEMBERS`` timeline members.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
@@ -101,6 +101,10 @@ class Finding:
     # for migrate, not shown: where the key sits, and what an MCP copy would write
     parsed: ParsedKey | None = field(default=None, repr=False, compare=False)
     copy: McpCopy | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.kind.value
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind.value, "key": self.key, "detail": self.detail}
@@ -489,10 +493,37 @@ def stderr_progress(err: TextIO) -> Progress:
     return show
 
 
-def report_line(name: str, key: str, entity: str | None, detail: str) -> str:
-    """One finding or step as `acmi doctor` and `acmi migrate` print it."""
-    about = f" ({entity})" if entity else ""
-    return f"{name:<16} {key}{about}: {detail}"
+class Reported(Protocol):
+    """What `acmi doctor` and `acmi migrate` print: a Finding, a Step."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def entity(self) -> str | None: ...
+
+    @property
+    def detail(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def report_line(item: Reported) -> str:
+    about = f" ({item.entity})" if item.entity else ""
+    return f"{item.name:<16} {item.key}{about}: {item.detail}"
+
+
+def stream(items: Iterable[Reported], out: TextIO, *, as_json: bool) -> dict[str, int]:
+    """Each item on ``out`` as it comes (a line of text, or its JSON object); the number
+    of items of each name."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.name] = counts.get(item.name, 0) + 1
+        print(json.dumps(item.to_dict()) if as_json else report_line(item), file=out, flush=True)
+    return counts
 
 
 def doctor_report(
@@ -502,14 +533,7 @@ def doctor_report(
     ``as_json``), then a summary; progress on ``err``. Returns the exit code: 0 when
     clean, 1 when problems were found."""
     doctor = Doctor(acmi, category=category, progress=stderr_progress(err))
-    counts: dict[str, int] = {}
-    for finding in doctor.findings():
-        counts[finding.kind.value] = counts.get(finding.kind.value, 0) + 1
-        if as_json:
-            line = json.dumps(finding.to_dict())
-        else:
-            line = report_line(finding.kind.value, finding.key, finding.entity, finding.detail)
-        print(line, file=out, flush=True)
+    counts = stream(doctor.findings(), out, as_json=as_json)
     problems = sum(counts.values())
     summary = {"scanned": doctor.scanned, "problems": problems, "by_kind": counts}
     if as_json:

@@ -25,8 +25,8 @@ from acmi_core.ops.doctor import (
     Kind,
     McpCopy,
     McpState,
-    report_line,
     stderr_progress,
+    stream,
 )
 from acmi_core.ops.keyspace import ParsedKey, Progress, no_progress, object_problem
 from acmi_core.store.writes import FieldMode, WritePlan
@@ -50,6 +50,10 @@ class Step:
     key: str
     detail: str
     entity: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.action.value
 
     def to_dict(self) -> dict[str, Any]:
         data = {"action": self.action.value, "key": self.key, "detail": self.detail}
@@ -191,14 +195,7 @@ def migrate_report(
         category=category,
         progress=stderr_progress(err),
     )
-    counts: dict[str, int] = {}
-    for step in migrate.run():
-        counts[step.action.value] = counts.get(step.action.value, 0) + 1
-        if as_json:
-            line = json.dumps(step.to_dict())
-        else:
-            line = report_line(step.action.value, step.key, step.entity, step.detail)
-        print(line, file=out, flush=True)
+    counts = stream(migrate.run(), out, as_json=as_json)
     left = sum(n for action, n in counts.items() if Action(action) in UNREPAIRED)
     summary = {
         "scanned": migrate.doctor.scanned,
