@@ -134,7 +134,7 @@ def fetch_gmail_secret(arn: str) -> str:
 def _google_client() -> httpx.Client:
     import httpx
 
-    from acmi_core.ingest.gmail_history import REQUEST_TIMEOUT_S
+    from acmi_core.ingest.gmail_api import REQUEST_TIMEOUT_S
 
     return httpx.Client(timeout=REQUEST_TIMEOUT_S)
 

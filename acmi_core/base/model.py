@@ -1,5 +1,9 @@
 """Entity ids, signal keys, profiles and Comms v1.1 events: parsing and validation.
 
+One module: these are the rules every write runs, in one order (ids, the JSON tree,
+profiles, events), sharing the encoders (dumps, json_members) so that a value is
+validated and encoded once; base's import contract keeps them on one layer.
+
 Every rule here raises :class:`AcmiValidationError` naming the field and the rule, and
 runs before anything is auto-filled or stored.
 """

@@ -56,17 +56,17 @@ def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
     """The destination of ``url`` (default ACMI_ARCHIVE_URL; "" for none) with its sink
     module loaded by name, and why there is none when a URL was given."""
     from acmi_core.cli.local import functions_module
-    from acmi_core.jobs import hygiene
+    from acmi_core.jobs import sink as archive_sink
 
     url = acmi.settings.archive_url if url is None else url
     scheme = (url or "").partition("://")[0]
-    if url and scheme in SINK_MODULES and scheme not in hygiene.SINKS:
+    if url and scheme in SINK_MODULES and scheme not in archive_sink.SINKS:
         try:
             functions_module(SINK_MODULES[scheme])
         # boto3 missing, or no functions/ (an installed wheel): documents only, said so
         except (ImportError, AcmiValidationError) as exc:
             return None, f"{scheme}: its sink cannot load ({exc}): nothing trimmed"
-    return hygiene.open_destination(url)
+    return archive_sink.open_destination(url)
 
 
 @app.command()

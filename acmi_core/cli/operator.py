@@ -210,7 +210,7 @@ Category = Annotated[str | None, typer.Option(help="only keys of this category")
 def doctor(category: Category = None) -> None:
     """Check a keyspace other ACMI tools wrote (read-only); exits 1 when problems are found.
     --json: JSON lines, the last one a summary."""
-    from acmi_core.ops.maintenance import doctor_report
+    from acmi_core.ops.doctor import doctor_report
 
     status = doctor_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(), category=category
@@ -229,7 +229,7 @@ def migrate(
 ) -> None:
     """Repair what doctor finds (index, MCP layout, tenant_id); exits 1 when conflicts remain.
     --json: JSON lines, the last one a summary."""
-    from acmi_core.ops.maintenance import migrate_report
+    from acmi_core.ops.migrate import migrate_report
 
     status = migrate_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(),

@@ -1,5 +1,9 @@
 """The CLI's agent-facing commands on a deployed API: :class:`HttpBackend`.
 
+One module: it is one class, HttpBackend, with one method per Backend call (each one
+request to its route); tests/integration/test_cli_remote.py holds it to LocalBackend
+call by call, and the calls share one request, error and key-handling path.
+
 Each Backend call is one HTTP request to the route the API has for it, answering
 exactly what :class:`~acmi_core.cli.backend.LocalBackend` answers for the same store
 state (the route's extra keys, such as ``category`` or ``released``, are dropped). The

@@ -1,5 +1,9 @@
 """Work items: cross-session projects, ideas and tasks (``acmi.work``).
 
+One module: the work-item API and the indexes it keeps (the index contract below) change
+together: every write that moves a status or an owner updates the indexes in the same
+WritePlan, so the contract sits beside the only code that keeps it.
+
     acmi.work.create("acmi-launch", {"title": "ACMI public launch"}, owner="bentley")
     acmi.work.event("acmi-launch", {"source": "agent:bentley", "kind": "progress",
                     "correlationId": "c-1", "summary": "drafted the post"},

@@ -1,5 +1,9 @@
 """The ACMI client: profile, signals and timeline per entity, plus batch, get, list, delete.
 
+One module: profile, signals and timeline share one read path (stored values decoded,
+what cannot be served skipped and reported) and one write path (a WritePlan per call;
+Batch stages the same operations), and EntityAPI composes them.
+
     acmi = create_acmi()                       # Upstash, Redis or embedded, from the env
     acmi.profile.set("user:mikey", {"name": "Mikey"})
     acmi.signals.set("user:mikey", "current_task", "shooting")

@@ -99,7 +99,8 @@ class Context:
         (reported to ``collect_redactions``); under ``reject`` SecretDetected (422) naming
         ``path`` (e.g. ``profile.api_key``) and the rule. Every user-facing write calls it
         once, before validation, so a redacted value is still size-checked."""
-        from acmi_core.guard.secrets import guard, provably_clean, redact  # on the first write
+        from acmi_core.guard.prefilter import provably_clean  # on the first write
+        from acmi_core.guard.secrets import guard, redact
 
         if provably_clean(value):
             return value

@@ -25,7 +25,7 @@ from pydantic import ValidationError as PydanticValidationError
 from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError, Unavailable
 from acmi_core.base.keys import Keys, internal_global
 from acmi_core.base.model import EntityId, dumps
-from acmi_core.ingest.mappers import check_mapping
+from acmi_core.ingest.mapping import check_mapping
 from acmi_core.ingest.sources import SOURCES, check_source, source_spec
 from acmi_core.store.base import Store
 from acmi_core.store.writes import WritePlan

@@ -8,11 +8,9 @@ since the last history id it saw, and stores one ``gmail-message`` event per mes
 Pure core: the caller gives the ``httpx.Client`` (tests: ``httpx.MockTransport``), the
 token cache and a monotonic clock; nothing here reads the environment or a secret.
 
-The requests, all to ``users/me`` (the account the refresh token belongs to):
+The requests, all to ``users/me`` (the account the refresh token belongs to), after an
+access token (``gmail_api.AccessTokens``):
 
-- ``POST oauth2.googleapis.com/token`` (``grant_type=refresh_token``) for an access
-  token, reused until ``TOKEN_EXPIRY_MARGIN_S`` before its ``expires_in``. A 401 from
-  Gmail drops it and refreshes once per fetch, then retries that request once.
 - ``GET history?startHistoryId=..&historyTypes=messageAdded`` page by page (at most
   ``MAX_HISTORY_PAGES`` pages of ``HISTORY_PAGE_SIZE`` records).
 - ``GET messages/{id}?format=metadata`` (From, To, Subject, Date) per new message id,
@@ -31,39 +29,38 @@ last history record whose messages were all fetched, so the next fetch resumes t
 nothing is skipped (a message may come twice: its correlationId, ``gmail-<id>``, names
 it); only a single record holding more than ``max_messages`` messages loses the rest.
 
-Errors: ``GmailUnavailable`` (an ``Unavailable``: 503 + Retry-After) for network
-failures, timeouts, 5xx, 429 and Gmail's rate-limit 403s, and unreadable answers;
-``GmailAuthError`` when Google refuses the credentials (revoked grant, wrong client,
-a 401 after a fresh token, a missing scope); ``GmailApiError`` for any other refusal.
-Messages name the request and Google's error code, never a token, secret or body.
+Google's errors (``GmailUnavailable``, ``GmailAuthError``, ``GmailApiError``), the
+credentials and the access token cache are ``ingest/gmail_api.py``'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
-import json
-import math
 import re
-import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Final, Literal
 
 import httpx
 
-from acmi_core.base.errors import AcmiError, AcmiValidationError, Unavailable
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import MAX_TS_MS, EntityId
-from acmi_core.ingest.mappers import Delivery, truncate
+from acmi_core.ingest.gmail_api import (
+    DEFAULT_RETRY_AFTER_S,
+    AccessTokens,
+    Clock,
+    GmailAuthError,
+    GmailCredentials,
+    GmailSession,
+    GmailUnavailable,
+    json_object,
+    raise_for_status,
+)
+from acmi_core.ingest.webhook import Delivery, truncate
 
-TOKEN_URL: Final = "https://oauth2.googleapis.com/token"
-GMAIL_API: Final = "https://gmail.googleapis.com/gmail/v1/users/me"
 METADATA_HEADERS: Final = ("From", "To", "Subject", "Date")
-# Each request gets at most this long (connect, each read), and never more than what is
-# left of the fetch's deadline.
-REQUEST_TIMEOUT_S: Final = 10.0
 # A whole fetch (token, pages, every message) stops starting requests past this: a push
 # handler must answer before Pub/Sub's ack deadline and the Lambda timeout.
 DEFAULT_DEADLINE_S: Final = 20.0
@@ -72,165 +69,13 @@ MAX_MESSAGES: Final = 500
 HISTORY_PAGE_SIZE: Final = 100  # Gmail's own default; it allows up to 500
 MAX_HISTORY_PAGES: Final = 5
 RECENT_QUERY: Final = "newer_than:1d"
-# A token is refreshed this long before Google says it expires (clock skew, slow calls).
-TOKEN_EXPIRY_MARGIN_S: Final = 60.0
-# When Google's token answer has no expires_in: assume a short life, refresh sooner.
-DEFAULT_TOKEN_LIFETIME_S: Final = 300.0
-# Retry-After for a 5xx, a 429 or a network failure that names none; the largest we pass on.
-DEFAULT_RETRY_AFTER_S: Final = 30.0
-MAX_RETRY_AFTER_S: Final = 3600.0
 # Header values are kept to this many characters (a To: of a mailing list can be huge).
 MAX_HEADER_CHARS: Final = 1000
 MAX_SNIPPET_CHARS: Final = 500
 MAX_LABELS: Final = 100
-# Google's error codes (invalid_grant, UNAUTHENTICATED, rateLimitExceeded) are safe to
-# repeat; anything else from its body is not put into a message.
-_ERROR_CODE_RE: Final = re.compile(r"[A-Za-z][A-Za-z_]{0,63}")
-_RATE_LIMIT_REASONS: Final = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
 _HISTORY_ID_RE: Final = re.compile(r"[0-9]{1,20}")
 # Gmail's message ids are hex; one that is not must never be pasted into a URL path.
 _MESSAGE_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-Clock = Callable[[], float]
-
-
-class GmailApiError(AcmiError):
-    """Google refused a request for a reason that is not transient (500: it is our
-    configuration or our request, not the sender's delivery)."""
-
-    code = "gmail_api_error"
-
-
-class GmailAuthError(GmailApiError):
-    """Google refused the mailbox's credentials: the refresh token was revoked or
-    expired, the client id/secret are wrong, or the grant lacks the Gmail read scope."""
-
-    code = "gmail_auth_error"
-
-
-class GmailUnavailable(Unavailable):
-    """Gmail or Google's token endpoint failed for now; retry after ``retry_after``."""
-
-    code = "gmail_unavailable"
-
-
-@dataclass(frozen=True)
-class GmailCredentials:
-    """A mailbox's OAuth client and refresh token. The repr shows the client id only."""
-
-    client_id: str
-    client_secret: str = field(repr=False)
-    refresh_token: str = field(repr=False)
-
-    def __post_init__(self) -> None:
-        for name in ("client_id", "client_secret", "refresh_token"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise AcmiValidationError(
-                    f"gmail_credentials.{name}", "required", "must be a non-empty string"
-                )
-
-    @classmethod
-    def from_secret(cls, text: str | bytes) -> GmailCredentials:
-        """Credentials from a secret's text: a JSON object with ``client_id``,
-        ``client_secret`` and ``refresh_token`` (Google's ``authorized_user`` file, as
-        ``gcloud auth application-default login`` writes it; other fields are ignored).
-        Errors name the fields, never a value."""
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):
-            data = None
-        names = ("client_id", "client_secret", "refresh_token")
-        if not isinstance(data, dict) or not all(
-            isinstance(data.get(n), str) and data[n].strip() for n in names
-        ):
-            # GmailAuthError (a 500, logged): a misconfigured secret is not the sender's fault
-            raise GmailAuthError(
-                "gmail_credentials: the secret must be a JSON object with non-empty "
-                "client_id, client_secret and refresh_token strings",
-                field="gmail_credentials",
-            )
-        return cls(data["client_id"], data["client_secret"], data["refresh_token"])
-
-    @property
-    def cache_key(self) -> str:
-        # A digest, so the cache's keys hold no secret either.
-        text = f"{self.client_id}\0{self.refresh_token}"
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass
-class _Token:
-    value: str = field(repr=False)
-    expires_at: float
-
-
-class AccessTokens:
-    """Access tokens per credentials, reused until shortly before they expire. One per
-    process (a warm Lambda keeps it); safe to share between threads."""
-
-    def __init__(self, clock: Clock = time.monotonic) -> None:
-        self._clock = clock
-        self._tokens: dict[str, _Token] = {}
-        self._owners: dict[str, str] = {}  # credentials -> the address Gmail said they are
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"AccessTokens({len(self._tokens)} cached)"
-
-    def get(self, client: httpx.Client, creds: GmailCredentials, *, timeout: float) -> str:
-        """A valid access token: the cached one, or a fresh one from Google."""
-        key = creds.cache_key
-        with self._lock:
-            token = self._tokens.get(key)
-            if token is not None and self._clock() < token.expires_at:
-                return token.value
-            token = self._refresh(client, creds, timeout)
-            self._tokens[key] = token
-            return token.value
-
-    def drop(self, creds: GmailCredentials, value: str) -> None:
-        """Forget ``value`` (Gmail refused it), unless another thread already replaced it."""
-        with self._lock:
-            token = self._tokens.get(creds.cache_key)
-            if token is not None and token.value == value:
-                del self._tokens[creds.cache_key]
-
-    def owner(self, creds: GmailCredentials) -> str | None:
-        """The mailbox address ``creds`` were found to belong to, once checked."""
-        return self._owners.get(creds.cache_key)
-
-    def set_owner(self, creds: GmailCredentials, email: str) -> None:
-        self._owners[creds.cache_key] = email.lower()
-
-    def _refresh(self, client: httpx.Client, creds: GmailCredentials, timeout: float) -> _Token:
-        now = self._clock()
-        form = {
-            "client_id": creds.client_id,
-            "client_secret": creds.client_secret,
-            "refresh_token": creds.refresh_token,
-            "grant_type": "refresh_token",
-        }
-        response = _send(client, "POST", TOKEN_URL, "token refresh", timeout, data=form)
-        if response.status_code in (400, 401, 403):
-            # invalid_grant (revoked or expired refresh token), invalid_client, ...
-            raise GmailAuthError(
-                "gmail_credentials: Google refused the refresh token "
-                f"(HTTP {response.status_code}, {_error_code(response)}); "
-                "store new credentials for this mailbox",
-                field="gmail_credentials",
-            )
-        _raise_for_status(response, "token refresh")
-        body = _json_object(response, "token refresh")
-        value, lifetime = body.get("access_token"), body.get("expires_in")
-        if not isinstance(value, str) or not value:
-            raise GmailUnavailable(
-                "Google's token refresh answered without an access_token",
-                retry_after=DEFAULT_RETRY_AFTER_S,
-            )
-        if isinstance(lifetime, bool) or not isinstance(lifetime, int | float):
-            lifetime = DEFAULT_TOKEN_LIFETIME_S
-        return _Token(value, now + max(0.0, float(lifetime) - TOKEN_EXPIRY_MARGIN_S))
 
 
 @dataclass(frozen=True)
@@ -275,159 +120,6 @@ class GmailChanges:
     truncated: bool
     fallback: Fallback | None = None
     skipped_deleted: int = 0
-
-
-# --- requests -------------------------------------------------------------------------------
-
-
-def _send(
-    client: httpx.Client,
-    method: str,
-    url: str,
-    what: str,
-    timeout: float,
-    **kwargs: Any,
-) -> httpx.Response:
-    try:
-        return client.request(method, url, timeout=timeout, **kwargs)
-    except httpx.TimeoutException:
-        raise GmailUnavailable(
-            f"Gmail {what}: no answer within {timeout:.1f}s", retry_after=DEFAULT_RETRY_AFTER_S
-        ) from None
-    except httpx.TransportError as exc:
-        # the class name only: an exception's text may quote the request
-        raise GmailUnavailable(
-            f"Gmail {what}: network failure ({type(exc).__name__})",
-            retry_after=DEFAULT_RETRY_AFTER_S,
-        ) from None
-
-
-def _error_body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
-
-
-def _safe_code(value: object) -> str | None:
-    return value if isinstance(value, str) and _ERROR_CODE_RE.fullmatch(value) else None
-
-
-def _error_code(response: httpx.Response) -> str:
-    """Google's error code: OAuth's ``{"error": "invalid_grant"}`` or the API's
-    ``{"error": {"status": "UNAUTHENTICATED", "errors": [{"reason": ..}]}}``."""
-    body = _error_body(response)
-    if not isinstance(body, dict):
-        return "no error code"
-    error = body.get("error")
-    if isinstance(error, dict):
-        return _safe_code(error.get("status")) or _safe_code(_reason(error)) or "no error code"
-    return _safe_code(error) or "no error code"
-
-
-def _reason(error: Mapping[str, Any]) -> str | None:
-    errors = error.get("errors")
-    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        reason = errors[0].get("reason")
-        return reason if isinstance(reason, str) else None
-    return None
-
-
-def _retry_after(response: httpx.Response) -> float:
-    raw = response.headers.get("Retry-After")
-    try:
-        value = float(raw) if raw is not None else DEFAULT_RETRY_AFTER_S
-    except ValueError:  # an HTTP-date: our default
-        value = DEFAULT_RETRY_AFTER_S
-    if not math.isfinite(value) or value < 0:
-        value = DEFAULT_RETRY_AFTER_S
-    return min(value, MAX_RETRY_AFTER_S)
-
-
-def _is_rate_limited(response: httpx.Response) -> bool:
-    if response.status_code == 429:
-        return True
-    body = _error_body(response)
-    error = body.get("error") if isinstance(body, dict) else None
-    return (
-        response.status_code == 403
-        and isinstance(error, dict)
-        and _reason(error) in _RATE_LIMIT_REASONS
-    )
-
-
-def _raise_for_status(response: httpx.Response, what: str) -> None:
-    status = response.status_code
-    if status < 400:
-        return
-    if status >= 500 or _is_rate_limited(response):
-        raise GmailUnavailable(
-            f"Gmail {what}: HTTP {status} ({_error_code(response)})",
-            retry_after=_retry_after(response),
-        )
-    if status == 401:
-        raise GmailAuthError(
-            f"gmail_credentials: Gmail {what} refused a freshly refreshed access token "
-            f"(HTTP 401, {_error_code(response)})",
-            field="gmail_credentials",
-        )
-    if status == 403:
-        raise GmailAuthError(
-            f"gmail_credentials: Gmail {what} refused them (HTTP 403, "
-            f"{_error_code(response)}); the grant needs the gmail.readonly scope",
-            field="gmail_credentials",
-        )
-    raise GmailApiError(f"Gmail {what}: HTTP {status} ({_error_code(response)})")
-
-
-def _json_object(response: httpx.Response, what: str) -> dict[str, Any]:
-    body = _error_body(response)
-    if not isinstance(body, dict):
-        raise GmailUnavailable(
-            f"Gmail {what}: the answer is not a JSON object", retry_after=DEFAULT_RETRY_AFTER_S
-        )
-    return body
-
-
-class _Session:
-    """One fetch: its credentials, the token cache, the deadline, the one forced refresh."""
-
-    def __init__(
-        self,
-        client: httpx.Client,
-        creds: GmailCredentials,
-        tokens: AccessTokens,
-        clock: Clock,
-        deadline_s: float,
-    ) -> None:
-        self.client, self.creds, self.tokens, self.clock = client, creds, tokens, clock
-        self.deadline = clock() + deadline_s
-        self.refreshed = False
-
-    def time_left(self) -> float:
-        return self.deadline - self.clock()
-
-    def timeout(self) -> float:
-        return max(0.001, min(REQUEST_TIMEOUT_S, self.time_left()))
-
-    def get(self, path: str, params: list[tuple[str, str]], what: str) -> httpx.Response:
-        """GET ``GMAIL_API + path``; on a 401, one fresh token and one retry per fetch."""
-        while True:
-            token = self.tokens.get(self.client, self.creds, timeout=self.timeout())
-            response = _send(
-                self.client,
-                "GET",
-                GMAIL_API + path,
-                what,
-                self.timeout(),
-                params=params,
-                headers={"Authorization": f"Bearer {token}"},
-            )
-            if response.status_code != 401 or self.refreshed:
-                return response
-            # Revoked or expired early (a password change): refresh once and retry.
-            self.refreshed = True
-            self.tokens.drop(self.creds, token)
 
 
 # --- reading Gmail's answers ----------------------------------------------------------------
@@ -523,7 +215,7 @@ class _Record:
 
 
 def _read_history(
-    session: _Session, start: int, max_messages: int
+    session: GmailSession, start: int, max_messages: int
 ) -> tuple[list[_Record], int, bool] | None:
     """The history records after ``start`` (pages followed until more than
     ``max_messages`` new ids were found): (records, the mailbox's history id, whether
@@ -549,8 +241,8 @@ def _read_history(
                     retry_after=1.0,
                 )
             return None
-        _raise_for_status(response, "history.list")
-        body = _json_object(response, "history.list")
+        raise_for_status(response, "history.list")
+        body = json_object(response, "history.list")
         current = _answered_history_id(body, "history.list")
         history = body.get("history")
         for raw in history if isinstance(history, list) else []:
@@ -582,18 +274,29 @@ def _read_history(
     return records, current, True
 
 
-def _get_message(session: _Session, message_id: str) -> GmailMessage | None:
+def _get_message(session: GmailSession, message_id: str) -> GmailMessage | None:
     """A message's metadata; None when it was deleted since it was added (404)."""
     params = [("format", "metadata"), *(("metadataHeaders", h) for h in METADATA_HEADERS)]
     response = session.get(f"/messages/{message_id}", params, "messages.get")
     if response.status_code == 404:
         return None
-    _raise_for_status(response, "messages.get")
-    return _parse_message(_json_object(response, "messages.get"), message_id)
+    raise_for_status(response, "messages.get")
+    return _parse_message(json_object(response, "messages.get"), message_id)
+
+
+def _take(session: GmailSession, message_id: str, messages: list[GmailMessage]) -> int:
+    """Fetch one message into ``messages`` (a draft is left out); 1 when it was deleted
+    since it was added, else 0."""
+    message = _get_message(session, message_id)
+    if message is None:
+        return 1
+    if not _is_draft(list(message.labels)):
+        messages.append(message)
+    return 0
 
 
 def _from_history(
-    session: _Session, email: str, start: int, max_messages: int
+    session: GmailSession, email: str, start: int, max_messages: int
 ) -> GmailChanges | None:
     read = _read_history(session, start, max_messages)
     if read is None:
@@ -608,11 +311,7 @@ def _from_history(
             if len(messages) >= max_messages or session.time_left() <= 0:
                 stopped = True
                 break
-            message = _get_message(session, message_id)
-            if message is None:
-                deleted += 1
-            elif not _is_draft(list(message.labels)):
-                messages.append(message)
+            deleted += _take(session, message_id, messages)
         else:
             complete = max(complete, record.id)
             continue
@@ -626,12 +325,12 @@ def _from_history(
     return GmailChanges(email, messages, str(last), truncated, None, deleted)
 
 
-def _profile(session: _Session, email: str) -> int:
+def _profile(session: GmailSession, email: str) -> int:
     """The mailbox's current history id, checking the credentials are ``email``'s: with
     another account's, its mail would land on this mailbox's entity."""
     response = session.get("/profile", [], "getProfile")
-    _raise_for_status(response, "getProfile")
-    profile = _json_object(response, "getProfile")
+    raise_for_status(response, "getProfile")
+    profile = json_object(response, "getProfile")
     current = _answered_history_id(profile, "getProfile")
     owner = profile.get("emailAddress")
     if not isinstance(owner, str) or owner.lower() != email.lower():
@@ -644,15 +343,15 @@ def _profile(session: _Session, email: str) -> int:
 
 
 def _from_recent(
-    session: _Session, email: str, max_messages: int, fallback: Fallback
+    session: GmailSession, email: str, max_messages: int, fallback: Fallback
 ) -> GmailChanges:
     """The newest messages of the last day, and the mailbox's history id read first, so
     that what arrives meanwhile comes with the next fetch."""
     current = _profile(session, email)
     params = [("maxResults", str(max_messages)), ("q", RECENT_QUERY)]
     response = session.get("/messages", params, "messages.list")
-    _raise_for_status(response, "messages.list")
-    body = _json_object(response, "messages.list")
+    raise_for_status(response, "messages.list")
+    body = json_object(response, "messages.list")
     listed = body.get("messages")
     ids: list[str] = []
     for item in listed if isinstance(listed, list) else []:
@@ -666,11 +365,7 @@ def _from_recent(
         if session.time_left() <= 0:
             truncated = True
             break
-        message = _get_message(session, message_id)
-        if message is None:
-            deleted += 1
-        elif not _is_draft(list(message.labels)):
-            messages.append(message)
+        deleted += _take(session, message_id, messages)
     messages.reverse()  # Gmail lists newest first; events go oldest first
     return GmailChanges(email, messages, str(current), truncated, fallback, deleted)
 
@@ -695,7 +390,7 @@ def fetch_changes(
         raise AcmiValidationError("max_messages", "range", f"must be 1-{MAX_MESSAGES}")
     if not isinstance(email, str) or "@" not in email:
         raise AcmiValidationError("email", "required", "must be the mailbox's address")
-    session = _Session(client, creds, tokens, clock, deadline_s)
+    session = GmailSession(client, creds, tokens, clock, deadline_s)
     if start_history_id is None:
         return _from_recent(session, email, max_messages, "no_start")
     start = _history_id(start_history_id, "start_history_id")

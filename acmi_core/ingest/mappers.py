@@ -3,7 +3,9 @@
 Every mapper has one signature, ``(WebhookBody) -> Mapped``, and is a pure function: no
 store, no clock. The events it returns are validated by the timeline like any other
 (``acmi_core.base.model.parse_event``). Which mapper serves which source is the source table's
-business (``acmi_core.ingest.sources``).
+business (``acmi_core.ingest.sources``). The types a mapper takes and gives, and the
+helpers every mapper shares, are ``ingest/webhook.py``'s; the mapping language (make, n8n,
+generic), ``ingest/mapping.py``'s.
 
 - make / n8n: a JSON object (or a list of them) describing one thing that happened;
   a stored mapping wins, then well-known field names are picked up, breadth-first into
@@ -20,16 +22,23 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import MAX_SUMMARY_LEN, check_category, utf16_len
+from acmi_core.ingest.mapping import MISSING, MappedItem, generic_mapping, merged_mapping
+from acmi_core.ingest.webhook import (
+    ENTITY_UNSAFE,
+    Delivery,
+    Mapped,
+    WebhookBody,
+    body_items,
+    item_entity,
+    sanitized,
+    truncate,
+)
 
 # Field names senders commonly use, in order of preference. Subjects and titles come
 # before message/text: in an email or a ticket, "text" is the whole body.
@@ -57,82 +66,6 @@ RUN_OBJECTS: Final = frozenset({"scenario", "execution", "$execution", "workflow
 # the item (email.subject is 1, body.deal.properties.dealname is 3); lists are not
 # entered (their items are other things: labels, attachments, line items).
 MAX_NESTED_DEPTH: Final = 3
-ENTITY_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")
-# Generic mappings: event field -> dotted path into the body, or '=literal'.
-MAPPING_FIELDS: Final = (
-    "entity",
-    "category",
-    "kind",
-    "summary",
-    "correlationId",
-    "parentCorrelationId",
-    "ts",
-    "payload",
-)
-# A mapping path: at most this long (a '=literal' too: a mapped summary fits), and at
-# most this many dotted segments (bodies nest at most 64 levels: deeper cannot match).
-MAX_MAPPING_PATH_LEN: Final = 512
-MAX_MAPPING_PATH_SEGMENTS: Final = 64
-# A list index in a path: ASCII digits only ('²' is a digit to str.isdigit(), not to
-# int()), and at most 9 of them (no body holds a billion items); anything else is only
-# ever an object key.
-LIST_INDEX_RE: Final = re.compile(r"[0-9]{1,9}")
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One event for one entity, before validation."""
-
-    entity: str
-    event: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class WebhookBody:
-    """What a mapper is given: the parsed body and where its events should go."""
-
-    source: str  # as named in the URL, e.g. n8n-billing
-    body: Any
-    body_sha: str  # SHA-256 of the raw body: derived correlation ids
-    max_items: int
-    entity: str | None = None  # ?entity=
-    default_entity: str | None = None  # the source's configured entity
-    query: Mapping[str, str] = field(default_factory=dict)
-    configured_mapping: Mapping[str, str] | None = None  # stored with the source
-    # The request headers the source's row names (``SourceSpec.headers``), by lower-case
-    # name: only those, so a mapper stays a function of what it is meant to read.
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Mapped:
-    """A mapper's answer: the deliveries, and the sender's own id for this delivery when
-    it has one (Pub/Sub's messageId), which identifies a redelivery."""
-
-    deliveries: list[Delivery]
-    sender_id: str | None = None
-    # A handshake's reply (Slack's url_verification): answered as is, nothing stored.
-    answer: dict[str, Any] | None = None
-
-
-Mapper = Callable[[WebhookBody], Mapped]
-
-
-def truncate(text: str, limit: int = MAX_SUMMARY_LEN) -> str:
-    """At most ``limit`` UTF-16 code units (as the reference counts a summary), cut with
-    an ellipsis; a surrogate pair is never split."""
-    if utf16_len(text) <= limit:
-        return text
-    units, end = 0, 0
-    for end, char in enumerate(text):  # noqa: B007 (end is used after the loop)
-        units += 2 if ord(char) > 0xFFFF else 1
-        if units > limit - 1:
-            break
-    return text[:end] + "…"
-
-
-def body_digest(body: bytes) -> str:
-    return hashlib.sha256(body).hexdigest()
 
 
 def _first_str(data: dict[str, Any], names: tuple[str, ...]) -> str | None:
@@ -229,38 +162,6 @@ def _automation_payload(item: dict[str, Any]) -> Any:
     return item
 
 
-def _items(webhook: WebhookBody) -> list[tuple[str, dict[str, Any]]]:
-    """The body's objects with the field path of each (``body`` or ``body[i]``)."""
-    body = webhook.body
-    items = body if isinstance(body, list) else [body]
-    if not items:
-        raise AcmiValidationError("body", "non_empty", "must hold at least one object")
-    if len(items) > webhook.max_items:
-        raise AcmiValidationError(
-            "body", "max_items", f"at most {webhook.max_items} items per request"
-        )
-    located = []
-    for index, item in enumerate(items):
-        where = f"body[{index}]" if isinstance(body, list) else "body"
-        if not isinstance(item, dict):
-            raise AcmiValidationError(where, "object", "must be a JSON object")
-        located.append((where, item))
-    return located
-
-
-def _entity(explicit: str | None, item: dict[str, Any], default: str | None, field: str) -> str:
-    entity = explicit or (item.get("entity") if isinstance(item.get("entity"), str) else None)
-    entity = entity or default
-    if not entity:
-        raise AcmiValidationError(
-            field,
-            "required",
-            "name the entity: ?entity=<category>:<id>, an 'entity' field, or the source's "
-            "configured entity",
-        )
-    return entity
-
-
 def map_automation(webhook: WebhookBody) -> Mapped:
     """Make and n8n: one request per item (a list is accepted too). A mapping (stored
     with the source, ``map.<field>=`` in the URL over it) wins; else well-known names
@@ -268,11 +169,11 @@ def map_automation(webhook: WebhookBody) -> Mapped:
     source, sha = webhook.source, webhook.body_sha
     mapping = merged_mapping(webhook)
     deliveries = []
-    for index, (where, item) in enumerate(_items(webhook)):
-        mapped = _MappedItem(mapping, item, where)
+    for index, (where, item) in enumerate(body_items(webhook)):
+        mapped = MappedItem(mapping, item, where)
         levels = nested_levels(item)
         kind, summary = mapped.text("kind"), mapped.get("summary")
-        if summary is _MISSING:
+        if summary is MISSING:
             summary = find_nested(item, SUMMARY_FIELDS, levels) or f"{source} webhook"
         payload = mapped.get("payload")
         event: dict[str, Any] = {
@@ -282,19 +183,19 @@ def map_automation(webhook: WebhookBody) -> Mapped:
             or _automation_correlation(item, levels, source, sha, index),
             # not a string: kept, so validation names the rule
             "summary": truncate(summary) if isinstance(summary, str) else summary,
-            "payload": _automation_payload(item) if payload is _MISSING else payload,
+            "payload": _automation_payload(item) if payload is MISSING else payload,
         }
         parent = mapped.get("parentCorrelationId")
-        parent = item.get("parentCorrelationId") if parent is _MISSING else parent
+        parent = item.get("parentCorrelationId") if parent is MISSING else parent
         if isinstance(parent, str):
             event["parentCorrelationId"] = parent
         ts = mapped.get("ts")
-        if ts is not _MISSING:
+        if ts is not MISSING:
             event["ts"] = ts
         elif "ts" in item:
             event["ts"] = item["ts"]  # validated (finite, ms) with the event
         explicit = webhook.entity or mapped.entity()
-        entity = _entity(explicit, item, webhook.default_entity, f"{where}.entity")
+        entity = item_entity(explicit, item, webhook.default_entity, f"{where}.entity")
         deliveries.append(Delivery(entity, event))
     return Mapped(deliveries)
 
@@ -378,118 +279,6 @@ def map_gmail(webhook: WebhookBody) -> Mapped:
     return Mapped([Delivery(entity, event)], sender_id=push.message_id)
 
 
-_MISSING: Final = object()
-
-
-def check_mapping(mapping: object, field: str = "mapping") -> dict[str, str]:
-    """A mapping of event fields to dotted paths or '=literal's, checked once (stored
-    mappings when set, URL mappings per request) so that lookups need no checks."""
-    if not isinstance(mapping, dict):
-        raise AcmiValidationError(field, "object", "must be an object of field -> path")
-    for name, path in mapping.items():
-        where = f"{field}.{name}"
-        if name not in MAPPING_FIELDS:
-            raise AcmiValidationError(
-                where, "unknown", f"must be one of {', '.join(MAPPING_FIELDS)}"
-            )
-        if not isinstance(path, str) or not path:
-            raise AcmiValidationError(where, "type", "must be a non-empty string")
-        if name == "category":
-            check_category(path.removeprefix("="), where)
-        if len(path) > MAX_MAPPING_PATH_LEN:
-            raise AcmiValidationError(
-                where, "max_length", f"must be at most {MAX_MAPPING_PATH_LEN} characters"
-            )
-        if not path.startswith("=") and path.count(".") >= MAX_MAPPING_PATH_SEGMENTS:
-            raise AcmiValidationError(
-                where,
-                "max_segments",
-                f"must have at most {MAX_MAPPING_PATH_SEGMENTS} dotted segments",
-            )
-    return mapping
-
-
-def merged_mapping(webhook: WebhookBody) -> dict[str, str]:
-    """The stored mapping with the URL's ``map.<field>=<path>`` parameters over it."""
-    from_query = {k[4:]: v for k, v in webhook.query.items() if k.startswith("map.")}
-    return check_mapping({**(webhook.configured_mapping or {}), **from_query}, "mapping")
-
-
-def generic_mapping(webhook: WebhookBody) -> dict[str, str]:
-    """The merged mapping, which a generic source cannot do without."""
-    mapping = merged_mapping(webhook)
-    if not mapping:
-        raise AcmiValidationError(
-            "mapping",
-            "required",
-            "generic sources need a mapping: query map.<field>=<dotted.path> "
-            f"(fields: {', '.join(MAPPING_FIELDS)}) or one stored with `acmi sources set`",
-        )
-    return mapping
-
-
-def _lookup(data: Any, path: str) -> Any:
-    """The value at a dotted path (list items by index), ``=literal``, or _MISSING."""
-    if path.startswith("="):
-        return path[1:]
-    if path in ("$", "."):
-        return data
-    current = data
-    for part in path.split("."):
-        if isinstance(current, dict) and part in current:
-            current = current[part]
-        elif (
-            isinstance(current, list) and LIST_INDEX_RE.fullmatch(part) and int(part) < len(current)
-        ):
-            current = current[int(part)]
-        else:
-            return _MISSING
-    return current
-
-
-# Mapped fields an item must have: naming them in the mapping promises they are there,
-# and a path that finds nothing is a mistake (a typo, another sender's shape) to report,
-# not to paper over with a derived value. A parent and a payload may be absent.
-_REQUIRED_WHEN_MAPPED: Final = frozenset({"entity", "kind", "summary", "correlationId", "ts"})
-
-
-class _MappedItem:
-    """One body item read through the mapping."""
-
-    def __init__(self, mapping: Mapping[str, str], item: dict[str, Any], where: str) -> None:
-        self.mapping, self.item, self.where = mapping, item, where
-
-    def get(self, name: str) -> Any:
-        path = self.mapping.get(name)
-        if path is None:
-            return _MISSING
-        if name == "category":
-            # A category is a name, never a path: 'customer' (the '=customer' of stored
-            # mappings that predate this rule means the same).
-            return path.removeprefix("=")
-        value = _lookup(self.item, path)
-        if value is _MISSING and name in _REQUIRED_WHEN_MAPPED:
-            raise AcmiValidationError(
-                f"{self.where}.{path}", "required", f"mapped to {name} but not in the body"
-            )
-        return value
-
-    def text(self, name: str) -> str | None:
-        """A mapped string, or an integer as its digits (ids are often numbers)."""
-        value = self.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        return value if isinstance(value, str) else None
-
-    def entity(self) -> str | None:
-        """The mapped entity; a bare id becomes ``<category>:<id>`` when category is mapped
-        (each run of characters outside ``[A-Za-z0-9_.-]`` in the id becomes one ``_``)."""
-        entity, category = self.text("entity"), self.get("category")
-        if entity is not None and isinstance(category, str):
-            return f"{category}:{ENTITY_UNSAFE.sub('_', entity)}"
-        return entity
-
-
 def map_generic(webhook: WebhookBody) -> Mapped:
     """Any JSON object(s), with a mapping of event fields to dotted paths ('=literal' for
     a constant; ``category`` is always a name). ``entity`` may map to a bare id when
@@ -497,36 +286,52 @@ def map_generic(webhook: WebhookBody) -> Mapped:
     mapping = generic_mapping(webhook)
     source, sha = webhook.source, webhook.body_sha
     deliveries = []
-    for index, (where, item) in enumerate(_items(webhook)):
-        mapped = _MappedItem(mapping, item, where)
+    for index, (where, item) in enumerate(body_items(webhook)):
+        mapped = MappedItem(mapping, item, where)
         kind, summary, payload = mapped.get("kind"), mapped.get("summary"), mapped.get("payload")
         event: dict[str, Any] = {
             "source": source,
             "kind": kind if isinstance(kind, str) else f"{source}-webhook",
             "correlationId": mapped.text("correlationId") or f"{source}-{sha[:16]}-{index}",
-            "payload": item if payload is _MISSING else payload,
+            "payload": item if payload is MISSING else payload,
         }
-        if summary is not _MISSING:  # not a string: kept, so validation names the rule
+        if summary is not MISSING:  # not a string: kept, so validation names the rule
             event["summary"] = truncate(summary) if isinstance(summary, str) else summary
         parent = mapped.get("parentCorrelationId")
         if isinstance(parent, str):
             event["parentCorrelationId"] = parent
         ts = mapped.get("ts")
-        if ts is not _MISSING:
+        if ts is not MISSING:
             event["ts"] = ts
         explicit = webhook.entity or mapped.entity()
-        entity = _entity(explicit, {}, webhook.default_entity, f"{where}.entity")
+        entity = item_entity(explicit, {}, webhook.default_entity, f"{where}.entity")
         deliveries.append(Delivery(entity, event))
     return Mapped(deliveries)
 
 
+def _one_event(
+    webhook: WebhookBody,
+    event: dict[str, Any],
+    sender_id: str,
+    named: tuple[tuple[str, str | None], ...],
+    lacking: tuple[str, str],
+) -> Mapped:
+    """One event for the entity the URL or the source's config names, else the first of
+    ``named`` (category, the id the body gives, if any) as ``<category>:<sanitized id>``;
+    ``lacking``: the field and what the body lacks when it names none."""
+    fallback = next((f"{category}:{sanitized(id_)}" for category, id_ in named if id_), None)
+    entity = webhook.entity or webhook.default_entity or fallback
+    if entity is None:
+        field, lacks = lacking
+        raise AcmiValidationError(
+            field,
+            "required",
+            f"{lacks}: give ?entity=<category>:<id> or configure the source's entity",
+        )
+    return Mapped([Delivery(entity, event)], sender_id=sender_id)
+
+
 # --- Slack Events API ---------------------------------------------------------------------
-
-
-def _sanitized(text: str) -> str:
-    """An id as an entity's local id: lower-cased, each run of characters outside
-    ``[A-Za-z0-9_.-]`` replaced by one ``_``."""
-    return ENTITY_UNSAFE.sub("_", text.lower())
 
 
 def _required_str(data: dict[str, Any], name: str, where: str, what: str) -> str:
@@ -577,22 +382,9 @@ def map_slack(webhook: WebhookBody) -> Mapped:
     event_time = body.get("event_time")
     if isinstance(event_time, int) and not isinstance(event_time, bool):
         out["ts"] = event_time * 1000  # Slack sends unix seconds
-    fallback = (
-        f"slack-channel:{_sanitized(channel)}"
-        if channel
-        else f"slack-user:{_sanitized(user)}"
-        if user
-        else None
-    )
-    entity = webhook.entity or webhook.default_entity or fallback
-    if entity is None:
-        raise AcmiValidationError(
-            "body.event.channel",
-            "required",
-            "the event names no channel or user: give ?entity=<category>:<id> or configure "
-            "the source's entity",
-        )
-    return Mapped([Delivery(entity, out)], sender_id=event_id)
+    named = (("slack-channel", channel), ("slack-user", user))
+    lacking = ("body.event.channel", "the event names no channel or user")
+    return _one_event(webhook, out, event_id, named, lacking)
 
 
 # --- GitHub webhooks ----------------------------------------------------------------------
@@ -653,19 +445,6 @@ def map_github(webhook: WebhookBody) -> Mapped:
         "summary": truncate(_github_summary(event, action, body, full_name or org or "GitHub")),
         "payload": body,
     }
-    fallback = (
-        f"github-repo:{_sanitized(full_name)}"
-        if full_name
-        else f"github-org:{_sanitized(org)}"
-        if org
-        else None
-    )
-    entity = webhook.entity or webhook.default_entity or fallback
-    if entity is None:
-        raise AcmiValidationError(
-            "body.repository",
-            "required",
-            "the delivery names no repository or organization: give "
-            "?entity=<category>:<id> or configure the source's entity",
-        )
-    return Mapped([Delivery(entity, out)], sender_id=delivery)
+    named = (("github-repo", full_name), ("github-org", org))
+    lacking = ("body.repository", "the delivery names no repository or organization")
+    return _one_event(webhook, out, delivery, named, lacking)

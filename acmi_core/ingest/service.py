@@ -44,14 +44,14 @@ from acmi_core.base.errors import AcmiValidationError, CorruptData, IdempotencyK
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.client import Acmi
 from acmi_core.ingest.config import SourceConfig
-from acmi_core.ingest.mappers import Delivery, WebhookBody, body_digest
 from acmi_core.ingest.sources import source_spec
+from acmi_core.ingest.webhook import Delivery, WebhookBody, body_digest
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
     import httpx
 
-    from acmi_core.ingest.gmail_history import AccessTokens
+    from acmi_core.ingest.gmail_api import AccessTokens
 
 log = logging.getLogger("acmi.ingest")
 
@@ -127,7 +127,7 @@ class GmailFetch:
     def tokens(self) -> AccessTokens:
         with self._lock:
             if self._tokens is None:
-                from acmi_core.ingest.gmail_history import AccessTokens
+                from acmi_core.ingest.gmail_api import AccessTokens
 
                 self._tokens = AccessTokens()
             return self._tokens
@@ -344,7 +344,7 @@ def _with_gmail_messages(
     failing for now (``GmailUnavailable``) propagates: a 503, nothing stored, Pub/Sub
     redelivers. Google refusing (credentials, request) stores the notification alone with
     ``payload.fetch_error`` and leaves the cursor, so the next push retries from it."""
-    from acmi_core.ingest import gmail_history
+    from acmi_core.ingest import gmail_api, gmail_history
 
     notification = deliveries[0]
     payload = notification.event["payload"]
@@ -352,7 +352,7 @@ def _with_gmail_messages(
     cursor_key = acmi.keys.gmail_history(source, email)
     start = _stored_history_id(acmi.store.execute(("GET", cursor_key)), cursor_key)
     try:
-        creds = gmail_history.GmailCredentials.from_secret(gmail.secret(secret_arn))
+        creds = gmail_api.GmailCredentials.from_secret(gmail.secret(secret_arn))
         changes = gmail_history.fetch_changes(
             gmail.client,
             creds,
@@ -363,11 +363,11 @@ def _with_gmail_messages(
             max_messages=max(1, min(GMAIL_MAX_MESSAGES, acmi.settings.max_batch_events - 1)),
             deadline_s=GMAIL_FETCH_DEADLINE_S,
         )
-    except gmail_history.GmailUnavailable:
+    except gmail_api.GmailUnavailable:
         raise
-    except gmail_history.GmailApiError as exc:  # GmailAuthError included
+    except gmail_api.GmailApiError as exc:  # GmailAuthError included
         # Safe to log: these messages name the request and Google's error code, never a
-        # token, secret or body (gmail_history's rule).
+        # token, secret or body (gmail_api's rule).
         log.warning(
             "gmail fetch refused (%s) for source %s of tenant %s: %s",
             exc.code,

@@ -17,13 +17,13 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.ingest.mappers import (
     GITHUB_DELIVERY_HEADER,
     GITHUB_EVENT_HEADER,
-    Mapper,
     map_automation,
     map_generic,
     map_github,
     map_gmail,
     map_slack,
 )
+from acmi_core.ingest.webhook import Mapper
 
 SOURCE_RE: Final = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 

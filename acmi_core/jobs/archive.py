@@ -3,7 +3,7 @@ events back for memory search. Shared by ``acmi memory archive`` and
 ``POST /v1/memory/{entity}/archive``; the scheduled hygiene job does the same per due
 entity (``acmi_core.jobs.hygiene``).
 
-:func:`archive_now` runs :func:`acmi_core.jobs.hygiene.archive_entity` for one entity: its
+:func:`archive_now` runs :func:`acmi_core.jobs.quarterly.archive_entity` for one entity: its
 events older than ``retention_days`` are summarized into their quarter's archive document
 and, with a destination (a sink registered for the URL's scheme), written to the quarter's
 JSONL object, read back and verified, then trimmed from the live timeline. It takes the
@@ -15,7 +15,7 @@ documents are written from Redis and nothing is trimmed; the entity's
 
 Round trips: with a destination, 1 (lease) + 1 (the oldest events) + 2 per quarter
 touched (its trim script, the daily-note stamps below it; more scripts past
-``hygiene.TRIM_BYTES``) + 1 (release), and the sink's 3 requests per quarter (GET, PUT,
+``quarterly.TRIM_BYTES``) + 1 (release), and the sink's 3 requests per quarter (GET, PUT,
 GET): measured, 71 events over 2 quarters in 7 and 6 sink requests. Without one, 1
 (heartbeat) + 3 per quarter documented (at most 4) + 1 (backlog) + 1 when
 ``archived_through`` moved.
@@ -35,7 +35,9 @@ from acmi_core.base.errors import AcmiValidationError, Conflict
 from acmi_core.base.model import EntityId, Event
 from acmi_core.base.stored import load_object
 from acmi_core.entities.api import SignalsAPI
-from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs import quarterly
+from acmi_core.jobs.quarters import DAY_MS
+from acmi_core.jobs.sink import Destination, SinkError, archived_events
 from acmi_core.jobs.summarizers import Summarizer, build
 from acmi_core.memory.slots import HEARTBEAT
 
@@ -60,7 +62,7 @@ def archive_now(
     *,
     retention_days: object = None,
     max_events: object = None,
-    dest: hy.Destination | None = None,
+    dest: Destination | None = None,
     no_sink: str | None = None,
     summarizer: Summarizer | None = None,
 ) -> dict[str, Any]:
@@ -68,11 +70,18 @@ def archive_now(
     most ``max_events`` (default 1,000) of them; ``no_sink`` is why there is no
     destination when a URL was given. Returns what was done (module docstring)."""
     eid = EntityId.parse(entity)
-    days = _int(retention_days, "retention_days", hy.DEFAULT_RETENTION_DAYS, hy.MAX_RETENTION_DAYS)
-    limit = _int(max_events, "max_events", hy.MAX_EVENTS_PER_ENTITY, hy.MAX_EVENTS_MAX)
+    days = _int(
+        retention_days,
+        "retention_days",
+        quarterly.DEFAULT_RETENTION_DAYS,
+        quarterly.MAX_RETENTION_DAYS,
+    )
+    limit = _int(
+        max_events, "max_events", quarterly.MAX_EVENTS_PER_ENTITY, quarterly.MAX_EVENTS_MAX
+    )
     if summarizer is None:
         summarizer, _ = build(acmi.settings.summarizer, acmi.settings)
-    cutoff = acmi.clock() - days * hy.DAY_MS
+    cutoff = acmi.clock() - days * DAY_MS
     notes = [no_sink] if no_sink else []
     if dest is not None:
         token = f"archive-now:{uuid.uuid4().hex}"
@@ -85,16 +94,16 @@ def archive_now(
                 rule="archive_lease",
             )
         try:
-            out = hy.archive_entity(
+            out = quarterly.archive_entity(
                 acmi, eid, cutoff_ms=cutoff, limit=limit, dest=dest, summarizer=summarizer
             )
         finally:
-            acmi.store.eval(hy.HYGIENE, [lease], ["release", token])
+            acmi.store.eval(quarterly.HYGIENE, [lease], ["release", token])
     else:
         signals = load_object(acmi.store.execute(("GET", acmi.keys.signals(eid)))) or {}
         through = signals.get(ARCHIVED_THROUGH)
         through = through if isinstance(through, int) and not isinstance(through, bool) else None
-        out = hy.archive_entity(
+        out = quarterly.archive_entity(
             acmi,
             eid,
             cutoff_ms=cutoff,
@@ -124,7 +133,7 @@ def archive_now(
     }
 
 
-def _why(out: hy.ArchiveOutcome, dest: hy.Destination | None, notes: Sequence[str]) -> str:
+def _why(out: quarterly.ArchiveOutcome, dest: Destination | None, notes: Sequence[str]) -> str:
     """Trimmed or not, and why, in one line."""
     if not out.read and not out.documents:
         return "no events older than the cutoff: nothing to archive"
@@ -142,14 +151,17 @@ def _why(out: hy.ArchiveOutcome, dest: hy.Destination | None, notes: Sequence[st
 ArchivedReader = Callable[[EntityId, str], Sequence[Event] | None]
 
 
-def archived_reader(acmi: Acmi, dest: hy.Destination) -> ArchivedReader:
+def archived_reader(acmi: Acmi, dest: Destination) -> ArchivedReader:
     """The reader ``MemoryAPI.search(archived=...)`` calls per quarter: the events archived
     in its object, oldest first, or None when the sink failed (the search goes on)."""
 
     def read(entity: EntityId, quarter: str) -> Sequence[Event] | None:
         try:
-            return hy.archived_events(acmi, dest, entity, quarter)
-        except (hy.SinkError, AcmiValidationError):  # the sink failed; a foreign field name
+            return archived_events(acmi, dest, entity, quarter)
+        except (
+            SinkError,
+            AcmiValidationError,
+        ):  # the sink failed; a foreign field name
             return None
 
     return read

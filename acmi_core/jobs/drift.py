@@ -50,6 +50,10 @@ the changed entities' events and the agents' profiles and signals, one WritePlan
 the 2 of ``run_job`` (the execution record, read and written). Commands: O(changed
 entities + active agents + carried items + policy agents on a policy change), never
 O(all entities).
+
+The checks on plain data are ``jobs/drift_checks.py``; the carried state and how one event
+moves it, ``jobs/drift_state.py``; the tolerant readers of other tools' events,
+``jobs/foreign.py``.
 """
 
 from __future__ import annotations
@@ -57,14 +61,25 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError, StoreCommandError
+from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.model import EntityId, dumps, parse_event
-from acmi_core.base.stored import Unreadable, decode_event, load_stored
-from acmi_core.jobs.runner import MAX_PER_RUN
+from acmi_core.jobs.drift_checks import (
+    COMMS_WINDOW_MS,
+    DATE_WINDOW_MS,
+    DAY_MS,
+    HEARTBEAT_STALE_MS,
+    HOUR_MS,
+    RESOLVED_KEEP_MS,
+    STALE_REQUEST_MS,
+    claimed_model,
+    model_severity,
+    policy_agents,
+)
+from acmi_core.jobs.drift_state import Carried, Scan, bounded
+from acmi_core.jobs.foreign import decode_members, iso, kind_of, load_json, max_per_run, ts_of
 from acmi_core.store.base import Command, Reply
 from acmi_core.store.writes import WritePlan
 
@@ -78,444 +93,17 @@ REPORT_KIND: Final = "drift-delta"
 POLICY_NAME: Final = "agent-model-policy"
 POLICY_REGISTRY: Final = f"registry:{POLICY_NAME}"  # the entity read when the raw key is absent
 
-HOUR_MS: Final = 3600 * 1000
-DAY_MS: Final = 24 * HOUR_MS
-STALE_REQUEST_MS: Final = DAY_MS  # (b) a request unresolved this long is a finding
-COMMS_WINDOW_MS: Final = DAY_MS  # (d) violations are reported for a day
-DATE_WINDOW_MS: Final = 7 * DAY_MS  # (c) events this recent are checked for due dates
-HEARTBEAT_STALE_MS: Final = DAY_MS  # (e)
 FIRST_LOOKBACK_MS: Final = 7 * DAY_MS  # what the first run reads back
 SKEW_MS: Final = 5 * 60 * 1000  # events are read from the watermark less this
-RESOLVED_KEEP_MS: Final = 7 * DAY_MS
 
-MAX_RUN_LIMIT: Final = 10_000  # the highest ``max`` a run accepts
 MAX_EVENTS_PER_ENTITY: Final = 200  # newest events of one changed entity a run reads
 MAX_CARRIED: Final = 200  # items per carried list (requests, due dates, violations, agents)
 MAX_RESOLVED: Final = 1000  # resolutions remembered
 MAX_POLICY_AGENTS: Final = 500  # agents of a changed policy checked in one run
-SUMMARY_CHARS: Final = 140  # of an event summary quoted in the report
-
-TRACKED_KINDS: Final = frozenset({"handoff-request", "hitl-required", "merge-needed"})
-RESOLVING_KINDS: Final = frozenset(
-    {
-        "handoff-ack",
-        "handoff-delegated",
-        "handoff-rejected",
-        "handoff-resolved",
-        "handoff-superseded",
-        "handoff-status-update",
-        "handoff-complete",
-        "hitl-resolved",
-        "hitl-cleared",
-        "merge-resolved",
-        "merge-complete",
-        "merge-done",
-    }
-)
-# what closes a due date besides a resolution: the work it was due for is done
-CLOSING_KINDS: Final = RESOLVING_KINDS | {
-    "task-end",
-    "task-complete",
-    "deployment-shipped",
-    "work-done",
-}
-CORRECTION_KIND: Final = "comms-correction"
-
-DUE_FIELDS: Final = (
-    "deadline",
-    "due",
-    "due_date",
-    "dueDate",
-    "due_by",
-    "dueBy",
-    "due_at",
-    "dueAt",
-    "expires",
-    "expires_at",
-    "expiresAt",
-)
-DATE_RE: Final = re.compile(r"\b(20\d{2}-\d{2}-\d{2})\b")
-TRIGGER_RE: Final = re.compile(r"\b(due|deadline|by|scheduled|expire|expires|expired)\b", re.I)
-CORRECTED_TS_RE: Final = re.compile(r"\bat\s+(\d{12,13})\b")
-
-
-# --- reading what other tools stored ---------------------------------------------------------
-
-
-def correlation_of(data: Mapping[str, Any]) -> str | None:
-    """An event's correlationId wherever a writer put it (camelCase, the legacy snake
-    case, or inside the payload)."""
-    payload = data.get("payload")
-    places: list[Any] = [data.get("correlationId"), data.get("correlation_id")]
-    if isinstance(payload, Mapping):
-        places += [
-            payload.get("correlationId"),
-            payload.get("correlation_id"),
-            payload.get("responding_to_correlation_id"),
-        ]
-    for value in places:
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def kind_of(data: Mapping[str, Any]) -> str:
-    kind = data.get("kind")
-    return kind if isinstance(kind, str) else ""
-
-
-def ts_of(data: Mapping[str, Any]) -> int:
-    ts = data.get("ts")
-    return int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else 0
-
-
-def summary_of(data: Mapping[str, Any]) -> str:
-    summary = data.get("summary")
-    return summary[:SUMMARY_CHARS] if isinstance(summary, str) else ""
-
-
-def decode_members(reply: Reply | StoreCommandError) -> list[dict[str, Any]]:
-    """The stored dicts of a ZRANGE reply; what cannot be read as an event is skipped
-    (a key of another type, written by another tool, reads as empty)."""
-    members = reply if isinstance(reply, list) else []
-    out = []
-    for member in members:
-        decoded = decode_event(member)
-        if not isinstance(decoded, str):
-            out.append(decoded[1])
-    return out
-
-
-def load_json(reply: Reply | StoreCommandError) -> Any:
-    if not isinstance(reply, bytes):
-        return None
-    try:
-        return load_stored(reply)
-    except Unreadable:
-        return None
-
-
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _pipeline(acmi: Acmi, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
     return acmi.store.pipeline(commands) if commands else []
-
-
-def max_per_run(run: JobRun) -> int:
-    """The run's ``max`` parameter (default ``jobs.MAX_PER_RUN``), checked."""
-    value = run.params.get("max", MAX_PER_RUN)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUN_LIMIT:
-        raise AcmiValidationError(
-            "max", "range", f"must be an integer from 1 to {MAX_RUN_LIMIT} (items a run handles)"
-        )
-    return value
-
-
-# --- the checks, on plain data -----------------------------------------------------------------
-
-
-SEVERITIES: Final = ("major", "minor")
-
-
-def model_severity(claimed: str, expected: str) -> str | None:
-    """None when they agree; ``minor`` when only the provider prefix differs."""
-    if claimed == expected:
-        return None
-    if claimed.rsplit("/", 1)[-1].lower() == expected.rsplit("/", 1)[-1].lower():
-        return "minor"
-    return "major"
-
-
-def claimed_model(profile: Any, signals: Any) -> str | None:
-    for doc, names in ((signals, ("model_id",)), (profile, ("model_id", "model"))):
-        if isinstance(doc, Mapping):
-            for name in names:
-                value = doc.get(name)
-                if isinstance(value, str) and value:
-                    return value
-    return None
-
-
-def policy_agents(policy: Any) -> dict[str, str]:
-    """agent entity id -> expected model, from the registry document (ids bare or
-    ``agent:<id>``; entries that are not strings are ignored)."""
-    agents = policy.get("agents") if isinstance(policy, Mapping) else None
-    out: dict[str, str] = {}
-    if isinstance(agents, Mapping):
-        for name, model in agents.items():
-            if isinstance(name, str) and name and isinstance(model, str) and model:
-                out[name if name.startswith("agent:") else f"agent:{name}"] = model
-    return out
-
-
-def _day_end_ms(day: str) -> int | None:
-    try:
-        start = datetime.fromisoformat(day).replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    return int(start.timestamp() * 1000) + DAY_MS
-
-
-def due_dates(data: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(where, due ms) of each due date an event sets later than its own time: a payload
-    field (ms, an ISO time, or a date: due at its end) or a date after a trigger word in
-    the summary (the reference's reading). A date on or before the event's own day is a
-    historical mention, not a due date."""
-    ts = ts_of(data)
-    found: list[tuple[str, int]] = []
-    payload = data.get("payload")
-    if isinstance(payload, Mapping):
-        for name in DUE_FIELDS:
-            due = _due_ms(payload.get(name))
-            if due is not None and due > ts:
-                found.append((f"payload.{name}", due))
-    summary = data.get("summary")
-    if isinstance(summary, str) and TRIGGER_RE.search(summary):
-        for day in dict.fromkeys(DATE_RE.findall(summary)):
-            end = _day_end_ms(day)
-            if end is not None and end - DAY_MS > ts:
-                found.append((f"summary:{day}", end))
-    return found
-
-
-def _due_ms(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float) and 0 < value < 1e15:
-        return int(value)
-    if isinstance(value, str):
-        if len(value) == 10:
-            return _day_end_ms(value)
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return int(moment.timestamp() * 1000)
-    return None
-
-
-def comms_rule(data: Mapping[str, Any]) -> str | None:
-    """The Comms v1.1 rule an event breaks, if any (correlationId first: the rule the
-    reference enforces)."""
-    camel = data.get("correlationId")
-    if not (isinstance(camel, str) and camel):
-        snake = data.get("correlation_id")
-        return "snake_only" if isinstance(snake, str) and snake else "missing_cid"
-    if not kind_of(data):
-        return "missing_kind"
-    return None
-
-
-def corrected(data: Mapping[str, Any]) -> tuple[set[int], set[str]]:
-    """What a ``comms-correction`` event names: original event times and inferred
-    correlationIds (the reference's shapes: structured payload or a ``details`` text)."""
-    times: set[int] = set()
-    cids: set[str] = set()
-    payload = data.get("payload")
-    if isinstance(payload, Mapping):
-        original = payload.get("original_event")
-        candidates = [
-            original.get("ts") if isinstance(original, Mapping) else None,
-            payload.get("original_ts"),
-            payload.get("target_event_ts"),
-            payload.get("event_ts"),
-        ]
-        times.update(
-            int(v) for v in candidates if isinstance(v, int | float) and not isinstance(v, bool)
-        )
-        for name in ("inferred_correlationId", "inferred_cid"):
-            value = payload.get(name)
-            if isinstance(value, str) and value:
-                cids.add(value)
-    for text in (data.get("details"), data.get("summary")):
-        if isinstance(text, str):
-            times.update(int(m) for m in CORRECTED_TS_RE.findall(text))
-    return times, cids
-
-
-# --- the carried state ---------------------------------------------------------------------------
-
-
-def _items(value: Any, *numbers: str) -> list[dict[str, Any]]:
-    """The dicts of a stored list that have every field in ``numbers`` as a number: a
-    report edited by hand (or by an older version) never breaks a run."""
-    if not isinstance(value, list):
-        return []
-    return [
-        item
-        for item in value
-        if isinstance(item, dict)
-        and all(isinstance(item.get(n), int) and not isinstance(item.get(n), bool) for n in numbers)
-    ]
-
-
-@dataclass
-class Carried:
-    """What one run hands the next, read from and written to the report."""
-
-    requests: dict[str, dict[str, Any]] = field(default_factory=dict)  # cid -> request
-    deadlines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    comms: dict[str, dict[str, Any]] = field(default_factory=dict)
-    heartbeats: dict[str, dict[str, Any]] = field(default_factory=dict)  # agent -> item
-    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # agent -> item
-    resolved: dict[str, int] = field(default_factory=dict)  # cid -> ms it was resolved
-    closed: dict[str, int] = field(default_factory=dict)  # cid -> ms its work closed
-    corrected: dict[str, int] = field(default_factory=dict)  # str(event ts) -> ms
-    policy_digest: str | None = None
-
-    @classmethod
-    def from_report(cls, report: Any) -> Carried:
-        if not isinstance(report, dict):
-            return cls()
-        findings = report.get("findings") if isinstance(report.get("findings"), dict) else {}
-        pending = report.get("pending") if isinstance(report.get("pending"), dict) else {}
-        assert isinstance(findings, dict) and isinstance(pending, dict)
-        carried = cls(policy_digest=_str(report.get("policy_digest")))
-        for item in _items(findings.get("stale_events"), "ts") + _items(
-            pending.get("requests"), "ts"
-        ):
-            if isinstance(item.get("correlationId"), str):
-                carried.requests[item["correlationId"]] = item
-        for item in _items(findings.get("date_drift"), "ts", "due_ms") + _items(
-            pending.get("deadlines"), "ts", "due_ms"
-        ):
-            carried.deadlines[_deadline_key(item)] = item
-        for item in _items(findings.get("comms"), "ts"):
-            carried.comms[_comms_key(item)] = item
-        for item in _items(findings.get("stale_heartbeats"), "last_heartbeat_ms"):
-            if isinstance(item.get("agent"), str):
-                carried.heartbeats[item["agent"]] = item
-        models = findings.get("model_drift")
-        if isinstance(models, dict):
-            for item in _items(models.get("major")) + _items(models.get("minor")):
-                if isinstance(item.get("agent"), str) and item.get("severity") in SEVERITIES:
-                    carried.models[item["agent"]] = item
-        for name, target in (
-            ("resolved", carried.resolved),
-            ("closed", carried.closed),
-            ("corrected", carried.corrected),
-        ):
-            raw = pending.get(name)
-            if isinstance(raw, dict):
-                target.update((k, int(v)) for k, v in raw.items() if isinstance(v, int | float))
-        return carried
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _deadline_key(item: Mapping[str, Any]) -> str:
-    return f"{item.get('entity')}|{item.get('ts')}|{item.get('field')}"
-
-
-def _comms_key(item: Mapping[str, Any]) -> str:
-    return f"{item.get('entity')}|{item.get('ts')}|{item.get('source')}|{item.get('kind')}"
-
-
-def _bounded(
-    items: dict[str, dict[str, Any]], order: str, cap: int, newest: bool = False
-) -> tuple[list[dict[str, Any]], int]:
-    """At most ``cap`` items sorted by ``order`` (oldest first: the oldest are kept,
-    since they are the ones that become or stay findings), and how many were dropped."""
-    ranked = sorted(items.values(), key=lambda i: (i.get(order) or 0, str(i)), reverse=newest)
-    return ranked[:cap], max(0, len(ranked) - cap)
-
-
-# --- the job ------------------------------------------------------------------------------
-
-
-@dataclass
-class _Scan:
-    now: int
-    carried: Carried
-    closed: int = 0
-    opened: int = 0
-    events: int = 0
-
-    def resolve(self, cid: str, at: int) -> None:
-        self.carried.resolved[cid] = max(at, self.carried.resolved.get(cid, 0))
-        if self.carried.requests.pop(cid, None) is not None:
-            self.closed += 1
-
-    def close_deadlines(self, cid: str) -> None:
-        for key in [k for k, v in self.carried.deadlines.items() if v.get("correlationId") == cid]:
-            del self.carried.deadlines[key]
-            self.closed += 1
-
-    def take(self, entity: str, data: dict[str, Any]) -> None:
-        """One event read from a changed entity (events arrive oldest first)."""
-        self.events += 1
-        kind, cid, ts = kind_of(data), correlation_of(data), ts_of(data)
-        carried = self.carried
-        if kind == CORRECTION_KIND:
-            times, cids = corrected(data)
-            for original in times:
-                carried.corrected[str(original)] = ts
-                for key in [k for k, v in carried.comms.items() if v.get("ts") == original]:
-                    del carried.comms[key]
-                    self.closed += 1
-                # the reference also counts a request the correction points at as handled
-                for rid in [c for c, v in carried.requests.items() if v.get("ts") == original]:
-                    self.resolve(rid, ts)
-            for inferred in cids:
-                self.resolve(inferred, ts)
-        if cid and kind in RESOLVING_KINDS:
-            self.resolve(cid, ts)
-        if cid and kind in CLOSING_KINDS:
-            carried.closed[cid] = max(ts, carried.closed.get(cid, 0))
-            self.close_deadlines(cid)
-        if (
-            cid
-            and kind in TRACKED_KINDS
-            and cid not in carried.resolved
-            and str(ts) not in carried.corrected
-        ):
-            if cid not in carried.requests:
-                self.opened += 1
-            carried.requests[cid] = {
-                "correlationId": cid,
-                "kind": kind,
-                "entity": entity,
-                "ts": ts,
-                "summary": summary_of(data),
-            }
-        if self.now - ts <= DATE_WINDOW_MS and not (cid and cid in carried.closed):
-            for where, due in due_dates(data):
-                item = {
-                    "entity": entity,
-                    "ts": ts,
-                    "kind": kind,
-                    "correlationId": cid,
-                    "field": where,
-                    "due_ms": due,
-                    "due": iso(due),
-                    "summary": summary_of(data),
-                }
-                key = _deadline_key(item)
-                if key not in carried.deadlines:
-                    self.opened += 1
-                carried.deadlines[key] = item
-        rule = comms_rule(data)
-        if rule and self.now - ts <= COMMS_WINDOW_MS and str(ts) not in carried.corrected:
-            item = {
-                "entity": entity,
-                "ts": ts,
-                "kind": kind,
-                "source": data.get("source") if isinstance(data.get("source"), str) else "",
-                "rule": rule,
-                "summary": summary_of(data),
-            }
-            if rule == "snake_only":
-                item["correlation_id"] = data.get("correlation_id")
-            key = _comms_key(item)
-            if key not in carried.comms:
-                self.opened += 1
-            carried.comms[key] = item
 
 
 _PAGE: Final = ("LIMIT", 0, MAX_CARRIED, "WITHSCORES")
@@ -598,7 +186,7 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         commands.append(("ZCOUNT", keys.changed(), f"({window.watermark}", now))
     replies = _pipeline(acmi, commands)
 
-    scan = _Scan(now, carried)
+    scan = Scan(now, carried)
     _scan_events(scan, window.changed, replies)
     at = len(window.changed)
     _judge_models(scan, agents, replies[at : at + 2 * len(agents)], expected)
@@ -663,7 +251,7 @@ def _window(acmi: Acmi, now: int, watermark: int | None, limit: int) -> _Window:
 
 
 def _scan_events(
-    scan: _Scan, changed: list[tuple[str, int]], replies: Sequence[Reply | StoreCommandError]
+    scan: Scan, changed: list[tuple[str, int]], replies: Sequence[Reply | StoreCommandError]
 ) -> None:
     batches: list[tuple[str, dict[str, Any]]] = []
     for (entity, _), reply in zip(changed, replies, strict=False):
@@ -675,7 +263,7 @@ def _scan_events(
 
 
 def _judge_models(
-    scan: _Scan,
+    scan: Scan,
     agents: list[str],
     replies: Sequence[Reply | StoreCommandError],
     expected: Mapping[str, str],
@@ -695,7 +283,7 @@ def _judge_models(
 
 
 def _judge_heartbeats(
-    scan: _Scan, window: _Window, flagged: list[str], replies: Sequence[Reply | StoreCommandError]
+    scan: Scan, window: _Window, flagged: list[str], replies: Sequence[Reply | StoreCommandError]
 ) -> None:
     heartbeats, line = scan.carried.heartbeats, scan.now - HEARTBEAT_STALE_MS
     for agent, reply in zip(flagged, replies, strict=True):
@@ -772,7 +360,7 @@ def _report(
     now: int,
     since: int,
     carried: Carried,
-    scan: _Scan,
+    scan: Scan,
     digest: str | None,
     policy: Any,
     window: _Window,
@@ -786,10 +374,10 @@ def _report(
     carried.deadlines = {
         k: v for k, v in carried.deadlines.items() if now - v["ts"] <= DATE_WINDOW_MS
     }
-    requests, dropped["requests"] = _bounded(carried.requests, "ts", MAX_CARRIED)
-    deadlines, dropped["deadlines"] = _bounded(carried.deadlines, "due_ms", MAX_CARRIED)
-    comms, dropped["comms"] = _bounded(carried.comms, "ts", MAX_CARRIED, newest=True)
-    heartbeats, dropped["heartbeats"] = _bounded(
+    requests, dropped["requests"] = bounded(carried.requests, "ts", MAX_CARRIED)
+    deadlines, dropped["deadlines"] = bounded(carried.deadlines, "due_ms", MAX_CARRIED)
+    comms, dropped["comms"] = bounded(carried.comms, "ts", MAX_CARRIED, newest=True)
+    heartbeats, dropped["heartbeats"] = bounded(
         carried.heartbeats, "last_heartbeat_ms", MAX_CARRIED
     )
     models = sorted(carried.models.values(), key=lambda i: i["agent"])

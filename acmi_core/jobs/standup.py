@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.keys import COORDINATION_THREAD, LAST_BRIEF
 from acmi_core.base.model import EntityId, dumps
-from acmi_core.jobs.drift import (
-    RESOLVING_KINDS,
+from acmi_core.jobs.drift_checks import RESOLVING_KINDS
+from acmi_core.jobs.foreign import (
     correlation_of,
     decode_members,
     iso,

@@ -5,6 +5,11 @@ over HTTP the bearer key of each request, ``mcp/http.py``), never from a tool ar
 Each server is built around one bound client: no module globals, so two servers never
 share a tenant.
 
+One module: it is the MCP server's whole surface, built by one function (build_server)
+around one bound client, every tool registered through the same _Tools wrapper (the
+write-scope check, errors as tool errors); ARCHITECTURE.md names it as where a tool
+goes.
+
 The reference's 17 tools (``REFERENCE_TOOLS``; it served them as ``acmi_<name>``) are all
 here under their plain names, beside the tools for what the reference lacked (leases,
 HITL, workflows, memory). Every failure is a tool error (``isError``) naming the field

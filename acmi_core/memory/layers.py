@@ -1,5 +1,9 @@
 """The five memory layers of the seed (002, "Agent Memory Architecture") as typed files.
 
+One module: the seed's file formats, pure, in one place: the five layers share one
+Template and MarkdownFile machinery, and the loading rules (SCOPES, ON_DEMAND,
+SEARCH_ORDER, CONFLICT_RULES) name every layer.
+
 =======  ===========================  ===================================================
 layer    seed file                    class (template)
 =======  ===========================  ===================================================

@@ -1,5 +1,10 @@
 """The memory layers on ACMI's slots (DESIGN §6), both ways, losslessly.
 
+One module: each layer's mapping is written both ways side by side (to_* and from_*,
+held lossless by the round-trip tests), over one section codec (section_value,
+section_lines, to_fields, from_fields) that every layer uses, and SlotImage converts all
+layers at once.
+
 =======  ==========================  =====================================================
 layer    file                        ACMI
 =======  ==========================  =====================================================

@@ -1,5 +1,9 @@
 """UpstashStore: the Upstash REST API through upstash-redis 1.8.0, with our own transport.
 
+One module: the transport below exists only for UpstashStore, and both lean on the same
+pinned private attributes of upstash-redis 1.8.0 (named below); kept together, that
+dependency has one place to check when the pin moves.
+
 We keep what upstash-redis does right (URL, bearer/encoding headers, the read-your-writes
 sync token) and replace its ``SyncHttpClient`` (never built: ``_Redis``), because in
 1.8.0 it has no request timeout, retries on any exception with a fixed 3 s sleep, ignores

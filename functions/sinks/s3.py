@@ -1,4 +1,4 @@
-"""The S3 archive sink: :class:`S3Sink`, registered with ``acmi_core.jobs.hygiene`` for
+"""The S3 archive sink: :class:`S3Sink`, registered with ``acmi_core.jobs.sink`` for
 ``s3://bucket/prefix`` when this module is imported. Three importers: the hygiene function
 (the scheduled archive), the memory function (``POST /v1/memory/{entity}/archive`` and
 memory search reaching archived events) and the ``acmi memory`` command, which imports it
@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
-from acmi_core.jobs.hygiene import SinkError, register_sink
+from acmi_core.jobs.sink import SinkError, register_sink
 
 CONNECT_TIMEOUT_S: Final = 3.0
 READ_TIMEOUT_S: Final = 30.0
@@ -44,7 +44,7 @@ def s3_client() -> Any:
 
 
 class S3Sink:
-    """``acmi_core.jobs.hygiene.ArchiveSink`` on one bucket."""
+    """``acmi_core.jobs.sink.ArchiveSink`` on one bucket."""
 
     def __init__(self, bucket: str, client: Callable[[], Any] = s3_client) -> None:
         self.bucket = bucket

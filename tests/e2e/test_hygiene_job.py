@@ -17,6 +17,8 @@ from acmi_core import Acmi, Settings
 from acmi_core.base.model import EntityId
 from acmi_core.entities.context import system_clock
 from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs import quarterly
+from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.runner import JobRun
 from acmi_core.store.memory import MemoryStore
 from functions.hygiene import S3Sink
@@ -57,7 +59,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         client = boto3.client("s3")
         client.create_bucket(Bucket=BUCKET)
         # a sink whose client is built inside the mock (the module's is cached per process)
-        monkeypatch.setitem(hy.SINKS, "s3", lambda bucket: S3Sink(bucket, lambda: client))
+        monkeypatch.setitem(archive_sink.SINKS, "s3", lambda bucket: S3Sink(bucket, lambda: client))
         yield client
 
 
@@ -101,7 +103,7 @@ def archived(s3: Any) -> list[bytes]:
     lines: list[bytes] = []
     for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
         body = s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read()
-        lines += hy.split_jsonl(body)
+        lines += archive_sink.split_jsonl(body)
     return lines
 
 
@@ -112,7 +114,7 @@ def invoke(handler: LambdaFunction, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_handler_registers_s3_and_imports_no_sdk() -> None:
-    assert hy.SINKS["s3"] is S3Sink
+    assert archive_sink.SINKS["s3"] is S3Sink
     loaded = run_fresh(
         "import json, sys, functions.hygiene as h; "
         "print(json.dumps({'boto3': 'boto3' in sys.modules, 'name': h.handler.spec.name}))",
@@ -155,11 +157,11 @@ def test_the_sample_archives_to_s3_and_keeps_every_event(
 
     # the quarter's archive documents, and the archived events read back for search
     acmi = Acmi(store, Settings())
-    docs = hy.archive_documents(acmi, "agent:claude")
+    docs = quarterly.archive_documents(acmi, "agent:claude")
     assert docs and all("archive.summary" in d for d in docs.values())
-    dest, _ = hy.open_destination(event["archive"])
+    dest, _ = archive_sink.open_destination(event["archive"])
     assert dest is not None
-    back = [e for q in docs for e in hy.archived_events(acmi, dest, "agent:claude", q)]
+    back = [e for q in docs for e in archive_sink.archived_events(acmi, dest, "agent:claude", q)]
     assert len(back) == 69 and all(e.correlationId.startswith("agent:claude-") for e in back)
 
     again = invoke(handler, event)

@@ -23,7 +23,8 @@ from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.keys import MEMORY_ARCHIVE
 from acmi_core.base.model import EntityId
 from acmi_core.cli import main
-from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs import quarterly
+from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.archive import archive_now, archived_reader
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.slots import entry_event
@@ -73,7 +74,9 @@ def members(acmi: Acmi) -> list[bytes]:
 def archived_lines(s3: Any) -> list[bytes]:
     lines: list[bytes] = []
     for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        lines += hy.split_jsonl(s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
+        lines += archive_sink.split_jsonl(
+            s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read()
+        )
     return lines
 
 
@@ -95,7 +98,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delitem(hy.SINKS, "s3", raising=False)
+    monkeypatch.delitem(archive_sink.SINKS, "s3", raising=False)
     for module in ("functions.sinks.s3", "functions.memory"):
         monkeypatch.delitem(sys.modules, module, raising=False)
     with mock_aws():
@@ -136,7 +139,7 @@ def test_cli_archives_to_s3_and_search_reaches_the_trimmed_event(
 
     code, done, err = cli(capsys, acmi, "archive", ENTITY, "--archive", URL)
     assert code == 0, err
-    assert "functions.sinks.s3" in sys.modules and "s3" in hy.SINKS  # loaded by name
+    assert "functions.sinks.s3" in sys.modules and "s3" in archive_sink.SINKS  # loaded by name
     assert done["archive"] == URL and not done["problems"]
     assert done["read"] == done["archived"] == done["trimmed"] >= 71
     assert done["why"].startswith("trimmed once each object was read back and verified")
@@ -176,7 +179,7 @@ def test_cli_without_a_bucket_writes_documents_and_trims_nothing(
     assert done["archive"] is None and done["trimmed"] == 0 and done["objects"] == []
     assert done["documents"] and "nothing trimmed" in done["why"]
     assert members(acmi) == before
-    docs = hy.archive_documents(acmi, ENTITY)
+    docs = quarterly.archive_documents(acmi, ENTITY)
     assert sorted(docs) == done["documents"]
     # the documents' quarters have no raw object: search reads no sink for them
     assert "archived" not in {
@@ -226,7 +229,7 @@ def http(acmi: Acmi) -> Iterator[RouteClient]:
 
 def test_route_archives_to_the_deployments_bucket(s3: Any, http: RouteClient) -> None:
     memory_function = importlib.import_module("functions.memory")  # registers the sink
-    assert hy.SINKS["s3"] is sys.modules["functions.sinks.s3"].S3Sink
+    assert archive_sink.SINKS["s3"] is sys.modules["functions.sinks.s3"].S3Sink
     assert memory_function.handler.spec.name == "memory"
     acmi = http.acmi
     acmi.timeline.extend(ENTITY, timeline(NOW))
@@ -295,7 +298,7 @@ def test_round_trips() -> None:
     acmi = Acmi(store, Settings(), clock=FakeClock(NOW))
     acmi.timeline.extend(ENTITY, timeline(NOW))  # days 30..99: 2 quarters
     sink = CountingSink()
-    dest = hy.Destination(sink, "acmi-archive", "mem://b/acmi-archive")
+    dest = archive_sink.Destination(sink, "acmi-archive", "mem://b/acmi-archive")
     store.reset()
     done = archive_now(acmi, ENTITY, dest=dest)
     quarters = len(done["objects"])

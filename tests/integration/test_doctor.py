@@ -16,15 +16,9 @@ import pytest
 import redis
 
 from acmi_core import Acmi, AcmiValidationError, Settings, create_acmi
-from acmi_core.ops.maintenance import (
-    Action,
-    Doctor,
-    Kind,
-    Migrate,
-    doctor_report,
-    member_state,
-    migrate_report,
-)
+from acmi_core.ops.doctor import Doctor, Kind, doctor_report
+from acmi_core.ops.keyspace import member_state
+from acmi_core.ops.migrate import Action, Migrate, migrate_report
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
@@ -333,7 +327,7 @@ def test_an_unindexed_entity_is_reported_once_across_scan_steps(
     """Its keys come in different SCAN steps; doctor keeps no memory of what it reported
     (bounded memory), so each entity is reported with its first existing slot key."""
     acmi, raw = env
-    monkeypatch.setattr("acmi_core.ops.maintenance.SCAN_COUNT", 2)
+    monkeypatch.setattr("acmi_core.ops.keyspace.SCAN_COUNT", 2)
     for n in range(20):
         raw.set(f"acmi:user:s{n}:profile", "{}")
         raw.set(f"acmi:user:s{n}:signals", "{}")

@@ -32,7 +32,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import Keys
 from acmi_core.cli import main
 from acmi_core.ingest import config as sources
-from acmi_core.ingest.gmail_history import AccessTokens
+from acmi_core.ingest.gmail_api import AccessTokens
 from acmi_core.ingest.service import GmailFetch
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore

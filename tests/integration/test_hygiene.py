@@ -15,6 +15,9 @@ from acmi_core import Acmi, AcmiValidationError
 from acmi_core.base.model import EntityId
 from acmi_core.base.stored import decode_event
 from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs import quarterly
+from acmi_core.jobs import quarters as dates
+from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.memory.layers import Quarter
 from acmi_core.memory.slots import archive_from_document
@@ -45,19 +48,19 @@ class DictSink:
         if self.corrupt:
             return body[:-2] + (b"X" if body[-2:-1] != b"X" else b"Y") + body[-1:]
         if self.drop_line:
-            return b"".join(line + b"\n" for line in hy.split_jsonl(body)[:-1])
+            return b"".join(line + b"\n" for line in archive_sink.split_jsonl(body)[:-1])
         return body
 
     def put(self, key: str, body: bytes, *, sha256: str, count: int) -> None:
         if self.fail_put:
-            raise hy.SinkError("S3 PutObject InternalError")
+            raise archive_sink.SinkError("S3 PutObject InternalError")
         self.objects[key] = body
         self.puts += 1
         if self.crash_after_put:
             raise Crash("after put")
 
     def lines(self) -> list[bytes]:
-        return [line for body in self.objects.values() for line in hy.split_jsonl(body)]
+        return [line for body in self.objects.values() for line in archive_sink.split_jsonl(body)]
 
 
 class Crash(Exception):
@@ -77,13 +80,13 @@ def tenant(acmi: Acmi, clock: FakeClock) -> Acmi:
 @pytest.fixture
 def sink() -> Iterator[DictSink]:
     sink = DictSink()
-    hy.register_sink("mem", lambda location: sink)
+    archive_sink.register_sink("mem", lambda location: sink)
     yield sink
-    hy.SINKS.pop("mem", None)
+    archive_sink.SINKS.pop("mem", None)
 
 
-def dest(sink: DictSink) -> hy.Destination:
-    return hy.Destination(sink, "archive", "mem://bucket/archive")
+def dest(sink: DictSink) -> archive_sink.Destination:
+    return archive_sink.Destination(sink, "archive", "mem://bucket/archive")
 
 
 def fill(acmi: Acmi, n: int = 120, entity: str = ENTITY, days: int = 100) -> list[bytes]:
@@ -122,8 +125,8 @@ def assert_kept(before: list[bytes], acmi: Acmi, sink: DictSink, *, settled: boo
         assert len(live) + len(archived) == len(before)
 
 
-def archive(acmi: Acmi, sink: DictSink, **kwargs: Any) -> hy.ArchiveOutcome:
-    return hy.archive_entity(acmi, ENTITY, cutoff_ms=CUTOFF, dest=dest(sink), **kwargs)
+def archive(acmi: Acmi, sink: DictSink, **kwargs: Any) -> quarterly.ArchiveOutcome:
+    return quarterly.archive_entity(acmi, ENTITY, cutoff_ms=CUTOFF, dest=dest(sink), **kwargs)
 
 
 def older(before: list[bytes]) -> set[bytes]:
@@ -149,11 +152,11 @@ def test_upload_verify_then_trim_keeps_every_event(tenant: Acmi, sink: DictSink)
     assert set(members(tenant)) == set(before) - gone
     assert_kept(before, tenant, sink, settled=True)
     # one object per quarter, under <prefix>/<tenant>/<entity>/<YYYY>-Q<N>.jsonl
-    quarters = sorted(str(hy.quarter_of(decode_event(m)[0].ts)) for m in gone)  # type: ignore[union-attr]
+    quarters = sorted(str(dates.quarter_of(decode_event(m)[0].ts)) for m in gone)  # type: ignore[union-attr]
     expected = {f"archive/{tenant.tenant}/{ENTITY}/{q}.jsonl" for q in quarters}
     assert set(sink.objects) == expected
     # the documents: the seed's archive template, one per quarter, readable as a file
-    docs = hy.archive_documents(tenant, ENTITY)
+    docs = quarterly.archive_documents(tenant, ENTITY)
     assert sorted(docs) == sorted(set(quarters)) == sorted(out.documents)
     for quarter, doc in docs.items():
         text = archive_from_document(Quarter.parse(quarter, "q"), doc).render()
@@ -162,7 +165,9 @@ def test_upload_verify_then_trim_keeps_every_event(tenant: Acmi, sink: DictSink)
         assert "sha256" in text
     # search reach: the archived events read back, oldest first
     back = [
-        e for q in sorted(set(quarters)) for e in hy.archived_events(tenant, dest(sink), ENTITY, q)
+        e
+        for q in sorted(set(quarters))
+        for e in archive_sink.archived_events(tenant, dest(sink), ENTITY, q)
     ]
     assert [e.to_json().encode() for e in back] == sorted(
         gone,
@@ -220,17 +225,17 @@ def test_a_short_read_back_trims_nothing(tenant: Acmi, sink: DictSink) -> None:
 
 def test_no_sink_writes_documents_and_trims_nothing(tenant: Acmi) -> None:
     before = fill(tenant)
-    out = hy.archive_entity(tenant, ENTITY, cutoff_ms=CUTOFF, dest=None)
+    out = quarterly.archive_entity(tenant, ENTITY, cutoff_ms=CUTOFF, dest=None)
     assert out.trimmed == 0 and members(tenant) == before
     assert out.documents and out.archived_through is not None and not out.backlog
-    docs = hy.archive_documents(tenant, ENTITY)
+    docs = quarterly.archive_documents(tenant, ENTITY)
     assert sorted(docs) == out.documents
     # the next quarter's run goes on from where this one stopped, rewriting the partial one
-    later = hy.archive_entity(
+    later = quarterly.archive_entity(
         tenant, ENTITY, cutoff_ms=START, dest=None, archived_through=out.archived_through
     )
     assert later.documents[0] == out.documents[-1] and members(tenant) == before
-    metrics = hy.archive_documents(tenant, ENTITY)[later.documents[0]]["archive.metrics"]
+    metrics = quarterly.archive_documents(tenant, ENTITY)[later.documents[0]]["archive.metrics"]
     assert "Raw events" not in " ".join(metrics)
 
 
@@ -271,7 +276,7 @@ def test_crash_between_verify_and_trim(
         raise Crash("before the trim")
 
     with monkeypatch.context() as patch:
-        patch.setattr(hy, "_trim", crash)
+        patch.setattr(quarterly, "_trim", crash)
         with pytest.raises(Crash):
             archive(tenant, sink)
     assert members(tenant) == before
@@ -287,7 +292,7 @@ def test_crash_between_two_trim_scripts(
     tenant: Acmi, sink: DictSink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = fill(tenant)
-    real: Callable[..., Any] = hy._run_script
+    real: Callable[..., Any] = quarterly.run_script
     calls = {"n": 0}
 
     def second_dies(*args: Any) -> Any:
@@ -297,8 +302,8 @@ def test_crash_between_two_trim_scripts(
         return real(*args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(hy, "TRIM_BYTES", 1_000)  # several scripts per quarter
-        patch.setattr(hy, "_run_script", second_dies)
+        patch.setattr(quarterly, "TRIM_BYTES", 1_000)  # several scripts per quarter
+        patch.setattr(quarterly, "run_script", second_dies)
         with pytest.raises(Crash):
             archive(tenant, sink)
     trimmed_once = len(before) - len(members(tenant))
@@ -318,7 +323,7 @@ def test_a_member_gone_since_the_read_stops_the_trim(tenant: Acmi, sink: DictSin
 
     def put_then_delete(key: str, body: bytes, *, sha256: str, count: int) -> None:
         real_put(key, body, sha256=sha256, count=count)
-        if victim in hy.split_jsonl(body):
+        if victim in archive_sink.split_jsonl(body):
             tenant.store.execute(("ZREM", tenant.keys.timeline(EntityId.parse(ENTITY)), victim))
 
     sink.put = put_then_delete  # type: ignore[method-assign]
@@ -483,12 +488,12 @@ def test_bad_parameters_name_the_field(tenant: Acmi) -> None:
 def test_quarter_and_schedule_dates() -> None:
     import datetime as dt
 
-    assert hy.next_quarterly(dt.date(2026, 1, 15)) == dt.date(2026, 3, 31)
-    assert hy.next_quarterly(dt.date(2026, 3, 31)) == dt.date(2026, 6, 30)
-    assert hy.next_quarterly(dt.date(2026, 12, 31)) == dt.date(2027, 3, 31)
-    assert hy.next_monthly(dt.date(2026, 12, 5)) == dt.date(2027, 1, 1)
-    assert hy.quarter_end_ms(Quarter(2026, 4)) == hy._ms(dt.date(2027, 1, 1))
-    assert hy.object_key("", "t", EntityId.parse("agent:x"), Quarter(2026, 1)) == (
+    assert dates.next_quarterly(dt.date(2026, 1, 15)) == dt.date(2026, 3, 31)
+    assert dates.next_quarterly(dt.date(2026, 3, 31)) == dt.date(2026, 6, 30)
+    assert dates.next_quarterly(dt.date(2026, 12, 31)) == dt.date(2027, 3, 31)
+    assert dates.next_monthly(dt.date(2026, 12, 5)) == dt.date(2027, 1, 1)
+    assert dates.quarter_end_ms(Quarter(2026, 4)) == dates.day_start_ms(dt.date(2027, 1, 1))
+    assert archive_sink.object_key("", "t", EntityId.parse("agent:x"), Quarter(2026, 1)) == (
         "t/agent:x/2026-Q1.jsonl"
     )
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from acmi_core import Acmi
 from acmi_core.base.keys import MEMORY_STAMPS
 from acmi_core.base.model import EntityId
-from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs import quarterly
+from acmi_core.jobs import sink as archive_sink
 from acmi_core.memory import read_tree
 from acmi_core.memory.service import MemoryAPI
 from tests.kit import FakeClock
@@ -51,8 +52,8 @@ def test_a_trim_drops_the_trimmed_days_stamps_and_keeps_todays(acmi: Acmi) -> No
     before = _stamps(view)
     cutoff = NOW - 14 * DAY
     assert min(before) < cutoff < max(before)
-    out = hy.archive_entity(
-        view, AGENT, cutoff_ms=cutoff, dest=hy.Destination(Sink(), "archive", "mem://b/a")
+    out = quarterly.archive_entity(
+        view, AGENT, cutoff_ms=cutoff, dest=archive_sink.Destination(Sink(), "archive", "mem://b/a")
     )
     assert out.trimmed > 0
     left = [e.ts for e in view.timeline.read(AGENT)]

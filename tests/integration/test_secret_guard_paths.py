@@ -32,7 +32,9 @@ from acmi_core.auth import apikeys
 from acmi_core.base.errors import AcmiValidationError, SecretDetected
 from acmi_core.base.lambdas import FUNCTIONS
 from acmi_core.entities.context import collect_redactions
-from acmi_core.guard.secrets import RULES, provably_clean, scan
+from acmi_core.guard.prefilter import provably_clean
+from acmi_core.guard.rules import RULES
+from acmi_core.guard.secrets import scan
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.tree import parse_tree
 from acmi_core.store.memory import MemoryStore

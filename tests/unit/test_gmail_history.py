@@ -19,17 +19,19 @@ import pytest
 
 from acmi_core.base.errors import AcmiError, AcmiValidationError, Unavailable
 from acmi_core.base.model import MAX_SUMMARY_LEN, parse_event
-from acmi_core.ingest.gmail_history import (
-    MAX_MESSAGES,
+from acmi_core.ingest.gmail_api import (
     REQUEST_TIMEOUT_S,
     TOKEN_EXPIRY_MARGIN_S,
     AccessTokens,
     GmailApiError,
     GmailAuthError,
-    GmailChanges,
     GmailCredentials,
-    GmailMessage,
     GmailUnavailable,
+)
+from acmi_core.ingest.gmail_history import (
+    MAX_MESSAGES,
+    GmailChanges,
+    GmailMessage,
     fetch_changes,
     message_events,
 )

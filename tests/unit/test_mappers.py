@@ -12,13 +12,12 @@ import pytest
 
 from acmi_core import AcmiValidationError
 from acmi_core.ingest.mappers import (
-    WebhookBody,
-    body_digest,
     map_automation,
     map_generic,
     map_gmail,
 )
 from acmi_core.ingest.sources import SOURCES, source_spec
+from acmi_core.ingest.webhook import WebhookBody, body_digest
 
 
 def webhook(body: Any, **fields: Any) -> WebhookBody:

@@ -15,9 +15,6 @@ from acmi_core import AcmiValidationError
 from acmi_core.cli.operator import map_args
 from acmi_core.ingest.mappers import (
     MAX_NESTED_DEPTH,
-    WebhookBody,
-    body_digest,
-    check_mapping,
     find_nested,
     map_automation,
     map_generic,
@@ -25,6 +22,8 @@ from acmi_core.ingest.mappers import (
     map_gmail,
     map_slack,
 )
+from acmi_core.ingest.mapping import check_mapping
+from acmi_core.ingest.webhook import WebhookBody, body_digest
 
 # Make: Gmail > Watch emails, the bundle mapped whole into the HTTP module's body, with
 # the scenario's own variables beside it.

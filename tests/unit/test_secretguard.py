@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from acmi_core.base.errors import AcmiValidationError, SecretDetected
-from acmi_core.guard.secrets import RULES, Finding, check_policy, guard, marker, redact, scan
+from acmi_core.guard.rules import RULES
+from acmi_core.guard.secrets import Finding, check_policy, guard, marker, redact, scan
 from tests.unit.secret_corpus import AWS_KEY_ID, GITHUB_PAT, INNOCENT, PROSE, SECRETS, jwt
 
 

@@ -18,7 +18,8 @@ from fastapi.responses import JSONResponse
 from acmi_core.api.app import api_context
 from acmi_core.api.shapes import Json, Metered, read_fields, request_body
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.jobs import hygiene
+from acmi_core.jobs import quarterly
+from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.archive import archive_now, archived_reader
 from acmi_core.memory.service import (
     DEFAULT_PRUNE_DAYS,
@@ -81,7 +82,7 @@ async def search(
     ctx = api_context(request)
     acmi = await _read(ctx, request)
     dest, no_sink = (
-        hygiene.open_destination(acmi.settings.archive_url) if archived else (None, None)
+        archive_sink.open_destination(acmi.settings.archive_url) if archived else (None, None)
     )
     reader = archived_reader(acmi, dest) if dest else None
     found = await ctx.call(MemoryAPI(acmi.context).search, entity, q, limit=limit, archived=reader)
@@ -298,14 +299,14 @@ async def import_tree(request: Request, entity: Entity) -> JSONResponse:
             "retention_days": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": hygiene.MAX_RETENTION_DAYS,
-                "default": hygiene.DEFAULT_RETENTION_DAYS,
+                "maximum": quarterly.MAX_RETENTION_DAYS,
+                "default": quarterly.DEFAULT_RETENTION_DAYS,
             },
             "max_events": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": hygiene.MAX_EVENTS_MAX,
-                "default": hygiene.MAX_EVENTS_PER_ENTITY,
+                "maximum": quarterly.MAX_EVENTS_MAX,
+                "default": quarterly.MAX_EVENTS_PER_ENTITY,
             },
         },
         optional=True,
@@ -317,7 +318,7 @@ async def archive(request: Request, entity: Entity) -> JSONResponse:
     acmi = await _write(ctx, request)
     body = await read_fields(request, acmi, (), ("retention_days", "max_events"), empty_ok=True)
     # the destination is the deployment's, never the caller's (a tenant must not choose it)
-    dest, no_sink = hygiene.open_destination(acmi.settings.archive_url)
+    dest, no_sink = archive_sink.open_destination(acmi.settings.archive_url)
     done = await ctx.call(
         archive_now,
         acmi,

@@ -1,0 +1,196 @@
+"""The keyspace as ACMI and other tools leave it: which entity slot or index an ``acmi:*``
+key is (:func:`parse_key`, the MCP server v2.0 layout ``acmi:<tenant>:<ns>:<id>:<slot>``
+included), how a timeline member reads (:func:`member_state`), whether a profile or
+signals value is a JSON object, and one SCAN step. ``acmi doctor`` (``ops/doctor.py``)
+walks the keyspace with these; ``acmi migrate`` (``ops/migrate.py``) repairs what it finds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
+from acmi_core.base.keys import ALL_SLOTS, INTERNAL_MARK, ROOT, Keys, Slot
+from acmi_core.base.model import (
+    LOCAL_ID_RE,
+    TENANT_RE,
+    EntityId,
+    check_category,
+    event_from_stored,
+)
+from acmi_core.base.stored import LONE_SURROGATE, Unreadable, load_stored
+from acmi_core.store.base import Reply, Store
+
+# Keys per SCAN step (a hint to Redis) and so per pipeline of per-key reads.
+SCAN_COUNT: Final = 1000
+CORE_SLOTS: Final = tuple(s.value for s in Slot)
+# Longest first: "rollup:latest" must win over any shorter suffix.
+_SLOTS_BY_LENGTH: Final = sorted(ALL_SLOTS, key=len, reverse=True)
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    """Where a key sits in the layout. ``tenant`` is ours (for the MCP layout, the
+    tenant its first segment names); ``mcp_destination`` is an MCP key's SPEC key."""
+
+    key: bytes
+    text: str
+    tenant: str
+    category: str
+    local_id: str
+    slot: str | None  # None: the category index acmi:<cat>:list
+    entity: EntityId | None  # None: the id is outside our grammar
+    mcp_destination: str | None = None
+
+
+Progress = Callable[[int], None]
+"""Called after each SCAN step with the number of keys scanned so far."""
+
+
+def no_progress(scanned: int) -> None:
+    """The default Progress: shows nothing."""
+    return None
+
+
+def _entity(category: str, local_id: str) -> EntityId | None:
+    try:
+        return EntityId.parse(f"{category}:{local_id}")
+    except AcmiValidationError:
+        return None
+
+
+def _mcp_destination(rest: str, keys_for: Callable[[str], Keys]) -> str | None:
+    """The SPEC key of ``acmi:<t>:<ns>:<id>:<slot>`` when ``rest`` (after ``acmi:``) has
+    that shape with every segment in our grammar, else None."""
+    parts = rest.split(":")
+    if len(parts) != 4 or parts[3] not in CORE_SLOTS:
+        return None
+    tenant, category, local_id, slot = parts
+    if not TENANT_RE.fullmatch(tenant) or not LOCAL_ID_RE.fullmatch(local_id):
+        return None
+    try:
+        check_category(category)
+        entity = EntityId.parse(f"{category}:{local_id}")
+    except AcmiValidationError:
+        return None
+    return keys_for(tenant).slot(entity, slot)
+
+
+def parse_key(raw: bytes, default_tenant: str, keys_for: Callable[[str], Keys]) -> ParsedKey | None:
+    """Classify one ``acmi:*`` key; None for ACMI's own bookkeeping and keys that are no
+    entity slot or index (other tools' queues, registries)."""
+    text = raw.decode("utf-8", "replace")
+    rest = text.removeprefix(f"{ROOT}:")
+    if rest == text or rest.startswith(INTERNAL_MARK):
+        return None
+    tenant = default_tenant
+    spec_tenant = rest.startswith("tenant:")
+    if spec_tenant:
+        candidate, sep, rest = rest.removeprefix("tenant:").partition(":")
+        if not sep or not TENANT_RE.fullmatch(candidate):
+            return None
+        tenant = candidate
+    category, sep, tail = rest.partition(":")
+    if not sep:
+        return None
+    if tail == "list":
+        entity = _entity(category, "x")  # the category's grammar only
+        return ParsedKey(raw, text, tenant, category, "", None, entity)
+    slot = next((s for s in _SLOTS_BY_LENGTH if rest.endswith(f":{s}")), None)
+    if slot is None:
+        return None
+    middle = rest[: -len(slot) - 1]
+    category, sep, local_id = middle.partition(":")
+    if not sep:
+        return None
+    if not spec_tenant:
+        destination = _mcp_destination(rest, keys_for)
+        if destination is not None:
+            mcp_tenant, category, local_id = middle.split(":")
+            return ParsedKey(
+                raw,
+                text,
+                mcp_tenant,
+                category,
+                local_id,
+                slot,
+                _entity(category, local_id),
+                destination,
+            )
+    valid = raw.isascii()  # a key that is not UTF-8 holds no id we could write
+    return ParsedKey(
+        raw, text, tenant, category, local_id, slot, _entity(category, local_id) if valid else None
+    )
+
+
+def slot_rank(info: ParsedKey) -> int:
+    """The position of an entity key's slot in ALL_SLOTS."""
+    return ALL_SLOTS.index(info.slot) if info.slot in ALL_SLOTS else len(ALL_SLOTS)
+
+
+def _event_state(data: dict[str, Any]) -> str:
+    """As the client's reads judge it (one rule: model.event_from_stored)."""
+    # pydantic refuses lone surrogates in str fields; the client's read replaces them
+    clean = {
+        LONE_SURROGATE.sub("\ufffd", k): LONE_SURROGATE.sub("\ufffd", v)
+        if isinstance(v, str)
+        else v
+        for k, v in data.items()
+    }
+    event = event_from_stored(clean)
+    if isinstance(event, str):
+        return "invalid"
+    return "legacy" if event.legacy else "ok"
+
+
+def member_state(member: Reply) -> str:
+    """``ok``, ``legacy`` (an object with ts/source/summary that is no valid event:
+    missing kind/correlationId, or a field out of range), ``invalid`` (another object)
+    or ``unreadable`` (not UTF-8, not JSON, not an object)."""
+    if not isinstance(member, bytes):
+        return "unreadable"
+    try:
+        data = load_stored(member)
+    except Unreadable:
+        return "unreadable"
+    if not isinstance(data, dict):
+        return "unreadable"
+    return _event_state(data)
+
+
+def type_name(reply: Reply | StoreCommandError) -> str:
+    """A TYPE reply as text."""
+    return reply.decode("ascii", "replace") if isinstance(reply, bytes) else "unknown"
+
+
+def object_problem(reply: Reply | StoreCommandError) -> str | None:
+    """Why a stored profile/signals value is no JSON object, or None when it is one."""
+    if reply is None or isinstance(reply, StoreCommandError):
+        return None  # gone meanwhile, or the wrong type (reported as such)
+    if not isinstance(reply, bytes):
+        return "not a string"
+    try:
+        value = load_stored(reply)
+    except Unreadable as exc:
+        return exc.reason
+    if isinstance(value, dict):
+        return None
+    name = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+    return f"holds {name}, not a JSON object"
+
+
+def scan_step(store: Store, cursor: int, pattern: str) -> tuple[int, list[bytes]]:
+    """One SCAN step over ``pattern``: the next cursor and the keys."""
+    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT))
+    if (
+        isinstance(reply, list)
+        and len(reply) == 2
+        and isinstance(reply[0], bytes)
+        and isinstance(reply[1], list)
+    ):
+        return int(reply[0]), [k for k in reply[1] if isinstance(k, bytes)]
+    raise AcmiError("SCAN gave an unexpected reply", field="scan")

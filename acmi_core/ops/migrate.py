@@ -1,0 +1,212 @@
+"""`acmi migrate`: repair what ``acmi doctor`` (``ops/doctor.py``) finds.
+
+``Migrate`` repairs what can be repaired, each entity in one ``WritePlan`` (one atomic
+script): missing index entries, copies of MCP-layout keys into the SPEC layout (never
+over an existing key: a differing destination is a conflict, left alone), and, when
+asked, a ``tenant_id`` on default-tenant profiles without one. Every repair is
+idempotent: a second run finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final, TextIO
+
+from acmi_core.base.keys import Slot
+from acmi_core.base.model import EntityId, check_tenant, dumps
+from acmi_core.base.stored import load_stored
+from acmi_core.client import Acmi
+from acmi_core.ops.doctor import (
+    Doctor,
+    Finding,
+    Kind,
+    McpCopy,
+    McpState,
+    stderr_progress,
+    stream,
+)
+from acmi_core.ops.keyspace import ParsedKey, Progress, no_progress, object_problem
+from acmi_core.store.writes import FieldMode, WritePlan
+
+
+class Action(StrEnum):
+    INDEX_ADD = "index_add"
+    COPY = "copy"
+    TENANT_ID_SET = "tenant_id_set"
+    CONFLICT = "conflict"  # a differing destination exists: nothing written
+    NOT_COPIED = "not_copied"  # too large, not UTF-8, or another type: nothing written
+
+
+# What migrate cannot repair: reported, and `acmi migrate` exits 1.
+UNREPAIRED: Final = frozenset({Action.CONFLICT, Action.NOT_COPIED})
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    key: str
+    detail: str
+    entity: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.action.value
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"action": self.action.value, "key": self.key, "detail": self.detail}
+        if self.entity is not None:
+            data["entity"] = self.entity
+        return data
+
+
+@dataclass
+class _EntityPlan:
+    """What one entity needs: applied as one WritePlan (one atomic script)."""
+
+    plan: WritePlan = field(default_factory=WritePlan)
+    steps: list[Step] = field(default_factory=list)
+    indexed: bool = False
+
+
+class Migrate:
+    """Repairs what ``Doctor`` finds and can be repaired. ``run()`` yields each step
+    (done, or with ``dry_run`` what would be done); nothing else is touched."""
+
+    def __init__(
+        self,
+        acmi: Acmi,
+        *,
+        dry_run: bool = False,
+        tenant_id: str | None = None,
+        category: str | None = None,
+        progress: Progress = no_progress,
+    ) -> None:
+        self.store = acmi.store
+        self.dry_run = dry_run
+        self.tenant_id = None if tenant_id is None else check_tenant(tenant_id, "--tenant-id")
+        self.doctor = Doctor(
+            acmi, category=category, tenant_id_check=tenant_id is not None, progress=progress
+        )
+
+    def run(self) -> Iterator[Step]:
+        for batch in self.doctor.batches():
+            plans: dict[tuple[str, EntityId], _EntityPlan] = {}
+            unrepaired: list[Step] = []
+            for finding in batch:
+                info = finding.parsed
+                if info is None or info.entity is None:
+                    continue  # reported by doctor only: nothing to repair
+                if finding.kind is Kind.INDEX_MISSING:
+                    self._index(plans, info.tenant, info.entity, announce=True)
+                elif finding.kind is Kind.NO_TENANT_ID:
+                    self._fill_tenant_id(plans, info)
+                elif finding.kind is Kind.MCP_LAYOUT and finding.copy is not None:
+                    step = self._copy(plans, finding, finding.copy)
+                    if step is not None:
+                        unrepaired.append(step)
+            yield from unrepaired
+            for entity_plan in plans.values():
+                if not self.dry_run:
+                    entity_plan.plan.apply(self.store)
+                yield from entity_plan.steps
+
+    def _index(
+        self,
+        plans: dict[tuple[str, EntityId], _EntityPlan],
+        tenant: str,
+        entity: EntityId,
+        *,
+        announce: bool,
+    ) -> _EntityPlan:
+        entity_plan = plans.setdefault((tenant, entity), _EntityPlan())
+        if not entity_plan.indexed:
+            index = self.doctor.keys_for(tenant).index(entity.category)
+            entity_plan.plan.sadd(index, entity.local_id)  # idempotent: SADD
+            entity_plan.indexed = True
+            if announce:
+                detail = f"SADD {entity.local_id}"
+                entity_plan.steps.append(Step(Action.INDEX_ADD, index, detail, str(entity)))
+        return entity_plan
+
+    def _fill_tenant_id(
+        self, plans: dict[tuple[str, EntityId], _EntityPlan], info: ParsedKey
+    ) -> None:
+        assert info.entity is not None and self.tenant_id is not None
+        # the normal write path indexes what it writes (already there, or added here)
+        entity_plan = self._index(plans, info.tenant, info.entity, announce=False)
+        key = self.doctor.keys_for(info.tenant).profile(info.entity)
+        # setnx: a tenant_id written meanwhile is never overwritten
+        fields: list[tuple[FieldMode, str, str]] = [("setnx", "tenant_id", dumps(self.tenant_id))]
+        entity_plan.plan.edit_object(key, fields)
+        detail = f"tenant_id = {self.tenant_id!r}"
+        entity_plan.steps.append(Step(Action.TENANT_ID_SET, key, detail, str(info.entity)))
+
+    def _copy(
+        self, plans: dict[tuple[str, EntityId], _EntityPlan], finding: Finding, copy: McpCopy
+    ) -> Step | None:
+        """Stage the copy of one MCP key; the Step that says why not when it cannot be."""
+        info = finding.parsed
+        assert info is not None and info.entity is not None and info.mcp_destination is not None
+        destination = info.mcp_destination
+        if copy.state is McpState.CONFLICT:
+            detail = f"exists and differs from {info.text}: left as is (merge by hand)"
+            return Step(Action.CONFLICT, destination, detail, finding.entity)
+        if copy.state is not McpState.TO_COPY:
+            return Step(Action.NOT_COPIED, info.text, finding.detail, finding.entity)
+        mapped = self.doctor.keys_for(info.tenant)
+        entity_plan = self._index(plans, mapped.tenant, info.entity, announce=False)
+        if copy.text is not None:
+            entity_plan.plan.set(destination, copy.text)
+            if info.slot == Slot.PROFILE and self.tenant_id is not None and mapped.is_default:
+                stored = object_problem(copy.text.encode()) is None
+                if stored and "tenant_id" not in load_stored(copy.text.encode()):
+                    # in the same script, so a second run finds the copy identical
+                    fields: list[tuple[FieldMode, str, str]] = [
+                        ("setnx", "tenant_id", dumps(self.tenant_id))
+                    ]
+                    entity_plan.plan.edit_object(destination, fields)
+        for score, member in copy.members:
+            entity_plan.plan.zadd(destination, score, member)
+        detail = f"from {info.text}"
+        entity_plan.steps.append(Step(Action.COPY, destination, detail, finding.entity))
+        return None
+
+
+def migrate_report(
+    acmi: Acmi,
+    *,
+    out: TextIO,
+    err: TextIO,
+    as_json: bool = False,
+    dry_run: bool = False,
+    tenant_id: str | None = None,
+    category: str | None = None,
+) -> int:
+    """Run (or with ``dry_run`` only print) the repairs, one line per step, then a
+    summary. Returns 0 when everything found was repaired, 1 when conflicts or keys
+    that cannot be copied remain."""
+    migrate = Migrate(
+        acmi,
+        dry_run=dry_run,
+        tenant_id=tenant_id,
+        category=category,
+        progress=stderr_progress(err),
+    )
+    counts = stream(migrate.run(), out, as_json=as_json)
+    left = sum(n for action, n in counts.items() if Action(action) in UNREPAIRED)
+    summary = {
+        "scanned": migrate.doctor.scanned,
+        "dry_run": dry_run,
+        "by_action": counts,
+        "unrepaired": left,
+    }
+    if as_json:
+        print(json.dumps({"summary": summary}), file=out)
+    else:
+        done = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "nothing"
+        mode = "would do (dry run, nothing written)" if dry_run else "done"
+        print(f"# {migrate.doctor.scanned} keys scanned; {mode}: {done}", file=out)
+    return 1 if left else 0
