@@ -75,7 +75,7 @@ import yaml
 # present where the function's row names the set, absent elsewhere.
 SET_IMPORTS = {
     "requirements-lambda-core.txt": ["pydantic_core", "aws_lambda_powertools"],
-    "requirements-lambda-store.txt": ["upstash_redis", "httpx"],
+    "requirements-lambda-store.txt": ["httpx", "httpcore"],
     "requirements-lambda-http.txt": ["fastapi", "mangum"],
     "requirements-lambda-docs.txt": ["fastapi_offline"],
     "requirements-lambda-gmail.txt": ["jwt", "cryptography"],

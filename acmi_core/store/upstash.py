@@ -1,19 +1,18 @@
-"""UpstashStore: the Upstash REST API through upstash-redis 1.8.0, with our own transport.
+"""UpstashStore: the Upstash REST API, spoken on httpx's and httpcore's public APIs.
 
-One module: the transport below exists only for UpstashStore, and both lean on the same
-pinned private attributes of upstash-redis 1.8.0 (named below); kept together, that
-dependency has one place to check when the pin moves.
+The protocol is small: ``POST /`` with one command as a JSON array of strings, ``POST
+/pipeline`` with an array of them (not atomic), ``Authorization: Bearer <token>``,
+``Upstash-Encoding: base64`` (every bulk reply base64, so bytes survive) and the
+read-your-writes ``Upstash-Sync-Token`` (each reply's token sent back on the next request).
+Every write is one Lua script, so ``/multi-exec`` is never needed. upstash-redis is not
+used: its client has no request timeout, retries any exception after a fixed 3 s sleep,
+ignores HTTP status codes, raises on a pipeline's first failed command (dropping the
+results of commands that did run) and decodes base64 to ``str`` (breaking on non-UTF-8),
+and its public API offers no way to replace that client.
 
-We keep what upstash-redis does right (URL, bearer/encoding headers, the read-your-writes
-sync token) and replace its ``SyncHttpClient`` (never built: ``_Redis``), because in
-1.8.0 it has no request timeout, retries on any exception with a fixed 3 s sleep, ignores
-HTTP status codes, raises on a pipeline's first failed command (dropping results of
-commands that did run) and decodes base64 to ``str`` (breaking on non-UTF-8). The version
-is pinned because we rely on these private attributes of ``upstash_redis.Redis``:
-``_url``, ``_headers``, ``_http`` (ours), ``_maybe_set_sync_token_header`` and
-``_update_sync_token`` (via ``_http._sync_token_cb``), and on what its ``__init__`` sets
-(``_Redis``, held to it by a test). Only ``/`` and ``/pipeline`` are used: every write is
-one Lua script, so there is no ``/multi-exec``.
+One module: the transport below (deadlines on every socket operation, the proxy rules,
+the error mapping) exists only for UpstashStore, and the store's retry policy is written
+against exactly what it raises; kept together, the two are read and changed as one.
 
 TLS: one ``ssl.SSLContext`` per process (``tls_context``), trusting what httpx would.
 Loading certifi's CA bundle is ~30-40 ms of a cold start (OpenSSL 3 parsing ~140
@@ -28,11 +27,12 @@ command for now (BUSY, LOADING, ...) is not retried here: it fails the call as S
 The deadline: ``settings.store_timeout_s`` bounds a whole call, retries and backoff
 included, not each read. httpx's timeouts apply per socket operation, so a reply that
 arrives a byte a second would never trip them. Two guards end a call at its deadline:
-every socket operation of our own transport (connect, TLS, each write, each read of the
-headers or the body) is given only what is left of it (``_DeadlineBackend``, installed
-into httpx's connection pool), and the body is streamed with no read started after it
-(``_Paced``, which also covers an injected transport). The connection of an abandoned
-reply is closed, never reused.
+every socket operation (connect, TLS, each write, each read of the headers or the body)
+is given only what is left of it, by the network backend of our connection pool
+(``_DeadlineBackend`` in ``_Network``: httpcore's public pool and backend interfaces, as
+httpx's own transport but for that backend), and no read of the body starts after it
+(which also covers an injected transport). The connection of an abandoned reply is
+closed, never reused.
 """
 
 from __future__ import annotations
@@ -45,17 +45,17 @@ import math
 import os
 import random
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
-import upstash_redis
-from upstash_redis.commands import JsonCommands, SearchCommands
-from upstash_redis.http import SyncHttpClient, make_headers
 
 from acmi_core.base.errors import (
     AcmiValidationError,
@@ -102,23 +102,6 @@ def tls_context() -> ssl.SSLContext:
         if os.path.isdir(hashed):
             return ssl.create_default_context(capath=hashed)
     return httpx.create_ssl_context()
-
-
-class _Redis(upstash_redis.Redis):
-    """``upstash_redis.Redis`` (1.8.0) without an HTTP client of its own: its ``__init__``
-    minus ``SyncHttpClient(...)``, whose ``httpx.Client`` would load the CA bundle for a
-    context never used. The store installs its transport as ``_http``. Base64 replies,
-    our retries, no telemetry headers, read-your-writes on (tests hold these attributes
-    to those the real ``__init__`` sets)."""
-
-    def __init__(self, url: str, token: str) -> None:  # super().__init__ builds the client
-        self._url = url
-        self._read_your_writes = True
-        self._sync_token = ""
-        self._allow_telemetry = False
-        self._headers = make_headers(token, "base64", False)
-        self._json = JsonCommands(self)
-        self._search = SearchCommands(self)
 
 
 def _encode_arg(arg: Arg, position: int) -> str:
@@ -179,28 +162,6 @@ def _slot(item: object) -> Reply | StoreCommandError | StoreBusy:
     if "result" not in item:
         raise StoreError("malformed Upstash pipeline reply")
     return _decode(item["result"])
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    # Numeric seconds only; an HTTP-date is ignored (our own backoff applies).
-    raw = response.headers.get("Retry-After")
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
-def _error_text(response: httpx.Response) -> str | None:
-    try:
-        body = response.json()
-    except ValueError:
-        return None
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
-        return str(body["error"])
-    return None
 
 
 # -- the deadline ------------------------------------------------------------------------
@@ -288,45 +249,170 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-def _install_deadline(client: httpx.Client) -> None:
-    """Bound every socket operation of ``client``'s own transports by the call's deadline.
+# -- the network -------------------------------------------------------------------------
 
-    httpx has no public hook for it: this wraps the network backend of each transport's
-    httpcore pool (``Client._transport``/``_mounts``, ``HTTPTransport._pool``,
-    ``ConnectionPool._network_backend``, stable across httpx 0.2x and httpcore 1.x; a unit
-    test fails if they move). An injected transport without a pool (``MockTransport``)
-    is left alone: ``_Paced`` bounds its body.
-    """
-    for transport in (client._transport, *client._mounts.values()):
-        pool = getattr(transport, "_pool", None)
-        if isinstance(pool, httpcore.ConnectionPool) and not isinstance(
-            pool._network_backend, _DeadlineBackend
-        ):
-            pool._network_backend = _DeadlineBackend(pool._network_backend)
+# httpcore's errors as httpx's, most specific first (as httpx's own transport maps them).
+_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+)
 
 
-class _Paced(httpx.SyncByteStream):
-    """A reply body read against the deadline: no read starts once it has passed."""
+@contextmanager
+def _as_httpx_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        for raised, mapped in _HTTPX_ERRORS:
+            if isinstance(exc, raised):
+                raise mapped(str(exc)) from exc
+        raise
 
-    def __init__(self, inner: httpx.SyncByteStream, deadline: _Deadline) -> None:
+
+class _Body(httpx.SyncByteStream):
+    """httpcore's reply body as httpx's: the same bytes, httpx's errors."""
+
+    def __init__(self, inner: Iterable[bytes]) -> None:
         self._inner = inner
-        self._deadline = deadline
 
     def __iter__(self) -> Iterator[bytes]:
-        chunks = iter(self._inner)
-        while True:
-            if self._deadline.left() <= 0:
-                raise httpx.ReadTimeout("the store call's deadline passed with its reply unread")
-            chunk = next(chunks, None)
-            if chunk is None:
-                return
-            yield chunk
+        with _as_httpx_errors():
+            yield from self._inner
 
     def close(self) -> None:
-        self._inner.close()
+        close: Callable[[], None] | None = getattr(self._inner, "close", None)
+        if close is not None:
+            with _as_httpx_errors():
+                close()
 
 
-# -- the transport -----------------------------------------------------------------------
+def _environment_proxy(url: str) -> str | None:
+    """The HTTP(S) proxy the environment names for ``url`` (HTTPS_PROXY, HTTP_PROXY,
+    ALL_PROXY; NO_PROXY: ``*`` or hosts and their subdomains), as an httpx client
+    would use by default; None to connect directly."""
+    proxies = urllib.request.getproxies()
+    host = (urlsplit(url).hostname or "").lower()
+    for raw in proxies.get("no", "").lower().split(","):
+        entry = raw.strip().lstrip(".")
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return None
+    proxy = proxies.get(urlsplit(url).scheme) or proxies.get("all")
+    if proxy and not proxy.startswith(("http://", "https://")):
+        raise AcmiValidationError(
+            "HTTPS_PROXY", "scheme", "the Upstash store needs an HTTP(S) proxy"
+        )
+    return proxy or None
+
+
+class _Network(httpx.BaseTransport):
+    """``httpx.HTTPTransport`` as httpx builds it by default (its limits, no retries of its
+    own), but on a pool whose every socket operation ends by the call's deadline: httpx
+    has no option for that, httpcore's pool takes a network backend (``_DeadlineBackend``
+    around httpcore's own). Certificates are checked against ``tls_context()``."""
+
+    def __init__(self, url: str) -> None:
+        backend = _DeadlineBackend(httpcore.SyncBackend())
+        proxy = _environment_proxy(url)
+        # httpx's default limits (those of httpx.HTTPTransport()); no retries of its own.
+        self._pool = (
+            httpcore.ConnectionPool(
+                ssl_context=tls_context(),
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+                network_backend=backend,
+            )
+            if proxy is None
+            else httpcore.HTTPProxy(
+                proxy,
+                ssl_context=tls_context(),
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+                network_backend=backend,
+            )
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        core = httpcore.Request(
+            request.method,
+            httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.read(),
+            extensions=request.extensions,
+        )
+        with _as_httpx_errors():
+            response = self._pool.handle_request(core)
+        if not isinstance(response.stream, Iterable):  # a sync pool's reply always is
+            raise StoreError("unexpected async reply stream")
+        return httpx.Response(
+            response.status,
+            headers=response.headers,
+            stream=_Body(response.stream),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _read_by(response: httpx.Response, deadline: _Deadline) -> bytes:
+    """The reply body, no read of it started after the deadline."""
+    chunks = response.iter_bytes()
+    body = bytearray()
+    while deadline.left() > 0:
+        chunk = next(chunks, None)
+        if chunk is None:
+            return bytes(body)
+        body += chunk
+    raise httpx.ReadTimeout("the store call's deadline passed with its reply unread")
+
+
+def _json_body(body: object) -> bytes:
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a str with a lone surrogate
+        raise StoreCommandError("command is not valid Unicode text") from None
+
+
+def _error_text(body: bytes) -> str | None:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
+        return str(payload["error"])
+    return None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    # Numeric seconds only; an HTTP-date is ignored (our own backoff applies).
+    raw = response.headers.get("Retry-After")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+# -- the store ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -338,79 +424,93 @@ class _Failure:
     retry_after: float | None = None  # the server's Retry-After, in seconds
 
 
-class _Transport(SyncHttpClient):
-    """Installed as ``upstash_redis.Redis._http``: bounded, status-aware, bytes-preserving.
+class UpstashStore:
+    """:class:`~acmi_core.store.base.Store` over the Upstash REST API.
 
-    ``execute(url, headers, command)`` returns a decoded :data:`Reply`;
-    with ``from_pipeline=True`` a list of ``Reply | StoreCommandError`` (never raising on
-    one failed command). Every call, retries and backoff included, ends within
-    ``settings.store_timeout_s``.
+    One request per ``execute``/``pipeline`` call (retries aside); every call, retries
+    and backoff included, ends within ``settings.store_timeout_s``. ``sleep``, ``rng``
+    and ``clock`` (monotonic seconds) drive the retry policy, and ``transport`` replaces
+    the network (e.g. ``httpx.MockTransport``): tests inject them.
     """
+
+    name = "upstash"
 
     def __init__(
         self,
-        *,
-        sync_token_cb: Callable[[str], None],
+        url: str,
         token: str,
-        settings: Settings,
-        sleep: Callable[[float], None],
-        rng: Callable[[], float],
-        clock: Callable[[], float],
-        transport: httpx.BaseTransport | None,
+        *,
+        settings: Settings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
-        # The parent's state, without its __init__ (which builds an httpx.Client with a
-        # TLS context of its own): base64 replies, no retries of its own, our client on
-        # the process's TLS context (an injected transport replaces the network).
-        self._encoding = "base64"
-        self._retries = 0
-        self._retry_interval = 0.0
-        self._sync_token_cb = sync_token_cb
-        self._client = httpx.Client(
-            transport=transport,
-            verify=tls_context(),
-            timeout=httpx.Timeout(settings.store_timeout_s),
-        )
-        _install_deadline(self._client)
+        if not url.startswith(("https://", "http://")):
+            raise AcmiValidationError(
+                "UPSTASH_REDIS_REST_URL", "url", "must start with https:// (or http://)"
+            )
+        if not token:
+            raise AcmiValidationError("UPSTASH_REDIS_REST_TOKEN", "required", "must not be empty")
+        self._url = url.rstrip("/")
         self._token = token
-        self._settings = settings
+        self._settings = settings or Settings()
         self._sleep = sleep
         self._rng = rng
         self._clock = clock
+        # Bulk replies base64 (bytes survive), no telemetry headers.
+        self._auth = {"Authorization": f"Bearer {token}", "Upstash-Encoding": "base64"}
+        self._sync_token = ""  # read-your-writes: the last token a reply carried
+        self._client = httpx.Client(
+            transport=transport if transport is not None else _Network(self._url),
+            timeout=httpx.Timeout(self._settings.store_timeout_s),
+        )
 
-    def execute(  # type: ignore[override]  # returns bytes-based replies, not RESTResultT
-        self,
-        url: str,
-        headers: dict[str, str],
-        command: list[Any],
-        from_pipeline: bool = False,
-    ) -> Reply | list[Reply | StoreCommandError]:
-        if from_pipeline:
-            body: object = [_encode_command(c) for c in command]
-        else:
-            body = _encode_command(command)
-        try:
-            content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:  # a str with a lone surrogate
-            raise StoreCommandError("command is not valid Unicode text") from None
-        payload = self._post(url, headers, content)
-        if from_pipeline:
-            if isinstance(payload, dict) and payload.get("error") is not None:
-                raise error_reply(self._scrub(str(payload["error"])))
-            if not isinstance(payload, list) or len(payload) != len(command):
-                raise StoreError("malformed Upstash pipeline reply")
-            return pipeline_slots([_slot(item) for item in payload])
+    @classmethod
+    def from_settings(cls, settings: Settings) -> UpstashStore:
+        if not settings.upstash_url or not settings.upstash_token:
+            raise AcmiValidationError(
+                "UPSTASH_REDIS_REST_URL",
+                "required",
+                "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN must both be set",
+            )
+        return cls(settings.upstash_url, settings.upstash_token, settings=settings)
+
+    def execute(self, command: Command) -> Reply:
+        payload = self._post(self._url, _json_body(_encode_command(command)))
         if not isinstance(payload, dict):
             raise StoreError("malformed Upstash reply")
         if payload.get("error") is not None:
             raise error_reply(self._scrub(str(payload["error"])))
         return _decode(payload.get("result"))
 
-    def _post(self, url: str, headers: dict[str, str], content: bytes) -> object:
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        """One POST /pipeline (not atomic). A failed slot holds its StoreCommandError."""
+        if not commands:
+            return []
+        body = _json_body([_encode_command(c) for c in commands])
+        payload = self._post(f"{self._url}/pipeline", body)
+        if isinstance(payload, dict) and payload.get("error") is not None:
+            raise error_reply(self._scrub(str(payload["error"])))
+        if not isinstance(payload, list) or len(payload) != len(commands):
+            raise StoreError("malformed Upstash pipeline reply")
+        return pipeline_slots([_slot(item) for item in payload])
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        return eval_script(self.execute, script, keys, args)
+
+    # -- one call: attempts, backoff, the deadline ---------------------------------------
+
+    def _post(self, url: str, content: bytes) -> object:
         """POST with bounded, jittered retries on 429/5xx/network errors; return the JSON."""
         deadline = _Deadline(self._clock() + self._settings.store_timeout_s, self._clock)
         reset = _DEADLINE.set(deadline)
         try:
-            headers = {**headers, "Content-Type": "application/json"}
+            headers = {
+                **self._auth,
+                _SYNC_TOKEN_HEADER: self._sync_token,
+                "Content-Type": "application/json",
+            }
             failure = _Failure("no attempt made")
             attempts = 0
             while attempts < self._settings.store_max_attempts:
@@ -419,8 +519,8 @@ class _Transport(SyncHttpClient):
                     break
                 attempts += 1
                 outcome = self._attempt(url, headers, content, deadline, timeout=remaining)
-                if isinstance(outcome, httpx.Response):
-                    return self._interpret(outcome)
+                if not isinstance(outcome, _Failure):
+                    return self._interpret(*outcome)
                 failure = outcome
                 delay = self._delay_before_retry(attempts, failure, deadline.at)
                 if delay is None:
@@ -438,8 +538,8 @@ class _Transport(SyncHttpClient):
         deadline: _Deadline,
         *,
         timeout: float,
-    ) -> httpx.Response | _Failure:
-        """One POST: the response (its body read) to act on, or the failure to retry."""
+    ) -> tuple[int, bytes] | _Failure:
+        """One POST: the status and body to act on, or the failure to retry."""
         request = self._client.build_request(
             "POST", url, headers=headers, content=content, timeout=httpx.Timeout(timeout)
         )
@@ -447,19 +547,17 @@ class _Transport(SyncHttpClient):
             response = self._client.send(request, stream=True)
             try:
                 sync_token = response.headers.get(_SYNC_TOKEN_HEADER)
-                if sync_token and self._sync_token_cb is not None:
-                    self._sync_token_cb(sync_token)
-                if isinstance(response.stream, httpx.SyncByteStream):
-                    response.stream = _Paced(response.stream, deadline)
-                response.read()
+                if sync_token:
+                    self._sync_token = sync_token
+                body = _read_by(response, deadline)
             finally:
                 response.close()  # after a partial read: drops the connection
         except httpx.TransportError as exc:
             return _Failure(f"{type(exc).__name__}: {exc}")
         status = response.status_code
         if status != 429 and status < 500:
-            return response
-        text = _error_text(response)
+            return status, body
+        text = _error_text(body)
         return _Failure(
             f"HTTP {status}" + (f": {text}" if text else ""),
             throttled=status == 429,
@@ -494,17 +592,16 @@ class _Transport(SyncHttpClient):
         error = Throttled if failure.throttled else StoreUnavailable
         return error(message, retry_after=retry_after)
 
-    def _interpret(self, response: httpx.Response) -> object:
-        status = response.status_code
+    def _interpret(self, status: int, body: bytes) -> object:
         if status in (401, 403):
             # Never echo the body or headers: nothing here may carry the token.
             raise StoreAuthError(f"Upstash rejected the credentials (HTTP {status})")
         if 200 <= status < 300:
             try:
-                return response.json()
+                return json.loads(body)
             except ValueError:
                 raise StoreError(f"Upstash answered HTTP {status} with invalid JSON") from None
-        text = _error_text(response)
+        text = _error_text(body)
         if 400 <= status < 500:
             raise error_reply(self._scrub(text if text else f"Upstash HTTP {status}"))
         raise StoreError(f"unexpected Upstash HTTP {status}")
@@ -514,89 +611,6 @@ class _Transport(SyncHttpClient):
 
     def close(self) -> None:
         self._client.close()
-
-
-class UpstashStore:
-    """:class:`~acmi_core.store.base.Store` over the Upstash REST API.
-
-    ``sleep``, ``rng`` and ``clock`` (monotonic seconds) drive the retry policy, and
-    ``transport`` replaces the network (e.g. ``httpx.MockTransport``): tests inject them.
-    """
-
-    name = "upstash"
-
-    def __init__(
-        self,
-        url: str,
-        token: str,
-        *,
-        settings: Settings | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: Callable[[], float] = random.random,
-        clock: Callable[[], float] = time.monotonic,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        if not url.startswith(("https://", "http://")):
-            raise AcmiValidationError(
-                "UPSTASH_REDIS_REST_URL", "url", "must start with https:// (or http://)"
-            )
-        if not token:
-            raise AcmiValidationError("UPSTASH_REDIS_REST_TOKEN", "required", "must not be empty")
-        settings = settings or Settings()
-        # The retry policy is ours; the base64 encoding is decoded by us.
-        self._redis = _Redis(url.rstrip("/"), token)
-        self._transport = _Transport(
-            sync_token_cb=self._redis._update_sync_token,
-            token=token,
-            settings=settings,
-            sleep=sleep,
-            rng=rng,
-            clock=clock,
-            transport=transport,
-        )
-        self._redis._http = self._transport
-        self._url: str = self._redis._url
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> UpstashStore:
-        if not settings.upstash_url or not settings.upstash_token:
-            raise AcmiValidationError(
-                "UPSTASH_REDIS_REST_URL",
-                "required",
-                "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN must both be set",
-            )
-        return cls(settings.upstash_url, settings.upstash_token, settings=settings)
-
-    def _headers(self) -> dict[str, str]:
-        # upstash-redis keeps the sync token in its shared header dict; copy after
-        # updating so a concurrent call cannot change our headers mid-request.
-        headers: dict[str, str] = self._redis._headers
-        self._redis._maybe_set_sync_token_header(headers)
-        return dict(headers)
-
-    def execute(self, command: Command) -> Reply:
-        # Single mode returns one Reply (the list arm of the union is pipeline mode's).
-        return cast(Reply, self._transport.execute(self._url, self._headers(), list(command)))
-
-    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
-        """One POST /pipeline (not atomic). A failed slot holds its StoreCommandError."""
-        if not commands:
-            return []
-        result = self._transport.execute(
-            f"{self._url}/pipeline",
-            self._headers(),
-            [list(c) for c in commands],
-            from_pipeline=True,
-        )
-        if not isinstance(result, list):  # cannot happen: pipeline mode returns a list
-            raise StoreError("malformed Upstash pipeline reply")
-        return cast("list[Reply | StoreCommandError]", result)
-
-    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        return eval_script(self.execute, script, keys, args)
-
-    def close(self) -> None:
-        self._transport.close()
 
     def __enter__(self) -> UpstashStore:
         return self

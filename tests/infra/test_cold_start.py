@@ -38,7 +38,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 # only when used (Secrets Manager, EventBridge, Bedrock), never shipped.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "urllib3", "dateutil", "six"})
 # Import names of the distributions a requirement names, where they differ.
-IMPORT_NAMES = {"pyjwt": "jwt", "upstash-redis": "upstash_redis"}
+IMPORT_NAMES = {"pyjwt": "jwt"}
 
 OIDC_AUDIENCE = "https://acmi.example.com/v1/ingest/gmail"
 OIDC_EMAIL = "pubsub-push@acmi-example.iam.gserviceaccount.com"
@@ -215,8 +215,8 @@ def test_the_allowed_imports_follow_the_sets() -> None:
     assert {"jwt", "cryptography"} <= by_name["ingest"]
     assert not {"jwt", "cryptography", "fastapi_offline"} & by_name["entities"]
     assert "fastapi_offline" in by_name["docs"]
-    assert {"pydantic", "pydantic_core", "httpx", "upstash_redis"} <= by_name["sweep"]
-    assert not {"httpx", "upstash_redis"} & by_name["docs"]  # serves the spec: no store
+    assert {"pydantic", "pydantic_core", "httpx", "httpcore"} <= by_name["sweep"]
+    assert not {"httpx", "httpcore"} & by_name["docs"]  # serves the spec: no store
     assert {"mcp", "mangum", "starlette"} <= by_name["mcp"]
     assert "fastapi" not in by_name["mcp"]  # the SDK's Starlette transport, no FastAPI
     assert not any("mcp" in names for name, names in by_name.items() if name != "mcp")
@@ -227,36 +227,28 @@ def test_the_allowed_imports_follow_the_sets() -> None:
 URL = "https://eu1-cold-otter-12345.upstash.io"
 
 
-def test_the_upstash_shell_sets_what_upstash_redis_sets() -> None:
-    """``_Redis`` is upstash-redis's own __init__ minus its HTTP client: every attribute
-    the real one sets, with the same values (configured as the store configures it)."""
-    import upstash_redis
-
-    from acmi_core.store.upstash import _Redis
-
-    real = upstash_redis.Redis(
-        URL, "tok", rest_encoding="base64", rest_retries=0, allow_telemetry=False
-    )
-    ours = _Redis(URL, "tok")
-    try:
-        assert set(vars(ours)) == set(vars(real)) - {"_http"}
-        for name, value in vars(ours).items():
-            if name in ("_json", "_search"):
-                assert type(value) is type(getattr(real, name)) and value.client is ours
-            else:
-                assert value == getattr(real, name), name
-    finally:
-        real.close()  # type: ignore[no-untyped-call]
-
-
-def test_every_store_shares_one_tls_context() -> None:
+def test_every_store_shares_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CA bundle is loaded once per process, whatever the number of clients."""
-    from acmi_core.store.upstash import tls_context
+    import ssl
 
-    with UpstashStore(URL, "a") as first, UpstashStore(URL, "b") as second:
-        pools = [s._transport._client._transport._pool for s in (first, second)]  # type: ignore[attr-defined]
-        assert all(pool._ssl_context is tls_context() for pool in pools)
-    assert tls_context().verify_mode.name == "CERT_REQUIRED" and tls_context().check_hostname
+    from acmi_core.store import upstash
+
+    loads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(context: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        load(context, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    upstash.tls_context.cache_clear()
+    try:
+        with UpstashStore(URL, "a"), UpstashStore(URL, "b"), UpstashStore(URL, "c"):
+            assert len(loads) == 1
+        context = upstash.tls_context()
+        assert context.verify_mode.name == "CERT_REQUIRED" and context.check_hostname
+    finally:
+        upstash.tls_context.cache_clear()
 
 
 # The HTTP functions' cold start, up to a served request: FastAPI never imports

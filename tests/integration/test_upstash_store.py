@@ -5,6 +5,7 @@ itself is unit-tested with httpx.MockTransport in tests/unit/test_upstash_transp
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 
@@ -181,3 +182,44 @@ def test_hang_fails_within_store_timeout(upstash_double: UpstashDouble) -> None:
     elapsed = time.monotonic() - start
     assert elapsed < timeout + 0.3
     assert upstash_double.requests == 1  # the one attempt used the whole budget
+
+
+def test_a_refused_connection_is_retried_then_unavailable() -> None:
+    # The network's own errors arrive as httpx's (a ConnectError), so they are retried.
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed again before the store connects
+    sleep = SleepRecorder()
+    store = UpstashStore(f"http://127.0.0.1:{port}", "tok-1234", settings=FAST, sleep=sleep)
+    with store, pytest.raises(StoreUnavailable, match=r"after 4 attempt\(s\).*ConnectError"):
+        store.execute(("PING",))
+    assert len(sleep.delays) == 3
+
+
+# -- a proxy from the environment ----------------------------------------------------------
+
+
+def test_the_environment_s_proxy_is_used(
+    upstash_double: UpstashDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The double answers a forward proxy's request too (absolute URL, same headers), so
+    # a store whose host does not exist still reaches Redis through it.
+    monkeypatch.setenv("HTTP_PROXY", upstash_double.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    nowhere = "http://acmi-upstash.invalid"
+    with UpstashStore(nowhere, upstash_double.token, settings=FAST) as store:
+        assert store.execute(("SET", "k", "v")) == b"OK"
+        assert store.pipeline([("GET", "k")]) == [b"v"]
+    assert upstash_double.requests_by_path == {"/": 1, "/pipeline": 1}
+    monkeypatch.setenv("NO_PROXY", "localhost,.invalid")  # a suffix: no proxy for it
+    store = UpstashStore(nowhere, upstash_double.token, settings=FAST)
+    with store, pytest.raises(StoreUnavailable, match="ConnectError"):
+        store.execute(("GET", "k"))
+    assert upstash_double.requests == 2
+
+
+def test_a_proxy_the_store_cannot_use_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(AcmiValidationError, match="HTTP"):
+        UpstashStore("https://eu1-x.upstash.io", "t")
