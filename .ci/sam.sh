@@ -71,7 +71,7 @@ step "checking the artifacts"
 import os, sys, zipfile, io, re, subprocess
 import yaml
 
-# What each requirement set (acmi_core/lambdas.py) puts in an artifact, by import name:
+# What each requirement set (acmi_core/base/lambdas.py) puts in an artifact, by import name:
 # present where the function's row names the set, absent elsewhere.
 SET_IMPORTS = {
     "requirements-lambda-core.txt": ["pydantic_core", "aws_lambda_powertools"],
@@ -104,13 +104,13 @@ for name, props in sorted(functions.items()):
         continue
     entries = set(os.listdir(root))
     module = props["Handler"].rsplit(".", 1)[0]
-    sets = subprocess.run([sys.argv[1], "-P", "acmi_core/lambdas.py", "requirements", name],
+    sets = subprocess.run([sys.argv[1], "-P", "acmi_core/base/lambdas.py", "requirements", name],
                           capture_output=True, text=True, check=True).stdout.split()
     unknown = [s for s in sets if s not in SET_IMPORTS]
     if unknown:
         problems.append(f"{name}: requirement sets this check does not know: {unknown}")
     need = ["acmi_core", "functions", module.replace(".", "/") + ".py",
-            "acmi_core/lua/apply.lua"] + [m for s in sets for m in SET_IMPORTS.get(s, [])]
+            "acmi_core/store/lua/apply.lua"] + [m for s in sets for m in SET_IMPORTS.get(s, [])]
     for path in need:
         if not os.path.exists(os.path.join(root, path)):
             problems.append(f"{name}: missing {path}")
@@ -171,7 +171,7 @@ sys.path[:0] = [f"{twin}/code", f"{twin}/site"]
 start = time.perf_counter()
 import functions.ingest  # noqa: E402
 ingest_s = time.perf_counter() - start
-from acmi_core.lambdas import FUNCTIONS  # noqa: E402
+from acmi_core.base.lambdas import FUNCTIONS  # noqa: E402
 
 handlers = {
     spec.name: getattr(importlib.import_module(spec.handler.rsplit(".", 1)[0]), "handler")
