@@ -184,6 +184,8 @@ def _shown_signature(row: Operation, handler: Handler) -> inspect.Signature:
     params = list(inspect.signature(handler).parameters.values())
     if not params or hints.get(params[0].name) is not Authorized:
         raise TypeError(f"{row.name}: {handler.__qualname__} must take (Authorized, ...)")
+    if any(p.name == "request" for p in params[1:]):  # the wrapper's own parameter
+        raise TypeError(f"{row.name}: the request is Authorized.request, not a parameter")
     if row.access is Access.WEBHOOK and "source" not in hints:
         raise TypeError(f"{row.name}: a webhook route takes the source as a path parameter")
     shown = [
