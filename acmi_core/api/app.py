@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
+from acmi_core.api.access import check_routes, public_route
 from acmi_core.api.errors import ERROR_SCHEMA, install_error_handlers
 from acmi_core.api.observe import LogObserver, Observer
 from acmi_core.auth.apikeys import Scope
@@ -26,6 +28,7 @@ from acmi_core.auth.principal import TENANT_HEADER, Principal
 from acmi_core.base.errors import NotFound
 from acmi_core.base.lambdas import http_routers
 from acmi_core.client import Acmi
+from acmi_core.operations import operation
 
 if TYPE_CHECKING:
     from acmi_core.ingest.service import GmailFetch
@@ -64,7 +67,7 @@ class ApiContext:
     it); None (``acmi serve``): gmail sources store the notification only.
     """
 
-    acmi: Acmi  # the default tenant's view; routes switch to the caller's tenant
+    acmi: Acmi  # the default tenant's view; routes get the caller's (api/access.py)
     observer: Observer = field(default_factory=LogObserver)
     offload: bool = False
     google: GoogleTokenVerifier | None = None
@@ -102,14 +105,6 @@ class ApiContext:
         return principal, self.view(principal.tenant)
 
 
-def api_context(request: Request) -> ApiContext:
-    """The app's context. Routes call this rather than declaring a dependency: each
-    dependency FastAPI solves costs ~20 us per request, and a plain-``def`` one would run
-    on a worker thread."""
-    ctx: ApiContext = request.app.state.acmi
-    return ctx
-
-
 def create_app(
     ctx: ApiContext, routers: Sequence[str] | None = None, *, docs: bool = True
 ) -> FastAPI:
@@ -130,10 +125,10 @@ def create_app(
     ]
     # The docs pages first: the docs function mounts every route (to describe them) but
     # serves only these two, which would otherwise be matched after all the others.
-    pages = [
-        APIRoute(OPENAPI_URL, _openapi_page, methods=["GET"], include_in_schema=False),
-        APIRoute(DOCS_URL, _docs_page, methods=["GET"], include_in_schema=False),
-    ]
+    pages = [public_route("docs.openapi", _openapi_page), public_route("docs.page", _docs_page)]
+    # A route without its row, or a row of a mounted function without its route, is a
+    # mistake in the table or a router: refused here, before the app serves anything.
+    check_routes([*(pages if docs else ()), *api_routes], routers, docs=docs)
     app = FastAPI(
         routes=[*(pages if docs else ()), *api_routes],
         title="ACMI",
@@ -196,13 +191,14 @@ def error_statuses(route: APIRoute, operation: dict[str, Any]) -> frozenset[int]
 
 
 def _code_names(fn: Callable[..., Any]) -> tuple[str, ...]:
-    code = getattr(fn, "__code__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)  # the handler, not its access
     return tuple(code.co_names) if code is not None else ()
 
 
-# Every route reads `Authorization: Bearer <key>` itself (a webhook may use another
-# credential). The document says so here rather than through a FastAPI security
-# dependency on each router, which would cost every request a dependency solve (~20 us).
+# Every route's access reads `Authorization: Bearer <key>` itself (api/access.py; a
+# webhook may use another credential). The document says so here rather than through a
+# FastAPI security dependency on each router, which would cost every request a dependency
+# solve (~20 us).
 BEARER_SCHEME: Final = {"HTTPBearer": {"type": "http", "scheme": "bearer"}}
 
 
@@ -251,8 +247,8 @@ def _document_errors(app: FastAPI, routes: Sequence[APIRoute]) -> None:
 
 # --- /docs: Swagger UI served by the app, not a CDN ------------------------------------------
 
-OPENAPI_URL: Final = "/openapi.json"
-DOCS_URL: Final = "/docs"
+OPENAPI_URL: Final = str(operation("docs.openapi").path)
+DOCS_URL: Final = str(operation("docs.page").path)
 # The assets live at /docs?asset=<name>: the one docs path the Lambda's HTTP API routes
 # (template.yaml), so a deployed page needs no route of its own for them.
 DOCS_ASSETS: Final = {

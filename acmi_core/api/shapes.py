@@ -9,15 +9,12 @@ take: a typo would otherwise be dropped silently) and ``required``."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 
-from acmi_core.api.app import ApiContext
 from acmi_core.api.body import parse_json, read_raw
-from acmi_core.auth.apikeys import Scope
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
 from acmi_core.base.stored import render_json
@@ -46,27 +43,6 @@ Cursor = Annotated[
 PageLimit = Annotated[
     int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"page size, at most {MAX_PAGE_SIZE}")
 ]
-
-
-@dataclass(frozen=True)
-class Metered:
-    """A route module's access: authorize the request for the read or write scope and
-    count it under the module's metric (``reads`` / ``writes``)."""
-
-    reads: str
-    writes: str
-
-    async def read(self, ctx: ApiContext, request: Request) -> Acmi:
-        return await self._authorize(ctx, request, Scope.READ, self.reads)
-
-    async def write(self, ctx: ApiContext, request: Request) -> Acmi:
-        return await self._authorize(ctx, request, Scope.WRITE, self.writes)
-
-    @staticmethod
-    async def _authorize(ctx: ApiContext, request: Request, scope: Scope, metric: str) -> Acmi:
-        _, acmi = await ctx.authorize(request, scope)
-        ctx.observer.metric(metric)
-        return acmi
 
 
 def request_body(

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
-from acmi_core.api.app import api_context
-from acmi_core.api.shapes import Metered, object_body, refuse_unknown, request_body
+from acmi_core.api.access import Authorized, registrar
+from acmi_core.api.shapes import object_body, refuse_unknown, request_body
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.bootstrap.bundle import (
     DEFAULT_EVENTS,
@@ -28,9 +28,8 @@ from acmi_core.bootstrap.bundle import (
 )
 
 router = APIRouter(tags=["bootstrap"])
+route = registrar(router, "bootstrap")
 
-ACCESS = Metered(reads="Bootstraps", writes="Bootstraps")
-_read, _write = ACCESS.read, ACCESS.write
 
 Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
 SCOPE_DOC = (
@@ -70,13 +69,9 @@ def _answer(bundle: Bundle) -> Response:
     )
 
 
-@router.get(
-    "/v1/agents/{agent}/bootstrap",
-    summary="The agent's wake bundle, every section labelled: one round trip",
-    responses=RESPONSES,
-)
+@route("bootstrap.read", responses=RESPONSES)
 async def read_bundle(
-    request: Request,
+    req: Authorized,
     agent: Agent,
     scope: Annotated[str, Query(description=SCOPE_DOC)] = "main",
     format: Annotated[str, Query(description="json | markdown")] = "json",
@@ -86,9 +81,8 @@ async def read_bundle(
     include: Annotated[str | None, Query(max_length=100, description=INCLUDE_DOC)] = None,
     topic: Annotated[str | None, Query(max_length=134, description=TOPIC_DOC)] = None,
 ) -> Response:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    bundle = await ctx.call(
+    acmi = req.acmi
+    bundle = await req.call(
         acmi.bootstrap,
         agent,
         scope=scope,
@@ -102,9 +96,8 @@ async def read_bundle(
     return _answer(bundle)
 
 
-@router.post(
-    "/v1/agents/{agent}/bootstrap",
-    summary="Log a spawn and read the wake bundle in the same step: one round trip",
+@route(
+    "bootstrap.spawn",
     openapi_extra=request_body(
         "the spawn to log and the bundle's options",
         ["spawn"],
@@ -123,13 +116,12 @@ async def read_bundle(
     ),
     responses=RESPONSES,
 )
-async def spawn_and_read(request: Request, agent: Agent) -> Response:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await object_body(request, acmi)
+async def spawn_and_read(req: Authorized, agent: Agent) -> Response:
+    acmi = req.acmi
+    body = await object_body(req.request, acmi)
     refuse_unknown(body, ("spawn", *OPTIONS))
     if "spawn" not in body:
         raise AcmiValidationError("spawn", "required", "is required: {session_id, model_id}")
     options = {name: body[name] for name in OPTIONS if name in body}
-    bundle = await ctx.call(acmi.bootstrap, agent, spawn=body["spawn"], **options)
+    bundle = await req.call(acmi.bootstrap, agent, spawn=body["spawn"], **options)
     return _answer(bundle)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
-from acmi_core.api.app import api_context
+from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import (
     Json,
-    Metered,
     StoredJSON,
     object_body,
     read_fields,
@@ -27,9 +26,8 @@ from acmi_core.base.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
 from acmi_core.coordination.hitl import DEFAULT_LIST_SIZE
 
 router = APIRouter(tags=["hitl"], default_response_class=StoredJSON)
+route = registrar(router, "hitl")
 
-ACCESS = Metered(reads="HitlReads", writes="HitlWrites")
-_read, _write = ACCESS.read, ACCESS.write
 
 Cid = Annotated[str, Path(max_length=128, description="the item's correlationId")]
 
@@ -46,9 +44,8 @@ CREATE_FIELDS = (
 ENTITY = {"type": "string", "description": "entity id, e.g. user:mikey"}
 
 
-@router.post(
-    "/v1/hitl",
-    summary="Queue an item for a human (idempotent by correlationId: 201 new, 200 existing)",
+@route(
+    "hitl.create",
     openapi_extra=request_body(
         "the item; addressee omitted or null: the shared queue",
         ["topic", "request", "asked_by"],
@@ -74,10 +71,9 @@ ENTITY = {"type": "string", "description": "entity id, e.g. user:mikey"}
     response_model=Json,
     status_code=201,
 )
-async def create(request: Request) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await object_body(request, acmi)
+async def create(req: Authorized) -> StoredJSON:
+    acmi = req.acmi
+    body = await object_body(req.request, acmi)
     refuse_unknown(body, CREATE_FIELDS)
     if "request" in body and "concrete_unblock_request" in body:
         raise AcmiValidationError(
@@ -85,7 +81,7 @@ async def create(request: Request) -> StoredJSON:
         )
     alias = "concrete_unblock_request" if "concrete_unblock_request" in body else "request"
     topic, text, asked_by = require(body, "topic", alias, "asked_by")
-    created = await ctx.call(
+    created = await req.call(
         acmi.hitl.create,
         topic,
         text,
@@ -100,13 +96,9 @@ async def create(request: Request) -> StoredJSON:
     )
 
 
-@router.get(
-    "/v1/hitl",
-    summary="A queue, a page at a time: open by deadline (soonest first), closed newest first",
-    response_model=Json,
-)
+@route("hitl.list", response_model=Json)
 async def list_queue(
-    request: Request,
+    req: Authorized,
     addressee: Annotated[
         str | None, Query(max_length=256, description="entity id; omitted: the shared queue")
     ] = None,
@@ -114,15 +106,13 @@ async def list_queue(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_LIST_SIZE,
     cursor: Annotated[str | None, Query(min_length=1, max_length=MAX_CURSOR_LEN)] = None,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    page = await ctx.call(acmi.hitl.list, addressee, state, limit, cursor)
+    acmi = req.acmi
+    page = await req.call(acmi.hitl.list, addressee, state, limit, cursor)
     return StoredJSON(page.to_dict())
 
 
-@router.post(
-    "/v1/hitl/{correlationId}/resolve",
-    summary="Resolve: move the item to closed and post hitl-resolved (409 if resolved)",
+@route(
+    "hitl.resolve",
     openapi_extra=request_body(
         "the resolution; addressee only to resolve an item another tool wrote",
         ["resolution", "by"],
@@ -135,12 +125,11 @@ async def list_queue(
     response_model=Json,
 )
 async def resolve(
-    request: Request, correlation_id: Annotated[Cid, Path(alias="correlationId")]
+    req: Authorized, correlation_id: Annotated[Cid, Path(alias="correlationId")]
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("resolution", "by"), ("addressee",))
-    resolved = await ctx.call(
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("resolution", "by"), ("addressee",))
+    resolved = await req.call(
         acmi.hitl.resolve,
         correlation_id,
         body["resolution"],

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from acmi_core.api.app import api_context
-from acmi_core.api.shapes import Json, Metered, object_body, request_body, require
+from acmi_core.api.access import Authorized, registrar
+from acmi_core.api.shapes import Json, object_body, request_body, require
 
 router = APIRouter(tags=["locks"])
+route = registrar(router, "locks")
 
 Resource = Annotated[str, Path(description="the locked thing, [A-Za-z0-9_.:-]{1,200}")]
 
@@ -21,13 +22,8 @@ TTL = {"type": "integer", "minimum": 1000, "maximum": 86_400_000, "description":
 TOKEN = {"type": "string", "description": "the owner_token the claim returned"}
 
 
-ACCESS = Metered(reads="LockReads", writes="LockOperations")
-_read, _write = ACCESS.read, ACCESS.write
-
-
-@router.post(
-    "/v1/locks/{resource}/claim",
-    summary="Claim the lease (409 names the holder and its expiry); returns the owner token",
+@route(
+    "locks.claim",
     openapi_extra=request_body(
         "who claims, for how long",
         ["owner", "ttl_ms"],
@@ -35,17 +31,15 @@ _read, _write = ACCESS.read, ACCESS.write
     ),
     response_model=Json,
 )
-async def claim(request: Request, resource: Resource) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    owner, ttl_ms = require(await object_body(request, acmi), "owner", "ttl_ms")
-    lease = await ctx.call(acmi.locks.claim, resource, owner, ttl_ms)
+async def claim(req: Authorized, resource: Resource) -> JSONResponse:
+    acmi = req.acmi
+    owner, ttl_ms = require(await object_body(req.request, acmi), "owner", "ttl_ms")
+    lease = await req.call(acmi.locks.claim, resource, owner, ttl_ms)
     return JSONResponse(lease.to_dict())
 
 
-@router.post(
-    "/v1/locks/{resource}/renew",
-    summary="Extend the lease to now + ttl_ms (owner token only)",
+@route(
+    "locks.renew",
     openapi_extra=request_body(
         "the owner token and the new ttl",
         ["owner_token", "ttl_ms"],
@@ -53,35 +47,27 @@ async def claim(request: Request, resource: Resource) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def renew(request: Request, resource: Resource) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    token, ttl_ms = require(await object_body(request, acmi), "owner_token", "ttl_ms")
-    lease = await ctx.call(acmi.locks.renew, resource, token, ttl_ms)
+async def renew(req: Authorized, resource: Resource) -> JSONResponse:
+    acmi = req.acmi
+    token, ttl_ms = require(await object_body(req.request, acmi), "owner_token", "ttl_ms")
+    lease = await req.call(acmi.locks.renew, resource, token, ttl_ms)
     return JSONResponse(lease.to_dict())
 
 
-@router.post(
-    "/v1/locks/{resource}/release",
-    summary="Release the lease (owner token only)",
+@route(
+    "locks.release",
     openapi_extra=request_body("the owner token", ["owner_token"], {"owner_token": TOKEN}),
     response_model=Json,
 )
-async def release(request: Request, resource: Resource) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    (token,) = require(await object_body(request, acmi), "owner_token")
-    lease = await ctx.call(acmi.locks.release, resource, token)
+async def release(req: Authorized, resource: Resource) -> JSONResponse:
+    acmi = req.acmi
+    (token,) = require(await object_body(req.request, acmi), "owner_token")
+    lease = await req.call(acmi.locks.release, resource, token)
     return JSONResponse({**lease.to_dict(), "released": True})
 
 
-@router.get(
-    "/v1/locks/{resource}",
-    summary="The lease now: holder and expiry (never the token), and the last fence",
-    response_model=Json,
-)
-async def get_lock(request: Request, resource: Resource) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    state = await ctx.call(acmi.locks.get, resource)
+@route("locks.get", response_model=Json)
+async def get_lock(req: Authorized, resource: Resource) -> JSONResponse:
+    acmi = req.acmi
+    state = await req.call(acmi.locks.get, resource)
     return JSONResponse(state.to_dict())

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
-from acmi_core.api.app import api_context
-from acmi_core.api.shapes import Json, Metered, read_fields, request_body
+from acmi_core.api.access import Authorized, registrar
+from acmi_core.api.shapes import Json, read_fields, request_body
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.jobs import quarterly
 from acmi_core.jobs import sink as archive_sink
@@ -31,47 +31,34 @@ from acmi_core.memory.service import (
 from acmi_core.memory.tree import parse_tree, render_tree
 
 router = APIRouter(tags=["memory"])
+route = registrar(router, "memory")
 
 Entity = Annotated[str, Path(max_length=256, description="the memory's owner, e.g. agent:atlas")]
 
-ACCESS = Metered(reads="MemoryReads", writes="MemoryWrites")
-_read, _write = ACCESS.read, ACCESS.write
 
 TEXT = {"type": "string", "description": "one line"}
 
 
-@router.get(
-    "/v1/memory/{entity}/status",
-    summary="Sizes, lines, tokens and budget verdict per layer, staleness, next maintenance",
-    response_model=Json,
-)
-async def status(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).status, entity))
+@route("memory.status", response_model=Json)
+async def status(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).status, entity))
 
 
-@router.post(
-    "/v1/memory/{entity}/review",
-    summary="The weekly review: promote the last 7 days' lessons and decisions, prune hot",
+@route(
+    "memory.review",
     openapi_extra=request_body("nothing; the body may be empty", [], {}, optional=True),
     response_model=Json,
 )
-async def review(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    await read_fields(request, acmi, (), (), empty_ok=True)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).review, entity))
+async def review(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    await read_fields(req.request, acmi, (), (), empty_ok=True)
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).review, entity))
 
 
-@router.get(
-    "/v1/memory/{entity}/search",
-    summary="Lines of every layer holding the query's terms, fast to slow, ranked (archived "
-    "raw events last)",
-    response_model=Json,
-)
+@route("memory.search", response_model=Json)
 async def search(
-    request: Request,
+    req: Authorized,
     entity: Entity,
     q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_LEN, description="terms")],
     limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_HITS)] = 20,
@@ -79,21 +66,19 @@ async def search(
         bool, Query(description="also the raw archived events (ACMI_ARCHIVE_URL), if set")
     ] = True,
 ) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
+    acmi = req.acmi
     dest, no_sink = (
         archive_sink.open_destination(acmi.settings.archive_url) if archived else (None, None)
     )
     reader = archived_reader(acmi, dest) if dest else None
-    found = await ctx.call(MemoryAPI(acmi.context).search, entity, q, limit=limit, archived=reader)
+    found = await req.call(MemoryAPI(acmi.context).search, entity, q, limit=limit, archived=reader)
     if no_sink:
         found["notes"] = [no_sink]
     return JSONResponse(found)
 
 
-@router.post(
-    "/v1/memory/{entity}/remember",
-    summary="Write a line to a layer before acting (write-ahead): stored when this answers",
+@route(
+    "memory.remember",
     openapi_extra=request_body(
         "the line, its layer (default warm) and section",
         ["text"],
@@ -107,14 +92,13 @@ async def search(
     response_model=Json,
     status_code=201,
 )
-async def remember(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("text",), ("layer", "section", "topic"))
+async def remember(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("text",), ("layer", "section", "topic"))
     for name in ("layer", "section", "topic"):
         if name in body and not isinstance(body[name], str):
             raise AcmiValidationError(name, "type", "must be a string")
-    stored = await ctx.call(
+    stored = await req.call(
         MemoryAPI(acmi.context).remember,
         entity,
         body["text"],
@@ -125,49 +109,35 @@ async def remember(request: Request, entity: Entity) -> JSONResponse:
     return JSONResponse(stored, status_code=201)
 
 
-@router.get(
-    "/v1/memory/{entity}/active",
-    summary="ACTIVE-CONTEXT.md: its text, sections and budget",
-    response_model=Json,
-)
-async def active(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).active, entity))
+@route("memory.active.get", response_model=Json)
+async def active(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).active, entity))
 
 
-@router.put(
-    "/v1/memory/{entity}/active",
-    summary="Replace ACTIVE-CONTEXT.md (checked against its 50 lines / 2 KB budget)",
+@route(
+    "memory.active.put",
     openapi_extra=request_body("the file's text", ["text"], {"text": {"type": "string"}}),
     response_model=Json,
 )
-async def set_active(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("text",))
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).set_active, entity, body["text"]))
+async def set_active(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("text",))
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).set_active, entity, body["text"]))
 
 
-@router.get(
-    "/v1/memory/{entity}/daily-summary",
-    summary="A day's note (default today) and its entries, decisions, lessons, open tasks",
-    response_model=Json,
-)
+@route("memory.daily_summary", response_model=Json)
 async def daily_summary(
-    request: Request,
+    req: Authorized,
     entity: Entity,
     date: Annotated[str | None, Query(max_length=10, description="YYYY-MM-DD")] = None,
 ) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).daily_summary, entity, date))
+    acmi = req.acmi
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).daily_summary, entity, date))
 
 
-@router.post(
-    "/v1/memory/{entity}/topics",
-    summary="Create a topic:<slug> from the seed's template and link it (201; 200 if linked "
-    "an existing one)",
+@route(
+    "memory.topics.create",
     openapi_extra=request_body(
         "the topic",
         ["slug", "name"],
@@ -176,17 +146,15 @@ async def daily_summary(
     response_model=Json,
     status_code=201,
 )
-async def topic_create(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("slug", "name"))
-    made = await ctx.call(MemoryAPI(acmi.context).topic_create, entity, body["slug"], body["name"])
+async def topic_create(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("slug", "name"))
+    made = await req.call(MemoryAPI(acmi.context).topic_create, entity, body["slug"], body["name"])
     return JSONResponse(made, status_code=201 if made["created"] else 200)
 
 
-@router.post(
-    "/v1/memory/{entity}/prune",
-    summary="Move completed and stale hot items to today's note",
+@route(
+    "memory.prune",
     openapi_extra=request_body(
         "how old a dated item may be; the body may be empty",
         [],
@@ -195,17 +163,15 @@ async def topic_create(request: Request, entity: Entity) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def prune(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, (), ("days",), empty_ok=True)
+async def prune(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, (), ("days",), empty_ok=True)
     days = body.get("days", DEFAULT_PRUNE_DAYS)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).prune, entity, days))
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).prune, entity, days))
 
 
-@router.put(
-    "/v1/memory/{entity}/handoff",
-    summary="Write HANDOFF.md for the next session (replaces a pending one)",
+@route(
+    "memory.handoff",
     openapi_extra=request_body(
         "what was done, in progress, next steps, decisions, gotchas",
         ["text"],
@@ -213,51 +179,34 @@ async def prune(request: Request, entity: Entity) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def handoff(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("text",))
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).handoff, entity, body["text"]))
+async def handoff(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("text",))
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).handoff, entity, body["text"]))
 
 
-@router.post(
-    "/v1/memory/{entity}/handoff/take",
-    summary="Read and clear the pending handoff, atomically (null when none)",
-    response_model=Json,
-)
-async def take_handoff(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    return JSONResponse({"handoff": await ctx.call(MemoryAPI(acmi.context).take_handoff, entity)})
+@route("memory.handoff.take", response_model=Json)
+async def take_handoff(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    return JSONResponse({"handoff": await req.call(MemoryAPI(acmi.context).take_handoff, entity)})
 
 
-@router.get(
-    "/v1/memory/{entity}/debug",
-    summary="Missing pieces, hot/warm conflicts, stale items, files over budget",
-    response_model=Json,
-)
-async def debug(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    return JSONResponse(await ctx.call(MemoryAPI(acmi.context).debug, entity))
+@route("memory.debug", response_model=Json)
+async def debug(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    return JSONResponse(await req.call(MemoryAPI(acmi.context).debug, entity))
 
 
-@router.get(
-    "/v1/memory/{entity}/export",
-    summary="The seed's file tree: {files: {relative path: text}}",
-    response_model=Json,
-)
-async def export(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    snapshot = await ctx.call(MemoryAPI(acmi.context).export_snapshot, entity)
+@route("memory.export", response_model=Json)
+async def export(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    snapshot = await req.call(MemoryAPI(acmi.context).export_snapshot, entity)
     files = {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
     return JSONResponse({"entity": entity, "files": files})
 
 
-@router.post(
-    "/v1/memory/{entity}/import",
-    summary="Migrate a tree ({files: {path: text}}) into ACMI; idempotent",
+@route(
+    "memory.import",
     openapi_extra=request_body(
         "the tree's files; strict: refuse files over budget",
         ["files"],
@@ -268,10 +217,9 @@ async def export(request: Request, entity: Entity) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def import_tree(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("files",), ("strict",))
+async def import_tree(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("files",), ("strict",))
     files: Any = body["files"]
     if not isinstance(files, dict) or not files:
         raise AcmiValidationError("files", "object", "must be a non-empty object path -> text")
@@ -282,16 +230,12 @@ async def import_tree(request: Request, entity: Entity) -> JSONResponse:
     if not isinstance(strict, bool):
         raise AcmiValidationError("strict", "type", "must be true or false")
     snapshot = parse_tree({p: t.encode("utf-8", "surrogatepass") for p, t in files.items()})
-    result = await ctx.call(
-        MemoryAPI(acmi.context).import_snapshot, entity, snapshot, strict=strict
-    )
+    result = await req.call(MemoryAPI(acmi.context).import_snapshot, entity, snapshot, strict=strict)
     return JSONResponse(result)
 
 
-@router.post(
-    "/v1/memory/{entity}/archive",
-    summary="Archive now: events older than the retention into the quarter's document and, "
-    "with ACMI_ARCHIVE_URL, its verified object, then trimmed",
+@route(
+    "memory.archive",
     openapi_extra=request_body(
         "the retention and how many events at most; the body may be empty",
         [],
@@ -313,13 +257,12 @@ async def import_tree(request: Request, entity: Entity) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def archive(request: Request, entity: Entity) -> JSONResponse:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, (), ("retention_days", "max_events"), empty_ok=True)
+async def archive(req: Authorized, entity: Entity) -> JSONResponse:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, (), ("retention_days", "max_events"), empty_ok=True)
     # the destination is the deployment's, never the caller's (a tenant must not choose it)
     dest, no_sink = archive_sink.open_destination(acmi.settings.archive_url)
-    done = await ctx.call(
+    done = await req.call(
         archive_now,
         acmi,
         entity,

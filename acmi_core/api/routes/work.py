@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
-from acmi_core.api.app import api_context
+from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import (
     Cursor,
     Json,
-    Metered,
     PageLimit,
     StoredJSON,
     object_body,
@@ -28,6 +27,7 @@ from acmi_core.base.pages import DEFAULT_PAGE_SIZE
 from acmi_core.coordination.work import MAX_ID_LEN
 
 router = APIRouter(tags=["work"], default_response_class=StoredJSON)
+route = registrar(router, "work")
 
 WorkId = Annotated[
     str, Path(max_length=MAX_ID_LEN, description="the work id, [A-Za-z0-9_.-]+, e.g. acmi-launch")
@@ -36,13 +36,8 @@ WorkId = Annotated[
 OWNER = {"type": "string", "description": "entity id, or a bare name for agent:<name>"}
 
 
-ACCESS = Metered(reads="WorkReads", writes="WorkWrites")
-_read, _write = ACCESS.read, ACCESS.write
-
-
-@router.post(
-    "/v1/work",
-    summary="Create a work item (409 if the id exists); owner and status optional",
+@route(
+    "work.create",
     status_code=201,
     openapi_extra=request_body(
         "the id, its profile, and optionally its owner and status (default open)",
@@ -56,11 +51,10 @@ _read, _write = ACCESS.read, ACCESS.write
     ),
     response_model=Json,
 )
-async def create_work(request: Request) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await read_fields(request, acmi, ("id", "profile"), ("owner", "status"))
-    item = await ctx.call(
+async def create_work(req: Authorized) -> StoredJSON:
+    acmi = req.acmi
+    body = await read_fields(req.request, acmi, ("id", "profile"), ("owner", "status"))
+    item = await req.call(
         acmi.work.create,
         body["id"],
         body["profile"],
@@ -70,13 +64,9 @@ async def create_work(request: Request) -> StoredJSON:
     return StoredJSON(item.to_dict(), status_code=201)
 
 
-@router.get(
-    "/v1/work",
-    summary="List work items: an owner's open items (newest update first), or all",
-    response_model=Json,
-)
+@route("work.list", response_model=Json)
 async def list_work(
-    request: Request,
+    req: Authorized,
     owner: Annotated[str | None, Query(max_length=256, description=OWNER["description"])] = None,
     status: Annotated[
         str, Query(pattern="^(open|any)$", description="open (default) or any")
@@ -84,9 +74,8 @@ async def list_work(
     cursor: Cursor = None,
     limit: PageLimit = DEFAULT_PAGE_SIZE,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    page = await ctx.call(
+    acmi = req.acmi
+    page = await req.call(
         acmi.work.list,
         owner,
         "open" if status == "open" else None,
@@ -96,25 +85,19 @@ async def list_work(
     return StoredJSON(page.to_dict())
 
 
-@router.get(
-    "/v1/work/{id}",
-    summary="The work item: profile, signals, newest events, sessions, owner (one read)",
-    response_model=Json,
-)
+@route("work.get", response_model=Json)
 async def get_work(
-    request: Request,
+    req: Authorized,
     id: WorkId,
     events: Annotated[int, Query(ge=0, le=1000, description="newest events to include")] = 50,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    item = await ctx.call(acmi.work.get, id, events)
+    acmi = req.acmi
+    item = await req.call(acmi.work.get, id, events)
     return StoredJSON(item.to_dict())
 
 
-@router.post(
-    "/v1/work/{id}/events",
-    summary="Append a Comms v1.1 event; its session_id joins the item's sessions",
+@route(
+    "work.event",
     status_code=201,
     openapi_extra=request_body(
         "a Comms v1.1 event, optionally with session_id (1-256 characters)",
@@ -129,56 +112,46 @@ async def get_work(
     ),
     response_model=Json,
 )
-async def post_work_event(request: Request, id: WorkId) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await object_body(request, acmi, field="event")
-    event = await ctx.call(acmi.work.event, id, body)
+async def post_work_event(req: Authorized, id: WorkId) -> StoredJSON:
+    acmi = req.acmi
+    body = await object_body(req.request, acmi, field="event")
+    event = await req.call(acmi.work.event, id, body)
     return StoredJSON(event, status_code=201)
 
 
-@router.patch(
-    "/v1/work/{id}/signals",
-    summary="Merge signals; a status change keeps the owner's open index exact",
+@route(
+    "work.signals",
     openapi_extra=request_body(
         "signals to set (a flat object)", [], {"status": {"type": "string"}}
     ),
     response_model=Json,
 )
-async def patch_work_signals(request: Request, id: WorkId) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await object_body(request, acmi, field="signals")
-    signals = await ctx.call(acmi.work.signal, id, body)
+async def patch_work_signals(req: Authorized, id: WorkId) -> StoredJSON:
+    acmi = req.acmi
+    body = await object_body(req.request, acmi, field="signals")
+    signals = await req.call(acmi.work.signal, id, body)
     return StoredJSON({"id": id, "signals": signals})
 
 
-@router.put(
-    "/v1/work/{id}/owner",
-    summary="Assign the item to an owner (moves it between owners' open indexes)",
+@route(
+    "work.owner",
     openapi_extra=request_body("the new owner", ["owner"], {"owner": OWNER}),
     response_model=Json,
 )
-async def put_work_owner(request: Request, id: WorkId) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    (owner,) = require(await object_body(request, acmi), "owner")
-    assigned = await ctx.call(acmi.work.assign, id, owner)
+async def put_work_owner(req: Authorized, id: WorkId) -> StoredJSON:
+    acmi = req.acmi
+    (owner,) = require(await object_body(req.request, acmi), "owner")
+    assigned = await req.call(acmi.work.assign, id, owner)
     return StoredJSON({"id": id, "owner": assigned})
 
 
-@router.get(
-    "/v1/work/{id}/sessions",
-    summary="One page of the item's session ids",
-    response_model=Json,
-)
+@route("work.sessions", response_model=Json)
 async def get_work_sessions(
-    request: Request,
+    req: Authorized,
     id: WorkId,
     cursor: Cursor = None,
     limit: PageLimit = DEFAULT_PAGE_SIZE,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    page = await ctx.call(acmi.work.sessions_page, id, cursor=cursor, limit=limit)
+    acmi = req.acmi
+    page = await req.call(acmi.work.sessions_page, id, cursor=cursor, limit=limit)
     return StoredJSON({"id": id, **page.to_dict()})

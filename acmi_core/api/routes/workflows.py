@@ -15,10 +15,9 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path, Query, Request
 
-from acmi_core.api.app import api_context
+from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import (
     Json,
-    Metered,
     StoredJSON,
     check_fields,
     object_body,
@@ -36,6 +35,7 @@ from acmi_core.coordination.workflows import (
 )
 
 router = APIRouter(tags=["workflows"], default_response_class=StoredJSON)
+route = registrar(router, "workflows")
 
 Workflow = Annotated[
     str, Path(max_length=256, description="workflow:<id> or <id>, e.g. deploy-web")
@@ -73,14 +73,9 @@ async def _fields(
     return body
 
 
-ACCESS = Metered(reads="WorkflowReads", writes="WorkflowWrites")
-_read, _write = ACCESS.read, ACCESS.write
-
-
-@router.post(
-    "/v1/workflows/{workflow}/executions",
+@route(
+    "workflows.execute",
     status_code=201,
-    summary="Log that an agent executed a step (kind step-executed)",
     openapi_extra=_body(
         "the step, who ran it, and optionally a summary and payload",
         ["step", "agent"],
@@ -93,11 +88,10 @@ _read, _write = ACCESS.read, ACCESS.write
     ),
     response_model=Json,
 )
-async def execute(request: Request, workflow: Workflow) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await _fields(request, acmi, ("step", "agent"), ("summary", "payload"))
-    event = await ctx.call(
+async def execute(req: Authorized, workflow: Workflow) -> StoredJSON:
+    acmi = req.acmi
+    body = await _fields(req.request, acmi, ("step", "agent"), ("summary", "payload"))
+    event = await req.call(
         acmi.workflows.execute,
         workflow,
         body["step"],
@@ -109,10 +103,9 @@ async def execute(request: Request, workflow: Workflow) -> StoredJSON:
     return StoredJSON(event.to_dict(), status_code=201)
 
 
-@router.post(
-    "/v1/workflows/{workflow}/assessments",
+@route(
+    "workflows.assess",
     status_code=201,
-    summary="Score an executed step 0-100 with criteria (kind assessment)",
     openapi_extra=_body(
         "the step, its score and criteria, who assessed it",
         ["step", "score", "criteria", "agent"],
@@ -135,11 +128,10 @@ async def execute(request: Request, workflow: Workflow) -> StoredJSON:
     ),
     response_model=Json,
 )
-async def assess(request: Request, workflow: Workflow) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await _fields(request, acmi, ("step", "score", "criteria", "agent"), ("note",))
-    event = await ctx.call(
+async def assess(req: Authorized, workflow: Workflow) -> StoredJSON:
+    acmi = req.acmi
+    body = await _fields(req.request, acmi, ("step", "score", "criteria", "agent"), ("note",))
+    event = await req.call(
         acmi.workflows.assess,
         workflow,
         body["step"],
@@ -152,10 +144,9 @@ async def assess(request: Request, workflow: Workflow) -> StoredJSON:
     return StoredJSON(event.to_dict(), status_code=201)
 
 
-@router.post(
-    "/v1/workflows/{workflow}/improvements",
+@route(
+    "workflows.improve",
     status_code=201,
-    summary="Record a lesson on a step (kind improvement); it seeds the next bootstrap",
     openapi_extra=_body(
         "the step, the lesson, who learned it",
         ["step", "lesson", "agent"],
@@ -163,11 +154,10 @@ async def assess(request: Request, workflow: Workflow) -> StoredJSON:
     ),
     response_model=Json,
 )
-async def improve(request: Request, workflow: Workflow) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _write(ctx, request)
-    body = await _fields(request, acmi, ("step", "lesson", "agent"), ())
-    event = await ctx.call(
+async def improve(req: Authorized, workflow: Workflow) -> StoredJSON:
+    acmi = req.acmi
+    body = await _fields(req.request, acmi, ("step", "lesson", "agent"), ())
+    event = await req.call(
         acmi.workflows.improve,
         workflow,
         body["step"],
@@ -178,67 +168,47 @@ async def improve(request: Request, workflow: Workflow) -> StoredJSON:
     return StoredJSON(event.to_dict(), status_code=201)
 
 
-@router.get(
-    "/v1/workflows/{workflow}/lessons",
-    summary="The newest lessons of a workflow, newest first",
-    response_model=Json,
-)
+@route("workflows.lessons", response_model=Json)
 async def workflow_lessons(
-    request: Request,
+    req: Authorized,
     workflow: Workflow,
     limit: Annotated[int, Query(ge=1, le=BOOTSTRAP_LESSONS_WINDOW)] = 10,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    lessons = await ctx.call(acmi.workflows.lessons, workflow=workflow, limit=limit)
+    acmi = req.acmi
+    lessons = await req.call(acmi.workflows.lessons, workflow=workflow, limit=limit)
     return StoredJSON({"workflow": str(workflow_id(workflow)), "lessons": lessons})
 
 
-@router.get(
-    "/v1/workflows/{workflow}/unassessed",
-    summary="Executed steps no assessment covers, newest first (bounded scan)",
-    response_model=Json,
-)
+@route("workflows.unassessed", response_model=Json)
 async def unassessed(
-    request: Request,
+    req: Authorized,
     workflow: Workflow,
     since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    found = await ctx.call(acmi.workflows.unassessed, workflow, since_ms=since_ms, limit=limit)
+    acmi = req.acmi
+    found = await req.call(acmi.workflows.unassessed, workflow, since_ms=since_ms, limit=limit)
     return StoredJSON(found.to_dict())
 
 
-@router.get(
-    "/v1/workflows/{workflow}/assessments",
-    summary="Scores per step: count, mean, last (bounded scan)",
-    response_model=Json,
-)
+@route("workflows.assessments", response_model=Json)
 async def assessments(
-    request: Request,
+    req: Authorized,
     workflow: Workflow,
     step: Annotated[str | None, Query(max_length=128)] = None,
     since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    found = await ctx.call(acmi.workflows.assessments, workflow, step=step, since_ms=since_ms)
+    acmi = req.acmi
+    found = await req.call(acmi.workflows.assessments, workflow, step=step, since_ms=since_ms)
     return StoredJSON(found.to_dict())
 
 
-@router.get(
-    "/v1/lessons",
-    summary="The newest lessons of the workflows an agent works on (what seeds its next run)",
-    response_model=Json,
-)
+@route("workflows.agent_lessons", response_model=Json)
 async def agent_lessons(
-    request: Request,
+    req: Authorized,
     agent: Annotated[str, Query(min_length=1, max_length=256, description="agent:<id> or <id>")],
     limit: Annotated[int, Query(ge=1, le=BOOTSTRAP_LESSONS_WINDOW)] = 10,
 ) -> StoredJSON:
-    ctx = api_context(request)
-    acmi = await _read(ctx, request)
-    lessons = await ctx.call(acmi.workflows.lessons, agent=agent, limit=limit)
+    acmi = req.acmi
+    lessons = await req.call(acmi.workflows.lessons, agent=agent, limit=limit)
     return StoredJSON({"agent": str(actor_id(agent)), "lessons": lessons})

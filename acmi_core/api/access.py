@@ -1,0 +1,231 @@
+"""HTTP routes registered from the operation table (``acmi_core.operations``).
+
+A route module declares each handler under its row's name (``@route("entities.get")``);
+the method, the path and the summary come from the row, and the row's access is applied
+by a wrapper before the handler runs. The handler's first parameter is the
+:class:`Authorized` request: the caller's tenant view (``acmi``), never the default
+tenant's, so a route cannot forget to authorize, nor read another tenant. The wrapper is
+the route's endpoint (FastAPI solves the handler's own parameters, shown to it without
+the first): no dependency is solved per request (each costs ~20 us) and it is a coroutine,
+so nothing runs on a worker thread.
+
+``create_app`` holds an app to the table: every mounted route has a row, and every row
+of a mounted function a route (:func:`check_routes`)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+
+from acmi_core.api.body import read_raw
+from acmi_core.auth.apikeys import Scope
+from acmi_core.auth.principal import Principal
+from acmi_core.base.lambdas import FUNCTIONS
+from acmi_core.client import Acmi
+from acmi_core.ingest.config import SourceConfig
+from acmi_core.ingest.sources import SourceSpec, source_spec
+from acmi_core.operations import Access, Operation, of_function, operation
+
+if TYPE_CHECKING:
+    from acmi_core.api.app import ApiContext
+    from acmi_core.api.observe import Observer
+    from acmi_core.ingest.service import GmailFetch
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Handler = Callable[..., Awaitable[Response]]
+Endpoint = Callable[..., Awaitable[Response]]
+
+# Each registered endpoint -> its row: what create_app checks an app against.
+OPERATION_OF: Final[dict[Callable[..., Any], Operation]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """A delivery whose caller the source's credential policy accepted: the source's row
+    and config, the query, and the raw body, its signature already verified."""
+
+    spec: SourceSpec
+    config: SourceConfig | None
+    query: dict[str, str]
+    raw: bytes
+
+
+class Authorized:
+    """What a handler gets: the request, the caller's tenant view, and how to call the
+    store (``call``: on a worker thread under ``acmi serve``, inline on Lambda)."""
+
+    __slots__ = ("_offload", "acmi", "gmail", "observer", "principal", "request", "webhook")
+
+    def __init__(
+        self,
+        request: Request,
+        acmi: Acmi,
+        principal: Principal,
+        ctx: ApiContext,
+        webhook: Webhook | None = None,
+    ) -> None:
+        self.request, self.acmi, self.principal, self.webhook = request, acmi, principal, webhook
+        self.observer: Observer = ctx.observer
+        self.gmail: GmailFetch | None = ctx.gmail
+        self._offload = ctx.offload
+
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a blocking (store) call as the app's context says."""
+        if self._offload:
+            return await run_in_threadpool(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+
+def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handler], Handler]]:
+    """``route(name, **options)``: a decorator adding the handler to ``router`` as the
+    route of row ``name`` (a row of ``function``); ``options`` are the route's own
+    (response model, OpenAPI body, status code, description)."""
+
+    def route(name: str, **options: Any) -> Callable[[Handler], Handler]:
+        row = operation(name)
+        if row.function != function or row.path is None or row.method is None:
+            raise ValueError(f"operation {name!r} is not an HTTP route of {function}")
+        path, method = row.path, row.method
+
+        def register(handler: Handler) -> Handler:
+            endpoint = guarded(row, handler)
+            router.add_api_route(
+                path,
+                endpoint,
+                methods=[method],
+                summary=row.summary,
+                name=handler.__name__,
+                **options,
+            )
+            return handler
+
+        return register
+
+    return route
+
+
+def public_route(name: str, endpoint: Endpoint) -> APIRoute:
+    """The route of a ``public`` row (no credential): ``endpoint`` as it is, out of the
+    OpenAPI document (the docs pages)."""
+    row = operation(name)
+    if row.access is not Access.PUBLIC or row.path is None or row.method is None:
+        raise ValueError(f"operation {name!r} is not a public HTTP route")
+    OPERATION_OF[endpoint] = row
+    return APIRoute(row.path, endpoint, methods=[row.method], include_in_schema=False)
+
+
+def guarded(row: Operation, handler: Handler) -> Endpoint:
+    """The endpoint of ``row``: its access, then ``handler``."""
+    if row.access.keyed:
+        endpoint = _keyed(Scope(row.access.value), row.metric, handler)
+    elif row.access is Access.WEBHOOK:
+        endpoint = _webhook(handler)
+    else:
+        raise ValueError(f"operation {row.name!r}: {row.access} routes are mounted as they are")
+    functools.update_wrapper(endpoint, handler)  # name, docstring, __wrapped__
+    endpoint.__signature__ = _shown_signature(row, handler)  # type: ignore[attr-defined]
+    OPERATION_OF[endpoint] = row
+    return endpoint
+
+
+def _context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.acmi
+    return ctx
+
+
+def _keyed(scope: Scope, metric: str | None, handler: Handler) -> Endpoint:
+    """An API key of at least ``scope`` (its tenant, checked against ``X-Acmi-Tenant``),
+    counted under ``metric`` once accepted."""
+
+    async def endpoint(request: Request, **values: Any) -> Response:
+        ctx = _context(request)
+        principal, acmi = await ctx.authorize(request, scope)
+        if metric is not None:
+            ctx.observer.metric(metric)
+        return await handler(Authorized(request, acmi, principal, ctx), **values)
+
+    return endpoint
+
+
+def _webhook(handler: Handler) -> Endpoint:
+    """The source's credential policy (``Authenticator.webhook``: Google OIDC, a push
+    token or an API key, as the source's row allows), then the body's signature."""
+
+    async def endpoint(request: Request, **values: Any) -> Response:
+        ctx = _context(request)
+        source = str(values["source"])
+        spec = source_spec(source)  # an unknown source is a 400 before anything else
+        query = dict(request.query_params)
+        caller = await ctx.call(ctx.auth.webhook, spec, source, request.headers, query)
+        acmi = ctx.view(caller.principal.tenant)
+        raw = await read_raw(request, acmi.settings.max_body_bytes)
+        ctx.auth.verify_body(caller, raw, request.headers)
+        webhook = Webhook(spec, caller.config, query, raw)
+        return await handler(Authorized(request, acmi, caller.principal, ctx, webhook), **values)
+
+    return endpoint
+
+
+def _shown_signature(row: Operation, handler: Handler) -> inspect.Signature:
+    """What FastAPI solves: the request, then the handler's parameters after its first
+    (the :class:`Authorized` the wrapper passes), annotations resolved in the handler's
+    module (FastAPI would look them up in this one)."""
+    hints = typing.get_type_hints(handler, include_extras=True)
+    params = list(inspect.signature(handler).parameters.values())
+    if not params or hints.get(params[0].name) is not Authorized:
+        raise TypeError(f"{row.name}: {handler.__qualname__} must take (Authorized, ...)")
+    if any(p.name == "request" for p in params[1:]):  # the wrapper's own parameter
+        raise TypeError(f"{row.name}: the request is Authorized.request, not a parameter")
+    if row.access is Access.WEBHOOK and "source" not in hints:
+        raise TypeError(f"{row.name}: a webhook route takes the source as a path parameter")
+    shown = [
+        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)
+    ]
+    shown += [p.replace(annotation=hints.get(p.name, p.annotation)) for p in params[1:]]
+    return inspect.Signature(shown, return_annotation=hints.get("return", inspect.Signature.empty))
+
+
+# --- an app against the table -----------------------------------------------------------------
+
+
+def check_routes(routes: Iterable[APIRoute], routers: Iterable[str], *, docs: bool) -> None:
+    """Every route of the app has a row, and every row of the functions mounting
+    ``routers`` (with ``docs``, the docs pages' too) has its route in the app."""
+    mounted = set(routers)
+    expected = {
+        row
+        for spec in FUNCTIONS
+        if spec.routers and mounted & set(spec.routers)
+        for row in of_function(spec.name)
+    }
+    if docs:
+        expected |= {row for row in of_function("docs")}
+    served: set[Operation] = set()
+    unlisted: list[str] = []
+    for route in routes:
+        row = OPERATION_OF.get(route.endpoint)
+        if row is None:
+            unlisted.append(f"{','.join(sorted(route.methods or ()))} {route.path}")
+        else:
+            served.add(row)
+    problems = []
+    if unlisted:
+        problems.append(f"routes without an operation row: {sorted(unlisted)}")
+    stray = sorted(row.name for row in served - expected)
+    if stray:
+        problems.append(f"routes of operations no mounted function has: {stray}")
+    missing = sorted(row.name for row in expected - served)
+    if missing:
+        problems.append(f"operations without their route: {missing}")
+    if problems:
+        raise ValueError("the app and the operation table disagree: " + "; ".join(problems))

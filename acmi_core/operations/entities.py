@@ -1,0 +1,164 @@
+"""Entity reads and writes: the whole entity, profile, signals, timeline; and appending
+events (the ingest function's)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from acmi_core.operations.model import Access, Capability, Operation
+
+ENTITIES: Final = Capability("entities", reads="EntityReads", writes="EntityWrites")
+# Appends count what they store (EventsStored), not the call.
+INGEST: Final = Capability("ingest")
+
+_ACMI: Final = "acmi_core.client.facade:Acmi"
+_PROFILE: Final = "acmi_core.entities.api:ProfileAPI"
+_SIGNALS: Final = "acmi_core.entities.api:SignalsAPI"
+_TIMELINE: Final = "acmi_core.entities.api:TimelineAPI"
+
+_ENTITY: Final = "/v1/entities/{entity}"
+
+OPERATIONS: Final[tuple[Operation, ...]] = (
+    INGEST.write(
+        "entities.events.append",
+        "POST",
+        f"{_ENTITY}/events",
+        "Append one Comms v1.1 event or a list of up to 100, atomically",
+        "acmi_core.ingest.service:append_events",
+        mcp="event",
+        cli="event",
+    ),
+    ENTITIES.read(
+        "entities.get",
+        "GET",
+        _ENTITY,
+        "Profile, signals and newest events: one round trip",
+        f"{_ACMI}.get",
+        mcp="get",
+        cli="get",
+    ),
+    ENTITIES.write(
+        "entities.delete",
+        "DELETE",
+        _ENTITY,
+        "Delete every key of the entity and its index entry",
+        f"{_ACMI}.delete",
+        mcp="delete",
+        cli="delete",
+    ),
+    ENTITIES.read(
+        "entities.list",
+        "GET",
+        "/v1/namespaces/{category}/entities",
+        "Entities of a category, a page at a time (follow next_cursor until null)",
+        f"{_ACMI}.list_page",
+        mcp="list",
+        cli="list",
+    ),
+    ENTITIES.read(
+        "entities.profile.get",
+        "GET",
+        f"{_ENTITY}/profile",
+        "The profile (404 when none)",
+        f"{_PROFILE}.get",
+        mcp="profile_get",
+    ),
+    ENTITIES.write(
+        "entities.profile.put",
+        "PUT",
+        f"{_ENTITY}/profile",
+        "Replace the profile (a JSON object)",
+        f"{_PROFILE}.set",
+        mcp="profile",
+        cli="profile",
+    ),
+    ENTITIES.write(
+        "entities.profile.patch",
+        "PATCH",
+        f"{_ENTITY}/profile",
+        "Shallow-merge into the profile, atomically; returns the merged profile",
+        f"{_PROFILE}.merge",
+        mcp="profile_merge",
+    ),
+    ENTITIES.write(
+        "entities.profile.delete",
+        "DELETE",
+        f"{_ENTITY}/profile",
+        "Delete the profile",
+        f"{_PROFILE}.delete",
+    ),
+    ENTITIES.read(
+        "entities.signals.get",
+        "GET",
+        f"{_ENTITY}/signals",
+        "All signals ({} when none)",
+        f"{_SIGNALS}.all",
+        mcp="signal_get",
+    ),
+    ENTITIES.write(
+        "entities.signals.put",
+        "PUT",
+        f"{_ENTITY}/signals",
+        "Replace all signals",
+        f"{_SIGNALS}.replace",
+        mcp="signal",
+        cli="signal",
+    ),
+    ENTITIES.write(
+        "entities.signals.patch",
+        "PATCH",
+        f"{_ENTITY}/signals",
+        "Set the given signals, keep the others (atomic)",
+        f"{_SIGNALS}.update",
+    ),
+    ENTITIES.write(
+        "entities.signals.delete",
+        "DELETE",
+        f"{_ENTITY}/signals",
+        "Delete all signals",
+        f"{_SIGNALS}.clear",
+    ),
+    ENTITIES.read(
+        "entities.signal.get",
+        "GET",
+        f"{_ENTITY}/signals/{{key}}",
+        "One signal (404 when missing)",
+        f"{_SIGNALS}.get",
+    ),
+    ENTITIES.write(
+        "entities.signal.put",
+        "PUT",
+        f"{_ENTITY}/signals/{{key}}",
+        "Set one signal (the body is its JSON value)",
+        f"{_SIGNALS}.set",
+        mcp="signal_set",
+    ),
+    ENTITIES.write(
+        "entities.signal.delete",
+        "DELETE",
+        f"{_ENTITY}/signals/{{key}}",
+        "Delete one signal",
+        f"{_SIGNALS}.delete",
+    ),
+    ENTITIES.read(
+        "entities.timeline",
+        "GET",
+        f"{_ENTITY}/timeline",
+        "Events, oldest first, a page at a time (follow next_cursor until null); bounds inclusive",
+        f"{_TIMELINE}.page",
+    ),
+    Operation(
+        "entities.cat",
+        "Several timelines merged, newest first",
+        Access.READ,
+        f"{_TIMELINE}.cat",
+        mcp="cat",
+        cli="cat",
+    ),
+    Operation(
+        "tenants.list",
+        "The caller's tenant (only its own) and its key's scope",
+        Access.READ,
+        mcp="tenant_list",
+    ),
+)

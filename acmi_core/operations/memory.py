@@ -1,0 +1,167 @@
+"""The wake bundle and the five memory layers."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from acmi_core.operations.model import Capability, Operation
+
+BOOTSTRAP: Final = Capability("bootstrap", reads="Bootstraps", writes="Bootstraps")
+MEMORY: Final = Capability("memory", reads="MemoryReads", writes="MemoryWrites")
+
+_BUNDLE: Final = "acmi_core.bootstrap.bundle:Bootstrapper.__call__"
+_MEMORY: Final = "acmi_core.memory.service:MemoryAPI"
+_AT: Final = "/v1/memory/{entity}"
+
+BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
+    BOOTSTRAP.read(
+        "bootstrap.read",
+        "GET",
+        "/v1/agents/{agent}/bootstrap",
+        "The agent's wake bundle, every section labelled: one round trip",
+        _BUNDLE,
+        mcp="bootstrap",
+        cli="bootstrap",
+    ),
+    BOOTSTRAP.write(
+        "bootstrap.spawn",
+        "POST",
+        "/v1/agents/{agent}/bootstrap",
+        "Log a spawn and read the wake bundle in the same step: one round trip",
+        _BUNDLE,
+    ),
+)
+
+MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
+    MEMORY.read(
+        "memory.status",
+        "GET",
+        f"{_AT}/status",
+        "Sizes, lines, tokens and budget verdict per layer, staleness, next maintenance",
+        f"{_MEMORY}.status",
+        mcp="memory_status",
+        cli="memory status",
+    ),
+    MEMORY.write(
+        "memory.review",
+        "POST",
+        f"{_AT}/review",
+        "The weekly review: promote the last 7 days' lessons and decisions, prune hot",
+        f"{_MEMORY}.review",
+        cli="memory review",
+    ),
+    MEMORY.read(
+        "memory.search",
+        "GET",
+        f"{_AT}/search",
+        "Lines of every layer holding the query's terms, fast to slow, ranked (archived "
+        "raw events last)",
+        f"{_MEMORY}.search",
+        mcp="memory_search",
+        cli="memory search",
+    ),
+    MEMORY.write(
+        "memory.remember",
+        "POST",
+        f"{_AT}/remember",
+        "Write a line to a layer before acting (write-ahead): stored when this answers",
+        f"{_MEMORY}.remember",
+        mcp="memory_remember",
+        cli="memory remember",
+    ),
+    MEMORY.read(
+        "memory.active.get",
+        "GET",
+        f"{_AT}/active",
+        "ACTIVE-CONTEXT.md: its text, sections and budget",
+        f"{_MEMORY}.active",
+        mcp="memory_active",
+        cli="memory active",
+    ),
+    MEMORY.write(
+        "memory.active.put",
+        "PUT",
+        f"{_AT}/active",
+        "Replace ACTIVE-CONTEXT.md (checked against its 50 lines / 2 KB budget)",
+        f"{_MEMORY}.set_active",
+    ),
+    MEMORY.read(
+        "memory.daily_summary",
+        "GET",
+        f"{_AT}/daily-summary",
+        "A day's note (default today) and its entries, decisions, lessons, open tasks",
+        f"{_MEMORY}.daily_summary",
+        cli="memory daily-summary",
+    ),
+    MEMORY.write(
+        "memory.topics.create",
+        "POST",
+        f"{_AT}/topics",
+        "Create a topic:<slug> from the seed's template and link it (201; 200 if linked "
+        "an existing one)",
+        f"{_MEMORY}.topic_create",
+        cli="memory topic-create",
+    ),
+    MEMORY.write(
+        "memory.prune",
+        "POST",
+        f"{_AT}/prune",
+        "Move completed and stale hot items to today's note",
+        f"{_MEMORY}.prune",
+        cli="memory prune",
+    ),
+    MEMORY.write(
+        "memory.handoff",
+        "PUT",
+        f"{_AT}/handoff",
+        "Write HANDOFF.md for the next session (replaces a pending one)",
+        f"{_MEMORY}.handoff",
+        mcp="memory_handoff",
+        cli="memory handoff",
+    ),
+    MEMORY.write(
+        "memory.handoff.take",
+        "POST",
+        f"{_AT}/handoff/take",
+        "Read and clear the pending handoff, atomically (null when none)",
+        f"{_MEMORY}.take_handoff",
+    ),
+    MEMORY.read(
+        "memory.debug",
+        "GET",
+        f"{_AT}/debug",
+        "Missing pieces, hot/warm conflicts, stale items, files over budget",
+        f"{_MEMORY}.debug",
+        cli="memory debug",
+    ),
+    MEMORY.read(
+        "memory.export",
+        "GET",
+        f"{_AT}/export",
+        "The seed's file tree: {files: {relative path: text}}",
+        f"{_MEMORY}.export_snapshot",
+        cli="memory export",
+        store_only=True,  # the command writes the tree to a local folder
+    ),
+    MEMORY.write(
+        "memory.import",
+        "POST",
+        f"{_AT}/import",
+        "Migrate a tree ({files: {path: text}}) into ACMI; idempotent",
+        f"{_MEMORY}.import_snapshot",
+        cli="memory import",
+        store_only=True,
+    ),
+    MEMORY.write(
+        "memory.archive",
+        "POST",
+        f"{_AT}/archive",
+        "Archive now: events older than the retention into the quarter's document and, "
+        "with ACMI_ARCHIVE_URL, its verified object, then trimmed",
+        "acmi_core.jobs.archive:archive_now",
+        cli="memory archive",
+        store_only=True,  # the command may name its own archive; the API never lets it
+    ),
+)
+
+OPERATIONS: Final[tuple[Operation, ...]] = (*BOOTSTRAP_OPERATIONS, *MEMORY_OPERATIONS)

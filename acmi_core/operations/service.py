@@ -1,0 +1,93 @@
+"""What the deployment itself serves and what its operator runs: the docs, and the
+commands that work on the store directly (whoever holds the store's credentials is its
+admin: no API key is asked)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from acmi_core.operations.model import Access, Operation
+
+
+def _operator(name: str, summary: str, call: str, cli: str) -> Operation:
+    return Operation(name, summary, Access.ADMIN, call, cli=cli, store_only=True)
+
+
+DOCS_OPERATIONS: Final[tuple[Operation, ...]] = (
+    Operation(
+        "docs.openapi",
+        "The OpenAPI document of every route",
+        Access.PUBLIC,
+        method="GET",
+        path="/openapi.json",
+        function="docs",
+    ),
+    Operation(
+        "docs.page",
+        "Swagger UI over the document, its assets served here (no CDN)",
+        Access.PUBLIC,
+        method="GET",
+        path="/docs",
+        function="docs",
+    ),
+)
+
+OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
+    _operator(
+        "ops.doctor",
+        "Check a keyspace other ACMI tools wrote (read-only)",
+        "acmi_core.ops.maintenance:doctor_report",
+        "doctor",
+    ),
+    _operator(
+        "ops.migrate",
+        "Repair what doctor finds (index, MCP layout, tenant_id)",
+        "acmi_core.ops.maintenance:migrate_report",
+        "migrate",
+    ),
+    _operator(
+        "keys.create",
+        "Mint a key (printed once; only its hash is stored)",
+        "acmi_core.auth.apikeys:mint",
+        "keys create",
+    ),
+    _operator(
+        "keys.list",
+        "List keys (never the key itself)",
+        "acmi_core.auth.apikeys:list_keys",
+        "keys list",
+    ),
+    _operator("keys.revoke", "Revoke a key by id", "acmi_core.auth.apikeys:revoke", "keys revoke"),
+    _operator(
+        "sources.set",
+        "Configure a source (auth and mapping)",
+        "acmi_core.ingest.config:put_config",
+        "sources set",
+    ),
+    _operator(
+        "jobs.run",
+        "Run a scheduled job now, as its schedule would: once per execution id",
+        "acmi_core.jobs.runner:run_job",
+        "jobs run",
+    ),
+    _operator(
+        "jobs.status",
+        "Each job's last run and what waits",
+        "acmi_core.jobs.runner:job_state",
+        "jobs status",
+    ),
+    _operator(
+        "quota.monitor",
+        "Each provider's quota health; the overall status is the worst",
+        "acmi_core.ops.quota:monitor",
+        "quota-monitor",
+    ),
+    _operator(
+        "quota.report",
+        "Post a quota reading",
+        "acmi_core.ops.quota:report",
+        "quota report",
+    ),
+)
+
+OPERATIONS: Final[tuple[Operation, ...]] = (*DOCS_OPERATIONS, *OPERATOR_OPERATIONS)
