@@ -26,7 +26,6 @@ from acmi_core.memory.service import (
     MAX_QUERY_LEN,
     MAX_SEARCH_HITS,
     REMEMBER_LAYERS,
-    MemoryAPI,
 )
 from acmi_core.memory.tree import parse_tree, render_tree
 
@@ -42,7 +41,7 @@ TEXT = {"type": "string", "description": "one line"}
 @route("memory.status", response_model=Json)
 async def status(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).status, entity))
+    return JSONResponse(await req.call(acmi.memory.status, entity))
 
 
 @route(
@@ -53,7 +52,7 @@ async def status(req: Authorized, entity: Entity) -> JSONResponse:
 async def review(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
     await read_fields(req.request, acmi, (), (), empty_ok=True)
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).review, entity))
+    return JSONResponse(await req.call(acmi.memory.review, entity))
 
 
 @route("memory.search", response_model=Json)
@@ -71,7 +70,7 @@ async def search(
         archive_sink.open_destination(acmi.settings.archive_url) if archived else (None, None)
     )
     reader = archived_reader(acmi, dest) if dest else None
-    found = await req.call(MemoryAPI(acmi.context).search, entity, q, limit=limit, archived=reader)
+    found = await req.call(acmi.memory.search, entity, q, limit=limit, archived=reader)
     if no_sink:
         found["notes"] = [no_sink]
     return JSONResponse(found)
@@ -99,7 +98,7 @@ async def remember(req: Authorized, entity: Entity) -> JSONResponse:
         if name in body and not isinstance(body[name], str):
             raise AcmiValidationError(name, "type", "must be a string")
     stored = await req.call(
-        MemoryAPI(acmi.context).remember,
+        acmi.memory.remember,
         entity,
         body["text"],
         layer=body.get("layer", "warm"),
@@ -112,7 +111,7 @@ async def remember(req: Authorized, entity: Entity) -> JSONResponse:
 @route("memory.active.get", response_model=Json)
 async def active(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).active, entity))
+    return JSONResponse(await req.call(acmi.memory.active, entity))
 
 
 @route(
@@ -123,7 +122,7 @@ async def active(req: Authorized, entity: Entity) -> JSONResponse:
 async def set_active(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, ("text",))
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).set_active, entity, body["text"]))
+    return JSONResponse(await req.call(acmi.memory.set_active, entity, body["text"]))
 
 
 @route("memory.daily_summary", response_model=Json)
@@ -133,7 +132,7 @@ async def daily_summary(
     date: Annotated[str | None, Query(max_length=10, description="YYYY-MM-DD")] = None,
 ) -> JSONResponse:
     acmi = req.acmi
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).daily_summary, entity, date))
+    return JSONResponse(await req.call(acmi.memory.daily_summary, entity, date))
 
 
 @route(
@@ -149,7 +148,7 @@ async def daily_summary(
 async def topic_create(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, ("slug", "name"))
-    made = await req.call(MemoryAPI(acmi.context).topic_create, entity, body["slug"], body["name"])
+    made = await req.call(acmi.memory.topic_create, entity, body["slug"], body["name"])
     return JSONResponse(made, status_code=201 if made["created"] else 200)
 
 
@@ -167,7 +166,7 @@ async def prune(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, (), ("days",), empty_ok=True)
     days = body.get("days", DEFAULT_PRUNE_DAYS)
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).prune, entity, days))
+    return JSONResponse(await req.call(acmi.memory.prune, entity, days))
 
 
 @route(
@@ -182,25 +181,25 @@ async def prune(req: Authorized, entity: Entity) -> JSONResponse:
 async def handoff(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, ("text",))
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).handoff, entity, body["text"]))
+    return JSONResponse(await req.call(acmi.memory.handoff, entity, body["text"]))
 
 
 @route("memory.handoff.take", response_model=Json)
 async def take_handoff(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    return JSONResponse({"handoff": await req.call(MemoryAPI(acmi.context).take_handoff, entity)})
+    return JSONResponse({"handoff": await req.call(acmi.memory.take_handoff, entity)})
 
 
 @route("memory.debug", response_model=Json)
 async def debug(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    return JSONResponse(await req.call(MemoryAPI(acmi.context).debug, entity))
+    return JSONResponse(await req.call(acmi.memory.debug, entity))
 
 
 @route("memory.export", response_model=Json)
 async def export(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    snapshot = await req.call(MemoryAPI(acmi.context).export_snapshot, entity)
+    snapshot = await req.call(acmi.memory.export_snapshot, entity)
     files = {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
     return JSONResponse({"entity": entity, "files": files})
 
@@ -230,7 +229,7 @@ async def import_tree(req: Authorized, entity: Entity) -> JSONResponse:
     if not isinstance(strict, bool):
         raise AcmiValidationError("strict", "type", "must be true or false")
     snapshot = parse_tree({p: t.encode("utf-8", "surrogatepass") for p, t in files.items()})
-    result = await req.call(MemoryAPI(acmi.context).import_snapshot, entity, snapshot, strict=strict)
+    result = await req.call(acmi.memory.import_snapshot, entity, snapshot, strict=strict)
     return JSONResponse(result)
 
 
