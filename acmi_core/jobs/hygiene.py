@@ -71,7 +71,6 @@ import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
@@ -103,6 +102,7 @@ from acmi_core.memory.slots import (
     from_signals,
     topic_from_profile,
 )
+from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply, Script
 from acmi_core.store.writes import WritePlan, script_error
 
@@ -128,7 +128,7 @@ RETRY_MS: Final = 3600 * 1000  # an entity that failed is looked at again an hou
 SOURCE: Final = "system:acmi-hygiene"
 TASKS: Final = ("review", "audit", "archive")
 
-HYGIENE: Script = Script(resources.files("acmi_core").joinpath("store/lua/hygiene.lua").read_text())
+HYGIENE: Script = scripts.HYGIENE.script
 
 
 # --- the archive sink -------------------------------------------------------------------------
@@ -451,9 +451,11 @@ def _archivable(member: bytes, score: bytes) -> dict[str, Any] | None:
     return stored if same else None
 
 
-def _run_script(acmi: Acmi, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+def _run_script(
+    acmi: Acmi, keys: dict[str, str], args: dict[str, Arg | list[Arg]]
+) -> scripts.Slots:
     try:
-        return acmi.store.eval(HYGIENE, keys, args)
+        return scripts.HYGIENE.eval(acmi.store, keys, args, script=HYGIENE)
     except StoreCommandError as exc:
         error = script_error(exc)
         if error is exc:
@@ -470,7 +472,10 @@ def _trim(
 ) -> tuple[int, int]:
     """The document written and exactly ``members`` removed, in scripts of at most
     ``TRIM_BYTES`` of members (the document with the first). (removed, differing)."""
-    keys = [acmi.keys.timeline(entity), acmi.keys.slot(entity, MEMORY_ARCHIVE)]
+    keys = {
+        "timeline": acmi.keys.timeline(entity),
+        "archive": acmi.keys.slot(entity, MEMORY_ARCHIVE),
+    }
     removed = differ = 0
     chunks: list[list[tuple[bytes, bytes]]] = [[]]
     size = 0
@@ -481,13 +486,18 @@ def _trim(
         chunks[-1].append((member, score))
         size += len(member)
     for n, chunk in enumerate(chunks):
-        args: list[Arg] = ["trim", str(quarter) if n == 0 else "", dumps(doc) if n == 0 else ""]
-        args.append(len(chunk))
+        pairs: list[Arg] = []
         for member, score in chunk:
-            args += [member, score]
+            pairs += [member, score]
+        args: dict[str, Arg | list[Arg]] = {
+            "mode": "trim",
+            "quarter": str(quarter) if n == 0 else "",
+            "doc": dumps(doc) if n == 0 else "",
+            "member_count": len(chunk),
+            "members": pairs,
+        }
         reply = _run_script(acmi, keys, args)
-        assert isinstance(reply, list) and len(reply) == 2, "hygiene.lua reply shape"
-        ok, count = reply
+        ok, count = reply["trimmed"], reply["count"]
         if ok == 1 and isinstance(count, int):
             removed += count
         elif isinstance(count, int):
@@ -895,7 +905,11 @@ def hygiene(
             _batch(ctx, due[start : start + BATCH])
     finally:
         if ctx.lease:
-            _run_script(acmi, [acmi.keys.hygiene_lease()], ["release", run.execution_id])
+            _run_script(
+                acmi,
+                {"lease": acmi.keys.hygiene_lease()},
+                {"mode": "release", "execution_id": run.execution_id},
+            )
     left = acmi.store.execute(("ZCOUNT", acmi.keys.hygiene_due(), "-inf", scheduled))
     result: dict[str, Any] = {
         **{k: v for k, v in tally.__dict__.items() if k not in ("problems", "notes")},
