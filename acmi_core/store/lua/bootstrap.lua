@@ -57,8 +57,8 @@
 -- so every key of a deployment must live on one shard (Upstash, standalone Redis; not
 -- Redis Cluster). Ids that are not entity ids are skipped, never turned into keys.
 --
--- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/bundle.py),
--- so the script is O(those counts x member size), whatever the agent's history.
+-- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/budget.py
+-- CAPS), so the script is O(those counts x member size), whatever the agent's history.
 -- Reads are tolerant: a key holding another type gives an empty section and its name
 -- with Redis's WRONGTYPE error in the reply's problems, never an error. Two writes: the
 -- spawn, checked first (a wrong-typed spawns key fails the call before anything is
