@@ -352,3 +352,14 @@ def test_a_reply_of_another_shape_is_an_error(
 def test_a_name_declared_twice_is_refused() -> None:
     with pytest.raises(ProtocolError, match="twice"):
         Call(("a", "a*"), (), ())
+
+
+def test_a_missing_key_is_named_as_a_key() -> None:
+    call = scripts.BOOTSTRAP.call()
+    keys = {k: "k" for k in call.keys if k != "hitl"}  # hitl is an ARGV name too
+    with pytest.raises(ProtocolError, match="bootstrap KEYS: 'hitl' is missing"):
+        scripts.BOOTSTRAP.pack(keys, dict.fromkeys(call.args, 1))
+    with pytest.raises(ProtocolError, match="bootstrap ARGV: 'hitl' is missing"):
+        scripts.BOOTSTRAP.pack(
+            {k: "k" for k in call.keys}, {a: 1 for a in call.args if a != "hitl"}
+        )
