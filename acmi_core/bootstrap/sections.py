@@ -142,7 +142,8 @@ def build(
 
 class Memory:
     """The memory sections of a bundle, from the script's reply (its daily, handoff,
-    taken, topic and archive slots) and the stored profile and signals: tolerant, as the rest (what does not read is a problem)."""
+    taken, topic and archive slots) and the stored profile and signals: tolerant, as the
+    rest (what does not read is a problem)."""
 
     def __init__(
         self,

@@ -341,7 +341,8 @@ class LockAPI:
             )
         if status == "TOKEN":
             raise Conflict(
-                f"owner_token: does not match the token of the holder of {resource} ({reply['owner']})",
+                f"owner_token: does not match the token of the holder of {resource} "
+                f"({reply['owner']})",
                 field="owner_token",
                 rule="matches_holder",
             )
