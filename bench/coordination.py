@@ -6,7 +6,7 @@ a) bootstrap reads/s of a realistic agent (``w.realistic_agent``), JSON and mark
    round; the median round's rate per method, and the ratios.
 b) what the bundle costs in a prompt: the raw bytes stored under the keys it reads (plain
    redis-py reads of the same keys and ranges) next to the bundle as JSON and markdown, with
-   estimated tokens (one per 3 UTF-8 bytes, ``acmi_core.bootstrap.bundle.estimate_tokens``), and
+   estimated tokens (one per 3 UTF-8 bytes, ``acmi_core.bootstrap.budget.estimate_tokens``), and
    markdown cut to a 2,000-token budget with what the cut left out.
 c) lock latency: claim, release, claim + release, and a contended claim that loses (the
    lease held by another owner), interleaved in one loop, p50/p99; a plain redis-py
@@ -38,7 +38,7 @@ import redis
 from acmi_core import Acmi, Settings
 from acmi_core.base.errors import Conflict
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.bundle import CAPS, estimate_tokens
+from acmi_core.bootstrap.budget import CAPS, estimate_tokens
 from acmi_core.coordination.locks import MIN_TTL_MS
 from acmi_core.store.redis import RedisStore
 from bench import _workload as w

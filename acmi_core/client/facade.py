@@ -29,7 +29,7 @@ from acmi_core.entities.context import Clock, Context, system_clock
 from acmi_core.store.base import Store
 
 if TYPE_CHECKING:
-    from acmi_core.bootstrap.bundle import Bootstrapper
+    from acmi_core.bootstrap.bootstrapper import Bootstrapper
     from acmi_core.coordination.agents import AgentAPI
     from acmi_core.coordination.hitl import HitlAPI
     from acmi_core.coordination.locks import LockAPI
@@ -122,9 +122,9 @@ class Acmi:
 
     @cached_property
     def bootstrap(self) -> Bootstrapper:
-        from acmi_core.bootstrap.bundle import Bootstrapper
+        from acmi_core.bootstrap.bootstrapper import Bootstrapper
 
-        return Bootstrapper(self)
+        return Bootstrapper(self.context)
 
     @cached_property
     def hitl(self) -> HitlAPI:

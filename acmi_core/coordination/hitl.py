@@ -54,7 +54,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
@@ -62,13 +61,14 @@ from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.base.pages import MAX_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, load_stored, render_json
-from acmi_core.store.base import Arg, Script
+from acmi_core.store import scripts
+from acmi_core.store.base import Arg
 from acmi_core.store.writes import script_error
 
 if TYPE_CHECKING:
     from acmi_core.entities.context import Context
 
-HITL: Final = Script(resources.files("acmi_core").joinpath("store/lua/hitl.lua").read_text())
+HITL: Final = scripts.HITL.script
 
 URGENCIES: Final = ("P0", "P1", "P2")
 STATES: Final = ("open", "closed")
@@ -198,16 +198,21 @@ class HitlAPI:
         self._ctx = ctx
         self._keys = ctx.keys
 
-    def _eval(self, keys: list[str], args: list[Arg]) -> list[Any]:
+    def _eval(
+        self, keys: dict[str, str], args: dict[str, Arg | list[Arg]]
+    ) -> tuple[str, dict[str, Any]]:
+        """One run of hitl.lua: its reply's tag and slots (as Redis sent them)."""
         try:
-            reply = self._ctx.store.eval(HITL, keys, [*args, self._keys.prefix])
+            reply = scripts.HITL.eval(
+                self._ctx.store, keys, {**args, "prefix": self._keys.prefix}, script=HITL
+            )
         except StoreCommandError as exc:
             error = script_error(exc)
             if error is exc:
                 raise
             raise error from None
-        assert isinstance(reply, list)
-        return [_str(reply[0]), *reply[1:]] if reply else reply
+        assert reply.tag is not None
+        return reply.tag, dict(reply)
 
     # create ---------------------------------------------------------------------------
 
@@ -258,12 +263,18 @@ class HitlAPI:
             f'{{"state":"open","addressee":{dumps(payload["addressee"])},"score":{due},'
             f'"at":{len(probe[:at].encode("utf-8"))},"by":null,"item":'
         )
-        reply = self._eval(
-            [self._keys.hitl_items(), self._keys.hitl_queue(to, "open")],
-            ["create", cid, due, header, member],
+        status, reply = self._eval(
+            {"items": self._keys.hitl_items(), "queue": self._keys.hitl_queue(to, "open")},
+            {
+                "op": "create",
+                "cid": cid,
+                "deadline": due,
+                "record_header": header,
+                "member": member,
+            },
         )
-        if reply[0] == "EXISTS":
-            record = _decode(reply[1])
+        if status == "EXISTS":
+            record = _decode(reply["record"])
             item = record.get("item") if record else None
             return Created(item if isinstance(item, dict) else {}, False)
         created = _decode(member.encode("utf-8"))
@@ -343,30 +354,28 @@ class HitlAPI:
         ).to_json()
         head, _, tail = event.partition(f'"{_MARK}"')
         template: list[Arg] = [3, head, "addressee", tail]
-        keys = [
-            self._keys.hitl_items(),
-            self._keys.coordination_timeline(),
-            self._keys.index("thread"),
-            self._keys.hitl_queue(to, "open"),
-            self._keys.hitl_queue(to, "closed"),
-        ]
+        keys = {
+            "items": self._keys.hitl_items(),
+            "thread": self._keys.coordination_timeline(),
+            "index": self._keys.index("thread"),
+            "named_open": self._keys.hitl_queue(to, "open"),
+            "named_closed": self._keys.hitl_queue(to, "closed"),
+        }
         resolution_json = dumps({"by": str(who), "ts": now, "text": text})
         thread_member = EntityId.parse(COORDINATION_THREAD).local_id
-        common: list[Arg] = [cid, now]
-        reply = self._eval(
+        common: dict[str, Arg | list[Arg]] = {
+            "cid": cid,
+            "now": now,
+            "by": dumps(str(who)),
+            "thread_member": thread_member,
+            "resolved_template": template,
+        }
+        status, reply = self._eval(
             keys,
-            [
-                "resolve",
-                *common,
-                resolution_json,
-                dumps(str(who)),
-                thread_member,
-                ADOPT_WINDOW,
-                *template,
-            ],
+            {"op": "resolve", **common, "resolution": resolution_json, "window": ADOPT_WINDOW},
         )
-        if reply[0] == "NONE":
-            foreign = self._find(reply[1:], cid)
+        if status == "NONE":
+            foreign = self._find(reply["members"], cid)
             if foreign is None:
                 queue = self._keys.hitl_queue(to, "open")
                 raise NotFound(
@@ -387,32 +396,29 @@ class HitlAPI:
                 }
             ).decode("utf-8")
             addressee_json = dumps(None if to is None else str(to))
-            reply = self._eval(
+            status, reply = self._eval(
                 keys,
-                [
-                    "adopt",
-                    *common,
-                    closed,
-                    dumps(str(who)),
-                    thread_member,
-                    member,
-                    addressee_json,
-                    *template,
-                ],
+                {
+                    "op": "adopt",
+                    **common,
+                    "closed_member": closed,
+                    "foreign_member": member,
+                    "addressee": addressee_json,
+                },
             )
-            if reply[0] == "GONE":  # resolved, or created through ACMI, meanwhile
+            if status == "GONE":  # resolved, or created through ACMI, meanwhile
                 return self.resolve(cid, text, by=str(who), addressee=addressee)
-        if reply[0] == "RESOLVED":
-            by_then = _decode(b'{"by":' + reply[1] + b"}") or {}
-            when = int(reply[2])
+        if status == "RESOLVED":
+            by_then = _decode(b'{"by":' + reply["by"] + b"}") or {}
+            when = int(reply["at"])
             raise Conflict(
                 f"correlationId: HITL item {cid} was already resolved by {by_then.get('by')} "
                 f"at {_iso(when)} ({when} ms)",
                 field="correlationId",
                 rule="open",
             )
-        addressee_value = _decode(b'{"a":' + reply[1] + b"}") or {}
-        return Resolved(cid, addressee_value.get("a"), str(who), now, int(float(reply[2])))
+        addressee_value = _decode(b'{"a":' + reply["addressee"] + b"}") or {}
+        return Resolved(cid, addressee_value.get("a"), str(who), now, int(float(reply["score"])))
 
     @staticmethod
     def _find(members: Sequence[Any], cid: str) -> tuple[str, dict[str, Any]] | None:

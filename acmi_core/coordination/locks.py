@@ -29,19 +29,19 @@ import secrets
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError
 from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import EntityId, parse_event
-from acmi_core.store.base import Arg, Script
+from acmi_core.store import scripts
+from acmi_core.store.base import Arg
 from acmi_core.store.writes import script_error
 
 if TYPE_CHECKING:
     from acmi_core.entities.context import Context
 
-LOCKS: Final = Script(resources.files("acmi_core").joinpath("store/lua/locks.lua").read_text())
+LOCKS: Final = scripts.LOCKS.script
 
 RESOURCE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 MIN_TTL_MS: Final = 1_000
@@ -166,22 +166,25 @@ class LockAPI:
         )
         return _template(event.to_json())
 
-    def _run(self, resource: str, args: list[Arg]) -> list[Any]:
-        keys = [
-            self._keys.lock(resource),
-            self._keys.coordination_timeline(),
-            self._keys.index("thread"),
-            self._keys.leases(),
-        ]
+    def _run(self, resource: str, args: dict[str, Arg | list[Arg]]) -> tuple[str, dict[str, Any]]:
+        """One run of locks.lua: its reply's tag and slots (bytes decoded)."""
+        keys = {
+            "lease": self._keys.lock(resource),
+            "thread": self._keys.coordination_timeline(),
+            "index": self._keys.index("thread"),
+            "leases": self._keys.leases(),
+        }
         try:
-            reply = self._ctx.store.eval(LOCKS, keys, [*args, resource])
+            reply = scripts.LOCKS.eval(
+                self._ctx.store, keys, {**args, "resource": resource}, script=LOCKS
+            )
         except StoreCommandError as exc:
             error = script_error(exc)
             if error is exc:
                 raise
             raise error from None
-        assert isinstance(reply, list)
-        return [r.decode() if isinstance(r, bytes) else r for r in reply]
+        assert reply.tag is not None
+        return reply.tag, {k: v.decode() if isinstance(v, bytes) else v for k, v in reply.items()}
 
     def claim(self, resource: str, owner: str, ttl_ms: int) -> Lease:
         """Take the lease for ``ttl_ms``, or raise Conflict (409) naming the holder and
@@ -223,29 +226,29 @@ class LockAPI:
             now,
         )
         member = EntityId.parse(COORDINATION_THREAD).local_id
-        reply = self._run(
+        status, reply = self._run(
             resource,
-            [
-                "claim",
-                now,
-                owner_id,
-                _digest(token),
-                expires,
-                cid,
-                member,
-                *claim_event,
-                *defer_event,
-            ],
+            {
+                "op": "claim",
+                "now": now,
+                "owner": owner_id,
+                "token_hash": _digest(token),
+                "expires": expires,
+                "cid": cid,
+                "index_member": member,
+                "claim_template": claim_event,
+                "defer_template": defer_event,
+            },
         )
-        if reply[0] == "HELD":
-            holder, until = reply[1], int(reply[2])
+        if status == "HELD":
+            holder, until = reply["owner"], int(reply["expires"])
             raise Conflict(
                 f"resource: {resource} is held by {holder} until {_iso(until)} "
                 f"({until} ms); retry after it expires or is released",
                 field="resource",
                 rule="held",
             )
-        return Lease(resource, owner_id, int(reply[1]), expires, cid, token)
+        return Lease(resource, owner_id, int(reply["fence"]), expires, cid, token)
 
     def renew(self, resource: str, owner_token: str, ttl_ms: int) -> Lease:
         """Extend a held lease to now + ``ttl_ms`` (only with its owner token)."""
@@ -253,9 +256,17 @@ class LockAPI:
         owner_token = check_token(owner_token)
         ttl_ms = check_ttl(ttl_ms)
         now = self._ctx.clock()
-        reply = self._run(resource, ["renew", now, _digest(owner_token), now + ttl_ms])
-        self._refused(resource, reply)
-        return Lease(resource, reply[1], int(reply[2]), now + ttl_ms, reply[3])
+        status, reply = self._run(
+            resource,
+            {
+                "op": "renew",
+                "now": now,
+                "token_hash": _digest(owner_token),
+                "expires": now + ttl_ms,
+            },
+        )
+        self._refused(resource, status, reply)
+        return Lease(resource, reply["owner"], int(reply["fence"]), now + ttl_ms, reply["cid"])
 
     def release(self, resource: str, owner_token: str) -> Lease:
         """Give the lease up (only with its owner token); posts coord-release."""
@@ -271,9 +282,18 @@ class LockAPI:
             now,
         )
         member = EntityId.parse(COORDINATION_THREAD).local_id
-        reply = self._run(resource, ["release", now, _digest(owner_token), member, *release_event])
-        self._refused(resource, reply)
-        return Lease(resource, reply[1], int(reply[2]), now, reply[3])
+        status, reply = self._run(
+            resource,
+            {
+                "op": "release",
+                "now": now,
+                "token_hash": _digest(owner_token),
+                "index_member": member,
+                "release_template": release_event,
+            },
+        )
+        self._refused(resource, status, reply)
+        return Lease(resource, reply["owner"], int(reply["fence"]), now, reply["cid"])
 
     def get(self, resource: str) -> LockState:
         """The lease as it stands now (one round trip)."""
@@ -312,8 +332,7 @@ class LockAPI:
         return sorted(held, key=lambda lease: lease.expires_at)[:limit]
 
     @staticmethod
-    def _refused(resource: str, reply: list[Any]) -> None:
-        status = reply[0]
+    def _refused(resource: str, status: str, reply: dict[str, Any]) -> None:
         if status == "NONE":
             raise Conflict(
                 f"resource: {resource} is not held by anyone; claim it first",
@@ -322,14 +341,15 @@ class LockAPI:
             )
         if status == "TOKEN":
             raise Conflict(
-                f"owner_token: does not match the token of the holder of {resource} ({reply[1]})",
+                f"owner_token: does not match the token of the holder of {resource} "
+                f"({reply['owner']})",
                 field="owner_token",
                 rule="matches_holder",
             )
         if status == "EXPIRED":
-            until = int(reply[2])
+            until = int(reply["expires"])
             raise Conflict(
-                f"resource: the lease of {resource} by {reply[1]} expired at "
+                f"resource: the lease of {resource} by {reply['owner']} expired at "
                 f"{_iso(until)} ({until} ms); claim it again",
                 field="resource",
                 rule="expired",

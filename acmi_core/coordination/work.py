@@ -77,7 +77,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
@@ -97,7 +96,8 @@ from acmi_core.base.model import (
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, decode_event, load_stored
 from acmi_core.entities.api import EntityAPI
-from acmi_core.store.base import Arg, Reply, Script
+from acmi_core.store import scripts
+from acmi_core.store.base import Arg, Reply
 from acmi_core.store.writes import WritePlan, script_error
 
 if TYPE_CHECKING:
@@ -112,11 +112,8 @@ MAX_STATUS_LEN: Final = 64
 MAX_GET_SESSIONS: Final = 100
 MAX_ID_LEN: Final = MAX_ENTITY_LEN - len(CATEGORY) - 1
 
-_lua = resources.files("acmi_core").joinpath
 # One script: the prologue picks a plan, apply.lua (unchanged) checks and writes it.
-WORK: Final = Script(
-    _lua("store/lua/work.lua").read_text() + "\n" + _lua("store/lua/apply.lua").read_text()
-)
+WORK: Final = scripts.WORK.script
 
 # Stands for the open index of the item's current owner, which only the script knows
 # (it reads the owners HASH); work.lua appends the real key in its place.
@@ -290,10 +287,23 @@ class WorkAPI:
         plan_keys, plan_args = _pack(plans)
         open_base = keys.internal("work-open", "")
         try:
-            reply = self._ctx.store.eval(
-                WORK,
-                [keys.profile(eid), keys.signals(eid), keys.work_owners(), *plan_keys],
-                [op, eid.local_id, open_base, mode, *plan_args],
+            reply = scripts.WORK.eval(
+                self._ctx.store,
+                {
+                    "profile": keys.profile(eid),
+                    "signals": keys.signals(eid),
+                    "owners": keys.work_owners(),
+                    "plan_keys": plan_keys,
+                },
+                {
+                    "op": op,
+                    "work_id": eid.local_id,
+                    "open_base": open_base,
+                    "mode": mode,
+                    "plan_count": plan_args[0],
+                    "plans": plan_args[1:],
+                },
+                script=WORK,
             )
         except StoreCommandError as exc:
             message = str(exc)
@@ -310,8 +320,9 @@ class WorkAPI:
             if error is exc:
                 raise
             raise error from None
-        assert isinstance(reply, list)
-        return reply
+        results = reply["results"]  # apply.lua's (no plan of a work write has a ONCE op)
+        assert isinstance(results, list)
+        return results
 
     @staticmethod
     def _missing(eid: EntityId) -> NotFound:

@@ -33,7 +33,6 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from types import TracebackType
 from typing import Any, Final
 
@@ -64,7 +63,8 @@ from acmi_core.base.pages import (
 )
 from acmi_core.base.stored import decode_events, decode_object, stored_dict
 from acmi_core.entities.context import Context
-from acmi_core.store.base import Arg, Command, Reply, Script, Store
+from acmi_core.store import scripts
+from acmi_core.store.base import Arg, Command, Reply, Store
 from acmi_core.store.writes import WritePlan
 
 log = logging.getLogger("acmi")
@@ -74,7 +74,7 @@ MAX_CAT_ENTITIES: Final = 20  # timelines one cat merges
 MAX_CAT_LIMIT: Final = 1000  # events one cat returns
 _LIST_SCAN_COUNT: Final = 1000
 # A timeline page from a cursor, by rank (see the script's header).
-PAGE: Final = Script(resources.files("acmi_core").joinpath("store/lua/page.lua").read_text())
+PAGE: Final = scripts.PAGE.script
 
 
 # --- read results ---------------------------------------------------------------------------
@@ -498,10 +498,16 @@ class TimelineAPI(_Slot):
             # where the position says, and the extra member tells whether more follow.
             # By rank (lua/page.lua): O(log N) however many events share its ts.
             offset, count = at.run - 1, size + 2
-            args: list[Arg] = [repr(at.score), offset, count]
-            args += ["" if far.endswith("inf") else far, "1" if reverse else "0"]
+            args: dict[str, Arg] = {
+                "score": repr(at.score),
+                "offset": offset,
+                "count": count,
+                "bound": "" if far.endswith("inf") else far,
+                "reverse": "1" if reverse else "0",
+            }
             try:
-                reply = self._ctx.store.eval(PAGE, [key], args)
+                page = scripts.PAGE.eval(self._ctx.store, {"timeline": key}, args, script=PAGE)
+                reply = page["window"]
             except StoreCommandError as exc:
                 raise CorruptData(f"{key}: {exc}", field=key) from None
         window = _score_pairs(reply)

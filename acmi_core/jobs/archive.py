@@ -98,7 +98,7 @@ def archive_now(
                 acmi, eid, cutoff_ms=cutoff, limit=limit, dest=dest, summarizer=summarizer
             )
         finally:
-            acmi.store.eval(quarterly.HYGIENE, [lease], ["release", token])
+            quarterly.run_script(acmi, {"lease": lease}, {"mode": "release", "execution_id": token})
     else:
         signals = load_object(acmi.store.execute(("GET", acmi.keys.signals(eid)))) or {}
         through = signals.get(ARCHIVED_THROUGH)

@@ -286,7 +286,11 @@ def hygiene(
             _batch(ctx, due[start : start + BATCH])
     finally:
         if ctx.lease:
-            run_script(acmi, [acmi.keys.hygiene_lease()], ["release", run.execution_id])
+            run_script(
+                acmi,
+                {"lease": acmi.keys.hygiene_lease()},
+                {"mode": "release", "execution_id": run.execution_id},
+            )
     left = acmi.store.execute(("ZCOUNT", acmi.keys.hygiene_due(), "-inf", scheduled))
     result: dict[str, Any] = {
         **{k: v for k, v in tally.__dict__.items() if k not in ("problems", "notes")},

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import StoreCommandError
@@ -47,6 +46,7 @@ from acmi_core.jobs.summarizers import (
 )
 from acmi_core.memory.layers import Quarter
 from acmi_core.memory.slots import archive_from_document
+from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply, Script
 from acmi_core.store.writes import script_error
 
@@ -61,7 +61,7 @@ TRIM_BYTES: Final = 512 * 1024  # members per trim script (Upstash takes 1 MB a 
 DOC_EVENTS: Final = 2_000  # the newest events of a quarter its document is written from
 MAX_QUARTERS: Final = 4  # quarters documented per entity and run without a sink
 
-HYGIENE: Script = Script(resources.files("acmi_core").joinpath("store/lua/hygiene.lua").read_text())
+HYGIENE: Script = scripts.HYGIENE.script
 
 
 def _line(text: object, limit: int = 300) -> str:
@@ -189,10 +189,11 @@ def _archivable(member: bytes, score: bytes) -> dict[str, Any] | None:
     return stored if same else None
 
 
-def run_script(acmi: Acmi, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-    """``lua/hygiene.lua`` (a trim, a lease release), its errors as ACMI errors."""
+def run_script(acmi: Acmi, keys: dict[str, str], args: dict[str, Arg | list[Arg]]) -> scripts.Slots:
+    """``store/lua/hygiene.lua`` (a trim, a lease release) by name (``scripts.HYGIENE``),
+    its errors as ACMI errors."""
     try:
-        return acmi.store.eval(HYGIENE, keys, args)
+        return scripts.HYGIENE.eval(acmi.store, keys, args, script=HYGIENE)
     except StoreCommandError as exc:
         error = script_error(exc)
         if error is exc:
@@ -209,7 +210,10 @@ def _trim(
 ) -> tuple[int, int]:
     """The document written and exactly ``members`` removed, in scripts of at most
     ``TRIM_BYTES`` of members (the document with the first). (removed, differing)."""
-    keys = [acmi.keys.timeline(entity), acmi.keys.slot(entity, MEMORY_ARCHIVE)]
+    keys = {
+        "timeline": acmi.keys.timeline(entity),
+        "archive": acmi.keys.slot(entity, MEMORY_ARCHIVE),
+    }
     removed = differ = 0
     chunks: list[list[tuple[bytes, bytes]]] = [[]]
     size = 0
@@ -220,13 +224,18 @@ def _trim(
         chunks[-1].append((member, score))
         size += len(member)
     for n, chunk in enumerate(chunks):
-        args: list[Arg] = ["trim", str(quarter) if n == 0 else "", dumps(doc) if n == 0 else ""]
-        args.append(len(chunk))
+        pairs: list[Arg] = []
         for member, score in chunk:
-            args += [member, score]
+            pairs += [member, score]
+        args: dict[str, Arg | list[Arg]] = {
+            "mode": "trim",
+            "quarter": str(quarter) if n == 0 else "",
+            "doc": dumps(doc) if n == 0 else "",
+            "member_count": len(chunk),
+            "members": pairs,
+        }
         reply = run_script(acmi, keys, args)
-        assert isinstance(reply, list) and len(reply) == 2, "hygiene.lua reply shape"
-        ok, count = reply
+        ok, count = reply["trimmed"], reply["count"]
         if ok == 1 and isinstance(count, int):
             removed += count
         elif isinstance(count, int):

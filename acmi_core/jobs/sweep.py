@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
@@ -49,7 +48,8 @@ from acmi_core.base.model import dumps
 from acmi_core.base.stored import scored
 from acmi_core.coordination.agents import agent_id
 from acmi_core.jobs.runner import MAX_PER_RUN, JobRun, job_state
-from acmi_core.store.base import Arg, Script
+from acmi_core.store import scripts
+from acmi_core.store.base import Arg
 from acmi_core.store.writes import WritePlan, script_error
 
 if TYPE_CHECKING:
@@ -62,11 +62,7 @@ ASKER: Final = "system:acmi-sweep"
 MAX_CID: Final = 128  # hitl.check_cid
 
 # One script: the prologue keeps the marks of agents still silent, apply.lua writes them.
-SWEEP: Final = Script(
-    resources.files("acmi_core").joinpath("store/lua/sweep.lua").read_text()
-    + "\n"
-    + resources.files("acmi_core").joinpath("store/lua/apply.lua").read_text()
-)
+SWEEP: Final = scripts.SWEEP.script
 
 
 def _iso(ms: int) -> str:
@@ -122,7 +118,7 @@ def _fields(heartbeat_ms: int) -> list[tuple[Any, str, str]]:
 def _mark(acmi: Acmi, agents: list[tuple[str, int]]) -> list[bool]:
     """One script run: STALLED on each agent still at the heartbeat read. True per mark."""
     plan = WritePlan()
-    header: list[Arg] = [len(agents)]
+    header: list[Arg] = []
     before = 0
     spans: list[int] = []
     for agent, heartbeat in agents:
@@ -132,14 +128,20 @@ def _mark(acmi: Acmi, agents: list[tuple[str, int]]) -> list[bool]:
     for (agent, heartbeat), span in zip(agents, spans, strict=True):
         header.extend((agent, heartbeat, span))
     try:
-        reply = acmi.store.eval(SWEEP, [acmi.keys.activity(), *plan.keys], [*header, *plan.args])
+        reply = scripts.SWEEP.eval(
+            acmi.store,
+            {"activity": acmi.keys.activity(), "plan_keys": plan.keys},
+            {"agent_count": len(agents), "agents": header, "ops": plan.args},
+            script=SWEEP,
+        )
     except StoreCommandError as exc:
         error = script_error(exc)
         if error is exc:
             raise
         raise error from None
-    assert isinstance(reply, list) and len(reply) == len(agents), "sweep.lua reply shape"
-    return [isinstance(r, bytes) for r in reply]
+    marks = reply["results"]  # apply.lua's: one per agent (a sweep plan has no ONCE op)
+    assert isinstance(marks, list) and len(marks) == len(agents), "sweep.lua reply shape"
+    return [isinstance(r, bytes) for r in marks]
 
 
 def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:

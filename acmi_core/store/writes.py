@@ -14,7 +14,6 @@ the result at most model.MAX_OBJECT_BYTES each (checked by the script: 413).
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import resources
 from typing import Final, Literal
 
 from acmi_core.base.errors import (
@@ -25,12 +24,12 @@ from acmi_core.base.errors import (
     StoreCommandError,
 )
 from acmi_core.base.model import check_edit_fields, dumps
-from acmi_core.store.base import Arg, Reply, Script, Store
+from acmi_core.store import scripts
+from acmi_core.store.base import Arg, Reply, Store
 
-APPLY: Final = Script(resources.files("acmi_core").joinpath("store/lua/apply.lua").read_text())
+APPLY: Final = scripts.APPLY.script
 
 FieldMode = Literal["set", "setnx", "del"]
-REPLAY_MARK: Final = b"ACMI_REPLAY"
 
 
 def _corrupt(detail: str) -> AcmiError:
@@ -174,13 +173,19 @@ class WritePlan:
         if not self._count:
             return []
         try:
-            result = store.eval(APPLY, self._keys, [self._count, *self._args])
+            reply = scripts.APPLY.eval(
+                store,
+                {"plan_keys": self._keys},
+                {"op_count": self._count, "ops": self._args},
+                script=APPLY,
+            )
         except StoreCommandError as exc:
             error = script_error(exc)
             if error is exc:
                 raise
             raise error from None
-        assert isinstance(result, list)
-        if len(result) == 2 and result[0] == REPLAY_MARK and isinstance(result[1], bytes):
-            raise Replayed(result[1])
-        return result
+        if reply.tag == "ACMI_REPLAY" and isinstance(reply["stored"], bytes):
+            raise Replayed(reply["stored"])
+        results = reply["results"]
+        assert isinstance(results, list)
+        return results

@@ -18,7 +18,8 @@ from acmi_core import Acmi
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import MEMORY_HANDOFF, MEMORY_STAMPS
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.bundle import CAPS, TITLES, TRIM_ORDER
+from acmi_core.bootstrap.budget import CAPS, TRIM_ORDER
+from acmi_core.bootstrap.bundle import TITLES
 from acmi_core.memory import read_tree, render_tree
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.tree import parse_tree

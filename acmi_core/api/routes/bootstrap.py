@@ -16,12 +16,11 @@ from fastapi.responses import Response
 from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import object_body, refuse_unknown, request_body
 from acmi_core.base.errors import AcmiValidationError
+from acmi_core.bootstrap.budget import MIN_BUDGET_BYTES, MIN_BUDGET_TOKENS
 from acmi_core.bootstrap.bundle import (
     DEFAULT_EVENTS,
     FORMATS,
     MAX_EVENTS,
-    MIN_BUDGET_BYTES,
-    MIN_BUDGET_TOKENS,
     ON_DEMAND,
     SCOPES,
     Bundle,

@@ -1,6 +1,9 @@
 -- apply.lua: every ACMI write, as one atomic, all-or-nothing step.
 --
--- ARGV[1] = number of ops; then, per op: opcode, key index (into KEYS), op arguments.
+-- The protocol (acmi_core/store/scripts.py APPLY declares the same names):
+--: KEYS[1..] plan_keys*: every key the ops name, by index
+--: ARGV[1] op_count: the number of ops
+--: ARGV[2..] ops*: per op: opcode, key index (into KEYS), op arguments:
 --   SET  k value                 overwrite a STRING
 --   DEL  k                       delete a key of any type
 --   ZADD k score member          ZADD NX (an exact duplicate event is stored once)
@@ -28,8 +31,10 @@
 -- values, the stored object and the edited one are each at most MAX_OBJECT_BYTES, and
 -- every step is O(n) (the caller also caps the fields of one edit).
 --
--- Returns one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new JSON
--- text, others -> 0. Errors (nothing was written), each starting with a marker:
+--: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new
+--    JSON text, others -> 0
+--: reply ACMI_REPLAY stored: a ONCE key existed: nothing was written, its value
+-- Errors (nothing was written), each starting with a marker:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
 --   ACMI_CORRUPT <key> ...      an OBJ key holds text that is not a JSON object
 --   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over

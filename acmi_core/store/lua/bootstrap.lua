@@ -1,31 +1,64 @@
 -- bootstrap.lua: an agent's wake bundle in one step, optionally logging its spawn first.
 --
--- KEYS  1 profile  2 signals  3 timeline  4 spawns  5 active_context  6 rollup:latest
---       7 the agent's open HITL queue  8 the shared open HITL queue
---       9 the tenant's lease index  10 the agent's open-work index
---       11 the agent's workflows  12 the tenant's lessons feed
---       13 the coordination thread's timeline  14 the agent namespace index (SET)
---       15 the agent's memory handoff (STRING)  16 its memory archive (HASH quarter -> doc)
---       17 the profile of the topic:<slug> asked for (the agent's profile when none)
---       18 its daily-note stamps (ZSET score = member = the ts of a daily-note line; absent
---          for an agent that never wrote memory, and in reference or foreign data)
--- ARGV  1 now_ms  2 agent entity id (agent:<id>)  3 agent local id  4 tenant key prefix
---       5 events  6 spawns  7 hitl  8 locks  9 work  10 lessons  11 lessons scanned
---       12 workflows  13 coordination events  14 coordination scanned
---       15 spawn member JSON ('' = no spawn)  16 spawn score (ts)  17 threads
---       18 daily window from (ms)  19 daily window to (ms)  20 daily members kept (0 = none)
---       21 daily stamps and members examined  22 handoff (0 none, 1 read, 2 take when the
---       spawn is new)  23 topic (0|1)  24 archive quarters  25 archive quarters examined
---       26 timeline events examined at most when daily-note events are skipped
---       27, 28 the daily window in UTC (used when the signals name no heartbeat.timezone)
+-- The protocol (acmi_core/store/scripts.py BOOTSTRAP declares the same names):
+--: KEYS[1] profile
+--: KEYS[2] signals
+--: KEYS[3] timeline
+--: KEYS[4] spawns
+--: KEYS[5] active_context
+--: KEYS[6] rollup: rollup:latest
+--: KEYS[7] hitl: the agent's open HITL queue
+--: KEYS[8] hitl_shared: the shared open HITL queue
+--: KEYS[9] leases: the tenant's lease index
+--: KEYS[10] work_open: the agent's open-work index
+--: KEYS[11] workflows: the agent's workflows
+--: KEYS[12] lessons: the tenant's lessons feed
+--: KEYS[13] coordination: the coordination thread's timeline
+--: KEYS[14] agent_index: the agent namespace index (SET)
+--: KEYS[15] handoff: the agent's memory handoff (STRING)
+--: KEYS[16] archive: its memory archive (HASH quarter -> doc)
+--: KEYS[17] topic: the profile of the topic:<slug> asked for (the agent's profile when
+--    none)
+--: KEYS[18] stamps: its daily-note stamps (ZSET score = member = the ts of a daily-note
+--    line; absent for an agent that never wrote memory, and in reference or foreign data)
+--: ARGV[1] now: now_ms
+--: ARGV[2] agent: agent entity id (agent:<id>)
+--: ARGV[3] local_id: agent local id
+--: ARGV[4] prefix: tenant key prefix
+--: ARGV[5] events
+--: ARGV[6] spawns
+--: ARGV[7] hitl
+--: ARGV[8] locks
+--: ARGV[9] work
+--: ARGV[10] lessons
+--: ARGV[11] lessons_scanned
+--: ARGV[12] workflows
+--: ARGV[13] coordination: coordination events
+--: ARGV[14] coordination_scanned
+--: ARGV[15] spawn_member: spawn member JSON ('' = no spawn)
+--: ARGV[16] spawn_score: spawn score (ts)
+--: ARGV[17] threads
+--: ARGV[18] daily_from: daily window from (ms)
+--: ARGV[19] daily_to: daily window to (ms)
+--: ARGV[20] daily: daily members kept (0 = none)
+--: ARGV[21] daily_scanned: daily stamps and members examined
+--: ARGV[22] handoff: 0 none, 1 read, 2 take when the spawn is new
+--: ARGV[23] topic: 0|1
+--: ARGV[24] archive: archive quarters
+--: ARGV[25] archive_scanned: archive quarters examined
+--: ARGV[26] timeline_scanned: timeline events examined at most when daily-note events
+--    are skipped
+--: ARGV[27] utc_from: the daily window in UTC (used when the signals name no
+--    heartbeat.timezone)
+--: ARGV[28] utc_to
 --
 -- Open work items are the one place this script builds key names: the ids come from the
 -- agent's open-work index (KEYS[10]) and the keys are <prefix>work:<id>:profile|signals,
 -- so every key of a deployment must live on one shard (Upstash, standalone Redis; not
 -- Redis Cluster). Ids that are not entity ids are skipped, never turned into keys.
 --
--- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/bundle.py),
--- so the script is O(those counts x member size), whatever the agent's history.
+-- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/budget.py
+-- CAPS), so the script is O(those counts x member size), whatever the agent's history.
 -- Reads are tolerant: a key holding another type gives an empty section and its name
 -- with Redis's WRONGTYPE error in the reply's problems, never an error. Two writes: the
 -- spawn, checked first (a wrong-typed spawns key fails the call before anything is
@@ -38,11 +71,27 @@
 -- then the timeline at each stamp (not the day's other events); the timeline section
 -- skips daily-note lines, reading slices of the newest events until n are kept.
 --
--- Reply: { profile, signals, timeline, spawns, active[field, value...], rollup, hitl,
---          shared, leases[], work[id, score, profile, signals...], lessons, coordination,
---          problems[], spawned (0|1), daily, read{timeline, daily, stamps}, handoff,
---          taken (0|1), topic, archive[quarter, doc...] }
---   read: the members this run took from the timeline for each section, and the stamps
+--: reply[1] profile
+--: reply[2] signals
+--: reply[3] timeline
+--: reply[4] spawns
+--: reply[5] active: [field, value...]
+--: reply[6] rollup
+--: reply[7] hitl
+--: reply[8] shared
+--: reply[9] leases: []
+--: reply[10] work: [id, score, profile, signals...]
+--: reply[11] lessons
+--: reply[12] coordination
+--: reply[13] problems: []
+--: reply[14] spawned: 0|1
+--: reply[15] daily
+--: reply[16] read: {timeline, daily, stamps}: the members this run took from the
+--    timeline for each section, and the stamps
+--: reply[17] handoff
+--: reply[18] taken: 0|1
+--: reply[19] topic
+--: reply[20] archive: [quarter, doc...]
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text

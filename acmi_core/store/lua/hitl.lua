@@ -3,21 +3,43 @@
 -- Queues (ZSETs; the bootstrap reads them with ZRANGE 0..N, most urgent first):
 --   open:   score = deadline ms,   member = the hitl-required event JSON
 --   closed: score = resolution ms, member = that event with payload.resolution {by, ts, text}
--- KEYS[1] the tenant's HITL record HASH: correlationId -> record JSON, always
---         {"state":"open"|"closed","addressee":null|"<cat>:<id>","score":<ms>,"at":<n>,
---          "by":null|"<cat>:<id>","item":<the member, verbatim>}
---         (header values are grammar-checked ids and integers, so a pattern reads them;
---         "at" is the byte offset in the open member where ,"resolution":{...} goes: the
---         end of its payload object, computed by the client that built the member)
--- create:  KEYS[2] the addressee's open queue
---          ARGV: 'create' cid deadline record_header member
--- resolve: KEYS[2] the coordination thread's timeline, KEYS[3] the thread namespace SET,
---          KEYS[4] / KEYS[5] the open / closed queue of the addressee the caller named
---          (only used to adopt an item another tool wrote: no record)
---          ARGV: 'resolve' cid now resolution_json by thread_member window
---                resolved_template
---          ARGV: 'adopt'   cid now closed_member by thread_member foreign_member addressee
---                resolved_template
+--
+-- The protocol (acmi_core/store/scripts.py HITL declares the same names):
+--: KEYS[1] items: the tenant's HITL record HASH: correlationId -> record JSON, always
+--    {"state":"open"|"closed","addressee":null|"<cat>:<id>","score":<ms>,"at":<n>,
+--     "by":null|"<cat>:<id>","item":<the member, verbatim>}
+--    (header values are grammar-checked ids and integers, so a pattern reads them;
+--    "at" is the byte offset in the open member where ,"resolution":{...} goes: the
+--    end of its payload object, computed by the client that built the member)
+--: ARGV[1] op: create | resolve | adopt
+--: ARGV[2] cid: the correlationId
+--: ARGV[#] prefix: keys.prefix (below)
+--: create KEYS[2] queue: the addressee's open queue
+--: create ARGV[3] deadline
+--: create ARGV[4] record_header: the record up to its item
+--: create ARGV[5] member
+--: create reply OK
+--: create reply EXISTS record
+-- resolve and adopt: the queues the caller named are only used to adopt an item another
+-- tool wrote (no record)
+--: resolve,adopt KEYS[2] thread: the coordination thread's timeline
+--: resolve,adopt KEYS[3] index: the thread namespace SET
+--: resolve,adopt KEYS[4] named_open: the open queue of the addressee the caller named
+--: resolve,adopt KEYS[5] named_closed: its closed queue
+--: resolve,adopt ARGV[3] now
+--: resolve,adopt ARGV[5] by: the resolver's entity id as JSON
+--: resolve,adopt ARGV[6] thread_member
+--: resolve ARGV[4] resolution: payload.resolution's JSON
+--: resolve ARGV[7] window: how many of named_open to return when there is no record
+--: resolve ARGV[8..] resolved_template*
+--: adopt ARGV[4] closed_member: the foreign item, closed (built by the client)
+--: adopt ARGV[7] foreign_member: the foreign item as it is in named_open
+--: adopt ARGV[8] addressee: as JSON
+--: adopt ARGV[9..] resolved_template*
+--: resolve,adopt reply OK addressee score: the addressee's JSON, the item's deadline
+--: resolve,adopt reply RESOLVED by at: already closed, by whom (JSON) and when
+--: resolve reply NONE members*: no record: the first `window` members of named_open
+--: adopt reply GONE: resolved, or created through ACMI, meanwhile
 -- The queue of an item that has a record is built here from its record's addressee:
 -- ARGV[#ARGV] is keys.prefix (acmi: or acmi:tenant:<t>:), so the key is
 -- <prefix>hitl:<cat>:<id>:<state> or <prefix>thread:hitl:<state> (as keys.hitl_queue).
@@ -29,8 +51,6 @@
 -- Cost: O(size of the item + log N); a resolve of an unknown cid returns the first
 -- `window` (<= 100) members of KEYS[4] so the client can look for a foreign item there.
 -- Phase 1 reads and checks (key types, the record); phase 2 only writes.
--- Replies: {'OK', addressee_json, score} | {'EXISTS', record} | {'RESOLVED', by, ms} |
---          {'NONE', member...} | {'GONE'}
 -- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
 
 local function check_type(key, want)

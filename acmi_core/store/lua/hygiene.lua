@@ -1,22 +1,32 @@
 -- hygiene.lua: the two writes of the hygiene job's cold archive (acmi_core/jobs/hygiene.py)
 -- that decide on what they read. One round trip each, atomic.
 --
--- ARGV[1] = 'trim': after the archive sink verified the quarter's object (count and
---   sha256 read back), write the quarter's archive document and remove exactly the
---   archived members from the live timeline, but only if every one of them is still
---   there at the score the job read: a member that moved or went (a delete, another
---   run) means the job's view is stale, and nothing is removed (the next run redoes it;
---   the object already holds the members, so nothing is lost or written twice).
---   KEYS[1] the timeline (ZSET), KEYS[2] the entity's archive documents (HASH)
---   ARGV[2] the quarter (YYYY-QN; '' writes no document), ARGV[3] the document JSON,
---   ARGV[4] n, then n times: member, score (as Redis printed it)
---   Returns {1, removed} or {0, how many members differ}; the document is written in
---   both cases (it describes the verified object, not the live timeline).
+-- The protocol (acmi_core/store/scripts.py HYGIENE declares the same names):
+--: ARGV[1] mode: trim | release
+--
+-- trim: after the archive sink verified the quarter's object (count and sha256 read
+--   back), write the quarter's archive document and remove exactly the archived members
+--   from the live timeline, but only if every one of them is still there at the score
+--   the job read: a member that moved or went (a delete, another run) means the job's
+--   view is stale, and nothing is removed (the next run redoes it; the object already
+--   holds the members, so nothing is lost or written twice).
+--: trim KEYS[1] timeline: the timeline (ZSET)
+--: trim KEYS[2] archive: the entity's archive documents (HASH)
+--: trim ARGV[2] quarter: the quarter (YYYY-QN; '' writes no document)
+--: trim ARGV[3] doc: the document JSON
+--: trim ARGV[4] member_count: n
+--: trim ARGV[5..] members*: n times: member, score (as Redis printed it)
+--: trim reply[1] trimmed: 1 removed, 0 some members differ (nothing removed)
+--: trim reply[2] count: how many were removed, or how many members differ
+--   The document is written in both cases (it describes the verified object, not the
+--   live timeline).
 --   Work: n ZSCOREs + one ZREM of n members; the caller sends at most TRIM_BYTES of
 --   members a run of it.
 --
--- ARGV[1] = 'release': KEYS[1] the job's archive lease (STRING, SET NX PX by the job),
---   ARGV[2] the execution id that took it. Deletes it only if still ours: returns 1/0.
+-- release: deletes the job's archive lease only if still ours.
+--: release KEYS[1] lease: the job's archive lease (STRING, SET NX PX by the job)
+--: release ARGV[2] execution_id: the execution id that took it
+--: release reply released: 1 deleted, 0 not ours
 
 local mode = ARGV[1]
 if mode == 'release' then

@@ -1,25 +1,42 @@
 -- locks.lua: one lease operation (claim | renew | release) as one atomic step.
 --
--- KEYS[1] the lease HASH acmi:_lock:<tenant>:<resource>
---         {fence, owner, token (sha256 of the owner token), expires (ms), cid,
---          d:<claimant> for each claimant that deferred on this lease}
---         fence survives release and expiry, so it is never reused
--- KEYS[2] the coordination thread's timeline ZSET; KEYS[3] the thread namespace SET
--- KEYS[4] the tenant's lease index: a lexicographic ZSET (scores 0) with one member
---         <owner>|<resource>|<expires>|<fence>|<cid> per lease that has an owner, so a
---         bootstrap lists what an agent holds with one ZRANGEBYLEX; an expired lease
---         keeps its member until it is claimed again (readers compare expires with now)
--- ARGV[1] op, ARGV[2] now_ms (the client's clock: tests control time), then per op:
---   claim   owner token_hash expires cid index_member  claim_template  defer_template
---   renew   token_hash expires
---   release token_hash index_member release_template
--- and, last for every op, the resource name (for the lease index)
+-- The protocol (acmi_core/store/scripts.py LOCKS declares the same names):
+--: KEYS[1] lease: the lease HASH acmi:_lock:<tenant>:<resource>
+--    {fence, owner, token (sha256 of the owner token), expires (ms), cid,
+--     d:<claimant> for each claimant that deferred on this lease}
+--    fence survives release and expiry, so it is never reused
+--: KEYS[2] thread: the coordination thread's timeline ZSET
+--: KEYS[3] index: the thread namespace SET
+--: KEYS[4] leases: the tenant's lease index: a lexicographic ZSET (scores 0) with one
+--    member <owner>|<resource>|<expires>|<fence>|<cid> per lease that has an owner, so a
+--    bootstrap lists what an agent holds with one ZRANGEBYLEX; an expired lease keeps
+--    its member until it is claimed again (readers compare expires with now)
+--: ARGV[1] op: claim | renew | release
+--: ARGV[2] now: now_ms (the client's clock: tests control time)
+--: ARGV[#] resource: the resource name (for the lease index), last for every op
+--: claim ARGV[3] owner
+--: claim ARGV[4] token_hash
+--: claim ARGV[5] expires
+--: claim ARGV[6] cid
+--: claim ARGV[7] index_member
+--: claim ARGV[8..] claim_template*
+--: claim ARGV[..] defer_template*
+--: claim reply OK fence
+--: claim reply HELD owner expires fence
+--: renew ARGV[3] token_hash
+--: renew ARGV[4] expires
+--: renew reply OK owner fence cid
+--: release ARGV[3] token_hash
+--: release ARGV[4] index_member
+--: release ARGV[5..] release_template*
+--: release reply OK owner fence cid
+--: renew,release reply NONE: nobody holds it
+--: renew,release reply TOKEN owner expires: not the holder's token
+--: renew,release reply EXPIRED owner expires: the lease ran out
 -- A template is a count n then n items: text, slot name, text, ... (JSON built by the
 -- client; slots are filled with values this script read or made, never decoded JSON).
 --
 -- Phase 1 reads and checks (key types, stored numbers); phase 2 only writes.
--- Replies: {'OK', ...} | {'HELD', owner, expires, fence} | {'NONE'} |
---          {'TOKEN', owner, expires} | {'EXPIRED', owner, expires}
 -- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
 
 local function check_type(key, want)

@@ -4,10 +4,15 @@
 -- 1,000,000 events of one ts took 70 ms a page. Here the position becomes a rank: ZCOUNT
 -- of what sorts before the score (O(log N)), then ZRANGE by index. Read-only.
 --
--- KEYS  1 the timeline (ZSET)
--- ARGV  1 score  2 offset among that score's members  3 count
---       4 the range's far bound, inclusive ('' = none)  5 '1' newest first, '0' oldest first
--- Reply: member, score, member, score, ... (at most count; none past the far bound)
+-- The protocol (acmi_core/store/scripts.py PAGE declares the same names):
+--: KEYS[1] timeline: the timeline (ZSET)
+--: ARGV[1] score: the cursor's score
+--: ARGV[2] offset: its offset among that score's members
+--: ARGV[3] count
+--: ARGV[4] bound: the range's far bound, inclusive ('' = none)
+--: ARGV[5] reverse: '1' newest first, '0' oldest first
+--: reply[1..] window*: member, score, member, score, ... (at most count; none past the
+--    far bound)
 
 local score, offset, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local bound = nil

@@ -4,10 +4,15 @@
 -- the sweep read), so a heartbeat that lands between the sweep's read and its write is
 -- never overwritten by STALLED. One round trip, atomic.
 --
--- KEYS[1] the activity index (ZSET agent -> last heartbeat ms); KEYS[2..] the plan's keys.
--- ARGV[1] n, the number of agents; then n times: member, the heartbeat ms the sweep read,
---         the argument count c of that agent's op; then the plan's ops (apply.lua's ARGV
---         without the leading op count): exactly one op per agent, in the same order.
+-- The protocol (acmi_core/store/scripts.py SWEEP declares the same names; its reply is
+-- apply.lua's):
+--: KEYS[1] activity: the activity index (ZSET agent -> last heartbeat ms)
+--: KEYS[2..] plan_keys*: the plan's keys
+--: ARGV[1] agent_count: n, the number of agents
+--: ARGV[2..] agents*: n times: member, the heartbeat ms the sweep read, the argument
+--    count c of that agent's op
+--: ARGV[..] ops*: the plan's ops (apply.lua's ARGV without the leading op count):
+--    exactly one op per agent, in the same order
 --
 -- An agent whose score changed (it heartbeated, or was deleted) gets its op replaced by
 -- `ZREM <activity> ''` (no entity id is empty: a no-op) whose reply is 0, where a mark's

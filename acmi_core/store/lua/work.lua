@@ -4,15 +4,20 @@
 -- WritePlans the client built for each answer, and hands it to apply.lua's body, which
 -- checks and writes it all-or-nothing. One round trip, atomic.
 --
--- KEYS[1] profile, KEYS[2] signals of work:<id>; KEYS[3] the owners HASH (work id ->
--- owner entity id); KEYS[4..] the keys of the plans (every plan's keys are a prefix of
--- this list, so one list serves them all).
--- ARGV[1] op: create | event | signal | assign | delete
--- ARGV[2] the work id (field of the owners HASH, member of the open indexes)
--- ARGV[3] what every open index key starts with (acmi:_work-open:<tenant>:)
--- ARGV[4] mode: signal: bump | open | close; assign: the new owner; others: ''
--- ARGV[5] the number of plans n, then n times: the plan's ARGV count c, then its c
---         arguments (apply.lua's ARGV)
+-- The protocol (acmi_core/store/scripts.py WORK declares the same names; its reply is
+-- apply.lua's):
+--: KEYS[1] profile: the profile of work:<id>
+--: KEYS[2] signals: its signals
+--: KEYS[3] owners: the owners HASH (work id -> owner entity id)
+--: KEYS[4..] plan_keys*: the keys of the plans (every plan's keys are a prefix of this
+--    list, so one list serves them all)
+--: ARGV[1] op: create | event | signal | assign | delete
+--: ARGV[2] work_id: the work id (field of the owners HASH, member of the open indexes)
+--: ARGV[3] open_base: what every open index key starts with (acmi:_work-open:<tenant>:)
+--: ARGV[4] mode: signal: bump | open | close; assign: the new owner; others: ''
+--: ARGV[5] plan_count: the number of plans n
+--: ARGV[6..] plans*: n times: the plan's ARGV count c, then its c arguments (apply.lua's
+--    ARGV)
 --
 -- Undeclared key: the open index of the item's CURRENT owner (`ARGV[3] .. owner`) is
 -- built here from the owner read from KEYS[3]; the client cannot know it beforehand.

@@ -1,0 +1,147 @@
+"""The bundle's size: what each section reads at most, the token estimate, the budget
+and what a budget cuts first.
+
+Budget: ``max_bytes`` and/or ``max_tokens`` bound the rendered text in the chosen format.
+Tokens are estimated offline as one per 3 UTF-8 bytes (:func:`estimate_tokens`): real
+tokenizers give 3.5-4.5 bytes a token on English and JSON, so the estimate errs on the
+safe side. Over budget, items go lowest priority first (``TRIM_ORDER``: spawns, the shared
+queue, the oldest timeline events, ... signals last), and the bundle says what it cut.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.stored import render_json
+from acmi_core.bootstrap.render import item_lines
+
+if TYPE_CHECKING:
+    from acmi_core.bootstrap.bundle import Bundle
+
+# How much each section reads at most (the script's cost is bounded by these).
+CAPS: Final = {
+    "spawns": 5,
+    "hitl": 20,  # per queue: the agent's and the shared one
+    "locks": 50,
+    "work": 20,
+    "lessons": 10,
+    "lessons_scanned": 200,  # newest lessons of the tenant examined for the agent's
+    "workflows": 50,  # the agent's most recent workflows
+    "coordination": 10,
+    "coordination_scanned": 200,  # newest coordination events examined for mentions
+    "threads": 50,  # joined threads read; past it, one bounded HSCAN step
+    # memory: daily-note events kept around now (a note's budget is 200 lines, so today
+    # and yesterday fit), of the stamps and members examined there; archive quarters
+    # shown, of the quarters a bootstrap lists at most; topics listed
+    "daily": 500,
+    "daily_scanned": 500,
+    "archive": 2,
+    "archive_scanned": 400,
+    "topics": 100,
+    # newest timeline events examined at most for the timeline section when the agent has
+    # daily notes (their lines are skipped there): 10 a wanted event, at most this
+    "timeline_scanned": 500,
+}
+MIN_BUDGET_BYTES: Final = 1024
+MIN_BUDGET_TOKENS: Final = 342  # 1,024 bytes at 3 bytes a token
+
+# Lowest priority first: what a budget cuts first. List sections lose their last items
+# (the oldest or least urgent) one by one; the others go whole.
+# Memory: level 3 first, then level 2 (today, the topic, MEMORY.md: 25 KB at most, so it
+# goes before the identity), level 1 late; the handoff last of all (a taken handoff that
+# is cut is put back, see ``Bootstrapper._keep_handoff``).
+TRIM_ORDER: Final = (
+    "archive",
+    "topics",
+    "yesterday",
+    "spawns",
+    "hitl_shared",
+    "timeline",
+    "coordination",
+    "lessons",
+    "active_threads",
+    "rollup",
+    "today",
+    "topic",
+    "warm",
+    "conflicts",
+    "profile",
+    "work",
+    "locks",
+    "hitl",
+    "hot",
+    "signals",
+    "handoff",
+)
+
+
+def utf8_len(text: str) -> int:
+    # surrogatepass: a lone surrogate costs its 3 bytes, as the U+FFFD it is shown as
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens ``text`` costs an LLM, estimated with no tokenizer download: one per 3
+    UTF-8 bytes (real tokenizers: 3.5-4.5 on English and JSON), so it rarely undercounts."""
+    return math.ceil(utf8_len(text) / 3)
+
+
+def count_in(value: object, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise AcmiValidationError(name, "range", f"must be an integer in {low}..{high}")
+    return value
+
+
+def check_budget(max_bytes: int | None, max_tokens: int | None) -> int | None:
+    """The byte limit the two budgets make (tokens at 3 bytes each), or None."""
+    limits = []
+    if max_bytes is not None:
+        limits.append(count_in(max_bytes, "max_bytes", MIN_BUDGET_BYTES, 2**31))
+    if max_tokens is not None:
+        limits.append(3 * count_in(max_tokens, "max_tokens", MIN_BUDGET_TOKENS, 2**31))
+    return min(limits) if limits else None
+
+
+def fit(bundle: Bundle, budget: int) -> None:
+    """Cut lowest-priority items until the text fits ``budget`` bytes.
+
+    Each item's cost is measured once (its own rendering), so a cut is O(items), not a
+    re-render per item; the text is rendered again only to confirm, and a shortfall
+    (fence lengths, separators) feeds the next pass."""
+    sections = {s.name: s for s in bundle.sections}
+    cost = _item_cost(bundle.format)
+    order = [sections[name] for name in TRIM_ORDER if name in sections]
+    while True:
+        excess = bundle.size_bytes - budget
+        if excess <= 0:
+            return
+        excess += 64  # the "cut" note grows as sections are cut
+        progressed = False
+        for section in order:
+            if excess <= 0:
+                break
+            value = section.value
+            if isinstance(value, list):
+                while value and excess > 0:
+                    excess -= cost(value.pop())
+                    section.cut += 1
+                    progressed = True
+            elif value:
+                excess -= cost(value)
+                section.value = (
+                    None if not isinstance(value, dict) or section.name != "signals" else {}
+                )
+                section.cut = 1
+                progressed = True
+        bundle.text = bundle.render()
+        if not progressed:
+            return  # nothing left to cut: the skeleton alone (< MIN_BUDGET_BYTES)
+
+
+def _item_cost(fmt: str) -> Callable[[Any], int]:
+    if fmt == "json":
+        return lambda item: len(render_json(item)) + 1
+    return lambda item: utf8_len("\n".join(item_lines(item))) + 1
