@@ -13,7 +13,8 @@ from types import TracebackType
 from typing import Any
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.store.base import Store
 from acmi_core.store.upstash import UpstashStore

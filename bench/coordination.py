@@ -38,7 +38,8 @@ import redis
 from acmi_core import Acmi, Settings
 from acmi_core.base.errors import Conflict
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.budget import CAPS, estimate_tokens
+from acmi_core.bootstrap.budget import CAPS
+from acmi_core.bootstrap.text import estimate_tokens
 from acmi_core.coordination.locks import MIN_TTL_MS
 from acmi_core.store.redis import RedisStore
 from bench import _workload as w

@@ -269,7 +269,8 @@ def app_handler(function: str, store: Any) -> Handler:
     from mangum import Mangum
 
     from acmi_core import Acmi, Settings
-    from acmi_core.api.app import ApiContext, create_app
+    from acmi_core.api.app import create_app
+    from acmi_core.api.context import ApiContext
     from acmi_core.base.lambdas import function as function_row
     from acmi_core.base.lambdas import mounted_routers
 

@@ -213,7 +213,8 @@ class LambdaFunction:
 def http_app(spec: FunctionSpec, acmi: Acmi) -> FastAPI:
     """The app HTTP function ``spec`` serves: its routers (all of them, to describe, for
     a docs function), store calls inline."""
-    from acmi_core.api.app import ApiContext, create_app
+    from acmi_core.api.app import create_app
+    from acmi_core.api.context import ApiContext
 
     routers = mounted_routers(spec)
     # Only the function that takes Gmail pushes pays for an HTTP client to Google.

@@ -22,7 +22,8 @@ import yaml
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.store.base import Store
 from acmi_core.testing.conformance import run_together, same_json

@@ -36,7 +36,7 @@ from acmi_core.ingest.sources import SourceSpec, source_spec
 from acmi_core.operations import Access, Operation, of_function, operation
 
 if TYPE_CHECKING:
-    from acmi_core.api.app import ApiContext
+    from acmi_core.api.context import ApiContext
     from acmi_core.api.observe import Observer
     from acmi_core.ingest.service import GmailFetch
 

@@ -8,30 +8,23 @@ import importlib
 import importlib.util
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 
 from acmi_core.api.access import check_routes, public_route
+from acmi_core.api.context import ApiContext
 from acmi_core.api.errors import ERROR_SCHEMA, install_error_handlers
-from acmi_core.api.observe import LogObserver, Observer
-from acmi_core.auth.apikeys import Scope
-from acmi_core.auth.authenticator import Authenticator
-from acmi_core.auth.google_oidc import GoogleTokenVerifier
-from acmi_core.auth.principal import TENANT_HEADER, Principal
 from acmi_core.base.errors import NotFound
 from acmi_core.base.lambdas import http_routers
-from acmi_core.client import Acmi
 from acmi_core.operations import operation
 
 if TYPE_CHECKING:
-    from acmi_core.ingest.service import GmailFetch
+    pass
 
 # Router name -> module; each module defines ``router``. Imported only when mounted, so a
 # function's cold start pays for its own routes.
@@ -46,63 +39,6 @@ ROUTER_MODULES: Final = {
     "workflows": "acmi_core.api.routes.workflows",
     "memory": "acmi_core.api.routes.memory",
 }
-
-# Tenant views kept per process; past this many (a key per tenant, thousands of tenants)
-# the map starts again rather than grow.
-MAX_TENANT_VIEWS: Final = 1024
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-@dataclass
-class ApiContext:
-    """What every route needs, built once per process (warm Lambdas reuse it).
-
-    ``offload``: run store calls on a worker thread (a server with concurrent requests,
-    ``acmi serve``) or inline (Lambda: one request per process at a time, and no thread
-    started and stopped per invocation).
-
-    ``gmail``: how a Gmail push fetches the mailbox's new messages (the Lambda kit builds
-    it); None (``acmi serve``): gmail sources store the notification only.
-    """
-
-    acmi: Acmi  # the default tenant's view; routes get the caller's (api/access.py)
-    observer: Observer = field(default_factory=LogObserver)
-    offload: bool = False
-    google: GoogleTokenVerifier | None = None
-    gmail: GmailFetch | None = None
-    auth: Authenticator = field(init=False)
-    _views: dict[str, Acmi] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.auth = Authenticator(self.acmi.store, self.acmi.settings, google=self.google)
-        self._views = {self.acmi.tenant: self.acmi}
-
-    def view(self, tenant: str) -> Acmi:
-        """The ACMI view of ``tenant``, built once (an ``Acmi`` is stateless and shared)."""
-        acmi = self._views.get(tenant)
-        if acmi is None:
-            if len(self._views) >= MAX_TENANT_VIEWS:
-                self._views = {self.acmi.tenant: self.acmi}
-            acmi = self._views[tenant] = self.acmi.for_tenant(tenant)
-        return acmi
-
-    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a blocking (store) call as ``offload`` says."""
-        if self.offload:
-            return await run_in_threadpool(fn, *args, **kwargs)
-        return fn(*args, **kwargs)
-
-    async def authorize(self, request: Request, scope: Scope) -> tuple[Principal, Acmi]:
-        """The caller, checked for ``scope``, and the ACMI view of its tenant."""
-        principal = await self.call(
-            self.auth.api_key,
-            request.headers.get("authorization"),
-            scope,
-            tenant_header=request.headers.get(TENANT_HEADER),
-        )
-        return principal, self.view(principal.tenant)
 
 
 def create_app(

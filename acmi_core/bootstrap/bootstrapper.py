@@ -73,6 +73,7 @@ from acmi_core.bootstrap.bundle import (
     SCOPES,
     Bundle,
 )
+from acmi_core.bootstrap.render import render
 from acmi_core.bootstrap.script import as_list
 from acmi_core.bootstrap.sections import Memory, build
 from acmi_core.coordination.agents import agent_id, spawn_record
@@ -127,7 +128,7 @@ class Bootstrapper:
         if record is not None:
             bundle.spawn = record if reply["spawned"] == 1 else {**record, "duplicate": True}
         bundle.max_bytes = budget
-        bundle.text = bundle.render()
+        bundle.text = render(bundle)
         if budget is not None and bundle.size_bytes > budget:
             fit(bundle, budget)
             self._keep_handoff(bundle, eid, reply["handoff"])
@@ -144,7 +145,7 @@ class Bootstrapper:
         key = self._ctx.keys.slot(eid, MEMORY_HANDOFF)
         self._ctx.store.execute(("SET", key, raw, "NX"))
         bundle.memory["handoff"] = "put back: cut to fit the budget, still pending"
-        bundle.text = bundle.render()
+        bundle.text = render(bundle)
 
 
 def _include(include: object, scope: str) -> set[str]:

@@ -10,13 +10,13 @@ queue, the oldest timeline events, ... signals last), and the bundle says what i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.stored import render_json
-from acmi_core.bootstrap.render import item_lines
+from acmi_core.bootstrap.render import item_lines, render
+from acmi_core.bootstrap.text import utf8_len
 
 if TYPE_CHECKING:
     from acmi_core.bootstrap.bundle import Bundle
@@ -78,17 +78,6 @@ TRIM_ORDER: Final = (
 )
 
 
-def utf8_len(text: str) -> int:
-    # surrogatepass: a lone surrogate costs its 3 bytes, as the U+FFFD it is shown as
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def estimate_tokens(text: str) -> int:
-    """Tokens ``text`` costs an LLM, estimated with no tokenizer download: one per 3
-    UTF-8 bytes (real tokenizers: 3.5-4.5 on English and JSON), so it rarely undercounts."""
-    return math.ceil(utf8_len(text) / 3)
-
-
 def count_in(value: object, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise AcmiValidationError(name, "range", f"must be an integer in {low}..{high}")
@@ -136,7 +125,7 @@ def fit(bundle: Bundle, budget: int) -> None:
                 )
                 section.cut = 1
                 progressed = True
-        bundle.text = bundle.render()
+        bundle.text = render(bundle)
         if not progressed:
             return  # nothing left to cut: the skeleton alone (< MIN_BUDGET_BYTES)
 

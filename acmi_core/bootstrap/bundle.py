@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from acmi_core.bootstrap.budget import estimate_tokens, utf8_len
-from acmi_core.bootstrap.render import iso
-from acmi_core.bootstrap.render import render as render_text
+from acmi_core.bootstrap.text import estimate_tokens, iso, utf8_len
 
 Scope = Literal["main", "group", "subagent"]
 Format = Literal["json", "markdown"]
@@ -148,6 +146,3 @@ class Bundle:
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
-
-    def render(self) -> str:
-        return render_text(self)

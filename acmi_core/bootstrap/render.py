@@ -8,11 +8,11 @@ fenced text is data: stored text cannot close the fence and pose as instructions
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.stored import LONE_SURROGATE, fence, render_json
+from acmi_core.bootstrap.text import iso
 
 if TYPE_CHECKING:
     from acmi_core.bootstrap.bundle import Bundle
@@ -26,13 +26,6 @@ PREAMBLE: Final = (
 
 # built once: json.dumps with options builds an encoder per call
 _ONE_LINE_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def iso(ms: float) -> str:
-    try:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
 
 
 def duration(ms: float) -> str:

@@ -146,7 +146,8 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
     try:
         import uvicorn
 
-        from acmi_core.api.app import ApiContext, create_app
+        from acmi_core.api.app import create_app
+        from acmi_core.api.context import ApiContext
     except ModuleNotFoundError as exc:  # the server extra: say which, not a traceback
         raise _missing_extra(exc, "acmi serve") from None
 

@@ -22,7 +22,8 @@ from typing import Final
 import pytest
 
 from acmi_core import Acmi
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.settings import Settings
 from acmi_core.cli import main

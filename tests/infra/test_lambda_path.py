@@ -19,7 +19,8 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
+from acmi_core.api.app import ROUTER_MODULES, create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth.apikeys import register
 from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, mounted_routers
 from acmi_core.store.base import Arg, Command, NoStore, Reply, Script, Store

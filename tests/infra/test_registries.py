@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
+from acmi_core.api.app import ROUTER_MODULES, create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, function, http_routers
 from acmi_core.cli import main
 from acmi_core.ingest.sources import SOURCES, Credential, source_spec

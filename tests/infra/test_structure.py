@@ -35,21 +35,6 @@ from tests.kit import ROOT
 UNLAYERED_OK = ("acmi_core", "acmi_core.__main__")
 UNLAYERED_PACKAGES_OK = ("acmi_core.testing",)
 
-# The one cycle left, and why: Bootstrapper (acmi_core/bootstrap/bundle.py) still takes the
-# Acmi facade (a TYPE_CHECKING import of acmi_core.client) while the facade builds it, so
-# bootstrap -> client -> bootstrap. Bootstrapper is being moved onto the Context on another
-# branch; when it no longer imports the client this exception matches nothing.
-BOOTSTRAP_CYCLE_REASON = "Bootstrapper still takes the Acmi facade (being moved onto Context)"
-
-
-def _is_bootstrap_cycle(component: Iterable[str]) -> bool:
-    """A component made only of the bootstrap package and the client facade."""
-    modules = set(component)
-    client = {m for m in modules if m == "acmi_core.client" or m.startswith("acmi_core.client.")}
-    bootstrap = {m for m in modules if m.startswith("acmi_core.bootstrap.")}
-    return bool(client) and bool(bootstrap) and modules == client | bootstrap
-
-
 # --- cycles ----------------------------------------------------------------------------------
 
 
@@ -141,24 +126,9 @@ def test_the_graph_counts_type_checking_and_function_imports(
 
 def test_no_import_cycle_among_acmi_core_modules() -> None:
     found = cycles(import_edges("acmi_core"))
-    excepted = [c for c in found if _is_bootstrap_cycle(c)]
-    for component in excepted:
-        print(f"allowed cycle ({BOOTSTRAP_CYCLE_REASON}): {', '.join(component)}")
-    left = [c for c in found if not _is_bootstrap_cycle(c)]
-    assert not left, "import cycles (each a set of modules importing each other): " + "; ".join(
-        ", ".join(c) for c in left
+    assert not found, "import cycles (each a set of modules importing each other): " + "; ".join(
+        ", ".join(c) for c in found
     )
-
-
-def test_the_bootstrap_exception_is_narrow() -> None:
-    """The exception covers the bootstrap <-> client cycle and nothing that joins it."""
-    assert _is_bootstrap_cycle(
-        ["acmi_core.bootstrap.bundle", "acmi_core.client", "acmi_core.client.facade"]
-    )
-    assert not _is_bootstrap_cycle(
-        ["acmi_core.bootstrap.bundle", "acmi_core.client.facade", "acmi_core.memory.service"]
-    )
-    assert not _is_bootstrap_cycle(["acmi_core.client", "acmi_core.client.facade"])
 
 
 # --- layers ----------------------------------------------------------------------------------

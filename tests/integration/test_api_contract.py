@@ -15,7 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
+from acmi_core.api.app import ROUTER_MODULES, create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.api.errors import acmi_error_response
 from acmi_core.api.status import STATUS_BY_ERROR
 from acmi_core.auth import apikeys

@@ -16,9 +16,10 @@ from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError, CorruptData
 from acmi_core.base.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.budget import CAPS, MIN_BUDGET_BYTES, TRIM_ORDER, estimate_tokens
+from acmi_core.bootstrap.budget import CAPS, MIN_BUDGET_BYTES, TRIM_ORDER
 from acmi_core.bootstrap.bundle import TITLES
 from acmi_core.bootstrap.render import PREAMBLE
+from acmi_core.bootstrap.text import estimate_tokens
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.fleet import build_agent
 from acmi_core.testing.upstash_double import UpstashDouble

@@ -22,7 +22,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from acmi_core import Acmi
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.errors import (
     AcmiError,

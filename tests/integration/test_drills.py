@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acmi_core import Acmi, AcmiValidationError, Event, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.model import EVENT_FIELD_ORDER, MAX_TS_MS, parse_event
 from acmi_core.store.memory import MemoryStore

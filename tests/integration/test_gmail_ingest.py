@@ -26,7 +26,8 @@ from fastapi.testclient import TestClient
 from moto import mock_aws
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import Keys

@@ -15,8 +15,9 @@ import redis
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
 from acmi_core.api.body import MAX_JSON_DEPTH
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.model import MAX_TS_MS
 from acmi_core.ingest import config as source_configs

@@ -18,7 +18,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, AcmiValidationError, EntityId
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.model import MAX_TS_MS
 from acmi_core.cli import main

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.store.memory import MemoryStore
 

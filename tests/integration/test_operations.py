@@ -27,7 +27,8 @@ from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
 from acmi_core.api.access import OPERATION_OF, Authorized, registrar
-from acmi_core.api.app import ROUTER_MODULES, ApiContext, create_app
+from acmi_core.api.app import ROUTER_MODULES, create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.api.errors import install_error_handlers
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope

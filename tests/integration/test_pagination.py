@@ -16,7 +16,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, EntityId
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.model import Event
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE, MAX_PAGE_BYTES, MAX_PAGE_SIZE

@@ -117,7 +117,8 @@ def test_a_warm_webhook_is_one_round_trip(
     index, idempotency record) is one script."""
     from fastapi.testclient import TestClient
 
-    from acmi_core.api.app import ApiContext, create_app
+    from acmi_core.api.app import create_app
+    from acmi_core.api.context import ApiContext
     from acmi_core.auth import apikeys
 
     acmi = create_acmi(upstash_store, Settings())

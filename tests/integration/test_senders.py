@@ -15,7 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.signatures import sign, sign_github, sign_slack

@@ -20,7 +20,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.errors import StoreBusy, StoreCommandError, StoreUnavailable
 from acmi_core.base.settings import Settings

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.base.errors import StoreCommandError, StoreUnavailable
 from acmi_core.store.base import Arg, Command, Reply, Script
 from acmi_core.store.memory import MemoryStore

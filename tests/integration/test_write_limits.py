@@ -14,7 +14,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, EntityId, Settings
-from acmi_core.api.app import ApiContext, create_app
+from acmi_core.api.app import create_app
+from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.errors import AcmiValidationError, PayloadTooLarge
 from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES

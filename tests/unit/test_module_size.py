@@ -1,9 +1,6 @@
 """Big modules: a module of acmi_core over ``MAX_LINES`` lines says, at the top of its
 docstring, why it is one module, in a paragraph starting "One module:". A module that
-mixes concerns is split instead (ARCHITECTURE.md's "Where things go" names the parts).
-
-``SPLIT_ELSEWHERE`` are modules being split on other branches; the integrator removes
-each from the table once its split is merged."""
+mixes concerns is split instead (ARCHITECTURE.md's "Where things go" names the parts)."""
 
 from __future__ import annotations
 
@@ -14,10 +11,6 @@ from typing import Final
 PACKAGE: Final = Path(__file__).resolve().parents[2] / "acmi_core"
 MAX_LINES: Final = 600
 MARK: Final = "One module:"
-SPLIT_ELSEWHERE: Final = {
-    "acmi_core/bootstrap/bundle.py": "being split on another branch",
-    "acmi_core/memory/service.py": "being split on another branch",
-}
 # Fewer words than this after the mark is a label, not a reason.
 MIN_REASON_WORDS: Final = 8
 
@@ -50,8 +43,6 @@ def _big_modules() -> dict[str, str]:
 def test_every_big_module_says_why_it_is_one_module() -> None:
     missing = []
     for name, source in _big_modules().items():
-        if name in SPLIT_ELSEWHERE:
-            continue
         reason = one_module_reason(source)
         if reason is None or len(reason.split()) < MIN_REASON_WORDS:
             lines = len(source.splitlines())
@@ -60,12 +51,6 @@ def test_every_big_module_says_why_it_is_one_module() -> None:
         f"over {MAX_LINES} lines with no '{MARK} <why>' paragraph in the module docstring "
         f"(split the module where it mixes concerns, or say why it is one): {missing}"
     )
-
-
-def test_the_modules_split_elsewhere_exist() -> None:
-    # A misspelt name would exempt nothing and hide nothing: each one is a real module.
-    for name in SPLIT_ELSEWHERE:
-        assert (PACKAGE.parent / name).is_file(), name
 
 
 def test_the_reason_is_a_paragraph_of_the_module_docstring() -> None:
