@@ -9,7 +9,7 @@ from acmi_core.operations.model import Capability, Operation
 BOOTSTRAP: Final = Capability("bootstrap", reads="Bootstraps", writes="Bootstraps")
 MEMORY: Final = Capability("memory", reads="MemoryReads", writes="MemoryWrites")
 
-_BUNDLE: Final = "acmi_core.bootstrap.bundle:Bootstrapper.__call__"
+_BUNDLE: Final = "acmi_core.bootstrap.bootstrapper:Bootstrapper.__call__"
 _MEMORY: Final = "acmi_core.memory.service:MemoryAPI"
 _AT: Final = "/v1/memory/{entity}"
 
@@ -48,6 +48,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/review",
         "The weekly review: promote the last 7 days' lessons and decisions, prune hot",
         f"{_MEMORY}.review",
+        mcp="memory_review",
         cli="memory review",
     ),
     MEMORY.read(
@@ -91,6 +92,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/daily-summary",
         "A day's note (default today) and its entries, decisions, lessons, open tasks",
         f"{_MEMORY}.daily_summary",
+        mcp="memory_daily_summary",
         cli="memory daily-summary",
     ),
     MEMORY.write(
@@ -100,6 +102,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Create a topic:<slug> from the seed's template and link it (201; 200 if linked "
         "an existing one)",
         f"{_MEMORY}.topic_create",
+        mcp="memory_topic_create",
         cli="memory topic-create",
     ),
     MEMORY.write(
@@ -108,6 +111,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/prune",
         "Move completed and stale hot items to today's note",
         f"{_MEMORY}.prune",
+        mcp="memory_prune",
         cli="memory prune",
     ),
     MEMORY.write(
@@ -132,6 +136,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/debug",
         "Missing pieces, hot/warm conflicts, stale items, files over budget",
         f"{_MEMORY}.debug",
+        mcp="memory_debug",
         cli="memory debug",
     ),
     MEMORY.read(
@@ -140,8 +145,8 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/export",
         "The seed's file tree: {files: {relative path: text}}",
         f"{_MEMORY}.export_snapshot",
+        mcp="memory_export",
         cli="memory export",
-        store_only=True,  # the command writes the tree to a local folder
     ),
     MEMORY.write(
         "memory.import",
@@ -149,8 +154,8 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/import",
         "Migrate a tree ({files: {path: text}}) into ACMI; idempotent",
         f"{_MEMORY}.import_snapshot",
+        mcp="memory_import",
         cli="memory import",
-        store_only=True,
     ),
     MEMORY.write(
         "memory.archive",

@@ -36,13 +36,13 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
     _operator(
         "ops.doctor",
         "Check a keyspace other ACMI tools wrote (read-only)",
-        "acmi_core.ops.maintenance:doctor_report",
+        "acmi_core.ops.doctor:doctor_report",
         "doctor",
     ),
     _operator(
         "ops.migrate",
         "Repair what doctor finds (index, MCP layout, tenant_id)",
-        "acmi_core.ops.maintenance:migrate_report",
+        "acmi_core.ops.migrate:migrate_report",
         "migrate",
     ),
     _operator(
