@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from acmi_core import Acmi, create_acmi
+from acmi_core.guard.secrets import scan
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import DB, same_json
@@ -40,6 +41,9 @@ def real_redis_acmi(redis_server: RedisServer) -> Acmi:
 def test_any_json_value_round_trips_exactly(real_redis_acmi: Acmi, key: str, value: Any) -> None:
     entity = "user:hypo"
     key = f"x{key}"  # never one of the named fields (ts, kind, actor_type...)
+    # A value the secret guard refuses by design (a Luhn-valid 16-19 digit integer is a
+    # card number, e.g. 4590742086572125696) is not stored at all: not this test's subject
+    assume(not scan({key: value}))
     real_redis_acmi.signals.set(entity, key, value)
     real_redis_acmi.profile.merge(entity, {key: value})
     event = real_redis_acmi.timeline.append(entity, {**EVENT, "payload": value, key: value})
