@@ -168,6 +168,7 @@ class LockAPI:
 
     def _run(self, resource: str, args: dict[str, Arg | list[Arg]]) -> tuple[str, dict[str, Any]]:
         """One run of locks.lua: its reply's tag and slots (bytes decoded)."""
+        self._ctx.guard_id(resource, "resource")
         keys = {
             "lease": self._keys.lock(resource),
             "thread": self._keys.coordination_timeline(),

@@ -346,6 +346,7 @@ class WorkAPI:
         ``owner`` is written into the profile when the profile has none. One round trip.
         Raises Conflict (409) when the item exists."""
         eid = work_entity(id)
+        self._ctx.guard_id(eid.local_id, "id")
         doc = dict(check_profile(self._ctx.guard(profile, "profile")))
         given = doc.get("owner")
         owner_id: EntityId | None = None

@@ -241,6 +241,8 @@ class _Slot:
         return plan.apply(self._ctx.store)[index]
 
     def _index(self, plan: WritePlan, entity: EntityId) -> None:
+        # every write that can create the entity passes here: its id is checked once
+        self._ctx.guard_id(str(entity), "entity")
         plan.sadd(self._ctx.index_key(entity.category), entity.local_id)
 
 

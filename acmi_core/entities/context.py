@@ -116,6 +116,17 @@ class Context:
         result: T = clean
         return result
 
+    def guard_id(self, value: str, field: str) -> None:
+        """Refuse a secret in an identifier (an entity id, a lock resource, a work id) under
+        every policy, SecretDetected naming ``field``: an id names Redis keys and is echoed
+        in events, logs and URLs, and a redacted one would name another thing."""
+        from acmi_core.guard.prefilter import provably_clean
+
+        if not provably_clean(value):
+            from acmi_core.guard.secrets import guard
+
+            guard(value, "reject", path=field)
+
     def index_key(self, category: str) -> str:
         """``keys.index(category)``, built once per category."""
         key = self._index_keys.get(category)

@@ -390,6 +390,46 @@ def test_client_writes_refuse_secrets_on_every_backend(acmi: Acmi) -> None:
     assert (context.profile, context.signals, list(context.timeline)) == (None, {}, [])
 
 
+@pytest.mark.parametrize("policy", ["reject", "redact"])
+def test_a_secret_in_an_id_is_refused_under_every_policy(acmi: Acmi, policy: str) -> None:
+    """An entity id, a lock resource or a work id names keys and is echoed in events and
+    URLs: a secret there is refused (under redact too: a redacted id names another
+    thing), the field named, nothing stored, no key created."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    view = Acmi(acmi.store, Settings(secret_policy=policy), tenant=tenant)
+    entity = f"user:{STRIPE}"
+    writes: list[tuple[Callable[[], object], str]] = [
+        (lambda: view.profile.merge(entity, {"name": "x"}), "entity"),
+        (lambda: view.profile.set(entity, {"name": "x"}), "entity"),
+        (lambda: view.signals.set(entity, "k", 1), "entity"),
+        (lambda: view.timeline.append(entity, EVENT), "entity"),
+        (lambda: view.locks.claim(f"deploy:{STRIPE}", "agent:x", 60_000), "resource"),
+        (lambda: view.work.create(STRIPE, {"title": "t"}), "id"),
+    ]
+    for write, field in writes:
+        with pytest.raises(SecretDetected) as refused:
+            write()
+        assert (refused.value.field, refused.value.rule) == (field, STRIPE_RULE)
+        assert STRIPE not in str(refused.value)
+    assert view.list("user") == [] and view.list("work") == []
+    assert acmi.store.execute(("KEYS", f"*{tenant}*")) == []
+
+
+def test_a_secret_in_a_path_id_is_refused_by_the_api() -> None:
+    api = Api()
+    before = api.dump()
+    for method, path, body in (
+        ("PATCH", f"/v1/entities/user:{STRIPE}/signals", {"k": 1}),
+        ("POST", f"/v1/locks/deploy:{STRIPE}/claim", {"owner": "agent:x", "ttl_ms": 60_000}),
+        ("POST", "/v1/work", {"id": STRIPE, "profile": {"title": "t"}}),
+    ):
+        response = api.send(method, path, body)
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["error"] == "secret_detected"
+        assert STRIPE not in response.text
+    assert api.dump() == before
+
+
 def test_a_clean_write_is_stored_as_given(acmi: Acmi) -> None:
     entity = f"user:{uuid.uuid4().hex[:10]}"
     doc = {"name": "Mikey", "order": "ORD-1000234598761234", "id": str(uuid.uuid4())}
