@@ -10,12 +10,13 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Settings
+from acmi_core.base.lambdas import FUNCTIONS
 from acmi_core.cli import main
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import DB
 
-JOBS = {"rollup-cron", "wake", "sweep", "drift-diff", "standup-brief", "hygiene"}
+JOBS = {spec.name for spec in FUNCTIONS if spec.kind == "job"}  # every job row
 
 
 @pytest.fixture

@@ -473,9 +473,9 @@ def test_unknown_key_is_refused_before_serving(redis_url: str) -> None:
 
 
 def test_the_server_ends_quietly_when_the_client_leaves(redis_url: str) -> None:
-    """A client that initializes, lists the tools and closes stdin: the server exits 0
-    with nothing on stderr but its store note (its stdio transport closes stdout itself;
-    a flush of the closed stream was a traceback)."""
+    """A client that initializes, lists the tools, reads both answers and closes stdin:
+    the server exits 0 with nothing on stderr but its store note (its stdio transport
+    closes stdout itself; a flush of the closed stream was a traceback)."""
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -483,16 +483,22 @@ def test_the_server_ends_quietly_when_the_client_leaves(redis_url: str) -> None:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]  # fmt: skip
-    done = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-m", "acmi_core", "mcp"],
-        input="".join(json.dumps(m) + "\n" for m in messages),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=server_env(redis_url),
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        server.stdin.flush()
+        answers = [json.loads(server.stdout.readline()) for _ in range(2)]
+        server.stdin.close()  # the client leaves
+        assert server.stderr is not None
+        stderr = server.stderr.read()  # until the server closes it, exiting
+        server.wait(timeout=60)
+    assert server.returncode == 0, stderr
     assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"]["tools"]
-    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
