@@ -104,7 +104,7 @@ class Keys:
     def prefix(self) -> str:
         """What every entity key of this tenant starts with (``acmi:`` or
         ``acmi:tenant:<t>:``): a script that reads items named by an index builds their
-        keys from it (``lua/bootstrap.lua``)."""
+        keys from it (``store/lua/bootstrap.lua``)."""
         return self._prefix
 
     # coordination bookkeeping: each kept by the write that changes what it indexes,
@@ -113,7 +113,7 @@ class Keys:
     def leases(self) -> str:
         """Every lease with an owner, as a lexicographic ZSET (all scores 0) of
         ``<owner>|<resource>|<expires ms>|<fence>|<cid>``: a ZRANGEBYLEX on ``<owner>|``
-        lists what an owner holds. Kept by ``lua/locks.lua``."""
+        lists what an owner holds. Kept by ``store/lua/locks.lua``."""
         return self.internal("leases")
 
     def changed(self) -> str:

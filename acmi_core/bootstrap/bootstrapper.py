@@ -4,7 +4,7 @@
     bundle.to_dict()                      # labelled sections, as JSON
     acmi.bootstrap("claude", format="markdown", max_tokens=4000).text   # for a prompt
 
-One run of ``lua/bootstrap.lua`` logs the spawn (when given) and reads every section:
+One run of ``store/lua/bootstrap.lua`` logs the spawn (when given) and reads every section:
 profile, signals, active threads, ``rollup:latest`` (with its age), the newest timeline
 events, the last spawns, open HITL items addressed to the agent and the shared queue,
 the leases it holds, its open work items, the newest lessons of the workflows it works

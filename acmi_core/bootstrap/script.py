@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from acmi_core.entities.context import Context
 
 BOOTSTRAP: Final = scripts.BOOTSTRAP.script
-SEP: Final = b"\n\xff\n"  # what lua/bootstrap.lua joins a section's members with
+SEP: Final = b"\n\xff\n"  # what store/lua/bootstrap.lua joins a section's members with
 HOUR_MS: Final = 3_600_000
 # How far from now a local day can reach in any zone (UTC-12..UTC+14, a 25-hour DST day).
 DAY_REACH_MS: Final = 26 * HOUR_MS

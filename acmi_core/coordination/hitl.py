@@ -17,10 +17,10 @@ The index contract (the bootstrap reads the queues directly, ZRANGE 0..N):
   ``addressee=None`` is the shared queue ``acmi:thread:hitl:open``.
 - ``keys.hitl_queue(addressee, "closed")``: score = resolution ms, member = the same
   event with ``payload.resolution = {by, ts, text}``.
-- ``keys.hitl_items()``: HASH correlationId -> record (``lua/hitl.lua`` describes it):
+- ``keys.hitl_items()``: HASH correlationId -> record (``store/lua/hitl.lua`` describes it):
   what makes create idempotent and tells resolve which queue holds the item.
 
-Operations, each one request (``lua/hitl.lua``, or one ZRANGE for ``list``):
+Operations, each one request (``store/lua/hitl.lua``, or one ZRANGE for ``list``):
 
 - ``create`` is idempotent by correlationId: re-creating an existing one writes nothing
   and returns the stored item (``created=False``; the API answers 200 instead of 201).

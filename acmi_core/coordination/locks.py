@@ -4,7 +4,7 @@
     acmi.locks.renew("deploy:prod", lease.owner_token, ttl_ms=60_000)
     acmi.locks.release("deploy:prod", lease.owner_token)
 
-Every operation is one run of ``lua/locks.lua``: one round trip, atomic. A claim,
+Every operation is one run of ``store/lua/locks.lua``: one round trip, atomic. A claim,
 a release and a losing claim (a deferral) post ``coord-claim`` / ``coord-release`` /
 ``coord-defer`` to the coordination thread in that same step, all events of one lease
 sharing its correlationId. A claimant that keeps losing to the same lease posts one
@@ -135,7 +135,7 @@ class LockState:
 
 def parse_lease_entry(member: object) -> Lease | None:
     """A member of the lease index, ``<owner>|<resource>|<expires>|<fence>|<cid>``
-    (``lua/locks.lua``); None for anything else."""
+    (``store/lua/locks.lua``); None for anything else."""
     if not isinstance(member, bytes):
         return None
     parts = member.decode("utf-8", "replace").split("|")

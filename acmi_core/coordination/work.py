@@ -53,7 +53,7 @@ Choices:
 Round trips (reference CLI in brackets): create 1 [2], get 1 [4], event 1 [2], signal 1,
 assign 1, delete 1, one page of ``list``/``sessions`` 1, except ``list`` of open items
 with no owner: 2 per page (the page of ids, then their statuses). Every write is one run
-of ``lua/work.lua`` + ``lua/apply.lua`` as one script: atomic, all-or-nothing.
+of ``store/lua/work.lua`` + ``store/lua/apply.lua`` as one script: atomic, all-or-nothing.
 
 Limits: id = an entity local id ``[A-Za-z0-9_.-]+``, ``work:<id>`` at most 256
 characters (``work:<id>`` is accepted for ``<id>``); session id 1-256 characters;
@@ -64,7 +64,7 @@ through ``sessions``); a page holds 1-1,000 ids.
 
 One module: it is one coordination protocol (ARCHITECTURE.md: a protocol, its module), and
 its index contract is its core: the writes that keep ``work_owners`` and ``work_open``
-exact (one ``lua/work.lua`` run each) and the pages that read them are held to the same
+exact (one ``store/lua/work.lua`` run each) and the pages that read them are held to the same
 rules (``is_open``, the owner's entity id), so splitting writes from reads would put the
 two halves of that contract in different places.
 
@@ -159,7 +159,7 @@ def check_session_id(value: object, field: str = "session_id") -> str:
 
 def is_open(status: object) -> bool:
     """Open unless the status is a closed one (lowercased); no status, or a status that is
-    not a string (another tool wrote it), is open. ``lua/work.lua`` mirrors this."""
+    not a string (another tool wrote it), is open. ``store/lua/work.lua`` mirrors this."""
     return not (isinstance(status, str) and status.lower() in CLOSED_STATUSES)
 
 

@@ -26,7 +26,7 @@ Every write is ONE WritePlan (one round trip, atomic): the timeline event, the n
 index (``acmi:workflow:list``), ``agent_workflows(agent)`` (ZSET: workflow entity id ->
 ts of the agent's last event on it) and, for an improvement, the tenant's lessons feed.
 
-Index contract (read directly by the bootstrap bundle, ``lua/bootstrap.lua``; keep it):
+Index contract (read directly by the bootstrap bundle, ``store/lua/bootstrap.lua``; keep it):
 
 - ``keys.agent_workflows(agent)``: ZSET, member = the workflow's full entity id
   (``workflow:deploy-web``), score = ts (ms) of the agent's newest execute/assess/improve.
@@ -36,7 +36,7 @@ Index contract (read directly by the bootstrap bundle, ``lua/bootstrap.lua``; ke
   ``agent_workflows`` member, so the bootstrap reads the newest
   :data:`BOOTSTRAP_LESSONS_WINDOW` (200) members and keeps those whose
   ``payload.workflow`` is in the agent's set: the prior lessons that seed the next run.
-  (``lua/bootstrap.lua`` compares ids with any ``workflow:`` prefix stripped, so a bare
+  (``store/lua/bootstrap.lua`` compares ids with any ``workflow:`` prefix stripped, so a bare
   id another writer put in either place matches too.)
 
 Reads are one request each and bounded: ``unassessed`` and ``assessments`` examine at most

@@ -7,7 +7,7 @@ entity (``acmi_core.jobs.hygiene``).
 events older than ``retention_days`` are summarized into their quarter's archive document
 and, with a destination (a sink registered for the URL's scheme), written to the quarter's
 JSONL object, read back and verified, then trimmed from the live timeline. It takes the
-hygiene job's archive lease first (``SET NX PX``, released by ``lua/hygiene.lua``): two
+hygiene job's archive lease first (``SET NX PX``, released by ``store/lua/hygiene.lua``): two
 writers of one quarter's object would lose the lines of the first (S3 has no append), so
 a run that finds the lease held is a 409 and archives nothing. Without a destination the
 documents are written from Redis and nothing is trimmed; the entity's

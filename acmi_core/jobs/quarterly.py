@@ -7,7 +7,7 @@ Nothing is lost (the archive's order of steps, each crash point tested): read th
 ``events`` members older than the cutoff -> per quarter, the object is read, the new
 members appended (a member already in it is not added again), written, and read back:
 its line count and sha256 must equal what was written -> one script
-(``lua/hygiene.lua``) writes the quarter's document and ZREMs exactly those members,
+(``store/lua/hygiene.lua``) writes the quarter's document and ZREMs exactly those members,
 only if each is still in the timeline at the score read. A crash anywhere leaves every
 event in Redis, in the object, or in both; the next run appends nothing twice and trims
 what is left. Concurrent runs: the archive step takes a lease (``SET NX PX``, the

@@ -18,7 +18,7 @@ For each agent that crossed the line:
 
 - its signals get ``status: "STALLED"`` and a ``status_note`` saying since when (every
   other signal kept; the agent's next heartbeat replaces both). The marks of a page are
-  one script (``lua/sweep.lua`` + ``lua/apply.lua``, ``MARK_BATCH`` agents a run) that
+  one script (``store/lua/sweep.lua`` + ``store/lua/apply.lua``, ``MARK_BATCH`` agents a run) that
   first checks each agent's activity score is still the heartbeat the sweep read, so a
   heartbeat that lands between the read and the write is never overwritten; such an
   agent is counted ``revived`` and not escalated. A batch refused because one agent's

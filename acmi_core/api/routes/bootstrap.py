@@ -1,5 +1,5 @@
 """The wake bundle: ``GET /v1/agents/{agent}/bootstrap`` reads it, ``POST`` logs a spawn
-and reads it in the same step. One round trip either way (``lua/bootstrap.lua``).
+and reads it in the same step. One round trip either way (``store/lua/bootstrap.lua``).
 
 The body is the bundle's text exactly as the budget measured it: JSON, or Markdown
 (``format=markdown``) for a prompt. Its size and estimated tokens are in the
