@@ -26,6 +26,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Claim the lease (409 names the holder and its expiry); returns the owner token",
         f"{_LOCK}.claim",
         mcp="lock_claim",
+        params="acmi_core.operations.params:LocksClaimParams",
         cli="lock claim",
     ),
     LOCKS.write(
@@ -35,6 +36,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Extend the lease to now + ttl_ms (owner token only)",
         f"{_LOCK}.renew",
         mcp="lock_renew",
+        params="acmi_core.operations.params:LocksRenewParams",
         cli="lock renew",
     ),
     LOCKS.write(
@@ -44,6 +46,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Release the lease (owner token only)",
         f"{_LOCK}.release",
         mcp="lock_release",
+        params="acmi_core.operations.params:LocksReleaseParams",
         cli="lock release",
     ),
     LOCKS.read(
@@ -53,6 +56,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The lease now: holder and expiry (never the token), and the last fence",
         f"{_LOCK}.get",
         mcp="lock_get",
+        params="acmi_core.operations.params:LocksGetParams",
         cli="lock show",
     ),
 )
@@ -65,6 +69,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Create a work item (409 if the id exists); owner and status optional",
         f"{_WORK}.create",
         mcp="work_create",
+        params="acmi_core.operations.params:WorkCreateParams",
         cli="work create",
     ),
     WORK.read(
@@ -74,6 +79,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "List work items: an owner's open items (newest update first), or all",
         f"{_WORK}.list",
         mcp="work_list",
+        params="acmi_core.operations.params:WorkListParams",
         cli="work list",
     ),
     WORK.read(
@@ -83,6 +89,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The work item: profile, signals, newest events, sessions, owner (one read)",
         f"{_WORK}.get",
         mcp="work_get",
+        params="acmi_core.operations.params:WorkGetParams",
         cli="work get",
     ),
     WORK.write(
@@ -92,6 +99,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Append a Comms v1.1 event; its session_id joins the item's sessions",
         f"{_WORK}.event",
         mcp="work_event",
+        params="acmi_core.operations.params:WorkEventParams",
         cli="work event",
     ),
     WORK.write(
@@ -101,6 +109,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Merge signals; a status change keeps the owner's open index exact",
         f"{_WORK}.signal",
         mcp="work_signal",
+        params="acmi_core.operations.params:WorkSignalsParams",
         cli="work signal",
     ),
     WORK.write(
@@ -117,6 +126,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "One page of the item's session ids",
         f"{_WORK}.sessions_page",
         mcp="work_sessions",
+        params="acmi_core.operations.params:WorkSessionsParams",
         cli="work sessions",
     ),
 )
@@ -129,6 +139,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "I am alive: last_heartbeat_ts, status and status_note signals + activity index",
         f"{_AGENT}.heartbeat",
         mcp="heartbeat",
+        params="acmi_core.operations.params:AgentsHeartbeatParams",
         cli="heartbeat",
     ),
     AGENTS.write(
@@ -138,6 +149,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Log a session start (the spawns log, never the timeline)",
         f"{_AGENT}.spawn",
         mcp="spawn",
+        params="acmi_core.operations.params:AgentsSpawnParams",
         cli="spawn",
     ),
     AGENTS.read(
@@ -168,6 +180,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The threads the agent is active in: thread -> {role, joined_at}",
         f"{_AGENT}.active",
         mcp="active",
+        params="acmi_core.operations.params:AgentsThreadsParams",
         cli="active",
     ),
     AGENTS.write(
@@ -177,6 +190,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace the latest rollup: {summary, ...any other fields}",
         f"{_AGENT}.set_rollup",
         mcp="rollup_set",
+        params="acmi_core.operations.params:AgentsRollupPutParams",
         cli="rollup-set",
     ),
     AGENTS.read(
@@ -186,6 +200,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The latest rollup (404 when there is none)",
         f"{_AGENT}.rollup",
         mcp="rollup_get",
+        params="acmi_core.operations.params:AgentsRollupGetParams",
     ),
     Operation(
         "agents.invite",
@@ -213,6 +228,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Queue an item for a human (idempotent by correlationId: 201 new, 200 existing)",
         f"{_HITL}.create",
         mcp="hitl_create",
+        params="acmi_core.operations.params:HitlCreateParams",
         cli="hitl create",
     ),
     HITL.read(
@@ -222,6 +238,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         "A queue, a page at a time: open by deadline (soonest first), closed newest first",
         f"{_HITL}.list",
         mcp="hitl_list",
+        params="acmi_core.operations.params:HitlListParams",
         cli="hitl list",
     ),
     HITL.write(
@@ -231,6 +248,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Resolve: move the item to closed and post hitl-resolved (409 if resolved)",
         f"{_HITL}.resolve",
         mcp="hitl_resolve",
+        params="acmi_core.operations.params:HitlResolveParams",
         cli="hitl resolve",
     ),
 )
@@ -250,6 +268,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Score an executed step 0-100 with criteria (kind assessment)",
         f"{_WORKFLOW}.assess",
         mcp="assess",
+        params="acmi_core.operations.params:WorkflowsAssessParams",
     ),
     WORKFLOWS.write(
         "workflows.improve",
@@ -258,6 +277,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Record a lesson on a step (kind improvement); it seeds the next bootstrap",
         f"{_WORKFLOW}.improve",
         mcp="improve",
+        params="acmi_core.operations.params:WorkflowsImproveParams",
     ),
     WORKFLOWS.read(
         "workflows.lessons",

@@ -26,6 +26,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Append one Comms v1.1 event or a list of up to 100, atomically",
         "acmi_core.ingest.service:append_events",
         mcp="event",
+        params="acmi_core.operations.params:EventsAppendParams",
         cli="event",
     ),
     ENTITIES.read(
@@ -35,6 +36,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Profile, signals and newest events: one round trip",
         f"{_ACMI}.get",
         mcp="get",
+        params="acmi_core.operations.params:GetParams",
         cli="get",
     ),
     ENTITIES.write(
@@ -44,6 +46,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Delete every key of the entity and its index entry",
         f"{_ACMI}.delete",
         mcp="delete",
+        params="acmi_core.operations.params:DeleteParams",
         cli="delete",
     ),
     ENTITIES.read(
@@ -53,6 +56,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Entities of a category, a page at a time (follow next_cursor until null)",
         f"{_ACMI}.list_page",
         mcp="list",
+        params="acmi_core.operations.params:ListParams",
         cli="list",
     ),
     ENTITIES.read(
@@ -62,6 +66,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The profile (404 when none)",
         f"{_PROFILE}.get",
         mcp="profile_get",
+        params="acmi_core.operations.params:ProfileGetParams",
     ),
     ENTITIES.write(
         "entities.profile.put",
@@ -70,6 +75,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace the profile (a JSON object)",
         f"{_PROFILE}.set",
         mcp="profile",
+        params="acmi_core.operations.params:ProfilePutParams",
         cli="profile",
     ),
     ENTITIES.write(
@@ -79,6 +85,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Shallow-merge into the profile, atomically; returns the merged profile",
         f"{_PROFILE}.merge",
         mcp="profile_merge",
+        params="acmi_core.operations.params:ProfilePatchParams",
     ),
     ENTITIES.write(
         "entities.profile.delete",
@@ -94,6 +101,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "All signals ({} when none)",
         f"{_SIGNALS}.all",
         mcp="signal_get",
+        params="acmi_core.operations.params:SignalsGetParams",
     ),
     ENTITIES.write(
         "entities.signals.put",
@@ -102,6 +110,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace all signals",
         f"{_SIGNALS}.replace",
         mcp="signal",
+        params="acmi_core.operations.params:SignalsPutParams",
         cli="signal",
     ),
     ENTITIES.write(
@@ -132,6 +141,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Set one signal (the body is its JSON value)",
         f"{_SIGNALS}.set",
         mcp="signal_set",
+        params="acmi_core.operations.params:SignalPutParams",
     ),
     ENTITIES.write(
         "entities.signal.delete",
@@ -153,6 +163,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         Access.READ,
         f"{_TIMELINE}.cat",
         mcp="cat",
+        params="acmi_core.operations.params:CatParams",
         cli="cat",
     ),
     Operation(
@@ -160,5 +171,6 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The caller's tenant (only its own) and its key's scope",
         Access.READ,
         mcp="tenant_list",
+        params="acmi_core.operations.params:TenantsListParams",
     ),
 )

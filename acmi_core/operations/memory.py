@@ -21,6 +21,7 @@ BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The agent's wake bundle, every section labelled: one round trip",
         _BUNDLE,
         mcp="bootstrap",
+        params="acmi_core.operations.params:BootstrapReadParams",
         cli="bootstrap",
     ),
     BOOTSTRAP.write(
@@ -40,6 +41,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Sizes, lines, tokens and budget verdict per layer, staleness, next maintenance",
         f"{_MEMORY}.status",
         mcp="memory_status",
+        params="acmi_core.operations.params:MemoryStatusParams",
         cli="memory status",
     ),
     MEMORY.write(
@@ -49,6 +51,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The weekly review: promote the last 7 days' lessons and decisions, prune hot",
         f"{_MEMORY}.review",
         mcp="memory_review",
+        params="acmi_core.operations.params:MemoryReviewParams",
         cli="memory review",
     ),
     MEMORY.read(
@@ -59,6 +62,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "raw events last)",
         f"{_MEMORY}.search",
         mcp="memory_search",
+        params="acmi_core.operations.params:MemorySearchParams",
         cli="memory search",
     ),
     MEMORY.write(
@@ -68,6 +72,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Write a line to a layer before acting (write-ahead): stored when this answers",
         f"{_MEMORY}.remember",
         mcp="memory_remember",
+        params="acmi_core.operations.params:MemoryRememberParams",
         cli="memory remember",
     ),
     MEMORY.read(
@@ -77,6 +82,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "ACTIVE-CONTEXT.md: its text, sections and budget",
         f"{_MEMORY}.active",
         mcp="memory_active",
+        params="acmi_core.operations.params:MemoryActiveGetParams",
         cli="memory active",
     ),
     MEMORY.write(
@@ -93,6 +99,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "A day's note (default today) and its entries, decisions, lessons, open tasks",
         f"{_MEMORY}.daily_summary",
         mcp="memory_daily_summary",
+        params="acmi_core.operations.params:MemoryDailySummaryParams",
         cli="memory daily-summary",
     ),
     MEMORY.write(
@@ -103,6 +110,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "an existing one)",
         f"{_MEMORY}.topic_create",
         mcp="memory_topic_create",
+        params="acmi_core.operations.params:MemoryTopicsCreateParams",
         cli="memory topic-create",
     ),
     MEMORY.write(
@@ -112,6 +120,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Move completed and stale hot items to today's note",
         f"{_MEMORY}.prune",
         mcp="memory_prune",
+        params="acmi_core.operations.params:MemoryPruneParams",
         cli="memory prune",
     ),
     MEMORY.write(
@@ -121,6 +130,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Write HANDOFF.md for the next session (replaces a pending one)",
         f"{_MEMORY}.handoff",
         mcp="memory_handoff",
+        params="acmi_core.operations.params:MemoryHandoffParams",
         cli="memory handoff",
     ),
     MEMORY.write(
@@ -137,6 +147,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Missing pieces, hot/warm conflicts, stale items, files over budget",
         f"{_MEMORY}.debug",
         mcp="memory_debug",
+        params="acmi_core.operations.params:MemoryDebugParams",
         cli="memory debug",
     ),
     MEMORY.read(
@@ -146,6 +157,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The seed's file tree: {files: {relative path: text}}",
         f"{_MEMORY}.export_snapshot",
         mcp="memory_export",
+        params="acmi_core.operations.params:MemoryExportParams",
         cli="memory export",
     ),
     MEMORY.write(
@@ -155,6 +167,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Migrate a tree ({files: {path: text}}) into ACMI; idempotent",
         f"{_MEMORY}.import_snapshot",
         mcp="memory_import",
+        params="acmi_core.operations.params:MemoryImportParams",
         cli="memory import",
     ),
     MEMORY.write(

@@ -48,7 +48,9 @@ class Operation:
     what the API counts once the caller is authorized (None: the route counts what it
     stores itself). ``mcp``: its MCP tool; ``cli``: its ``acmi`` command (words as typed,
     e.g. ``memory export``). ``store_only``: that command works on the store directly,
-    never through ``--api``."""
+    never through ``--api``. ``params``: its parameters' model, ``"<module>:<qualname>"``
+    (``acmi_core.operations.params``; every row with an MCP tool has one: the tool's
+    arguments, schema and description are derived from it)."""
 
     name: str
     summary: str
@@ -61,6 +63,7 @@ class Operation:
     mcp: str | None = None
     cli: str | None = None
     store_only: bool = False
+    params: str | None = None
 
     def __post_init__(self) -> None:
         if (self.method is None) != (self.path is None) or (self.path is None) != (
@@ -75,6 +78,10 @@ class Operation:
             raise ValueError(f"operation {self.name!r}: store_only describes its CLI command")
         if self.call is not None and ":" not in self.call:
             raise ValueError(f"operation {self.name!r}: call is '<module>:<qualname>'")
+        if self.params is not None and ":" not in self.params:
+            raise ValueError(f"operation {self.name!r}: params is '<module>:<qualname>'")
+        if self.mcp is not None and self.params is None:
+            raise ValueError(f"operation {self.name!r}: an MCP tool needs its params model")
 
     @property
     def http(self) -> bool:
@@ -105,10 +112,11 @@ class Capability:
         mcp: str | None = None,
         cli: str | None = None,
         store_only: bool = False,
+        params: str | None = None,
     ) -> Operation:
         return Operation(
             name, summary, Access.READ, call, method, path, self.function, self.reads,
-            mcp, cli, store_only,
+            mcp, cli, store_only, params,
         )  # fmt: skip
 
     def write(
@@ -122,8 +130,9 @@ class Capability:
         mcp: str | None = None,
         cli: str | None = None,
         store_only: bool = False,
+        params: str | None = None,
     ) -> Operation:
         return Operation(
             name, summary, Access.WRITE, call, method, path, self.function, self.writes,
-            mcp, cli, store_only,
+            mcp, cli, store_only, params,
         )  # fmt: skip
