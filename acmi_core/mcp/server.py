@@ -5,10 +5,13 @@ over HTTP the bearer key of each request, ``mcp/http.py``), never from a tool ar
 Each server is built around one bound client: no module globals, so two servers never
 share a tenant.
 
-One module: it is the MCP server's whole surface, built by one function (build_server)
-around one bound client, every tool registered through the same _Tools wrapper (the
-write-scope check, errors as tool errors); ARCHITECTURE.md names it as where a tool
-goes.
+The tools are the operation table's: one per row with an MCP tool (``tool_rows``), named
+by the row, described by its params model's docstring, taking the model's fields as
+arguments (the SDK builds the input schema from them, as it did from hand-written
+functions), refused to a read-only key on a write row (or a read whose params say it
+writes), and calling the row's core callable bound on the tenant's client, or, where the
+tool answers in another shape, its entry in ``mcp/shapes.py``. Arguments are decoded in
+``_Server.call_tool`` and answers encoded in ``tool_result``: one function each.
 
 The reference's 17 tools (``REFERENCE_TOOLS``; it served them as ``acmi_<name>``) are all
 here under their plain names, beside the tools for what the reference lacked (leases,
@@ -19,6 +22,8 @@ does not take (``tenant`` among them: it is never an argument)."""
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, Final, ParamSpec, TypeVar
@@ -32,19 +37,16 @@ from pydantic import ValidationError
 from acmi_core import Acmi, AcmiError
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
-from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import EntityId, pydantic_rule
-from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.base.model import pydantic_rule
 from acmi_core.base.stored import LONE_SURROGATE, render_json
-from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
-from acmi_core.memory.service import DEFAULT_PRUNE_DAYS
-from acmi_core.memory.tree import parse_texts, tree_texts
+from acmi_core.mcp.shapes import SHAPES
+from acmi_core.operations import OPERATIONS, Access, Operation, operation
+from acmi_core.operations.params import Params
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-MAX_GET_EVENTS = 1000  # as GET /v1/entities/{entity}
 TENANCY = " Tenant: the caller's API key (ACMI_API_KEY over stdio, the bearer key over HTTP)."
 # The reference MCP server's tools (mcp/mcp-server.mjs v2.0, names without its `acmi_`
 # prefix): each is served here under this name (tests/e2e/test_mcp_stdio.py holds it).
@@ -53,7 +55,57 @@ REFERENCE_TOOLS: Final = (
     *("rollup_set", "work_create", "work_event", "work_signal", "work_get", "work_list"),
     *("delete", "tenant_list"),
 )
-_WILDCARDS = frozenset("*?[]")
+
+
+# The order tools/list gave before the tools were derived from the table (clients show it
+# in this order); a new tool follows them, in table order.
+LISTED_ORDER: Final = (
+    "profile",
+    "profile_get",
+    "profile_merge",
+    "signal",
+    "signal_get",
+    "signal_set",
+    "event",
+    "get",
+    "list",
+    "cat",
+    "bootstrap",
+    "delete",
+    "tenant_list",
+    "spawn",
+    "active",
+    "rollup_set",
+    "rollup_get",
+    "heartbeat",
+    "work_create",
+    "work_event",
+    "work_signal",
+    "work_get",
+    "work_list",
+    "work_sessions",
+    "lock_claim",
+    "lock_renew",
+    "lock_release",
+    "lock_get",
+    "hitl_create",
+    "hitl_list",
+    "hitl_resolve",
+    "assess",
+    "improve",
+    "memory_remember",
+    "memory_search",
+    "memory_status",
+    "memory_active",
+    "memory_review",
+    "memory_prune",
+    "memory_daily_summary",
+    "memory_topic_create",
+    "memory_debug",
+    "memory_export",
+    "memory_import",
+    "memory_handoff",
+)
 
 
 def resolve_scope(acmi: Acmi, api_key: str | None) -> tuple[Acmi, Scope]:
@@ -158,39 +210,6 @@ class _Server(FastMCP):
             raise
 
 
-class _Tools:
-    """Registers tools: ACMI errors become tool errors, write tools check the scope."""
-
-    def __init__(self, mcp: FastMCP, scope: Scope) -> None:
-        self.mcp, self.scope = mcp, scope
-
-    def check_write(self) -> None:
-        if not self.scope.allows(Scope.WRITE):
-            raise ToolError("scope: this key is read-only (rule: write_scope)")
-
-    def __call__(
-        self, write: bool, doc: str, name: str | None = None
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            checked = _tool_errors(func)
-
-            @functools.wraps(func)
-            def wrapped(*args: Any, **kwargs: Any) -> CallToolResult:
-                if write:
-                    self.check_write()
-                return tool_result(checked(*args, **kwargs))
-
-            self.mcp.add_tool(
-                wrapped,
-                name=name or func.__name__,
-                description=doc + TENANCY,
-                structured_output=False,  # tool_result gives it where it can be carried
-            )
-            return func
-
-        return register
-
-
 def protocol_server(server: FastMCP) -> Server[Any, Any]:
     """The SDK's low-level server inside ``server``: what a stateless HTTP transport runs
     per request (FastMCP's own app keeps a session manager that runs once per app). The
@@ -199,14 +218,21 @@ def protocol_server(server: FastMCP) -> Server[Any, Any]:
 
 
 def build_server(acmi: Acmi, scope: Scope) -> FastMCP:
-    """The server for one principal: ``acmi`` is already bound to its tenant."""
+    """The server for one principal: ``acmi`` is already bound to its tenant. One tool per
+    row of the operation table with an MCP tool, in table order."""
     mcp = _Server("acmi", instructions="ACMI: profiles, signals and timelines." + TENANCY)
-    tool = _Tools(mcp, scope)
-    bootstrap = _entity_tools(tool, acmi)
-    _agent_tools(tool, acmi)
-    _work_tools(tool, acmi)
-    _coordination_tools(tool, acmi)
-    _memory_tools(tool, acmi)
+    for row in tool_rows():
+        mcp.add_tool(
+            _tool(acmi, scope, row),
+            name=row.mcp,
+            description=tool_description(row),
+            structured_output=False,  # tool_result gives it where it can be carried
+        )
+    bootstrap_row = operation("bootstrap.read")
+
+    def bootstrap(agent: str) -> str:
+        call = _tool_errors(_caller(acmi, scope, bootstrap_row))
+        return str(call(params_model(bootstrap_row).model_validate({"agent": agent})))
 
     @mcp.prompt(name="bootstrap", description="An agent's bootstrap, markdown." + TENANCY)
     def bootstrap_prompt(agent: str) -> str:
@@ -219,449 +245,112 @@ def build_server(acmi: Acmi, scope: Scope) -> FastMCP:
     return mcp
 
 
-def _events_bound(events: int, high: int) -> int:
-    if not 0 <= events <= high:
-        raise AcmiValidationError("events", "range", f"must be an integer from 0 to {high}")
-    return events
+@functools.cache
+def tool_rows() -> tuple[Operation, ...]:
+    """The rows with an MCP tool, in the order the server lists them (``LISTED_ORDER``)."""
+    rows = [row for row in OPERATIONS if row.mcp is not None]
+    rank = {name: n for n, name in enumerate(LISTED_ORDER)}
+    return tuple(sorted(rows, key=lambda row: rank.get(row.mcp or "", len(rank))))
 
 
-def _delete_target(entity: str) -> EntityId:
-    """The one entity a delete may name: never a key, a pattern or another tenant's."""
-    if _WILDCARDS & set(entity):
-        raise AcmiValidationError(
-            "entity", "no_wildcard", "names one entity '<category>:<id>'; patterns are refused"
-        )
-    if entity.startswith("tenant:"):
-        raise AcmiValidationError(
-            "entity", "own_tenant", "names another tenant's data; delete reaches only this one"
-        )
-    if entity.startswith("acmi:") and entity.count(":") > 1:
-        raise AcmiValidationError(
-            "entity", "entity_not_key", "is a Redis key; give the entity '<category>:<id>'"
-        )
-    return EntityId.parse(entity)
+@functools.cache
+def params_model(row: Operation) -> type[Params]:
+    """The row's params model (``Operation.params``), imported on first use."""
+    assert row.params is not None, row.name
+    model = _resolve(row.params)
+    if not (isinstance(model, type) and issubclass(model, Params)):
+        raise TypeError(f"operation {row.name!r}: {row.params} is not a params model")
+    return model
 
 
-def _entity_tools(tool: _Tools, acmi: Acmi) -> Callable[[str], str]:
-    """Profiles, signals, timelines, listing, bootstrap; returns the bootstrap renderer."""
+def tool_description(row: Operation) -> str:
+    """The tool's description: its params model's docstring on one line, then tenancy."""
+    return " ".join((params_model(row).__doc__ or "").split()) + TENANCY
 
-    @tool(
-        True,
-        "Replace an entity's profile (entity: ns:id) with a JSON object, or merge into it "
-        "with merge=true: {entity, profile (as stored), merged}.",
-        name="profile",
+
+@functools.cache
+def tool_signature(row: Operation) -> inspect.Signature:
+    """The params model's fields as the tool function's keyword arguments: the SDK builds
+    the input schema (and checks the arguments) from this signature, as it did from the
+    hand-written functions."""
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if field.is_required() else field.default,
+                annotation=field.annotation,
+            )
+            for name, field in params_model(row).model_fields.items()
+        ]
     )
-    def profile_write(entity: str, profile: dict[str, Any], merge: bool = False) -> dict[str, Any]:
-        stored = acmi.profile.merge(entity, profile) if merge else acmi.profile.set(entity, profile)
-        return {"entity": str(EntityId.parse(entity)), "profile": stored, "merged": merge}
-
-    @tool(False, "Read an entity's profile: {entity, profile: object or null}.")
-    def profile_get(entity: str) -> dict[str, Any]:
-        return {"entity": entity, "profile": acmi.profile.get(entity)}
-
-    @tool(True, "Merge a JSON object into an entity's profile: {entity, profile (merged)}.")
-    def profile_merge(entity: str, partial: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "entity": str(EntityId.parse(entity)),
-            "profile": acmi.profile.merge(entity, partial),
-        }
-
-    @tool(
-        True,
-        "Replace an entity's signals with a JSON object (merge=true: set only these keys, "
-        "keep the others): {entity, signals (all of them now), merged}.",
-        name="signal",
-    )
-    def signal_write(entity: str, signals: dict[str, Any], merge: bool = False) -> dict[str, Any]:
-        if merge:
-            acmi.signals.update(entity, signals)
-            stored: Any = acmi.signals.all(entity)
-        else:
-            stored = dict(acmi.signals.replace(entity, signals))
-        return {"entity": str(EntityId.parse(entity)), "signals": stored, "merged": merge}
-
-    @tool(
-        False,
-        "Read an entity's signals: {entity, signals}; with key, {entity, key, value} "
-        "(null if unset).",
-    )
-    def signal_get(entity: str, key: str | None = None) -> dict[str, Any]:
-        if key is None:
-            return {"entity": entity, "signals": acmi.signals.all(entity)}
-        return {"entity": entity, "key": key, "value": acmi.signals.get(entity, key)}
-
-    @tool(True, "Set one signal of an entity (others kept): {entity, key, value as stored}.")
-    def signal_set(entity: str, key: str, value: Any) -> dict[str, Any]:
-        return {"entity": entity, "key": key, "value": acmi.signals.set(entity, key, value)}
-
-    @tool(
-        True,
-        "Append a Comms v1.1 event to an entity's timeline (event: {source, summary, kind, "
-        "correlationId, ...}; ts defaults to now); returns the event as stored.",
-    )
-    def event(entity: str, event: dict[str, Any]) -> dict[str, Any]:
-        return acmi.timeline.append(entity, event).to_dict()
-
-    @tool(
-        False,
-        f"An entity's context in one read: {{profile, signals, timeline: the newest events "
-        f"(0-{MAX_GET_EVENTS}, oldest first)}}.",
-    )
-    def get(entity: str, events: int = 20) -> dict[str, Any]:
-        return acmi.get(entity, events=_events_bound(events, MAX_GET_EVENTS)).to_dict()
-
-    @tool(
-        False,
-        "One page of a category's entities: {category, entities: [ns:id], next_cursor}; "
-        "pass next_cursor back as cursor until it is null.",
-        name="list",
-    )
-    def list_ids(
-        category: str, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
-    ) -> dict[str, Any]:
-        page = acmi.list_page(category, cursor=cursor, limit=limit)
-        return {"category": category, "entities": page.entities, "next_cursor": page.next_cursor}
-
-    @tool(
-        False,
-        "Several timelines merged, newest first: {since, until, events: [{entity, ...}]}. "
-        "since/until are durations ago (30m, 24h, 7d); until absent means now.",
-    )
-    def cat(
-        entities: list[str], since: str = "24h", until: str | None = None, limit: int = 50
-    ) -> dict[str, Any]:
-        names = [str(EntityId.parse(e, f"entities[{i}]")) for i, e in enumerate(entities)]
-        start, end = window(acmi.clock(), since, until)
-        merged = acmi.timeline.cat(names, limit=limit, since_ms=start, until_ms=end)
-        events = [{"entity": entity, **event.to_dict()} for entity, event in merged]
-        return {"since": since, "until": until, "events": events}
-
-    @tool(
-        False,
-        "An agent's wake bundle as text (markdown, or format=json). scope: main | group | "
-        "subagent; include: topics,yesterday,archive; topic: one topic file; events: 0-200; "
-        "max_tokens/max_bytes: a budget. spawn {session_id, model_id} logs a session start "
-        "(a write; a main bundle then takes the handoff).",
-    )
-    def bootstrap(
-        agent: str,
-        scope: str = "main",
-        format: str = "markdown",
-        events: int = DEFAULT_EVENTS,
-        include: str | None = None,
-        topic: str | None = None,
-        max_tokens: int | None = None,
-        max_bytes: int | None = None,
-        spawn: dict[str, Any] | None = None,
-    ) -> str:
-        if spawn is not None:
-            tool.check_write()
-        bundle = acmi.bootstrap(
-            agent,
-            scope=scope,
-            format=format,
-            events=events,
-            include=include,
-            topic=topic,
-            max_tokens=max_tokens,
-            max_bytes=max_bytes,
-            spawn=spawn,
-        )
-        return bundle.text
-
-    def render(agent: str) -> str:
-        return str(_tool_errors(bootstrap)(agent))
-
-    @tool(
-        True,
-        "Delete an entity of this tenant (entity: ns:id; never a key, pattern or other "
-        "tenant): a dry run unless dry_run=false. {entity, dry_run, deleted, found}.",
-    )
-    def delete(entity: str, dry_run: bool = True) -> dict[str, Any]:
-        eid = _delete_target(entity)
-        context = acmi.get(eid, events=0)
-        found = {
-            "profile": context.profile,
-            "signals": context.signals,
-            "events": acmi.timeline.size(eid),
-        }
-        if not dry_run:
-            acmi.delete(eid)
-        return {"entity": str(eid), "dry_run": dry_run, "deleted": not dry_run, "found": found}
-
-    @tool(False, "This server's tenant (only its own) and its key's scope: {tenants, scope}.")
-    def tenant_list() -> dict[str, Any]:
-        return {"tenants": [acmi.tenant], "scope": tool.scope.value}
-
-    return render
 
 
-def _agent_tools(tool: _Tools, acmi: Acmi) -> None:
-    """Agent slots: spawns, active threads, rollups, heartbeats."""
-
-    @tool(True, "Log an agent session start (kept apart from the timeline); returns the record.")
-    def spawn(
-        agent: str, session_id: str, model_id: str, host: str | None = None
-    ) -> dict[str, Any]:
-        return acmi.agents.spawn(agent, session_id, model_id, host)
-
-    @tool(
-        True,
-        "An agent's active threads. action list (default): {thread: {role, joined_at}}; "
-        "add (thread, role) or remove (thread) change them.",
-    )
-    def active(
-        agent: str, action: str = "list", thread: str | None = None, role: str = "participant"
-    ) -> dict[str, Any]:
-        if action == "list":
-            return acmi.agents.active(agent)
-        if action not in ("add", "remove"):
-            raise AcmiValidationError("action", "enum", "must be one of add, remove, list")
-        if not thread:
-            raise AcmiValidationError("thread", "required", f"is needed to {action}")
-        if action == "add":
-            return acmi.agents.join(agent, thread, role)
-        acmi.agents.leave(agent, thread)
-        return {"removed": thread}
-
-    @tool(True, "Set an agent's latest rollup summary (read by bootstrap); returns it.")
-    def rollup_set(agent: str, summary: str) -> dict[str, Any]:
-        return acmi.agents.set_rollup(agent, summary)
-
-    @tool(False, "An agent's latest rollup: {agent, rollup: {ts, summary, ...} or null}.")
-    def rollup_get(agent: str) -> dict[str, Any]:
-        return {"agent": agent, "rollup": acmi.agents.rollup(agent)}
-
-    @tool(
-        True, "Record that an agent is alive (status: free text, default ACTIVE); returns the beat."
-    )
-    def heartbeat(agent: str, status: str = "ACTIVE", note: str | None = None) -> dict[str, Any]:
-        return acmi.agents.heartbeat(agent, status, note)
+def _resolve(name: str) -> Any:
+    module, _, qualname = name.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
 
 
-def _work_tools(tool: _Tools, acmi: Acmi) -> None:
-    """Work items: a profile, signals (status), a timeline and sessions each."""
-
-    @tool(
-        True,
-        "Create a work item (id; title and/or a profile object; owner ns:id; status, "
-        "default open); returns the item. Refused if it exists.",
-    )
-    def work_create(
-        id: str,
-        title: str | None = None,
-        profile: dict[str, Any] | None = None,
-        owner: str | None = None,
-        status: str = "open",
-    ) -> dict[str, Any]:
-        doc = dict(profile or {})
-        if title is not None:
-            doc["title"] = title
-        return acmi.work.create(id, doc, owner=owner, status=status).to_dict()
-
-    @tool(
-        True,
-        "Append a Comms v1.1 event to a work item (session_id joins its sessions); returns "
-        "the event as stored.",
-    )
-    def work_event(id: str, event: dict[str, Any], session_id: str | None = None) -> dict[str, Any]:
-        return acmi.work.event(id, event, session_id)
-
-    @tool(True, "Merge signals into a work item's (status closes or reopens it); returns them.")
-    def work_signal(id: str, signals: dict[str, Any]) -> dict[str, Any]:
-        return acmi.work.signal(id, signals)
-
-    @tool(
-        False,
-        "A work item: {profile, signals, owner, status, timeline (newest events 0-1000, "
-        "oldest first), sessions}.",
-    )
-    def work_get(id: str, events: int = 50) -> dict[str, Any]:
-        return acmi.work.get(id, events).to_dict()
-
-    @tool(
-        False,
-        "One page of work items: {items: [{id, ...}], next_cursor}. owner: ns:id; status "
-        "open (default) or null for any; pass next_cursor back as cursor.",
-    )
-    def work_list(
-        owner: str | None = None,
-        status: str | None = "open",
-        cursor: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-    ) -> dict[str, Any]:
-        return acmi.work.list(owner, status, cursor=cursor, limit=limit).to_dict()
-
-    @tool(False, "One page of a work item's session ids: {sessions, next_cursor}.")
-    def work_sessions(
-        id: str, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
-    ) -> dict[str, Any]:
-        return acmi.work.sessions_page(id, cursor=cursor, limit=limit).to_dict()
+# Where the client keeps each API a row's call names ("<module>:<Class>.<method>"): the
+# attribute of ``Acmi`` holding it ("" for the facade itself).
+CLIENT_APIS: Final = {
+    "Acmi": "",
+    "ProfileAPI": "profile",
+    "SignalsAPI": "signals",
+    "TimelineAPI": "timeline",
+    "AgentAPI": "agents",
+    "LockAPI": "locks",
+    "WorkAPI": "work",
+    "HitlAPI": "hitl",
+    "WorkflowAPI": "workflows",
+    "MemoryAPI": "memory",
+    "Bootstrapper": "bootstrap",
+}
 
 
-def _coordination_tools(tool: _Tools, acmi: Acmi) -> None:
-    """Leases, human-in-the-loop, workflow assessments."""
-
-    @tool(
-        True,
-        "Claim a lease on a resource for ttl_ms (owner: ns:id); returns it with the "
-        "owner_token that renews and releases it. Refused while another holds it.",
-    )
-    def lock_claim(resource: str, owner: str, ttl_ms: int) -> dict[str, Any]:
-        return acmi.locks.claim(resource, owner, ttl_ms).to_dict()
-
-    @tool(True, "Renew a lease with its owner_token for ttl_ms more; returns the lease.")
-    def lock_renew(resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]:
-        return acmi.locks.renew(resource, owner_token, ttl_ms).to_dict()
-
-    @tool(True, "Release a lease with its owner_token; returns the lease released.")
-    def lock_release(resource: str, owner_token: str) -> dict[str, Any]:
-        return acmi.locks.release(resource, owner_token).to_dict()
-
-    @tool(False, "A lease's state now: {resource, held, owner, expires_at, fence}.")
-    def lock_get(resource: str) -> dict[str, Any]:
-        return acmi.locks.get(resource).to_dict()
-
-    @tool(
-        True,
-        "Queue a human-in-the-loop request (urgency P0-P2; addressee ns:id, else the shared "
-        "queue): {item, created}.",
-    )
-    def hitl_create(
-        topic: str,
-        request: str,
-        asked_by: str,
-        urgency: str = "P1",
-        addressee: str | None = None,
-    ) -> dict[str, Any]:
-        created = acmi.hitl.create(
-            topic, request, asked_by=asked_by, urgency=urgency, addressee=addressee
-        )
-        return {"item": created.item, "created": created.created}
-
-    @tool(
-        False,
-        "One page of a human-in-the-loop queue (addressee, else the shared one; state open "
-        "or closed): {items, next_cursor}.",
-    )
-    def hitl_list(
-        addressee: str | None = None,
-        state: str = "open",
-        cursor: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-    ) -> dict[str, Any]:
-        return acmi.hitl.list(addressee, state, limit=limit, cursor=cursor).to_dict()
-
-    @tool(True, "Resolve a human-in-the-loop request by its correlation id; returns it.")
-    def hitl_resolve(correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
-        return acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict()
-
-    @tool(
-        True,
-        "Score an executed workflow step 0-100 against criteria (a list of names, or "
-        "name -> result); returns the assessment event.",
-    )
-    def assess(
-        workflow: str,
-        step: str,
-        score: int,
-        criteria: list[str] | dict[str, Any],
-        agent: str,
-        note: str | None = None,
-    ) -> dict[str, Any]:
-        return acmi.workflows.assess(workflow, step, score, criteria, agent, note=note).to_dict()
-
-    @tool(True, "Record a lesson for a workflow step (it seeds the next bootstrap).")
-    def improve(workflow: str, step: str, lesson: str, agent: str) -> dict[str, Any]:
-        return acmi.workflows.improve(workflow, step, lesson, agent).to_dict()
+def core_call(acmi: Acmi, row: Operation) -> Callable[..., Any]:
+    """The row's core callable, bound on the tenant's client."""
+    assert row.call is not None, row.name
+    owner, _, method = row.call.partition(":")[2].rpartition(".")
+    attribute = CLIENT_APIS[owner]
+    api = getattr(acmi, attribute) if attribute else acmi
+    bound: Callable[..., Any] = getattr(api, method)
+    return bound
 
 
-def _memory_tools(tool: _Tools, acmi: Acmi) -> None:
-    """The memory layers of an entity."""
+def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]:
+    """What the tool does with its validated params: its shape (``mcp/shapes.py``), else
+    the core callable given the params' fields by name, its answer as a dict."""
+    shaped = SHAPES.get(row.name)
+    if shaped is not None:
+        return functools.partial(shaped, acmi, scope)
+    call = core_call(acmi, row)
 
-    @tool(
-        True,
-        "Remember a line in an entity's memory: layer warm (MEMORY.md), hot "
-        "(ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional.",
-    )
-    def memory_remember(
-        entity: str,
-        text: str,
-        layer: str = "warm",
-        section: str | None = None,
-        topic: str | None = None,
-    ) -> dict[str, Any]:
-        return acmi.memory.remember(entity, text, layer=layer, section=section, topic=topic)
+    def direct(params: Params) -> Any:
+        result = call(**{name: getattr(params, name) for name in type(params).model_fields})
+        return result.to_dict() if hasattr(result, "to_dict") else result
 
-    @tool(False, "Search an entity's memory layers, fast layers first: {hits, ...}.")
-    def memory_search(entity: str, query: str, limit: int = 20) -> dict[str, Any]:
-        return acmi.memory.search(entity, query, limit=limit)
+    return direct
 
-    @tool(False, "An entity's memory status: layers, budgets, handoff_pending.")
-    def memory_status(entity: str) -> dict[str, Any]:
-        return acmi.memory.status(entity)
 
-    @tool(
-        False,
-        "The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget}; "
-        "with text, replace ACTIVE-CONTEXT.md first (needs a write key).",
-    )
-    def memory_active(entity: str, text: str | None = None) -> dict[str, Any]:
-        if text is not None:
-            tool.check_write()
-            acmi.memory.set_active(entity, text)
-        return acmi.memory.active(entity)
+def _tool(acmi: Acmi, scope: Scope, row: Operation) -> Callable[..., CallToolResult]:
+    """The row's tool function: the params model built from the SDK's checked arguments,
+    the write scope checked (a write row, or a read whose call writes), then the call;
+    ACMI errors become tool errors naming their field and rule."""
+    model = params_model(row)
+    call = _tool_errors(_caller(acmi, scope, row))
+    writes = row.access is not Access.READ
 
-    @tool(
-        True,
-        "The weekly review: promote the last 7 days' lessons and decisions to MEMORY.md and "
-        "prune the hot layer.",
-    )
-    def memory_review(entity: str) -> dict[str, Any]:
-        return acmi.memory.review(entity)
+    def tool(**arguments: Any) -> CallToolResult:
+        params = model(**arguments)
+        if (writes or params.writes()) and not scope.allows(Scope.WRITE):
+            raise ToolError("scope: this key is read-only (rule: write_scope)")
+        return tool_result(call(params))
 
-    @tool(
-        True,
-        "Prune the hot layer: completed tasks, items older than days (0-365) and yesterday's "
-        "decisions move to today's note. Idempotent.",
-    )
-    def memory_prune(entity: str, days: int = DEFAULT_PRUNE_DAYS) -> dict[str, Any]:
-        return acmi.memory.prune(entity, days)
-
-    @tool(
-        False,
-        "A day's note (date YYYY-MM-DD, default today in the entity's tz): entries, "
-        "decisions, lessons, takeaways, open tasks for tomorrow, the text.",
-    )
-    def memory_daily_summary(entity: str, date: str | None = None) -> dict[str, Any]:
-        return acmi.memory.daily_summary(entity, date)
-
-    @tool(True, "Create the topic:<slug> file from the seed's template, linked from MEMORY.md.")
-    def memory_topic_create(entity: str, slug: str, name: str) -> dict[str, Any]:
-        return acmi.memory.topic_create(entity, slug, name)
-
-    @tool(False, "Missing pieces, hot-vs-warm conflicts and stale items: {ok, problems, ...}.")
-    def memory_debug(entity: str) -> dict[str, Any]:
-        return acmi.memory.debug(entity)
-
-    @tool(False, "The seed's file tree of an entity's memory: {entity, files: {path: text}}.")
-    def memory_export(entity: str) -> dict[str, Any]:
-        return {"entity": entity, "files": tree_texts(acmi.memory.export_snapshot(entity))}
-
-    @tool(
-        True,
-        "Import a seed file tree ({path: text}; strict: refuse files over budget) into an "
-        "entity's memory. Idempotent: a second import writes nothing.",
-    )
-    def memory_import(entity: str, files: dict[str, str], strict: bool = False) -> dict[str, Any]:
-        return acmi.memory.import_snapshot(entity, parse_texts(files), strict=strict)
-
-    @tool(
-        True,
-        "With text: leave a handoff (HANDOFF.md) for the next session; returns it. Without: "
-        "take the pending handoff (read and cleared at once): {entity, handoff or null}.",
-    )
-    def memory_handoff(entity: str, text: str | None = None) -> dict[str, Any]:
-        if text is not None:
-            return acmi.memory.handoff(entity, text)
-        return {"entity": str(EntityId.parse(entity)), "handoff": acmi.memory.take_handoff(entity)}
+    # the SDK names the input schema after the function (``<name>Arguments``)
+    tool.__name__ = tool.__qualname__ = model.tool_function or row.mcp or row.name
+    tool.__signature__ = tool_signature(row)  # type: ignore[attr-defined]
+    return tool

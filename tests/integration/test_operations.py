@@ -4,7 +4,9 @@ own OpenAPI document rather than from hand lists.
 HTTP: each function's app and the whole app (``acmi serve``, the docs function) serve
 exactly their rows; every key-scoped or webhook route refuses a request without a key
 (401) and one whose key's scope is too low (403), with today's error bodies, and lets the
-right key through. MCP: every tool of the server has its row, every row's tool exists.
+right key through. MCP: every tool of the server has its row, every row's tool exists,
+and each tool is derived from its row (description, arguments, write scope, the core
+callable it calls).
 CLI: every row's command exists in the typer app, and every command is a row's or a
 local tool. An app whose routes and rows disagree is refused when it is built."""
 
@@ -24,6 +26,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from mcp.server.fastmcp.exceptions import ToolError
 
 from acmi_core import Acmi, Settings
 from acmi_core.api.access import OPERATION_OF, Authorized, registrar
@@ -34,7 +37,9 @@ from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
 from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, mounted_routers
 from acmi_core.cli.app import app as cli_app
+from acmi_core.mcp import server as mcp_server
 from acmi_core.mcp.server import build_server
+from acmi_core.mcp.shapes import SHAPES
 from acmi_core.operations import KEYED, OPERATIONS, Access, Operation, of_function, operation
 from acmi_core.store.memory import MemoryStore
 
@@ -304,6 +309,67 @@ def test_every_mcp_tool_is_a_row_and_every_rows_tool_exists() -> None:
     named = {row.mcp for row in OPERATIONS if row.mcp}
     assert named - tools == set(), "rows naming a tool the server lacks"
     assert tools - named == set(), "tools without an operation row"
+
+
+def test_each_tool_is_derived_from_its_row() -> None:
+    """A tool's description is its params model's docstring, its arguments are exactly the
+    model's fields (names, required ones, defaults), and a key of read scope is refused
+    every tool of a write row."""
+    acmi = Acmi(MemoryStore(), Settings())
+    listed = {t.name: t for t in asyncio.run(build_server(acmi, Scope.ADMIN).list_tools())}
+    reader = build_server(acmi, Scope.READ)
+    for row in mcp_server.tool_rows():
+        assert row.mcp is not None
+        model = mcp_server.params_model(row)
+        tool = listed[row.mcp]
+        assert tool.description == mcp_server.tool_description(row)
+        fields = model.model_fields
+        schema = tool.inputSchema
+        assert list(schema["properties"]) == list(fields), row.name
+        assert set(schema.get("required", [])) == {n for n, f in fields.items() if f.is_required()}
+        for name, field in fields.items():
+            if not field.is_required():
+                assert schema["properties"][name]["default"] == field.default, (row.name, name)
+        if row.access is Access.WRITE:
+            arguments = {n: _example(f.annotation) for n, f in fields.items() if f.is_required()}
+            with pytest.raises(ToolError, match=r"\(rule: write_scope\)"):
+                asyncio.run(reader.call_tool(row.mcp, arguments))
+
+
+def _example(annotation: Any) -> Any:
+    """A value of the annotation's type (the first of a union), for an argument check."""
+    text = str(annotation)
+    if text.startswith(("dict", "list[str] | dict")):
+        return {} if text.startswith("dict") else []
+    return {"<class 'int'>": 1, "<class 'bool'>": False}.get(text, "x:y")
+
+
+def test_a_tool_without_a_shape_calls_its_core_callable_with_its_params() -> None:
+    """Tools not in ``SHAPES`` pass their params' fields, by name, to the row's core
+    callable bound on the tenant's client: every field is a parameter of that callable."""
+    acmi = Acmi(MemoryStore(), Settings())
+    direct = [row for row in mcp_server.tool_rows() if row.name not in SHAPES]
+    assert len(direct) >= 20
+    for row in direct:
+        call = mcp_server.core_call(acmi, row)
+        assert row.call is not None and call.__qualname__ == row.call.partition(":")[2]
+        taken = inspect.signature(call).parameters
+        for name in mcp_server.params_model(row).model_fields:
+            assert name in taken, f"{row.name}: {name} is not a parameter of {row.call}"
+    named = {row.name for row in OPERATIONS if row.mcp}
+    assert set(SHAPES) <= named, "a shape without a row with a tool"
+
+
+def test_every_params_model_resolves_and_has_no_rule_of_its_own() -> None:
+    """Each row's params model is a ``Params``; its fields carry types and defaults only
+    (the rules are the core's, so no surface can disagree with it)."""
+    for row in OPERATIONS:
+        if row.params is None:
+            assert row.mcp is None, row.name
+            continue
+        model = mcp_server.params_model(row)
+        for name, field in model.model_fields.items():
+            assert field.metadata == [], f"{row.name}.{name} carries a rule of its own"
 
 
 def _commands(command: Any, words: tuple[str, ...] = ()) -> Iterator[str]:
