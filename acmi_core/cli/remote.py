@@ -1,8 +1,10 @@
 """The CLI's agent-facing commands on a deployed API: :class:`HttpBackend`.
 
-One module: it is one class, HttpBackend, with one method per Backend call (each one
-request to its route); tests/integration/test_cli_remote.py holds it to LocalBackend
-call by call, and the calls share one request, error and key-handling path.
+One module: it is one class, HttpBackend, whose Backend calls are each one request made
+by one generic call (``HttpBackend.call``: the operation row's method and path, the path
+parameters checked as the core checks them, the rest as query or body);
+tests/integration/test_cli_remote.py holds it to LocalBackend call by call, and the calls
+share one request, error and key-handling path.
 
 Each Backend call is one HTTP request to the route the API has for it, answering
 exactly what :class:`~acmi_core.cli.backend.LocalBackend` answers for the same store
@@ -29,7 +31,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
@@ -49,6 +51,7 @@ from acmi_core.coordination.hitl import check_cid
 from acmi_core.coordination.locks import check_resource
 from acmi_core.coordination.work import work_entity
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
+from acmi_core.operations import operation
 
 # Connect fails fast (a wrong host or port); a read may wait on a bootstrap or a page
 # of 1,000 events. Always set: DESIGN.md section 8 (the reference's client had none).
@@ -59,6 +62,29 @@ KEY_FIELD: Final = "key"
 # An API key is a bearer token: printable ASCII, no spaces (it goes in a header as is).
 _KEY_RE: Final = re.compile(r"[\x21-\x7e]+")
 _NOTHING: Final = object()
+_PATH_PARAM: Final = re.compile(r"\{(\w+)(?::\w+)?\}")
+
+
+def _checked(check: Callable[[str], object]) -> Callable[[str], str]:
+    """``check`` run for its error (the core's, before any request); the value kept."""
+
+    def run(value: str) -> str:
+        check(value)
+        return value
+
+    return run
+
+
+# Each path parameter checked as the core checks it, before a request (the same error as
+# the store's); entities, categories and correlation ids go as the core normalizes them.
+PATH_CHECKS: Final[dict[str, Callable[[str], str]]] = {
+    "entity": lambda value: str(EntityId.parse(value)),
+    "category": check_category,
+    "agent": _checked(agent_id),
+    "id": _checked(work_entity),
+    "resource": _checked(check_resource),
+    "correlationId": check_cid,
+}
 
 
 class _Secret:
@@ -330,16 +356,41 @@ class HttpBackend:
             error.findings = ()  # the findings are not on the wire; field and rule name the first
         return error
 
-    # --- entities ----------------------------------------------------------------------------
+    # --- one call per operation row --------------------------------------------------------
 
-    @staticmethod
-    def _entity(entity: str, *rest: str) -> str:
-        path = f"/v1/entities/{_segment(str(EntityId.parse(entity)))}"
-        return path + "".join(f"/{_segment(part)}" for part in rest)
+    def _route(self, name: str, values: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        """The row's method, its path with each path parameter taken from ``values``
+        (checked as the core checks it, then percent-encoded as one segment), and the
+        values left for the query or the body."""
+        row = operation(name)
+        if row.method is None or row.path is None:
+            raise ValueError(f"operation {name!r} has no HTTP route")
+        rest = dict(values)
+
+        def segment(match: re.Match[str]) -> str:
+            param = match.group(1)
+            return _segment(PATH_CHECKS.get(param, str)(rest.pop(param)))
+
+        return row.method, _PATH_PARAM.sub(segment, row.path), rest
+
+    def call(
+        self, name: str, /, *, body: Any = _NOTHING, field: str = "body", **values: Any
+    ) -> dict[str, Any]:
+        """The operation ``name`` (a row of the table) as one request: ``values`` fill its
+        path parameters, the rest go in the query (GET, DELETE) or, without ``body``, make
+        the JSON body (None left out); the answer is its JSON object."""
+        method, path, rest = self._route(name, values)
+        if method in ("GET", "DELETE"):
+            return self._object(method, path, params=rest)
+        if body is _NOTHING:
+            body = {k: v for k, v in rest.items() if v is not None}
+        return self._object(method, path, body=body, field=field)
+
+    # --- entities ----------------------------------------------------------------------------
 
     def profile_get(self, entity: str) -> dict[str, Any] | None:
         try:
-            return self._object("GET", self._entity(entity, "profile"))
+            return self.call("entities.profile.get", entity=entity)
         except NotFound as exc:
             if exc.field == "profile":  # the route's "has no profile", not a wrong URL
                 return None
@@ -348,21 +399,15 @@ class HttpBackend:
     def profile_set(
         self, entity: str, doc: Mapping[str, Any], *, merge: bool
     ) -> dict[str, Any] | None:
-        method = "PATCH" if merge else "PUT"
-        return self._object(
-            method, self._entity(entity, "profile"), body=dict(doc), field="profile"
-        )
+        name = "entities.profile.patch" if merge else "entities.profile.put"
+        return self.call(name, entity=entity, body=dict(doc), field="profile")
 
     def signals_set(self, entity: str, values: Mapping[str, Any], *, merge: bool) -> dict[str, Any]:
-        method = "PATCH" if merge else "PUT"
-        return self._object(
-            method, self._entity(entity, "signals"), body=dict(values), field="signals"
-        )
+        name = "entities.signals.patch" if merge else "entities.signals.put"
+        return self.call(name, entity=entity, body=dict(values), field="signals")
 
     def append(self, entity: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        answer = self._object(
-            "POST", self._entity(entity, "events"), body=dict(event), field="event"
-        )
+        answer = self.call("entities.events.append", entity=entity, body=dict(event), field="event")
         stored = answer.get("events")
         if not isinstance(stored, list) or len(stored) != 1 or not isinstance(stored[0], dict):
             raise Unavailable(
@@ -375,15 +420,14 @@ class HttpBackend:
         return stored[0] if "entity" in event else _without(stored[0], "entity")
 
     def get(self, entity: str, events: int) -> dict[str, Any]:
-        return self._object("GET", self._entity(entity), params={"events": events})
+        return self.call("entities.get", entity=entity, events=events)
 
     def list_page(self, category: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        path = f"/v1/namespaces/{_segment(check_category(category))}/entities"
-        page = self._object("GET", path, params={"cursor": cursor, "limit": page_size(limit)})
+        page = self.call("entities.list", category=category, cursor=cursor, limit=page_size(limit))
         return {"entities": page.get("entities"), "next_cursor": page.get("next_cursor")}
 
     def delete(self, entity: str) -> None:
-        self._object("DELETE", self._entity(entity))
+        self.call("entities.delete", entity=entity)
 
     def cat(
         self,
@@ -414,29 +458,24 @@ class HttpBackend:
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` events of one timeline, newest first: one page, or more when
         the API's byte cap per page stopped one short of ``limit``."""
-        path = self._entity(str(eid), "timeline")
         events: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
-            params = {
-                "reverse": True,
-                "limit": limit - len(events),
-                "since_ms": since_ms,
-                "until_ms": until_ms,
-                "cursor": cursor,
-            }
-            page = self._object("GET", path, params=params)
+            page = self.call(
+                "entities.timeline",
+                entity=str(eid),
+                reverse=True,
+                limit=limit - len(events),
+                since_ms=since_ms,
+                until_ms=until_ms,
+                cursor=cursor,
+            )
             events.extend(e for e in page.get("events") or () if isinstance(e, dict))
             cursor = page.get("next_cursor")
             if not isinstance(cursor, str) or len(events) >= limit:
                 return events[:limit]
 
     # --- bootstrap and agents ----------------------------------------------------------------
-
-    @staticmethod
-    def _agent(agent: str, *rest: str) -> str:
-        agent_id(agent)  # the core's check: the same error as the store's, before a request
-        return f"/v1/agents/{_segment(agent)}" + "".join(f"/{_segment(p)}" for p in rest)
 
     def bootstrap(
         self,
@@ -458,58 +497,43 @@ class HttpBackend:
             "topic": topic,
             "max_tokens": max_tokens,
         }
-        path = self._agent(agent, "bootstrap")
         if spawn is None:
-            response = self._request("GET", path, params=options)
+            method, path, query = self._route("bootstrap.read", {"agent": agent, **options})
+            response = self._request(method, path, params=query)
         else:
+            method, path, _ = self._route("bootstrap.spawn", {"agent": agent})
             body = {"spawn": spawn, **{k: v for k, v in options.items() if v is not None}}
-            response = self._request("POST", path, body=body)
+            response = self._request(method, path, body=body)
         return response.content.decode("utf-8", "replace")
 
     def spawn(self, agent: str, session_id: str, model_id: str, host: str | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"session_id": session_id, "model_id": model_id}
-        if host is not None:
-            body["host"] = host
-        return self._object("POST", self._agent(agent, "spawns"), body=body)
+        return self.call(
+            "agents.spawn", agent=agent, session_id=session_id, model_id=model_id, host=host
+        )
 
     def active(self, agent: str) -> dict[str, Any]:
-        threads = self._object("GET", self._agent(agent, "threads")).get("threads")
+        threads = self.call("agents.threads", agent=agent).get("threads")
         return threads if isinstance(threads, dict) else {}
 
-    def _thread(self, agent: str, thread: str) -> str:
-        return self._agent(agent, "threads", thread)  # the route's last segment: "/" allowed
-
     def join(self, agent: str, thread: str, role: str) -> dict[str, Any]:
-        entry = self._object("PUT", self._thread(agent, thread), body={"role": role})
-        return _without(entry, "thread")
+        return _without(self.call("agents.join", agent=agent, thread=thread, role=role), "thread")
 
     def leave(self, agent: str, thread: str) -> None:
-        self._object("DELETE", self._thread(agent, thread))
+        self.call("agents.leave", agent=agent, thread=thread)
 
     def rollup_set(self, agent: str, summary: str) -> dict[str, Any]:
-        return self._object("PUT", self._agent(agent, "rollup"), body={"summary": summary})
+        return self.call("agents.rollup.put", agent=agent, summary=summary)
 
     def heartbeat(self, agent: str, status: str, note: str | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"status": status}
-        if note is not None:
-            body["note"] = note
-        return self._object("POST", self._agent(agent, "heartbeat"), body=body)
+        return self.call("agents.heartbeat", agent=agent, status=status, note=note)
 
     # --- work --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _work(id: str, *rest: str) -> str:
-        work_entity(id)
-        return f"/v1/work/{_segment(id)}" + "".join(f"/{_segment(p)}" for p in rest)
-
     def work_create(self, id: str, profile: Mapping[str, Any], owner: str | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"id": id, "profile": profile}
-        if owner is not None:
-            body["owner"] = owner
-        return self._object("POST", "/v1/work", body=body)
+        return self.call("work.create", id=id, profile=profile, owner=owner)
 
     def work_get(self, id: str, events: int) -> dict[str, Any]:
-        return self._object("GET", self._work(id), params={"events": events})
+        return self.call("work.get", id=id, events=events)
 
     def work_event(
         self, id: str, event: Mapping[str, Any], session_id: str | None
@@ -523,18 +547,15 @@ class HttpBackend:
                     "event.session_id", "matches", "differs from the session_id given"
                 )
             body["session_id"] = session_id
-        return self._object("POST", self._work(id, "events"), body=body, field="event")
+        return self.call("work.event", id=id, body=body, field="event")
 
     def work_signal(self, id: str, signals: Mapping[str, Any]) -> dict[str, Any]:
-        answer = self._object(
-            "PATCH", self._work(id, "signals"), body=dict(signals), field="signals"
-        )
+        answer = self.call("work.signals", id=id, body=dict(signals), field="signals")
         stored = answer.get("signals")
         return stored if isinstance(stored, dict) else {}
 
     def work_sessions(self, id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        path = self._work(id, "sessions")
-        page = self._object("GET", path, params={"cursor": cursor, "limit": page_size(limit)})
+        page = self.call("work.sessions", id=id, cursor=cursor, limit=page_size(limit))
         return _without(page, "id")
 
     def work_list(
@@ -543,36 +564,24 @@ class HttpBackend:
         if status not in ("open", None):
             # the client's rule (the route spells "any status" as status=any instead)
             raise AcmiValidationError("status", "enum", "must be 'open' or None (any status)")
-        params = {
-            "owner": owner,
-            "status": status or "any",
-            "cursor": cursor,
-            "limit": page_size(limit),
-        }
-        return self._object("GET", "/v1/work", params=params)
+        return self.call(
+            "work.list", owner=owner, status=status or "any", cursor=cursor, limit=page_size(limit)
+        )
 
     # --- locks -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _lock(resource: str, *rest: str) -> str:
-        check_resource(resource)
-        return f"/v1/locks/{_segment(resource)}" + "".join(f"/{_segment(p)}" for p in rest)
-
     def lock_claim(self, resource: str, owner: str, ttl_ms: int) -> dict[str, Any]:
-        body = {"owner": owner, "ttl_ms": ttl_ms}
-        return self._object("POST", self._lock(resource, "claim"), body=body)
+        return self.call("locks.claim", resource=resource, owner=owner, ttl_ms=ttl_ms)
 
     def lock_renew(self, resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]:
-        body = {"owner_token": owner_token, "ttl_ms": ttl_ms}
-        return self._object("POST", self._lock(resource, "renew"), body=body)
+        return self.call("locks.renew", resource=resource, owner_token=owner_token, ttl_ms=ttl_ms)
 
     def lock_release(self, resource: str, owner_token: str) -> dict[str, Any]:
-        body = {"owner_token": owner_token}
-        released = self._object("POST", self._lock(resource, "release"), body=body)
+        released = self.call("locks.release", resource=resource, owner_token=owner_token)
         return _without(released, "released")
 
     def lock_get(self, resource: str) -> dict[str, Any]:
-        return self._object("GET", self._lock(resource))
+        return self.call("locks.get", resource=resource)
 
     # --- hitl --------------------------------------------------------------------------------
 
@@ -586,88 +595,66 @@ class HttpBackend:
         addressee: str | None,
         correlation_id: str | None,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "topic": topic,
-            "request": request,
-            "asked_by": asked_by,
-            "urgency": urgency,
-        }
-        if addressee is not None:
-            body["addressee"] = addressee
-        if correlation_id is not None:
-            body["correlationId"] = correlation_id
-        return self._object("POST", "/v1/hitl", body=body)
+        body: dict[str, Any] = {"topic": topic, "request": request, "asked_by": asked_by}
+        body["urgency"] = urgency
+        body |= {"addressee": addressee, "correlationId": correlation_id}
+        return self.call("hitl.create", body={k: v for k, v in body.items() if v is not None})
 
     def hitl_list(
         self, addressee: str | None, state: str, cursor: str | None, limit: int
     ) -> dict[str, Any]:
-        params = {
-            "addressee": addressee,
-            "state": state,
-            "cursor": cursor,
-            "limit": page_size(limit),
-        }
-        return self._object("GET", "/v1/hitl", params=params)
+        return self.call(
+            "hitl.list", addressee=addressee, state=state, cursor=cursor, limit=page_size(limit)
+        )
 
     def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
-        path = f"/v1/hitl/{_segment(check_cid(correlation_id))}/resolve"
-        return self._object("POST", path, body={"resolution": resolution, "by": by})
+        return self.call("hitl.resolve", correlationId=correlation_id, resolution=resolution, by=by)
 
     # --- memory (routes/memory.py: one route per MemoryAPI call) -----------------------
 
-    @staticmethod
-    def _memory(entity: str, *rest: str) -> str:
-        path = f"/v1/memory/{_segment(str(EntityId.parse(entity)))}"
-        return path + "".join(f"/{_segment(part)}" for part in rest)
-
     def memory_status(self, entity: str) -> dict[str, Any]:
-        return self._object("GET", self._memory(entity, "status"))
+        return self.call("memory.status", entity=entity)
 
     def memory_review(self, entity: str) -> dict[str, Any]:
-        return self._object("POST", self._memory(entity, "review"), body={})
+        return self.call("memory.review", entity=entity)
 
     def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]:
         # archived: the API's own archive (its ACMI_ARCHIVE_URL), as the store's default
-        params = {"q": query, "limit": limit, "archived": True}
-        return self._object("GET", self._memory(entity, "search"), params=params)
+        return self.call("memory.search", entity=entity, q=query, limit=limit, archived=True)
 
     def memory_remember(
         self, entity: str, text: str, layer: str, section: str | None, topic: str | None
     ) -> dict[str, Any]:
-        body = {"text": text, "layer": layer, "section": section, "topic": topic}
-        given = {k: v for k, v in body.items() if v is not None}
-        return self._object("POST", self._memory(entity, "remember"), body=given)
+        return self.call(
+            "memory.remember", entity=entity, text=text, layer=layer, section=section, topic=topic
+        )
 
     def memory_active(self, entity: str, text: str | None) -> dict[str, Any]:
         if text is not None:
-            self._object("PUT", self._memory(entity, "active"), body={"text": text})
-        return self._object("GET", self._memory(entity, "active"))
+            self.call("memory.active.put", entity=entity, text=text)
+        return self.call("memory.active.get", entity=entity)
 
     def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]:
-        params = {} if date is None else {"date": date}
-        return self._object("GET", self._memory(entity, "daily-summary"), params=params)
+        return self.call("memory.daily_summary", entity=entity, date=date)
 
     def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]:
-        body = {"slug": slug, "name": name}
-        return self._object("POST", self._memory(entity, "topics"), body=body)
+        return self.call("memory.topics.create", entity=entity, slug=slug, name=name)
 
     def memory_prune(self, entity: str, days: int) -> dict[str, Any]:
-        return self._object("POST", self._memory(entity, "prune"), body={"days": days})
+        return self.call("memory.prune", entity=entity, days=days)
 
     def memory_handoff(self, entity: str, text: str) -> dict[str, Any]:
-        return self._object("PUT", self._memory(entity, "handoff"), body={"text": text})
+        return self.call("memory.handoff", entity=entity, text=text)
 
     def memory_take_handoff(self, entity: str) -> dict[str, Any] | None:
-        taken = self._object("POST", self._memory(entity, "handoff", "take"), body={}).get(
-            "handoff"
-        )
+        taken = self.call("memory.handoff.take", entity=entity).get("handoff")
         return taken if isinstance(taken, dict) else None
 
     def memory_debug(self, entity: str) -> dict[str, Any]:
-        return self._object("GET", self._memory(entity, "debug"))
+        return self.call("memory.debug", entity=entity)
 
     def memory_export(self, entity: str) -> dict[str, str]:
-        files = self._object("GET", self._memory(entity, "export")).get("files")
+        files = self.call("memory.export", entity=entity).get("files")
         if not isinstance(files, dict) or not all(isinstance(t, str) for t in files.values()):
             raise Unavailable(
                 f"api: {self.url} answered an export without its files",
@@ -677,8 +664,7 @@ class HttpBackend:
         return files
 
     def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
-        body = {"files": files, "strict": strict}
-        return self._object("POST", self._memory(entity, "import"), body=body)
+        return self.call("memory.import", entity=entity, files=files, strict=strict)
 
     def close(self) -> None:
         self._client.close()

@@ -6,7 +6,7 @@ exactly their rows; every key-scoped or webhook route refuses a request without 
 (401) and one whose key's scope is too low (403), with today's error bodies, and lets the
 right key through. MCP: every tool of the server has its row, every row's tool exists,
 and each tool is derived from its row (description, arguments, write scope, the core
-callable it calls).
+callable it calls); the CLI's remote backend makes each row's request from the row.
 CLI: every row's command exists in the typer app, and every command is a row's or a
 local tool. An app whose routes and rows disagree is refused when it is built."""
 
@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from types import CodeType
 from typing import Any, Final
 
+import httpx
 import pytest
 import typer
 from fastapi import APIRouter, FastAPI, Request
@@ -35,8 +36,10 @@ from acmi_core.api.context import ApiContext
 from acmi_core.api.errors import install_error_handlers
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
+from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec, mounted_routers
 from acmi_core.cli.app import app as cli_app
+from acmi_core.cli.remote import HttpBackend
 from acmi_core.mcp import server as mcp_server
 from acmi_core.mcp.server import build_server
 from acmi_core.mcp.shapes import SHAPES
@@ -370,6 +373,37 @@ def test_every_params_model_resolves_and_has_no_rule_of_its_own() -> None:
         model = mcp_server.params_model(row)
         for name, field in model.model_fields.items():
             assert field.metadata == [], f"{row.name}.{name} carries a rule of its own"
+
+
+def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
+    """``HttpBackend.call`` builds every key-scoped route's request from its row: the
+    row's method, its path with the path parameters filled (checked as the core checks
+    them, percent-encoded), the other values as the query of a read or a delete and as
+    the JSON body of the rest."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={})
+
+    backend = HttpBackend("http://localhost", "k", transport=httpx.MockTransport(answer))
+    for row in OPERATIONS:
+        if not (row.http and row.access.keyed) or row.path is None:
+            continue
+        names = re.findall(r"\{(\w+)(?::\w+)?\}", row.path)
+        backend.call(row.name, **{name: PARAMETER_VALUES[name] for name in names}, extra="v")
+        request = sent[-1]
+        path = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: PARAMETER_VALUES[m.group(1)], row.path)
+        assert (request.method, request.url.path) == (row.method, path), row.name
+        if row.method in ("GET", "DELETE"):
+            assert (dict(request.url.params), request.content) == ({"extra": "v"}, b""), row.name
+        else:
+            assert (request.url.query, request.content) == (b"", b'{"extra":"v"}'), row.name
+    assert len(sent) >= 60
+    before = len(sent)
+    with pytest.raises(AcmiValidationError, match="<category>:<id>"):
+        backend.call("entities.get", entity="nocolon")
+    assert len(sent) == before, "a path parameter the core refuses is never sent"
 
 
 def _commands(command: Any, words: tuple[str, ...] = ()) -> Iterator[str]:
