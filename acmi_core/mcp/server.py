@@ -298,6 +298,7 @@ def _resolve(name: str) -> Any:
 # attribute of ``Acmi`` holding it ("" for the facade itself).
 CLIENT_APIS: Final = {
     "Acmi": "",
+    "EntityAPI": "entities",
     "ProfileAPI": "profile",
     "SignalsAPI": "signals",
     "TimelineAPI": "timeline",
@@ -308,6 +309,7 @@ CLIENT_APIS: Final = {
     "WorkflowAPI": "workflows",
     "MemoryAPI": "memory",
     "Bootstrapper": "bootstrap",
+    "WakeAPI": "wake",
 }
 
 
@@ -327,9 +329,10 @@ def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]
     shaped = SHAPES.get(row.name)
     if shaped is not None:
         return functools.partial(shaped, acmi, scope)
-    call = core_call(acmi, row)
 
     def direct(params: Params) -> Any:
+        # bound at the call: building the server builds no sub-API it may never use
+        call = core_call(acmi, row)
         result = call(**{name: getattr(params, name) for name in type(params).model_fields})
         return result.to_dict() if hasattr(result, "to_dict") else result
 

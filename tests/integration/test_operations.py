@@ -361,6 +361,8 @@ def test_a_tool_without_a_shape_calls_its_core_callable_with_its_params() -> Non
             assert name in taken, f"{row.name}: {name} is not a parameter of {row.call}"
     named = {row.name for row in OPERATIONS if row.mcp}
     assert set(SHAPES) <= named, "a shape without a row with a tool"
+    for api, attribute in mcp_server.CLIENT_APIS.items():
+        assert type(getattr(acmi, attribute) if attribute else acmi).__name__ == api
 
 
 def test_every_params_model_resolves_and_has_no_rule_of_its_own() -> None:
