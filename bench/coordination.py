@@ -195,8 +195,8 @@ def raw_reference_bytes(plain: redis.Redis, agent: str) -> int:
 def raw_script_bytes(acmi: Acmi, plain: redis.Redis, agent: str) -> int:
     """What lua/bootstrap.lua reads, read again with plain redis-py: the reference's six
     reads plus both HITL queues, the agent's leases, its open work items with their
-    profiles and signals, its workflows, and the scanned lessons and coordination events
-    (200 each, of which the bundle keeps the agent's)."""
+    profiles and signals, its workflows, the scanned lessons (200, of which the bundle
+    keeps the agent's) and the agent's mentions index."""
     keys, eid = acmi.keys, EntityId.parse(agent)
     total = raw_reference_bytes(plain, agent)
     total += _size(plain.zrange(keys.hitl_queue(eid, "open"), 0, CAPS["hitl"] - 1))
@@ -209,8 +209,8 @@ def raw_script_bytes(acmi: Acmi, plain: redis.Redis, agent: str) -> int:
         total += len(item) + _size(plain.get(base + "profile")) + _size(plain.get(base + "signals"))
     total += _size(plain.zrevrange(keys.agent_workflows(eid), 0, CAPS["workflows"] - 1))
     total += _size(plain.zrevrange(keys.lessons(), 0, CAPS["lessons_scanned"] - 1))
-    coordination = keys.coordination_timeline()
-    total += _size(plain.zrange(coordination, -CAPS["coordination_scanned"], -1))
+    mentions = keys.mentions(eid.local_id)  # the agent's mentions, indexed by the writes
+    total += _size(plain.zrange(mentions, -CAPS["coordination_scanned"], -1))
     return total
 
 

@@ -17,6 +17,7 @@ with a letter, so no entity key can ever equal one of these.
 from __future__ import annotations
 
 import hashlib
+import re
 from enum import StrEnum
 from typing import Final
 
@@ -56,6 +57,34 @@ ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
 # The fleet coordination bus (reference layout): lock claims, releases and deferrals.
 COORDINATION_THREAD: Final = "thread:agent-coordination"
+
+# The coordination thread's mentions, found when an event is written (the index
+# ``KeyBuilder.mentions``): an event mentions ``agent:<id>`` by its entity id or ``@<id>``,
+# the id not part of a longer one. Bounded: the first MENTIONS_PER_EVENT distinct agents an
+# event names are indexed, and each agent's index keeps its MENTIONS_KEPT newest events
+# (what a bootstrap shows: acmi_core/bootstrap/budget.py CAPS["coordination"]).
+# store/lua/mentions.lua finds the same mentions in the events the lock and HITL scripts
+# write; tests/unit/test_mentions.py holds the two equal.
+MENTIONS_PER_EVENT: Final = 16
+MENTIONS_KEPT: Final = 10
+_MENTION: Final = re.compile(r"(?<![A-Za-z0-9_.@:-])(?:agent:|@)([A-Za-z0-9_.-]+)")
+_MENTION_ID_MAX: Final = 250  # an entity id is at most 256 characters, "agent:" included
+
+
+def mentioned(text: str) -> list[str]:
+    """The local ids of the agents ``text`` (an event's JSON) mentions, in order of first
+    mention, at most MENTIONS_PER_EVENT."""
+    if "agent:" not in text and "@" not in text:
+        return []  # most events: no scan
+    found: list[str] = []
+    for match in _MENTION.finditer(text):
+        local = match.group(1)
+        if len(local) <= _MENTION_ID_MAX and local not in found:
+            found.append(local)
+            if len(found) == MENTIONS_PER_EVENT:
+                break
+    return found
+
 
 ROOT: Final = "acmi"
 INTERNAL_MARK: Final = "_"
@@ -144,6 +173,13 @@ class Keys:
     def drift_report(self) -> str:
         """STRING JSON: drift-diff's latest report (never written into a thread it scans)."""
         return self.internal("drift")
+
+    def mentions(self, local_id: str) -> str:
+        """ZSET of the newest coordination-thread events (score ts, member the event JSON,
+        a copy) that mention ``agent:<local_id>`` (``mentioned``), at most MENTIONS_KEPT:
+        kept by the write that adds the event (entities.api TimelineAPI.stage,
+        store/lua/locks.lua, hitl.lua), read by the bootstrap instead of a scan."""
+        return self.internal("mentions", local_id)
 
     def activity(self) -> str:
         """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""

@@ -31,7 +31,8 @@ CAPS: Final = {
     "lessons_scanned": 200,  # newest lessons of the tenant examined for the agent's
     "workflows": 50,  # the agent's most recent workflows
     "coordination": 10,
-    "coordination_scanned": 200,  # newest coordination events examined for mentions
+    # the agent's mentions index read (it keeps keys.MENTIONS_KEPT: the section's cap)
+    "coordination_scanned": 10,
     "threads": 50,  # joined threads read; past it, one bounded HSCAN step
     # memory: daily-note events kept around now (a note's budget is 200 lines, so today
     # and yesterday fit), of the stamps and members examined there; archive quarters

@@ -67,7 +67,7 @@ def run(
         "work_open": keys.work_open(eid),
         "workflows": keys.agent_workflows(eid),
         "lessons": keys.lessons(),
-        "coordination": keys.coordination_timeline(),
+        "coordination": keys.mentions(eid.local_id),
         "agent_index": keys.index(eid.category),
         "handoff": keys.slot(eid, MEMORY_HANDOFF),
         "archive": keys.slot(eid, MEMORY_ARCHIVE),

@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
+from acmi_core.base.keys import COORDINATION_THREAD, MENTIONS_KEPT, mentioned
 from acmi_core.base.model import (
     EVENT_FIELD_ORDER,
     MAX_ENTITY_LEN,
@@ -407,8 +408,14 @@ class TimelineAPI(_Slot):
         self._index(plan, entity)
         plan.zset(self._ctx.changed_key, self._ctx.clock(), str(entity))  # for jobs
         index = -1
+        coordination = str(entity) == COORDINATION_THREAD
         for i, event in enumerate(events):
-            index = plan.zadd(key, event.ts, event.to_json() if texts is None else texts[i])
+            text = event.to_json() if texts is None else texts[i]
+            index = plan.zadd(key, event.ts, text)
+            if coordination:  # the mentions index, so a bootstrap never scans the thread
+                for local in mentioned(text):
+                    plan.zadd(self._keys.mentions(local), event.ts, text)
+                    plan.zkeep(self._keys.mentions(local), MENTIONS_KEPT)
         return index
 
     def read(

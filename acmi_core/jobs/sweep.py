@@ -18,18 +18,21 @@ For each agent that crossed the line:
 
 - its signals get ``status: "STALLED"`` and a ``status_note`` saying since when (every
   other signal kept; the agent's next heartbeat replaces both). The marks of a page are
-  one script (``store/lua/sweep.lua`` + ``store/lua/apply.lua``, ``MARK_BATCH`` agents a run) that
-  first checks each agent's activity score is still the heartbeat the sweep read, so a
-  heartbeat that lands between the read and the write is never overwritten; such an
-  agent is counted ``revived`` and not escalated. A batch refused because one agent's
-  signals are not a JSON object (another tool wrote them) is retried agent by agent, and
-  the unreadable ones are reported in ``problems``.
+  one script (``store/lua/sweep.lua`` + ``store/lua/apply.lua``, at most ``MARK_BATCH``
+  agents and ``MARK_BYTES`` of their stored signals a run: the agents past that go in the
+  next run, and the reply says which were done) that first checks each agent's activity
+  score is still the heartbeat the sweep read, so a heartbeat that lands between the read
+  and the write is never overwritten; such an agent is counted ``revived`` and not
+  escalated. A batch refused because one agent's signals are not a JSON object (another
+  tool wrote them) is retried agent by agent, and the unreadable ones are reported in
+  ``problems``.
 - one HITL item for ``settings.operator`` (``acmi.hitl.create``), correlationId
   ``stalled-<agent>-<heartbeat ms>``: idempotent, so a retried run, or a run that
   re-reads the same page after a failure, escalates a stall episode once.
 
 Round trips a run: 1 (the job state) + 1 (the page of the activity index) + 1 per
-``MARK_BATCH`` agents marked (+1 per agent only when a batch is refused, see above) + 1
+``MARK_BATCH`` agents marked, or per ``MARK_BYTES`` of their stored signals, whichever
+comes first (``mark_runs``; +1 per agent only when a batch is refused, see above) + 1
 per agent escalated + 1 ZCOUNT when the page was full (the backlog). With nothing new:
 2, whatever the number of agents or stalled agents. ``run_job`` adds its own record.
 
@@ -57,7 +60,11 @@ if TYPE_CHECKING:
 
 STALL_AFTER_MS: Final = 48 * 3600 * 1000
 STALLED: Final = "STALLED"
-MARK_BATCH: Final = 100  # agents marked by one script run (each edit <= MAX_OBJECT_BYTES)
+MARK_BATCH: Final = 100  # agents sent to one script run (each edit <= MAX_OBJECT_BYTES)
+# stored signals one run reads at most (sweep.lua holds the same number; one object always
+# goes): 100 agents of 64 KiB signals were one run of 1.2 s, Redis blocked for every tenant;
+# one object at MAX_OBJECT_BYTES is what one edit may cost (tests/integration/test_script_bounds.py)
+MARK_BYTES: Final = 64 * 1024
 ASKER: Final = "system:acmi-sweep"
 MAX_CID: Final = 128  # hitl.check_cid
 
@@ -139,9 +146,22 @@ def _mark(acmi: Acmi, agents: list[tuple[str, int]]) -> list[bool]:
         if error is exc:
             raise
         raise error from None
-    marks = reply["results"]  # apply.lua's: one per agent (a sweep plan has no ONCE op)
-    assert isinstance(marks, list) and len(marks) == len(agents), "sweep.lua reply shape"
+    # apply.lua's: one per agent handled (a sweep plan has no ONCE op), the first ones of
+    # ``agents``: the rest did not fit the run's MARK_BYTES and nothing was done to them
+    marks = reply["results"]
+    assert isinstance(marks, list) and 1 <= len(marks) <= len(agents), "sweep.lua reply shape"
     return [isinstance(r, bytes) for r in marks]
+
+
+def _mark_all(acmi: Acmi, agents: list[tuple[str, int]]) -> tuple[list[bool], int]:
+    """``_mark`` over every agent, in as many runs as their signals' bytes need: True per
+    mark, and the number of runs."""
+    kept: list[bool] = []
+    runs = 0
+    while len(kept) < len(agents):
+        kept += _mark(acmi, agents[len(kept) :])
+        runs += 1
+    return kept, runs
 
 
 def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
@@ -165,16 +185,18 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         except AcmiValidationError:
             problems.append(f"{member[:80]!r}: not an agent id, skipped")
     marked: list[tuple[str, int]] = []
-    revived = 0
+    revived = runs = 0
     for start in range(0, len(agents), MARK_BATCH):
         batch = agents[start : start + MARK_BATCH]
         try:
-            kept = _mark(acmi, batch)
+            kept, batch_runs = _mark_all(acmi, batch)
+            runs += batch_runs
         except AcmiError:  # one agent's signals refused (not JSON, too large): one by one
             kept = []
             for one in batch:
                 try:
                     kept += _mark(acmi, [one])
+                    runs += 1
                 except AcmiError as exc:
                     kept.append(False)
                     problems.append(f"{one[0]}: signals not marked ({exc.message[:120]})")
@@ -215,6 +237,7 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         "escalated": escalated,
         "already_escalated": already,
         "skipped": len(page) - len(agents),
+        "mark_runs": runs,
         "cutoff": cutoff,
         "watermark": watermark,
         "skip": skip,

@@ -426,6 +426,7 @@ LOCKS: Final = ScriptProtocol(
             {"OK": ("owner", "fence", "cid"), **_LOCK_REFUSED},
         ),
     },
+    sources=("mentions", "locks"),  # the mentions index it keeps: mentions.lua
 )
 
 _HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed")
@@ -469,6 +470,7 @@ HITL: Final = ScriptProtocol(
             {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "GONE": ()},
         ),
     },
+    sources=("mentions", "hitl"),  # the mentions index it keeps: mentions.lua
 )
 
 HYGIENE: Final = ScriptProtocol(
@@ -562,3 +564,5 @@ BOOTSTRAP: Final = ScriptProtocol(
 )
 
 PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
+# Lua put before a script's own text: functions only, no protocol of its own
+LIBRARIES: Final = ("mentions",)

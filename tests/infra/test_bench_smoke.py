@@ -83,6 +83,10 @@ def test_the_largest_allowed_edit_is_timed_by_the_server(report: dict[str, Any])
     section = report["write_limits"]
     assert _number(section["largest_edit_median_ms"]) and section["largest_edit_median_ms"] > 0
     assert section["cases"] and all(_number(c["median_ms"]) for c in section["cases"].values())
+    # and every script at its limits (the budget held by tests/integration/test_script_bounds.py)
+    scripts = {c["script"] for c in section["scripts"].values()}
+    assert scripts == {"apply", "bootstrap", "sweep", "locks", "hitl", "work", "hygiene", "page"}
+    assert all(_number(c["cpu_best_ms"]) for c in section["scripts"].values())
 
 
 def test_round_trips_are_the_documented_ones(report: dict[str, Any]) -> None:

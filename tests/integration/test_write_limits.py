@@ -24,6 +24,7 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.writes import WritePlan
 from acmi_core.testing.redis_server import RedisServer
 from bench import write_limits
+from tests.integration.test_script_bounds import hold
 
 BUDGET_MS = 50.0  # server time one edit may block Redis for
 DB_TIMING = 8  # this file's Redis database (tests/kit.py's table: 8 and 9 are ours)
@@ -189,15 +190,17 @@ def test_the_largest_allowed_edit_stays_within_the_budget(timing_store: RedisSto
     """Every case is an object at MAX_OBJECT_BYTES in a shape slow to scan, edited with
     MAX_EDIT_FIELDS fields (bench/write_limits.py). Measured with SLOWLOG on Redis 7.0.15,
     2 shared cores: medians 7-15 ms per case (slowest: names of escaped control
-    characters, 15.4 ms), up to 32 ms with the machine under load. Each case keeps its
-    fastest of 5 runs: load only ever adds to a run, the script's own cost is the floor."""
+    characters, 15.4 ms), 60-130 ms at a load of 9-13 on the 2 cores, where the CPU time
+    of Redis's main thread stayed at 18-30 ms. Each case keeps its fastest of 5 runs
+    (load only ever adds to a run, the script's own cost is the floor), held to the
+    budget in CPU time always and in SLOWLOG time when the machine has a core for Redis
+    (tests/integration/test_script_bounds.py `hold`)."""
     setting = ("CONFIG", "GET", "slowlog-log-slower-than")
     before = timing_store.execute(setting)
     cases = write_limits.cases()
     with write_limits.slowlog_everything(timing_store):
         for case in cases:
-            times_ms = [us / 1000 for us in write_limits.server_times_us(timing_store, case, 5)]
-            assert min(times_ms) < BUDGET_MS, (case.name, sorted(times_ms))
+            hold(case.name, write_limits.server_runs(timing_store, case, 5))
     assert timing_store.execute(setting) == before  # the server's setting is restored
 
     # and these are the largest: one more byte stored, or one more field, is refused

@@ -13,7 +13,8 @@
 --: KEYS[10] work_open: the agent's open-work index
 --: KEYS[11] workflows: the agent's workflows
 --: KEYS[12] lessons: the tenant's lessons feed
---: KEYS[13] coordination: the coordination thread's timeline
+--: KEYS[13] coordination: the agent's mentions on the coordination thread (ZSET score =
+--    ts, member = a copy of the event; kept by the writes that add the events)
 --: KEYS[14] agent_index: the agent namespace index (SET)
 --: KEYS[15] handoff: the agent's memory handoff (STRING)
 --: KEYS[16] archive: its memory archive (HASH quarter -> doc)
@@ -34,7 +35,7 @@
 --: ARGV[11] lessons_scanned
 --: ARGV[12] workflows
 --: ARGV[13] coordination: coordination events
---: ARGV[14] coordination_scanned
+--: ARGV[14] coordination_scanned: index members read at most
 --: ARGV[15] spawn_member: spawn member JSON ('' = no spawn)
 --: ARGV[16] spawn_score: spawn score (ts)
 --: ARGV[17] threads
@@ -230,30 +231,14 @@ if n[10] > 0 then
   end
 end
 
--- 7. the newest coordination events that mention the agent: its entity id, or @<id>,
---    not followed by another id character (agent:claude is not agent:claude-engineer)
-local function mentions(text, needle)
-  local from = 1
-  while true do
-    local s, e = string.find(text, needle, from, true)
-    if not s then return false end
-    local before, after = string.sub(text, s - 1, s - 1), string.sub(text, e + 1, e + 1)
-    if not string.find(after, '^[A-Za-z0-9_.-]') and not string.find(before, '^[A-Za-z0-9_.@:-]') then
-      return true
-    end
-    from = e + 1
-  end
-end
+-- 7. the newest coordination events that mention the agent: its entity id, or @<id>, not
+--    followed by another id character (agent:claude is not agent:claude-engineer). Found
+--    when each event was written (the index KEYS[13], acmi_core/base/keys.py `mentions`),
+--    so this reads the events it returns and nothing else, newest first
 local coordination = {}
 if n[13] > 0 then
-  local recent = read({}, 'ZRANGE', KEYS[13], -n[14], -1)
-  for i = #recent, 1, -1 do
-    local m = recent[i]
-    if mentions(m, agent) or mentions(m, '@' .. local_id) then
-      coordination[#coordination + 1] = m
-      if #coordination >= n[13] then break end
-    end
-  end
+  local recent = read({}, 'ZRANGE', KEYS[13], -math.min(n[13], n[14]), -1)
+  for i = #recent, 1, -1 do coordination[#coordination + 1] = recent[i] end
 end
 
 -- 8. memory (seed 002 §7, §12). Daily notes: the memory events (payload.memory "daily")

@@ -108,7 +108,9 @@ local function close(open_key, closed_key, old, new, addressee_json, record_at, 
   redis.call('ZADD', closed_key, now, new)
   redis.call('HSET', items, cid, '{"state":"closed","addressee":' .. addressee_json ..
     ',"score":' .. now .. ',"at":' .. record_at .. ',"by":' .. by .. ',"item":' .. new .. '}')
-  redis.call('ZADD', thread, 'NX', now, render(template_i, {addressee = addressee_json}))
+  local event = render(template_i, {addressee = addressee_json})
+  redis.call('ZADD', thread, 'NX', now, event)
+  index_mentions(mentions_base(items), now, event)  -- store/lua/mentions.lua
   redis.call('SADD', index, thread_member)
 end
 

@@ -21,7 +21,7 @@
 --   The document is written in both cases (it describes the verified object, not the
 --   live timeline).
 --   Work: n ZSCOREs + one ZREM of n members; the caller sends at most TRIM_BYTES of
---   members a run of it.
+--   members and TRIM_MEMBERS members a run of it (more is refused, nothing written).
 --
 -- release: deletes the job's archive lease only if still ours.
 --: release KEYS[1] lease: the job's archive lease (STRING, SET NX PX by the job)
@@ -43,6 +43,11 @@ local quarter, doc = ARGV[2], ARGV[3]
 local n = tonumber(ARGV[4])
 if not n or #ARGV ~= 4 + 2 * n then
   return redis.error_reply('ACMI_BADOP hygiene: member count')
+end
+-- mirrors acmi_core.jobs.quarterly.TRIM_MEMBERS: the work of one run (a ZSCORE and a
+-- removal a member; 50,000 members of 10 bytes, within TRIM_BYTES, ran 0.5 s)
+if n > 2000 then
+  return redis.error_reply('ACMI_BADOP hygiene: over 2000 members in one trim')
 end
 if quarter ~= '' then
   redis.call('HSET', KEYS[2], quarter, doc)

@@ -36,6 +36,8 @@
 -- A template is a count n then n items: text, slot name, text, ... (JSON built by the
 -- client; slots are filled with values this script read or made, never decoded JSON).
 --
+-- Every coordination event written is indexed under the agents it mentions
+-- (store/lua/mentions.lua, put before this text; the keys' base from KEYS[4]).
 -- Phase 1 reads and checks (key types, stored numbers); phase 2 only writes.
 -- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
 
@@ -94,6 +96,7 @@ if op == 'claim' then
       local event = render(next_i, {holder = owner, held_until = expires, holder_cid = cid,
         holder_fence = fence})
       redis.call('ZADD', thread, 'NX', ARGV[2], event)
+      index_mentions(mentions_base(leases), ARGV[2], event)
       redis.call('SADD', index, member)
     end
     return {'HELD', owner, expires, fence}
@@ -108,6 +111,7 @@ if op == 'claim' then
   redis.call('ZADD', leases, 0, entry(new_owner, new_expires, new_fence, new_cid))
   local event = render(8, {fence = new_fence})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
+  index_mentions(mentions_base(leases), ARGV[2], event)
   redis.call('SADD', index, member)
   return {'OK', new_fence}
 end
@@ -128,6 +132,7 @@ if op == 'release' then
   redis.call('ZREM', leases, entry(owner, expires, fence, cid))
   local event = render(5, {owner = owner, cid = cid, fence = fence})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
+  index_mentions(mentions_base(leases), ARGV[2], event)
   redis.call('SADD', index, ARGV[4])
   return {'OK', owner, fence, cid}
 end

@@ -27,6 +27,7 @@ def _agent(ctx: Context) -> tuple[Acmi, str]:
         keys.hitl_queue(None, "open"),
         keys.lessons(),
         keys.agent_workflows(eid),
+        keys.mentions(eid.local_id),
         keys.index("thread"),
         keys.index("work"),
         keys.index("workflow"),

@@ -17,6 +17,7 @@ from typing import Literal, NoReturn, TypeVar
 
 from acmi_core import create_acmi
 from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
+from acmi_core.base.keys import mentioned
 from acmi_core.base.model import EntityId, js_number
 from acmi_core.client import Acmi
 from acmi_core.entities import api as client
@@ -314,6 +315,16 @@ class Context:
         for acmi in clients:
             for entity in entities:
                 acmi.delete(entity)
+        for acmi in clients:  # the mentions its coordination events indexed go with them
+            thread = acmi.keys.coordination_timeline()
+            if thread in keys:
+                members = acmi.store.execute(("ZRANGE", thread, 0, -1))
+                assert isinstance(members, list)
+                for member in members:
+                    if isinstance(member, bytes):
+                        text = member.decode("utf-8", "replace")
+                        for local in mentioned(text):
+                            acmi.store.execute(("DEL", acmi.keys.mentions(local)))
         for key in keys:
             self.acmi.store.execute(("DEL", key))
 

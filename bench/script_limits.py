@@ -1,0 +1,359 @@
+"""Every script at the largest inputs the limits allow, in Redis's own time (SLOWLOG).
+
+A Lua script blocks the whole Redis (every tenant) while it runs, so each script is
+bounded by the bytes it reads and the work it does. Each case below fills a store with
+the most a script can be made to read (objects at MAX_OBJECT_BYTES in a shape slow to
+scan, events as large as a request body may be, every count at its cap) and runs the
+operation that calls the script; the script's time is each EVAL/EVALSHA's SLOWLOG
+duration. Part of the write_limits section (bench/write_limits.py), and the drill in
+tests/integration/test_script_bounds.py."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+from acmi_core import Acmi, Settings
+from acmi_core.base.keys import COORDINATION_THREAD, MEMORY_ARCHIVE
+from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, EntityId, dumps
+from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
+from acmi_core.bootstrap.budget import CAPS
+from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
+from acmi_core.jobs import sweep
+from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
+from acmi_core.store import scripts
+from acmi_core.store.base import Store
+from acmi_core.store.redis import RedisStore
+
+BUDGET_MS: Final = 50.0  # what one script run may block Redis for
+# The largest event a write through the API carries: a request body of at most
+# ACMI_MAX_BODY_BYTES (256 KiB by default), less the envelope.
+EVENT_BYTES: Final = Settings().max_body_bytes - 1024
+AGENT: Final = "agent:drill"
+# The bootstrap's own timeline section is read by count, not bytes: DEFAULT_EVENTS events
+# of EVENT_BYTES cost it ~40 ms of CPU by themselves (a bound left to that section)
+TIMELINE_EVENT_BYTES: Final = 16 * 1024
+NOW: Final = int(time.time() * 1000) - 3_600_000  # an hour ago: every ts is in the past
+NAMES: Final = {p.script.sha: p.name for p in scripts.PROTOCOLS}
+
+
+@dataclass(frozen=True)
+class ScriptCase:
+    name: str
+    script: str  # the protocol whose runs are timed (scripts.PROTOCOLS names)
+    what: str
+    prepare: Callable[[Acmi], Callable[[], object]]  # fills the store, returns the call
+
+
+def _pad(size: int, text: str = "") -> str:
+    """A string value of about ``size`` bytes once JSON, ``text`` at its end."""
+    return "x" * max(0, size - len(text)) + text
+
+
+def _slow_object(size: int = MAX_OBJECT_BYTES) -> dict[str, int]:
+    """An object of ``size`` bytes as JSON made of as many members as fit: the shape the
+    object scanner spends most on per byte (bench/write_limits.py's "many members")."""
+    out: dict[str, int] = {}
+    used = 2
+    i = 0
+    while used + len(f'"{i:x}":0,') <= size:
+        out[f"{i:x}"] = 0
+        used += len(f'"{i:x}":0,')
+        i += 1
+    return out
+
+
+def _near_misses(budget: int) -> str:
+    """Text that names the agent's id inside longer ids, over and over: what a scan for
+    mentions would test one by one (agent:drill-0, @drill.1, x@drill, ...)."""
+    parts, size, i = [], 0, 0
+    while size < budget:
+        part = f"{AGENT}-{i} @drill.{i} x@drill "
+        parts.append(part)
+        size += len(part)
+        i += 1
+    return "".join(parts)[:budget]
+
+
+def _bootstrap(acmi: Acmi) -> Callable[[], object]:
+    """Every section at its cap: 200 coordination events of EVENT_BYTES mentioning the
+    agent among near misses, CAPS['work'] work items with 64 KiB profile and signals,
+    both HITL queues full, a profile and signals at the object cap, DEFAULT_EVENTS
+    timeline events of TIMELINE_EVENT_BYTES."""
+    for i in range(200):
+        note = _near_misses(EVENT_BYTES - 200) + f" {AGENT}"
+        acmi.timeline.append(
+            COORDINATION_THREAD,
+            {
+                "source": "bench",
+                "kind": "note",
+                "correlationId": "drill",
+                "summary": f"n{i}",
+                "ts": NOW - 10_000 + i,
+                "payload": {"note": note},
+            },
+        )
+    acmi.profile.set(AGENT, {"pad": _pad(MAX_OBJECT_BYTES - 200)})
+    acmi.signals.replace(AGENT, _slow_object(MAX_OBJECT_BYTES - 200))
+    for i in range(CAPS["work"]):
+        acmi.work.create(f"drill-{i}", {"name": _pad(MAX_OBJECT_BYTES - 300)}, owner=AGENT)
+    for i in range(CAPS["hitl"]):
+        for to in (AGENT, None):
+            acmi.hitl.create(
+                f"t{i}",
+                _pad(1000),
+                asked_by="agent:asker",
+                addressee=to,
+                correlation_id=f"drill-{i}-{to is None}",
+            )
+    for i in range(DEFAULT_EVENTS):  # (at EVENT_BYTES the timeline alone is over budget)
+        acmi.timeline.append(
+            AGENT,
+            {
+                "source": "bench",
+                "kind": "note",
+                "correlationId": "drill",
+                "summary": f"e{i}",
+                "ts": NOW - 100 + i,
+                "payload": {"pad": _pad(TIMELINE_EVENT_BYTES)},
+            },
+        )
+    return lambda: acmi.bootstrap(AGENT)
+
+
+def _sweep(acmi: Acmi) -> Callable[[], object]:
+    """MARK_BATCH agents silent for over 48 h with signals at the object cap, slow to scan."""
+    signals = _slow_object(MAX_OBJECT_BYTES - 100)
+    for i in range(sweep.MARK_BATCH):
+        agent = f"agent:silent-{i}"
+        acmi.agents.heartbeat(agent, now=NOW - sweep.STALL_AFTER_MS - 60_000)
+        acmi.signals.replace(agent, signals)
+    batch = [
+        (f"agent:silent-{i}", NOW - sweep.STALL_AFTER_MS - 60_000) for i in range(sweep.MARK_BATCH)
+    ]
+    # one run of the script: the job's own step (the job runs it until the batch is done)
+    return lambda: sweep._mark(acmi, batch)
+
+
+def _apply(acmi: Acmi) -> Callable[[], object]:
+    """An edit of MAX_EDIT_FIELDS fields on an object at the cap, slow to scan."""
+    stored = _slow_object(MAX_OBJECT_BYTES - 6 * MAX_EDIT_FIELDS)
+    names = list(stored)
+    step = max(1, len(names) // MAX_EDIT_FIELDS)
+    edit = {names[i * step]: 1 for i in range(MAX_EDIT_FIELDS)}
+    acmi.signals.replace("user:drill", stored)
+    return lambda: acmi.signals.update("user:drill", edit)
+
+
+def _locks(acmi: Acmi) -> Callable[[], object]:
+    """A claim refused (coord-defer, indexed under both agents) on a held lease."""
+    resource = "drill:" + "r" * 194  # the longest name allowed
+    acmi.locks.claim(resource, "agent:holder", 3_600_000)
+    counter = iter(range(10**6))
+
+    def refused_claim() -> object:
+        try:
+            return acmi.locks.claim(resource, f"agent:claimant-{next(counter)}", 60_000)
+        except Exception as exc:  # the Conflict is the case
+            return exc
+
+    return refused_claim
+
+
+def _hitl(acmi: Acmi) -> Callable[[], object]:
+    """A resolve of an item with the largest request text, posting hitl-resolved."""
+    counter = iter(range(10**6))
+
+    cids = [f"drill-r-{i}" for i in range(64)]
+    for cid in cids:
+        acmi.hitl.create("t", _pad(4000), asked_by=AGENT, addressee="agent:to", correlation_id=cid)
+    return lambda: acmi.hitl.resolve(cids[next(counter)], _pad(4000), by="agent:to")
+
+
+def _work(acmi: Acmi) -> Callable[[], object]:
+    """A work item's signals edit of MAX_EDIT_FIELDS fields on signals at the cap."""
+    acmi.work.create("drill-w", {"name": "w"}, owner=AGENT)
+    stored = _slow_object(MAX_OBJECT_BYTES - 8 * MAX_EDIT_FIELDS)
+    acmi.store.execute(("SET", acmi.keys.signals(EntityId.parse("work:drill-w")), dumps(stored)))
+    names = list(stored)
+    step = max(1, len(names) // MAX_EDIT_FIELDS)
+    edit = {names[i * step]: 2 for i in range(MAX_EDIT_FIELDS - 1)}
+    return lambda: acmi.work.signal("drill-w", edit)
+
+
+def _hygiene(acmi: Acmi) -> Callable[[], object]:
+    """A trim of TRIM_MEMBERS members (the most ZSCOREs a run), the largest fitting."""
+    entity = EntityId.parse("user:drill-trim")
+    key = acmi.keys.timeline(entity)
+    pad = _pad(TRIM_BYTES // TRIM_MEMBERS - 30)
+    members = [dumps({"i": i, "pad": pad}) for i in range(TRIM_MEMBERS)]
+    archive = acmi.keys.slot(entity, MEMORY_ARCHIVE)
+
+    def trim() -> object:
+        acmi.store.execute(("ZADD", key, *[x for m in members for x in (NOW, m)]))
+        return scripts.HYGIENE.eval(
+            acmi.store,
+            {"timeline": key, "archive": archive},
+            {
+                "mode": "trim",
+                "quarter": "",
+                "doc": "",
+                "member_count": len(members),
+                "members": [x for m in members for x in (m, str(NOW))],
+            },
+        )
+
+    return trim
+
+
+def _page(acmi: Acmi) -> Callable[[], object]:
+    """A page of MAX_PAGE_SIZE events making MAX_PAGE_BYTES, the page's byte cap."""
+    size = MAX_PAGE_BYTES // MAX_PAGE_SIZE - 120
+    events = [
+        {
+            "source": "bench",
+            "kind": "note",
+            "correlationId": "drill",
+            "summary": f"p{i}",
+            "ts": NOW + i,
+            "payload": {"pad": _pad(size)},
+        }
+        for i in range(MAX_PAGE_SIZE)
+    ]
+    for start in range(0, len(events), 100):
+        acmi.timeline.extend("user:drill-page", events[start : start + 100])
+    # a page from a cursor is the script's (a first page is one ZRANGE)
+    cursor = acmi.timeline.page("user:drill-page", limit=1).next_cursor
+    return lambda: acmi.timeline.page("user:drill-page", cursor=cursor, limit=MAX_PAGE_SIZE)
+
+
+def cases() -> list[ScriptCase]:
+    return [
+        ScriptCase(
+            "edit at the caps", "apply", f"{MAX_EDIT_FIELDS:,} fields, 64 KiB object", _apply
+        ),
+        ScriptCase(
+            "bootstrap, every section full",
+            "bootstrap",
+            f"200 x {EVENT_BYTES // 1024} KiB mentions, {CAPS['work']} work items of 2 x 64 KiB",
+            _bootstrap,
+        ),
+        ScriptCase(
+            "sweep of a full batch",
+            "sweep",
+            f"{sweep.MARK_BATCH} agents, signals of 64 KiB",
+            _sweep,
+        ),
+        ScriptCase("lock claim refused", "locks", "coord-defer posted and indexed", _locks),
+        ScriptCase("HITL resolve", "hitl", "4 KB request and resolution", _hitl),
+        ScriptCase("work signals edit", "work", f"{MAX_EDIT_FIELDS - 1:,} fields, 64 KiB", _work),
+        ScriptCase(
+            "archive trim",
+            "hygiene",
+            f"{TRIM_MEMBERS:,} members, {TRIM_BYTES // 1024} KiB",
+            _hygiene,
+        ),
+        ScriptCase("timeline page", "page", f"{MAX_PAGE_SIZE:,} events, 1 MiB", _page),
+    ]
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+@contextmanager
+def slowlog_everything(store: Store, length: int = 4096) -> Iterator[None]:
+    """Log every command's duration (SLOWLOG), keeping ``length`` entries; the server's
+    settings restored after."""
+    settings = {}
+    for name in ("slowlog-log-slower-than", "slowlog-max-len"):
+        reply = store.execute(("CONFIG", "GET", name))
+        assert isinstance(reply, list) and isinstance(reply[1], bytes)
+        settings[name] = reply[1]
+    store.execute(("CONFIG", "SET", "slowlog-log-slower-than", "0"))
+    store.execute(("CONFIG", "SET", "slowlog-max-len", str(length)))
+    try:
+        yield
+    finally:
+        for name, value in settings.items():
+            store.execute(("CONFIG", "SET", name, value))
+
+
+def cpu_us(store: Store) -> int:
+    """The CPU time Redis's main thread has used (INFO cpu, from getrusage), in us: what
+    a script costs whatever else the machine runs, where SLOWLOG's figure is the time
+    the command took, preemptions included."""
+    info = store.execute(("INFO", "cpu"))
+    assert isinstance(info, bytes)
+    fields = dict(line.split(":", 1) for line in info.decode().splitlines() if ":" in line)
+    seconds = float(fields["used_cpu_sys_main_thread"]) + float(fields["used_cpu_user_main_thread"])
+    return round(seconds * 1e6)
+
+
+@dataclass(frozen=True)
+class Run:
+    slowlog_ms: float  # the script's run in SLOWLOG
+    cpu_ms: float  # Redis's main thread CPU time over the call: that run, and the INFO around it
+
+
+def run_once(store: Store, case: ScriptCase, call: Callable[[], object]) -> Run:
+    """One call of the case: exactly one run of its script (and no other), timed."""
+    store.execute(("SLOWLOG", "RESET"))
+    before = cpu_us(store)
+    call()
+    after = cpu_us(store)
+    entries = store.execute(("SLOWLOG", "GET", "-1"))
+    assert isinstance(entries, list)
+    runs: list[tuple[str, int]] = []
+    for entry in entries:
+        assert isinstance(entry, list) and isinstance(entry[3], list)
+        command = entry[3]
+        if command[0] in (b"EVALSHA", b"EVAL") and isinstance(command[1], bytes):
+            sha = command[1].decode() if command[0] == b"EVALSHA" else _sha(command[1])
+            assert isinstance(entry[2], int)
+            runs.append((NAMES.get(sha, sha), entry[2]))
+    assert [name for name, _ in runs] == [case.script], (case.name, runs)
+    return Run(runs[0][1] / 1000, (after - before) / 1000)
+
+
+def quiet() -> bool:
+    """Whether the machine has a core for Redis (load average at most the cores): then a
+    script's SLOWLOG time is its own, not what the OS ran meanwhile."""
+    return os.getloadavg()[0] <= (os.cpu_count() or 1)
+
+
+def _sha(source: bytes) -> str:
+    return hashlib.sha1(source).hexdigest()
+
+
+def measure(url: str, repeats: int) -> list[dict[str, Any]]:
+    """Each case ``repeats`` times: its script's fastest and slowest run in SLOWLOG and
+    in CPU time."""
+    rows: list[dict[str, Any]] = []
+    for case in cases():
+        store = RedisStore.from_url(url)
+        try:
+            store.execute(("FLUSHDB",))
+            call = case.prepare(Acmi(store, Settings()))
+            call()  # loads the script (NOSCRIPT, EVAL): not timed
+            with slowlog_everything(store):
+                runs = [run_once(store, case, call) for _ in range(repeats)]
+            rows.append(
+                {
+                    "case": case.name,
+                    "script": case.script,
+                    "what": case.what,
+                    "slowlog_best_ms": min(r.slowlog_ms for r in runs),
+                    "slowlog_max_ms": max(r.slowlog_ms for r in runs),
+                    "cpu_best_ms": min(r.cpu_ms for r in runs),
+                    "cpu_max_ms": max(r.cpu_ms for r in runs),
+                }
+            )
+            store.execute(("FLUSHDB",))
+        finally:
+            store.close()
+    return rows
