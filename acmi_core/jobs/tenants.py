@@ -163,7 +163,7 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
     state = tenants_state(acmi, run.job)
     default = acmi.tenant
     # those left waiting first (a cap's deferred tenants get their turn), then the default
-    order: dict[str, None] = dict.fromkeys(state["waiting"])
+    order: dict[str, None] = dict.fromkeys(t for t in state["waiting"] if _valid(t))
     order.setdefault(default, None)
     for tenant in _candidates(acmi, spec, state["floor"], run, acmi.clock()):
         order.setdefault(tenant, None)
