@@ -299,7 +299,8 @@ def http_handler(name: str | FunctionSpec) -> LambdaFunction:
 
 
 def _build_job(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
-    from acmi_core.jobs.runner import JobRun, load_job, run_job
+    from acmi_core.jobs.runner import JobRun, load_job
+    from acmi_core.jobs.tenants import run_tenants
 
     assert spec.job is not None
     job = load_job(spec.job)
@@ -311,8 +312,17 @@ def _build_job(spec: FunctionSpec, settings: Settings, store: Store) -> Invoke:
         run = JobRun.parse(spec.name, event, now_ms=acmi.clock())
         # once per execution id (a Scheduler retry of a finished run does nothing),
         # its requests, commands and duration counted and kept for `acmi jobs status`
-        result = run_job(acmi, run, job, clock=time.perf_counter)
+        # and for every tenant with work, each on its own watermark and record
+        result = run_tenants(acmi, run, job, clock=time.perf_counter)
         metrics.add_metric(name="JobRuns", unit=MetricUnit.Count, value=1)
+        failed = {t: r["error"] for t, r in result.get("tenants", {}).items() if "error" in r}
+        for tenant, error in failed.items():
+            logger.error(
+                "job failed for a tenant",
+                extra={"job": spec.name, "tenant": tenant, "error": error},
+            )
+        if failed:
+            metrics.add_metric(name="JobTenantFailures", unit=MetricUnit.Count, value=len(failed))
         logger.info("job done", extra={"job": spec.name, "result": result})
         return {"job": spec.name, "execution_id": run.execution_id, **result}
 

@@ -89,6 +89,14 @@ def mentioned(text: str) -> list[str]:
 ROOT: Final = "acmi"
 INTERNAL_MARK: Final = "_"
 
+# The indexes of tenants with work for the scheduled jobs (``Keys.tenants_with``), each
+# a ZSET tenant -> ms, kept in the same script run as the tenant index it summarizes:
+CHANGED: Final = "changed"  # latest change of keys.changed (ZMAX, by every timeline write)
+ACTIVITY: Final = "activity"  # latest heartbeat of keys.activity (ZMAX, by heartbeats)
+WAKE: Final = "wake"  # earliest due of keys.wake_due (ZMIN by schedules, ZHEAD by the tick)
+HYGIENE: Final = "hygiene"  # earliest due of keys.hygiene_due (ZHEAD by the hygiene job)
+TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE)
+
 
 class Keys:
     """Key builder bound to one tenant."""
@@ -150,6 +158,19 @@ class Keys:
         by every timeline write, so scheduled jobs visit what changed since their last run
         (ZRANGEBYSCORE) and never scan."""
         return self.internal("changed")
+
+    def tenants_with(self, kind: str) -> str:
+        """ZSET tenant -> ms: the tenants with work in their index ``kind`` (one of
+        ``TENANT_INDEXES``), shared by every tenant of the deployment: what a scheduled job
+        reads to serve each tenant that has work, never a scan of the keyspace."""
+        if kind not in TENANT_INDEXES:
+            raise ValueError(f"tenant index {kind!r}: one of {TENANT_INDEXES}")
+        return internal_global("tenants", kind)
+
+    def job_tenants(self, job: str) -> str:
+        """STRING JSON: which tenants a scheduled job served last and which wait (their
+        backlog or failure): the job's state across tenants (``acmi_core.jobs.tenants``)."""
+        return internal_global("jobtenants", job)
 
     def job_state(self, job: str) -> str:
         """STRING JSON: a scheduled job's last run (watermark, counts, backlog)."""

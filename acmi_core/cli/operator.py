@@ -266,7 +266,8 @@ def jobs_run(
     ] = None,
 ) -> None:
     """Run a scheduled job now, as its schedule would: once per --execution-id."""
-    from acmi_core.jobs.runner import JobRun, load_job, run_job
+    from acmi_core.jobs.runner import JobRun, load_job
+    from acmi_core.jobs.tenants import run_tenants
 
     spec = function(one_of("JOB", job, [s.name for s in _job_rows()]))
     assert spec.job is not None  # the choices are jobs only
@@ -281,17 +282,21 @@ def jobs_run(
             event[name] = raw  # a plain string
     acmi = state().acmi()
     run = JobRun.parse(spec.name, event, now_ms=acmi.clock())
-    emit(run_job(acmi, run, load_job(spec.job), clock=time.perf_counter), state().output)
+    emit(run_tenants(acmi, run, load_job(spec.job), clock=time.perf_counter), state().output)
 
 
 @jobs.command("status")
 def jobs_status() -> None:
     """Each job's last run (when, watermark, touched, backlog, cost) and what waits."""
     from acmi_core.jobs.runner import job_state, pending
+    from acmi_core.jobs.tenants import tenant_status
 
     acmi = state().acmi()
     status: dict[str, Any] = {}
     for spec in _job_rows():
         last = job_state(acmi, spec.name)
         status[spec.name] = {"last_run": last or None, "pending": pending(acmi, spec.name, last)}
+        others = tenant_status(acmi, spec.name)
+        if others:  # the other tenants' backlogs (the default tenant's is the above)
+            status[spec.name]["tenants"] = others
     emit(status, state().output)

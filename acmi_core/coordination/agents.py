@@ -53,7 +53,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict
-from acmi_core.base.keys import ACTIVE_CONTEXT, COORDINATION_THREAD, ROLLUP_LATEST, SPAWNS
+from acmi_core.base.keys import (
+    ACTIVE_CONTEXT,
+    ACTIVITY,
+    COORDINATION_THREAD,
+    ROLLUP_LATEST,
+    SPAWNS,
+)
 from acmi_core.base.model import (
     MAX_SUMMARY_LEN,
     MAX_TS_MS,
@@ -331,6 +337,7 @@ class AgentAPI:
         plan = WritePlan()
         plan.edit_object(self._keys.signals(eid), fields, field="signals")
         plan.zset(self._keys.activity(), ts, str(eid))
+        plan.zmax(self._keys.tenants_with(ACTIVITY), ts, self._keys.tenant)  # for the sweep
         self._apply(eid, plan)
         beat: dict[str, Any] = {"agent": str(eid), "ts": ts, "status": status}
         if note is not None:

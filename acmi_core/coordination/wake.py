@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import WAKE
 from acmi_core.base.model import dumps, profile_defaults
 from acmi_core.base.stored import scored
 from acmi_core.coordination.agents import agent_id
@@ -156,6 +157,7 @@ class WakeAPI:
         plan = WritePlan()
         plan.edit_object(self._keys.profile(eid), fields, field="profile")
         plan.zset(self._keys.wake_due(), due, str(eid))
+        plan.zmin(self._keys.tenants_with(WAKE), due, self._keys.tenant)  # for the tick
         plan.sadd(self._keys.index(eid.category), eid.local_id)
         plan.apply(self._ctx.store)
         return {"agent": str(eid), **slot, "next_due": due}

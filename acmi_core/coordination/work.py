@@ -422,7 +422,7 @@ class WorkAPI:
             if session_id is not None:
                 plan.sadd(self._keys.slot(eid, SESSIONS), session_id)
             plan.sadd(self._keys.index(CATEGORY), eid.local_id)
-            plan.zset(self._keys.changed(), now, str(eid))  # for scheduled jobs
+            plan.mark_changed(self._keys, now, str(eid))  # for scheduled jobs
             if bump:
                 plan.zset(_CURRENT_OWNER_INDEX, now, eid.local_id)
             return plan

@@ -406,7 +406,7 @@ class TimelineAPI(_Slot):
         ``texts``, when given, are the events' ``to_json()`` (from ``encode_event``)."""
         key = self._keys.timeline(entity)
         self._index(plan, entity)
-        plan.zset(self._ctx.changed_key, self._ctx.clock(), str(entity))  # for jobs
+        plan.mark_changed(self._keys, self._ctx.clock(), str(entity))  # for jobs
         index = -1
         coordination = str(entity) == COORDINATION_THREAD
         for i, event in enumerate(events):

@@ -8,7 +8,12 @@ by hand with ``acmi invoke <function> --event events/<function>.<case>.json``.
 The template gives every schedule this ``Input`` (Scheduler fills the placeholders)::
 
     {"execution_id": "<aws.scheduler.execution-id>",
-     "scheduled_time": "<aws.scheduler.scheduled-time>", ...job parameters}
+     "scheduled_time": "<aws.scheduler.scheduled-time>", "max": 500, "max_tenants": 100,
+     ...job parameters}
+
+``max`` is the job's cap per tenant and run, ``max_tenants`` the tenants a run serves
+(:mod:`acmi_core.jobs.tenants`, which runs the job through :func:`run_job` once per
+tenant with work, each on a client of its own tenant).
 
 Scheduler retries a failed invocation with the same ``execution_id``. :func:`run_job`
 makes that safe: a finished execution leaves a record (``WritePlan.once`` on

@@ -23,6 +23,7 @@ from acmi_core.base.errors import (
     PlanError,
     StoreCommandError,
 )
+from acmi_core.base.keys import CHANGED, Keys
 from acmi_core.base.model import check_edit_fields, dumps
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply, Store
@@ -132,6 +133,31 @@ class WritePlan:
 
     def zrem(self, key: str, member: str) -> int:
         return self._op("ZREM", key, member)
+
+    def zmax(self, key: str, score: int | float, member: str) -> int:
+        """Index upkeep: ``member``'s score only rises (ZADD GT): the latest of its writes,
+        whatever order writers with skewed clocks land in."""
+        return self._op("ZMAX", key, repr(score), member)
+
+    def zmin(self, key: str, score: int | float, member: str) -> int:
+        """Index upkeep: ``member``'s score only falls (ZADD LT): the earliest due."""
+        return self._op("ZMIN", key, repr(score), member)
+
+    def zhead(self, key: str, member: str, src: str) -> int:
+        """``member``'s score in ``key`` becomes the lowest score of the ZSET ``src``, or
+        ``member`` leaves ``key`` when ``src`` is empty; both read and written in this
+        run, so a write to ``src`` landing around it is never lost."""
+        index = self._key_index.get(src)
+        if index is None:
+            self._keys.append(src)
+            index = self._key_index[src] = len(self._keys)
+        return self._op("ZHEAD", key, member, index)
+
+    def mark_changed(self, keys: Keys, ms: int | float, entity: str) -> None:
+        """``entity``'s timeline changed at ``ms``: the tenant's change index and the
+        index of tenants with changes (what every scheduled job starts from)."""
+        self.zset(keys.changed(), ms, entity)
+        self.zmax(keys.tenants_with(CHANGED), ms, keys.tenant)
 
     def zkeep(self, key: str, n: int) -> int:
         """Keep the ``n`` highest-scored members (a capped feed); O(log N + removed)."""

@@ -250,10 +250,12 @@ def test_every_job_has_a_scheduler_input_sample() -> None:
         assert any(n.startswith(f"{job}.") for n in JOB_EVENTS), f"{job}: no events/ sample"
     for name in JOB_EVENTS:
         event = load_event(name)
-        assert set(event) == {"execution_id", "scheduled_time"}, f"{name}: exactly the Input"
+        # the caps are the schedule's (tests/infra/test_job_inputs.py: equal to the template's)
+        fields = {"execution_id", "scheduled_time", "max", "max_tenants"}
+        assert set(event) == fields, f"{name}: exactly the Input"
         uuid.UUID(event["execution_id"])  # what <aws.scheduler.execution-id> becomes
         run = JobRun.parse(name.split(".", 1)[0], event, now_ms=0)
-        assert run.scheduled_ms > 0 and not run.params
+        assert run.scheduled_ms > 0 and set(run.params) == {"max", "max_tenants"}
 
 
 @pytest.mark.parametrize("name", HTTP_EVENTS)

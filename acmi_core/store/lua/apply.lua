@@ -9,6 +9,12 @@
 --   ZADD k score member          ZADD NX (an exact duplicate event is stored once)
 --   ZSET k score member          ZADD: add, or move the member to the new score (indexes)
 --   ZREM k member
+--   ZMAX k score member          ZADD GT: the member's score only rises (an index of
+--   ZMIN k score member          ZADD LT: ... only falls  the latest / earliest per member)
+--   ZHEAD k member src           the member's score in k := the lowest score in src (a
+--                                ZSET key index), or the member removed when src is
+--                                empty: read and written in this run, so no write that
+--                                lands meanwhile is lost (the tenant indexes of jobs)
 --   ZKEEP k n                    keep the n highest-scored members (a capped feed):
 --                                ZREMRANGEBYRANK k 0 -(n+1), O(log N + removed)
 --   SADD k member / SREM k member
@@ -58,6 +64,9 @@ local OPS = {
   ZADD = { type = 'zset', creates = true, argc = 2 },
   ZSET = { type = 'zset', creates = true, argc = 2 },
   ZREM = { type = 'zset', argc = 1 },
+  ZMAX = { type = 'zset', creates = true, argc = 2 },
+  ZMIN = { type = 'zset', creates = true, argc = 2 },
+  ZHEAD = { type = 'zset', creates = true, argc = 2 },
   ZKEEP = { type = 'zset', argc = 1 },
   SADD = { type = 'set', creates = true, argc = 1 },
   SREM = { type = 'set', argc = 1 },
@@ -578,6 +587,20 @@ local function plan_op(op, pos)
   elseif code == 'ZSET' then
     if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
     w = { 'ZADD', key, a, b }
+  elseif code == 'ZMAX' or code == 'ZMIN' then
+    if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
+    w = { 'ZADD', key, code == 'ZMAX' and 'GT' or 'LT', a, b }
+  elseif code == 'ZHEAD' then
+    local si = count_of(b)
+    if not si or si < 1 or si > #KEYS then
+      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
+    end
+    local st = type_of(si)
+    if st ~= 'none' and st ~= 'zset' then
+      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
+        ', expected a zset; nothing was written')
+    end
+    w = { 'ZHEAD', key, a, KEYS[si] }
   elseif code == 'ZKEEP' then
     local n = count_of(a)
     if not n or n < 1 then return nil, bad(where, 'n is not a positive count', a) end
@@ -605,6 +628,11 @@ end
 -- ---- phase 2: write ---------------------------------------------------------------
 
 local function write(w)
+  if w[1] == 'ZHEAD' then
+    local head = redis.call('ZRANGE', w[4], 0, 0, 'WITHSCORES')
+    if head[2] then return redis.call('ZADD', w[2], head[2], w[3]) end
+    return redis.call('ZREM', w[2], w[3])
+  end
   return redis.call(unpack(w))
 end
 

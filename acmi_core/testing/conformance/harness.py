@@ -17,7 +17,7 @@ from typing import Literal, NoReturn, TypeVar
 
 from acmi_core import create_acmi
 from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
-from acmi_core.base.keys import mentioned
+from acmi_core.base.keys import TENANT_INDEXES, mentioned
 from acmi_core.base.model import EntityId, js_number
 from acmi_core.client import Acmi
 from acmi_core.entities import api as client
@@ -327,6 +327,9 @@ class Context:
                             acmi.store.execute(("DEL", acmi.keys.mentions(local)))
         for key in keys:
             self.acmi.store.execute(("DEL", key))
+        for tenant in self._tenants:  # its own tenants leave the indexes of tenants with work
+            for kind in TENANT_INDEXES:
+                self.acmi.store.execute(("ZREM", self.acmi.keys.tenants_with(kind), tenant))
 
     def __enter__(self) -> Context:
         return self

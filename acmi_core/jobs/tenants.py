@@ -1,0 +1,239 @@
+"""Every scheduled job serves every tenant that has work, each with its own watermark,
+cap and record; one tenant's failure does not stop the others.
+
+What a run serves, never a scan of the keyspace: the default tenant (always, as before
+tenants were indexed), the tenants the last run left waiting (a backlog past the cap,
+a failure, or more tenants than ``max_tenants``), and the tenants the job's sources name
+(``SOURCES``), read from the indexes of tenants with work (``Keys.tenants_with``: ZSET
+tenant -> ms, kept by the writes in the same script run as the index they summarize):
+
+- ``since``: the tenants whose latest change (or heartbeat) is after the job's floor:
+  the lowest watermark a served tenant reached last run. A tenant whose changes were all
+  handled is out of the read without being removed, which is what lets four jobs with
+  their own watermarks share one index; a write landing while a job drains has a later
+  score than that floor, so the next run finds its tenant.
+- ``due``: the tenants whose earliest due time (wake, hygiene) has come. After serving a
+  tenant, one ``ZHEAD`` per tenant resets its score to the earliest due left in its own
+  index, or removes it when that is empty: read and written in one script run, so a
+  schedule written meanwhile keeps the tenant indexed.
+- ``window``: the tenants changed in the last ``window_ms`` before the scheduled time
+  (standup-brief's day).
+
+Each tenant runs through :func:`~acmi_core.jobs.runner.run_job` on a client of its own:
+its watermark and record under its own keys, the schedule's ``max`` per tenant, a
+retried execution replaying the tenants that finished. Cost: O(tenants with work +
+their changes): one pipeline of index reads, one run of the job per tenant served, one
+write of this state (``Keys.job_tenants``), and one script run of ``ZHEAD`` for a job
+with ``due`` sources.
+
+The result is the default tenant's summary, unchanged, plus ``tenants`` (each other
+tenant's summary, or ``{"error": ...}``) and ``waiting`` (tenant -> why it waits) when
+there are any. A default tenant's exception is raised after the others ran (so
+Scheduler retries the execution, and the others replay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import ACTIVITY, CHANGED, HYGIENE, WAKE, Keys
+from acmi_core.base.model import check_tenant, dumps
+from acmi_core.base.stored import Unreadable, load_stored, scored
+from acmi_core.jobs.runner import Job, JobRun, int_param, job_state, pending, run_job
+from acmi_core.store.writes import WritePlan
+
+if TYPE_CHECKING:
+    from acmi_core.client import Acmi
+
+DAY_MS: Final = 24 * 3600 * 1000
+DEFAULT_MAX_TENANTS: Final = 100  # tenants one run serves (the schedule's max_tenants)
+MAX_MAX_TENANTS: Final = 1000
+MAX_ERROR_CHARS: Final = 300  # of a tenant's failure, in the result and the state
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a job finds the tenants with work (module docstring)."""
+
+    since: tuple[str, ...] = ()
+    due: tuple[tuple[str, Callable[[Keys], str]], ...] = ()  # (tenant index, its own index)
+    window_ms: int | None = None  # ``since`` read from scheduled_ms - window_ms instead
+
+
+SOURCES: Final[dict[str, Sources]] = {
+    "rollup-cron": Sources(since=(CHANGED,)),
+    "drift-diff": Sources(since=(CHANGED, ACTIVITY)),
+    "hygiene": Sources(since=(CHANGED,), due=((HYGIENE, Keys.hygiene_due),)),
+    "standup-brief": Sources(since=(CHANGED,), window_ms=DAY_MS),
+    "sweep": Sources(since=(ACTIVITY,)),
+    "wake": Sources(due=((WAKE, Keys.wake_due),)),
+}
+DEFAULT_SOURCES: Final = Sources(since=(CHANGED,))  # a job that names none reads changes
+
+
+def sources(job: str) -> Sources:
+    return SOURCES.get(job, DEFAULT_SOURCES)
+
+
+def tenants_state(acmi: Acmi, job: str) -> dict[str, Any]:
+    """``{"floor": ms | None, "waiting": {tenant: why}}`` after the job's last run."""
+    raw = acmi.store.execute(("GET", acmi.keys.job_tenants(job)))
+    try:
+        state = load_stored(raw) if isinstance(raw, bytes) else {}
+    except Unreadable:
+        state = {}
+    if not isinstance(state, dict):
+        state = {}
+    floor = state.get("floor")
+    waiting = state.get("waiting")
+    return {
+        "floor": floor if isinstance(floor, int) and not isinstance(floor, bool) else None,
+        "waiting": {str(t): str(w) for t, w in waiting.items()}
+        if isinstance(waiting, dict)
+        else {},
+    }
+
+
+def indexed(acmi: Acmi, job: str, *, limit: int = MAX_MAX_TENANTS) -> list[str]:
+    """Every tenant the job's indexes name (at most ``limit`` each): for
+    ``acmi jobs status``, not for a run."""
+    spec = sources(job)
+    kinds = (*spec.since, *(kind for kind, _ in spec.due))
+    replies = acmi.store.pipeline(
+        [("ZRANGE", acmi.keys.tenants_with(kind), 0, limit - 1) for kind in kinds]
+    )
+    found: dict[str, None] = {}
+    for reply in replies:
+        for member in reply if isinstance(reply, list) else []:
+            if isinstance(member, bytes):
+                found[member.decode("utf-8", "replace")] = None
+    return list(found)
+
+
+def _candidates(acmi: Acmi, spec: Sources, floor: int | None, run: JobRun, now: int) -> list[str]:
+    low = floor
+    if spec.window_ms is not None:
+        low = run.scheduled_ms - spec.window_ms
+    commands: list[tuple[str | int, ...]] = [
+        (
+            "ZRANGE",
+            acmi.keys.tenants_with(kind),
+            "-inf" if low is None else f"({low}",
+            "+inf",
+            "BYSCORE",
+            "WITHSCORES",
+        )
+        for kind in spec.since
+    ]
+    commands += [
+        ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", now, "BYSCORE", "WITHSCORES")
+        for kind, _ in spec.due
+    ]
+    scored_tenants: dict[str, int] = {}
+    for reply in acmi.store.pipeline(commands) if commands else []:
+        if isinstance(reply, Exception):
+            raise reply
+        for tenant, score in scored(reply):
+            if _valid(tenant):  # another tool's member names no tenant of ours
+                scored_tenants[tenant] = min(score, scored_tenants.get(tenant, score))
+    return sorted(scored_tenants, key=lambda t: (scored_tenants[t], t))  # oldest work first
+
+
+def _valid(tenant: str) -> bool:
+    try:
+        check_tenant(tenant)
+    except (AcmiValidationError, ValueError):
+        return False
+    return True
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+
+
+def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
+    """Run ``job`` for every tenant with work (module docstring). ``acmi`` is a client of
+    the deployment's default tenant."""
+    spec = sources(run.job)
+    max_tenants = int_param(run.params, "max_tenants", DEFAULT_MAX_TENANTS, MAX_MAX_TENANTS)
+    tenant_run = replace(run, params={k: v for k, v in run.params.items() if k != "max_tenants"})
+    state = tenants_state(acmi, run.job)
+    default = acmi.tenant
+    # those left waiting first (a cap's deferred tenants get their turn), then the default
+    order: dict[str, None] = dict.fromkeys(t for t in state["waiting"] if _valid(t))
+    order.setdefault(default, None)
+    for tenant in _candidates(acmi, spec, state["floor"], run, acmi.clock()):
+        order.setdefault(tenant, None)
+    tenants = list(order)
+    served, deferred = tenants[:max_tenants], tenants[max_tenants:]
+
+    results: dict[str, dict[str, Any]] = {}
+    waiting: dict[str, str] = {tenant: "more tenants than max_tenants" for tenant in deferred}
+    failure: Exception | None = None
+    marks: list[int] = []
+    for tenant in served:
+        try:
+            client = (
+                acmi
+                if tenant == default
+                else acmi.__class__(acmi.store, acmi.settings, tenant=tenant, clock=acmi.clock)
+            )
+            result = run_job(client, tenant_run, job, clock=clock)
+        except Exception as exc:  # one tenant's failure must not stop the others
+            if tenant == default:
+                failure = exc
+            results[tenant] = {"error": _error(exc)}
+            waiting[tenant] = f"failed: {_error(exc)}"
+            continue
+        results[tenant] = result
+        backlog = result.get("backlog")
+        if isinstance(backlog, int) and backlog > 0:
+            waiting[tenant] = f"backlog: {backlog}"
+            continue
+        mark = result.get("watermark")
+        if isinstance(mark, int | float) and not isinstance(mark, bool):
+            marks.append(int(mark))
+
+    plan = WritePlan()
+    for kind, own in spec.due:  # each served tenant's earliest due left, or none
+        for tenant in served:
+            keys = Keys(tenant, acmi.settings.default_tenant)
+            plan.zhead(acmi.keys.tenants_with(kind), tenant, own(keys))
+    floor = min(marks) if marks else state["floor"]
+    plan.set(acmi.keys.job_tenants(run.job), dumps({"floor": floor, "waiting": waiting}))
+    plan.apply(acmi.store)
+    if failure is not None:
+        raise failure
+
+    summary = dict(results.get(default, {}))  # {} when max_tenants deferred the default
+    others = {tenant: results[tenant] for tenant in served if tenant != default}
+    if others:
+        summary["tenants"] = others
+    if waiting:
+        summary["waiting"] = waiting
+    return summary
+
+
+def tenant_status(acmi: Acmi, job: str) -> dict[str, Any]:
+    """Per tenant other than the default that the job's indexes name or that waits: its
+    last run's ``backlog``, what waits now (``runner.pending``) and why it waits, for
+    ``acmi jobs status``. O(tenants indexed)."""
+    waiting = tenants_state(acmi, job)["waiting"]
+    out: dict[str, Any] = {}
+    for tenant in dict.fromkeys([*waiting, *indexed(acmi, job)]):
+        if tenant == acmi.tenant or not _valid(tenant):
+            continue
+        client = acmi.__class__(acmi.store, acmi.settings, tenant=tenant, clock=acmi.clock)
+        last = job_state(client, job)
+        info: dict[str, Any] = {
+            "backlog": last.get("backlog"),
+            "last_run_ms": last.get("last_run_ms"),
+            "pending": pending(client, job, last),
+        }
+        if tenant in waiting:
+            info["waiting"] = waiting[tenant]
+        out[tenant] = info
+    return out
