@@ -132,6 +132,36 @@ def _serve_key(acmi: Acmi) -> None:
     print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
 
 
+def serve_keys(acmi: Acmi) -> None:
+    """The keys ``acmi serve`` starts with: ``ACMI_API_KEY`` registered as an admin key
+    when it is no key yet (a key that exists keeps its scope), and an admin key minted and
+    printed only when the configured one is not an admin key."""
+    admin = False
+    if acmi.settings.api_key:
+        # the same policy as the Lambda kit: sample keys only on the embedded store, a
+        # revoked key is never registered again, and a key keeps the scope it has
+        record = apikeys.ensure_admin_key(
+            acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
+        )
+        if record is None:
+            print(
+                "# ACMI_API_KEY was revoked and is not registered again: unset it and "
+                "create a key with `acmi keys create`",
+                file=sys.stderr,
+            )
+        elif record.scope is apikeys.Scope.ADMIN:
+            admin = True
+            print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
+        else:
+            print(
+                f"# ACMI_API_KEY is a {record.scope.value} key of tenant {record.tenant!r} "
+                f"(id {record.id}) and keeps that scope",
+                file=sys.stderr,
+            )
+    if not admin:  # no admin key configured: mint one (once per tenant)
+        _serve_key(acmi)
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="the address to listen on")] = "127.0.0.1",
@@ -151,22 +181,7 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
     except ModuleNotFoundError as exc:  # the server extra: say which, not a traceback
         raise _missing_extra(exc, "acmi serve") from None
 
-    if acmi.settings.api_key:
-        # the same policy as the Lambda kit: sample keys only on the embedded store, and
-        # a revoked key is never registered again
-        record = apikeys.ensure_admin_key(
-            acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
-        )
-        if record is None:
-            print(
-                "# ACMI_API_KEY was revoked and is not registered again: unset it and "
-                "create a key with `acmi keys create`",
-                file=sys.stderr,
-            )
-        else:
-            print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
-    else:
-        _serve_key(acmi)
+    serve_keys(acmi)
     from acmi_core.store.local import EmbeddedStore
 
     if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it
