@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, NoReturn
+from urllib.parse import unquote_plus
 
 import typer
 
@@ -64,16 +65,30 @@ def demo() -> None:
 
 
 # Query parameters that carry credentials, and ACMI's own keys and push tokens wherever
-# they appear in a URL (a sender may put one in a path or another parameter).
-_SECRET_PARAM = re.compile(
-    r"(?i)([?&;](?:[a-z0-9_.-]*token|api_?key|key|secret|password|signature)=)[^&#\s\"]*"
-)
+# they appear in a URL (a sender may put one in a path or another parameter). A name or a
+# value is compared percent-decoded, as the app reads it: `%74oken=` is `token=`.
+_PARAM = re.compile(r"([?&;])([^=&;#\s\"?]*)=([^&;#\s\"]*)")
+_SECRET_NAME = re.compile(r"(?i)[a-z0-9_.-]*token|api_?key|key|secret|password|signature")
 _ACMI_SECRET = re.compile(r"\b(acmipt_|acmi_)[A-Za-z0-9_-]{16,}")
+_ENCODED_RUN = re.compile(r"[^\s\"&?=/]*%[0-9A-Fa-f]{2}[^\s\"&?=/]*")
+
+
+def _mask_param(match: re.Match[str]) -> str:
+    name = unquote_plus(match[2])
+    if _SECRET_NAME.fullmatch(name):
+        return f"{match[1]}{match[2]}=***"
+    return match[0]
+
+
+def _mask_encoded(match: re.Match[str]) -> str:
+    found = _ACMI_SECRET.search(unquote_plus(match[0]))
+    return f"{found[1]}***" if found else match[0]
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with credential-carrying query values and ACMI keys replaced by ***."""
-    return _ACMI_SECRET.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", text))
+    text = _PARAM.sub(_mask_param, text)
+    return _ENCODED_RUN.sub(_mask_encoded, _ACMI_SECRET.sub(r"\1***", text))
 
 
 class RedactSecrets(logging.Filter):
