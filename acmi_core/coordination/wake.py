@@ -179,6 +179,7 @@ class WakeAPI:
         """Store the slot in the profile and the next due time in the due index, in one
         step. Returns ``{agent, minute, every_hours, target, next_due}``."""
         eid = agent_id(agent)
+        self._ctx.guard_id(str(eid), "agent")
         minute = int_in_range(minute, "minute", 0, 59)
         if isinstance(every_hours, bool) or every_hours not in EVERY_HOURS:
             raise AcmiValidationError(

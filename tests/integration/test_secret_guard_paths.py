@@ -415,6 +415,65 @@ def test_a_secret_in_an_id_is_refused_under_every_policy(acmi: Acmi, policy: str
     assert acmi.store.execute(("KEYS", f"*{tenant}*")) == []
 
 
+@pytest.mark.parametrize("policy", ["reject", "redact"])
+def test_every_id_a_write_names_is_guarded(acmi: Acmi, policy: str) -> None:
+    """Issue 21, item 7: lock owners, heartbeat and other agent ids, threads, work ids and
+    owners, HITL correlation ids and people, workflow ids, steps and run ids were stored
+    (and so in key names and logs) with a token in them. Each is refused now, the field
+    named, under every policy, and nothing is stored (no key of the tenant at all)."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    view = Acmi(acmi.store, Settings(secret_policy=policy), tenant=tenant)
+    token = GITHUB
+    agent = f"agent:{token}"
+    writes: list[tuple[Callable[[], object], str]] = [
+        (lambda: view.locks.claim("deploy:web", agent, 60_000), "owner"),
+        (lambda: view.agents.heartbeat(agent), "agent"),
+        (lambda: view.agents.spawn(agent, "s-1", "opus"), "agent"),
+        (lambda: view.agents.join("claude", f"thread:{token}"), "thread"),
+        (lambda: view.agents.join(agent, "thread:launch"), "agent"),
+        (lambda: view.agents.set_rollup(agent, "a quiet day"), "agent"),
+        (lambda: view.agents.invite(agent), "agent"),
+        (lambda: view.wake.set(agent, minute=15), "agent"),
+        (lambda: view.work.create("w-1", {"title": "t"}, owner=agent), "owner"),
+        (lambda: view.work.create("w-2", {"title": "t", "owner": agent}), "profile.owner"),
+        (lambda: view.hitl.create("t", "approve", asked_by=agent), "asked_by"),
+        (lambda: view.hitl.create("t", "r", asked_by="user:a", addressee=agent), "addressee"),
+        (
+            lambda: view.hitl.create("t", "r", asked_by="user:a", correlation_id=token),
+            "correlationId",
+        ),
+        (lambda: view.hitl.resolve(token, "done", by="user:a"), "correlationId"),
+        (lambda: view.hitl.resolve("hitl-1", "done", by=agent), "by"),
+        (lambda: view.workflows.execute(token, "build", "agent:claude"), "workflow"),
+        (lambda: view.workflows.execute("release", token, "agent:claude"), "step"),
+        (lambda: view.workflows.execute("release", "build", agent), "agent"),
+        (
+            lambda: view.workflows.execute("release", "build", "agent:x", correlation_id=token),
+            "correlation_id",
+        ),
+        (lambda: view.workflows.assess("release", "build", 90, ["ok"], agent), "agent"),
+        (lambda: view.workflows.improve(token, "build", "cache deps", "agent:x"), "workflow"),
+    ]
+    for write, field in writes:
+        with pytest.raises(SecretDetected) as refused:
+            write()
+        assert (refused.value.field, refused.value.rule) == (field, GITHUB_RULE), field
+        assert token not in str(refused.value)
+    assert acmi.store.execute(("KEYS", f"*{tenant}*")) == []
+    # and on an item that exists: its events, signals and owner name ids too
+    view.work.create("w-ok", {"title": "t"})
+    for write, field in [
+        (lambda: view.work.event("w-ok", EVENT, session_id=token), "session_id"),
+        (lambda: view.work.assign("w-ok", agent), "owner"),
+        (lambda: view.work.signal(token, {"k": 1}), "id"),
+    ]:
+        with pytest.raises(SecretDetected) as refused:
+            write()
+        assert (refused.value.field, refused.value.rule) == (field, GITHUB_RULE), field
+    keys = acmi.store.execute(("KEYS", f"*{tenant}*"))
+    assert isinstance(keys, list) and not any(token.encode() in k for k in keys)
+
+
 def test_a_secret_in_a_path_id_is_refused_by_the_api() -> None:
     api = Api()
     before = api.dump()
@@ -422,6 +481,20 @@ def test_a_secret_in_a_path_id_is_refused_by_the_api() -> None:
         ("PATCH", f"/v1/entities/user:{STRIPE}/signals", {"k": 1}),
         ("POST", f"/v1/locks/deploy:{STRIPE}/claim", {"owner": "agent:x", "ttl_ms": 60_000}),
         ("POST", "/v1/work", {"id": STRIPE, "profile": {"title": "t"}}),
+        # issue 21, item 7: the ids the other write routes name
+        ("POST", "/v1/locks/deploy:web/claim", {"owner": f"agent:{STRIPE}", "ttl_ms": 60_000}),
+        ("POST", f"/v1/agents/{STRIPE}/heartbeat", {"status": "ACTIVE"}),
+        ("PUT", f"/v1/agents/claude/threads/thread:{STRIPE}", {"role": "reviewer"}),
+        (
+            "POST",
+            "/v1/hitl",
+            {"topic": "t", "request": "r", "asked_by": "user:a", "correlationId": STRIPE},
+        ),
+        (
+            "POST",
+            f"/v1/workflows/{STRIPE}/executions",
+            {"step": "build", "agent": "agent:claude"},
+        ),
     ):
         response = api.send(method, path, body)
         assert response.status_code == 422, (path, response.text)
