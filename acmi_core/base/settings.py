@@ -332,6 +332,15 @@ class Settings(BaseSettings):
         " reject (422, the default) or redact, then per-tenant overrides: reject,acme=redact",
     )
 
+    # what a webhook delivery carrying a secret gets: stored redacted by default, so that a
+    # mail or a pipeline's item is never lost for a password in it (direct writes: above)
+    ingest_secret_policy: Annotated[str, _rule(secret_policies)] = _var(
+        "ACMI_INGEST_SECRET_POLICY",
+        "redact",
+        "a webhook delivery carrying a secret: redact (the default: stored with"
+        " [REDACTED:<rule>], the paths and rules listed on the event) or reject (422),"
+        " then per-tenant overrides as ACMI_SECRET_POLICY",
+    )
     # the wake job's webhooks (acmi_core.jobs.deliver): each tenant's signing secret is
     # derived from this one (HMAC of the tenant), never named by a tenant; and the URLs a
     # wake webhook may go to, set by the operator
@@ -388,6 +397,12 @@ class Settings(BaseSettings):
         """The secret policy of ``tenant``: its override in ``secret_policy``, else the
         default there (``reject`` or ``redact``)."""
         default, overrides = secret_policies(self.secret_policy)
+        return overrides.get(tenant, default)
+
+    def ingest_secret_policy_for(self, tenant: str) -> str:
+        """What a webhook delivery of ``tenant`` carrying a secret gets (``redact`` unless
+        ``ACMI_INGEST_SECRET_POLICY`` says otherwise for it)."""
+        default, overrides = secret_policies(self.ingest_secret_policy, "ACMI_INGEST_SECRET_POLICY")
         return overrides.get(tenant, default)
 
     @property

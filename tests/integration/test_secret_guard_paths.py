@@ -87,8 +87,11 @@ class Api:
     """Every router (the memory router included, whichever function mounts it) on one
     in-process store, with a write key of ``tenant``."""
 
-    def __init__(self, policy: str = "reject", tenant: str = "default") -> None:
-        self.settings = Settings(auth_cache_s=0, secret_policy=policy)
+    def __init__(
+        self, policy: str = "reject", tenant: str = "default", ingest_policy: str | None = None
+    ) -> None:
+        ingest = {} if ingest_policy is None else {"ingest_secret_policy": ingest_policy}
+        self.settings = Settings(auth_cache_s=0, secret_policy=policy, **ingest)
         self.root = Acmi(MemoryStore(), self.settings)
         self.acmi = self.root.for_tenant(tenant)
         self.ctx = ApiContext(self.root)
@@ -332,7 +335,7 @@ def test_a_secret_in_a_write_is_refused_with_nothing_stored(
     route: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     case = CASES[route]
-    api = Api()
+    api = Api(ingest_policy="reject")  # webhooks too: the default there is redact (below)
     if case.setup is not None:
         case.setup(api)
     before = api.dump()
@@ -514,8 +517,47 @@ def test_a_clean_write_is_stored_as_given(acmi: Acmi) -> None:
 # --- webhooks ----------------------------------------------------------------------------------
 
 
-def test_make_webhook_with_a_secret_is_refused() -> None:
-    api = Api()
+CARD = "4111 1111 1111 1111"
+PASSWORD = "hunter2hunter2"
+
+
+def test_a_webhook_with_a_secret_is_stored_redacted_by_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 21, item 7: the default refused a whole delivery (a mail, a pipeline's item)
+    holding a password or a card number, and the sender's pipeline lost it (before: 422,
+    nothing stored). Now it is stored with each secret redacted and the paths and rules
+    listed on the event, never a value; direct writes still refuse (the walk above)."""
+    api = Api()  # the defaults: reject for direct writes, redact for webhooks
+    body = sample("ingest.make")
+    body["payload"]["dealName"] = f"Acme, key {STRIPE}"
+    body["payload"]["note"] = f"password: {PASSWORD}, card {CARD}"
+    caplog.set_level(logging.DEBUG)
+    response = api.send("POST", "/v1/ingest/make?entity=deal%3Aacme-42", body)
+    assert response.status_code == 201, response.text
+    (event,) = api.acmi.timeline.read("deal:acme-42")
+    stored = event.to_dict()
+    assert stored["payload"]["dealName"] == f"Acme, key [REDACTED:{STRIPE_RULE}]"
+    assert stored["payload"]["note"] == "password: [REDACTED:password], card [REDACTED:card_number]"
+    assert stored["acmi_redacted"] == [
+        {"path": "payload.dealName", "rule": STRIPE_RULE},
+        {"path": "payload.note", "rule": "password"},
+        {"path": "payload.note", "rule": "card_number"},
+    ]
+    assert stored["payload"]["amount"] == 48000  # the rest kept as sent
+    dumped = b"".join(api.dump().values())
+    for secret in (STRIPE, PASSWORD, CARD):
+        assert secret.encode() not in dumped and secret not in response.text
+        assert secret not in caplog.text
+    # a clean delivery carries no list
+    clean = sample("ingest.make")
+    response = api.send("POST", "/v1/ingest/make?entity=deal%3Aacme-43", clean)
+    assert response.status_code == 201, response.text
+    assert "acmi_redacted" not in api.acmi.timeline.read("deal:acme-43")[0].to_dict()
+
+
+def test_an_operator_may_still_refuse_webhooks_with_secrets() -> None:
+    api = Api(ingest_policy="reject,acme=redact")
     body = sample("ingest.make")
     body["payload"]["dealName"] = f"Acme, key {STRIPE}"
     before = api.dump()
@@ -526,6 +568,10 @@ def test_make_webhook_with_a_secret_is_refused() -> None:
         STRIPE_RULE,
     )
     assert api.dump() == before
+    assert (
+        Settings(ingest_secret_policy="reject,acme=redact").ingest_secret_policy_for("acme")
+        == "redact"
+    )
 
 
 class SecretSubjects(gmail.FakeGoogle):
@@ -542,7 +588,7 @@ class SecretSubjects(gmail.FakeGoogle):
 
 @pytest.mark.parametrize("policy", ["reject", "redact"])
 def test_gmail_fetched_messages_pass_the_guard(policy: str) -> None:
-    acmi = Acmi(MemoryStore(), Settings(secret_policy=policy))
+    acmi = Acmi(MemoryStore(), Settings(ingest_secret_policy=policy))
     email, entity = gmail.mailbox()
     api = gmail.Api(acmi, SecretSubjects(email))
     gmail.configure(acmi, gmail_credentials_secret=gmail.ARN)
@@ -559,6 +605,10 @@ def test_gmail_fetched_messages_pass_the_guard(policy: str) -> None:
     stored = api.timeline(entity)
     assert STRIPE not in json.dumps(stored)
     assert f"[REDACTED:{STRIPE_RULE}]" in stored[1]["summary"]
+    assert stored[1]["acmi_redacted"] == [
+        {"path": "summary", "rule": STRIPE_RULE},
+        {"path": "payload.subject", "rule": STRIPE_RULE},
+    ]
 
 
 # --- memory import ------------------------------------------------------------------------------
