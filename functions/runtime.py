@@ -160,7 +160,24 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         assert settings.upstash_token_secret_arn is not None
         token = fetch_token(settings.upstash_token_secret_arn)
         settings = settings.replace(upstash_token=token)
+    if settings.needs_wake_secret:  # the wake function's: each tenant's is derived from it
+        assert settings.wake_secret_arn is not None
+        settings = settings.replace(wake_secret=fetch_wake_secret(settings.wake_secret_arn))
     return settings
+
+
+def fetch_wake_secret(arn: str) -> str:
+    """ACMI_WAKE_SECRET from Secrets Manager: a plain string, or JSON with an
+    ``ACMI_WAKE_SECRET`` field. The error names the ARN, never a value."""
+    from aws_lambda_powertools.utilities import parameters
+
+    value = parameters.get_secret(arn)
+    text = value.decode("utf-8") if isinstance(value, bytes) else str(value or "")
+    if text.lstrip().startswith("{"):
+        text = str(json.loads(text).get("ACMI_WAKE_SECRET") or "")
+    if not text:
+        raise RuntimeError(f"secret {arn} holds no wake secret")
+    return text
 
 
 # --- one Lambda function -----------------------------------------------------------------

@@ -14,8 +14,10 @@ Layout (global: looked up before the tenant is known):
 Lookups are cached per process (:class:`KeyCache`) so that a warm Lambda spends no round
 trip on auth; a revoked key stops working within the cache time.
 
-``ACMI_API_KEY`` (:func:`ensure_admin_key`): on the embedded store any key is registered
-(it lives as long as the process); on a real store a public sample key (the events/
+``ACMI_API_KEY`` (:func:`ensure_admin_key`): a value that is not a key yet is registered
+as an admin key; a key that exists keeps the scope it was minted with (a read key stays a
+read key). On the embedded store any key is registered (it lives as long as the process);
+on a real store a public sample key (the events/
 samples' key, anything starting ``acmi_local_example``) is refused with an error, and any
 other key is registered unless it was revoked.
 """
@@ -118,8 +120,10 @@ def _is_revoked(store: Store, digest: str) -> bool:
 def register(
     store: Store, plaintext: str, *, tenant: str, scope: str, name: str, now_ms: int
 ) -> ApiKey:
-    """Store the hash of a given key value (``ACMI_API_KEY``); idempotent. A revoked key
-    is refused (:class:`KeyRevoked`)."""
+    """Store the hash of a given key value (``ACMI_API_KEY``); idempotent. A key already
+    registered keeps its record (tenant, scope, name) and that record is returned: a key
+    keeps the scope it was minted with, so a read key named again as admin stays a read
+    key. A revoked key is refused (:class:`KeyRevoked`)."""
     if len(plaintext) < 24:
         raise AcmiValidationError("api_key", "min_length", "must be at least 24 characters")
     if not 1 <= len(name) <= 64:
@@ -128,6 +132,9 @@ def register(
     record = ApiKey(digest[:12], check_tenant(tenant), _check_scope(scope), name, now_ms)
     if _is_revoked(store, digest):
         raise KeyRevoked()
+    existing = lookup(store, plaintext)
+    if existing is not None:
+        return existing
     plan = WritePlan()
     plan.set(_record_key(digest), dumps(record.to_dict()))
     plan.hset(INDEX_KEY, record.id, dumps({**record.to_dict(), "hash": digest}))
@@ -195,9 +202,11 @@ def _decode(raw: object) -> ApiKey | None:
 
 def ensure_admin_key(store: Store, plaintext: str, *, tenant: str, now_ms: int) -> ApiKey | None:
     """Register a configured key value (ACMI_API_KEY) as ``tenant``'s admin key, the same
-    way for ``acmi serve`` and the Lambda kit. None when the key was revoked (it stays
-    revoked; the caller says so). A public sample key on a store other than the embedded
-    one is an error: it would be an admin key anyone can use, re-created on every start."""
+    way for ``acmi serve`` and the Lambda kit, unless it is a key already: then its record
+    is returned as it is (a read or write key is never promoted; the caller looks at the
+    scope). None when the key was revoked (it stays revoked; the caller says so). A
+    public sample key on a store other than the embedded one is an error: it would be an
+    admin key anyone can use, re-created on every start."""
     if store.name != EMBEDDED_STORE and is_sample_key(plaintext):
         raise AcmiValidationError(
             "ACMI_API_KEY",

@@ -82,6 +82,32 @@ def _secret_length(value: Any, name: str) -> None:
         raise AcmiValidationError(name, "min_length", "must be at least 24 characters")
 
 
+def wake_url_prefixes(spec: str | None, name: str = "ACMI_WAKE_ALLOWED_URLS") -> tuple[str, ...]:
+    """``https://host[:port][/path],...`` -> the prefixes, each an https URL with a host
+    and no credentials, query or fragment; a bad one raises an error naming ``name``."""
+    from urllib.parse import urlsplit
+
+    prefixes: list[str] = []
+    for raw in (spec or "").split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        parts = urlsplit(part)
+        if (
+            parts.scheme != "https"
+            or not parts.hostname
+            or parts.username
+            or parts.password
+            or parts.query
+            or parts.fragment
+        ):
+            raise AcmiValidationError(
+                name, "url_prefix", f"each must be an https://host[/path] prefix; got {part!r}"
+            )
+        prefixes.append(part)
+    return tuple(prefixes)
+
+
 def _retry_delay(value: Any, name: str) -> None:
     if value < 0:
         raise AcmiValidationError("retry_delay_s", "non_negative", "must be >= 0")
@@ -306,6 +332,37 @@ class Settings(BaseSettings):
         " reject (422, the default) or redact, then per-tenant overrides: reject,acme=redact",
     )
 
+    # what a webhook delivery carrying a secret gets: stored redacted by default, so that a
+    # mail or a pipeline's item is never lost for a password in it (direct writes: above)
+    ingest_secret_policy: Annotated[str, _rule(secret_policies)] = _var(
+        "ACMI_INGEST_SECRET_POLICY",
+        "redact",
+        "a webhook delivery carrying a secret: redact (the default: stored with"
+        " [REDACTED:<rule>], the paths and rules listed on the event) or reject (422),"
+        " then per-tenant overrides as ACMI_SECRET_POLICY",
+    )
+    # the wake job's webhooks (acmi_core.jobs.deliver): each tenant's signing secret is
+    # derived from this one (HMAC of the tenant), never named by a tenant; and the URLs a
+    # wake webhook may go to, set by the operator
+    wake_secret: Annotated[str | None, _rule(_secret_length)] = _var(
+        "ACMI_WAKE_SECRET",
+        None,
+        "the deployment's wake secret: each tenant's webhook signing secret is derived from"
+        " it (HMAC-SHA256 of acmi-wake-v1:<tenant>)",
+        repr=False,
+    )
+    wake_secret_arn: Annotated[str | None, _rule(_arn)] = _var(
+        "ACMI_WAKE_SECRET_ARN",
+        None,
+        "Secrets Manager ARN holding ACMI_WAKE_SECRET (Lambda)",
+    )
+    wake_allowed_urls: Annotated[str | None, _rule(wake_url_prefixes)] = _var(
+        "ACMI_WAKE_ALLOWED_URLS",
+        None,
+        "https URL prefixes a wake webhook may be delivered to, comma-separated;"
+        " empty: no webhook wakes",
+    )
+
     if not TYPE_CHECKING:  # type checkers keep the fields' own signature
 
         def __init__(self, **values: Any) -> None:
@@ -342,9 +399,19 @@ class Settings(BaseSettings):
         default, overrides = secret_policies(self.secret_policy)
         return overrides.get(tenant, default)
 
+    def ingest_secret_policy_for(self, tenant: str) -> str:
+        """What a webhook delivery of ``tenant`` carrying a secret gets (``redact`` unless
+        ``ACMI_INGEST_SECRET_POLICY`` says otherwise for it)."""
+        default, overrides = secret_policies(self.ingest_secret_policy, "ACMI_INGEST_SECRET_POLICY")
+        return overrides.get(tenant, default)
+
     @property
     def needs_token_secret(self) -> bool:
         return bool(self.upstash_token_secret_arn) and not self.upstash_token
+
+    @property
+    def needs_wake_secret(self) -> bool:
+        return bool(self.wake_secret_arn) and not self.wake_secret
 
 
 @dataclass(frozen=True)

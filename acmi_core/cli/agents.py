@@ -19,6 +19,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.cli.output import emit, pairs, table
 from acmi_core.cli.state import state
 from acmi_core.coordination.agents import DEFAULT_TIER, INVITER, TIERS
+from acmi_core.coordination.wake import SECRET_ENV_REMOVED
 
 app = typer.Typer()
 agents = typer.Typer(help="agent slots kept on the store (the wake slot)", no_args_is_help=True)
@@ -173,8 +174,8 @@ def wake(
     target_eventbridge: Annotated[
         str | None, typer.Option(metavar="BUS", help="EventBridge bus name/ARN")
     ] = None,
-    secret_env: Annotated[
-        str | None, typer.Option(help="with --target-url: env var holding the HMAC secret")
+    secret_env: Annotated[  # gone: kept only to say so to a script that still passes it
+        str | None, typer.Option(hidden=True)
     ] = None,
     clear: Annotated[bool, typer.Option(help="remove the slot")] = False,
 ) -> None:
@@ -191,15 +192,10 @@ def wake(
             "--target-url", "one_target", "conflicts with --target-eventbridge: give one"
         )
     target: dict[str, Any] | None = None
+    if secret_env is not None:
+        raise AcmiValidationError("--secret-env", "removed", SECRET_ENV_REMOVED)
     if target_url:
-        if not secret_env:
-            raise AcmiValidationError(
-                "--secret-env",
-                "required",
-                "--target-url needs --secret-env NAME (the wake function's environment "
-                "variable holding the HMAC secret)",
-            )
-        target = {"type": "webhook", "url": target_url, "secret_env": secret_env}
+        target = {"type": "webhook", "url": target_url}
     elif target_eventbridge:
         target = {"type": "eventbridge", "bus": target_eventbridge}
     emit(acmi.wake.set(agent, minute, every_hours=every_hours, target=target), state().output)

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, NoReturn
+from urllib.parse import unquote_plus
 
 import typer
 
@@ -64,16 +65,30 @@ def demo() -> None:
 
 
 # Query parameters that carry credentials, and ACMI's own keys and push tokens wherever
-# they appear in a URL (a sender may put one in a path or another parameter).
-_SECRET_PARAM = re.compile(
-    r"(?i)([?&;](?:[a-z0-9_.-]*token|api_?key|key|secret|password|signature)=)[^&#\s\"]*"
-)
+# they appear in a URL (a sender may put one in a path or another parameter). A name or a
+# value is compared percent-decoded, as the app reads it: `%74oken=` is `token=`.
+_PARAM = re.compile(r"([?&;])([^=&;#\s\"?]*)=([^&;#\s\"]*)")
+_SECRET_NAME = re.compile(r"(?i)[a-z0-9_.-]*token|api_?key|key|secret|password|signature")
 _ACMI_SECRET = re.compile(r"\b(acmipt_|acmi_)[A-Za-z0-9_-]{16,}")
+_ENCODED_RUN = re.compile(r"[^\s\"&?=/]*%[0-9A-Fa-f]{2}[^\s\"&?=/]*")
+
+
+def _mask_param(match: re.Match[str]) -> str:
+    name = unquote_plus(match[2])
+    if _SECRET_NAME.fullmatch(name):
+        return f"{match[1]}{match[2]}=***"
+    return match[0]
+
+
+def _mask_encoded(match: re.Match[str]) -> str:
+    found = _ACMI_SECRET.search(unquote_plus(match[0]))
+    return f"{found[1]}***" if found else match[0]
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with credential-carrying query values and ACMI keys replaced by ***."""
-    return _ACMI_SECRET.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", text))
+    text = _PARAM.sub(_mask_param, text)
+    return _ENCODED_RUN.sub(_mask_encoded, _ACMI_SECRET.sub(r"\1***", text))
 
 
 class RedactSecrets(logging.Filter):
@@ -132,6 +147,36 @@ def _serve_key(acmi: Acmi) -> None:
     print(f"# admin key for tenant {acmi.tenant!r} (shown once): {key}", file=sys.stderr)
 
 
+def serve_keys(acmi: Acmi) -> None:
+    """The keys ``acmi serve`` starts with: ``ACMI_API_KEY`` registered as an admin key
+    when it is no key yet (a key that exists keeps its scope), and an admin key minted and
+    printed only when the configured one is not an admin key."""
+    admin = False
+    if acmi.settings.api_key:
+        # the same policy as the Lambda kit: sample keys only on the embedded store, a
+        # revoked key is never registered again, and a key keeps the scope it has
+        record = apikeys.ensure_admin_key(
+            acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
+        )
+        if record is None:
+            print(
+                "# ACMI_API_KEY was revoked and is not registered again: unset it and "
+                "create a key with `acmi keys create`",
+                file=sys.stderr,
+            )
+        elif record.scope is apikeys.Scope.ADMIN:
+            admin = True
+            print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
+        else:
+            print(
+                f"# ACMI_API_KEY is a {record.scope.value} key of tenant {record.tenant!r} "
+                f"(id {record.id}) and keeps that scope",
+                file=sys.stderr,
+            )
+    if not admin:  # no admin key configured: mint one (once per tenant)
+        _serve_key(acmi)
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="the address to listen on")] = "127.0.0.1",
@@ -151,22 +196,7 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
     except ModuleNotFoundError as exc:  # the server extra: say which, not a traceback
         raise _missing_extra(exc, "acmi serve") from None
 
-    if acmi.settings.api_key:
-        # the same policy as the Lambda kit: sample keys only on the embedded store, and
-        # a revoked key is never registered again
-        record = apikeys.ensure_admin_key(
-            acmi.store, acmi.settings.api_key, tenant=acmi.tenant, now_ms=acmi.clock()
-        )
-        if record is None:
-            print(
-                "# ACMI_API_KEY was revoked and is not registered again: unset it and "
-                "create a key with `acmi keys create`",
-                file=sys.stderr,
-            )
-        else:
-            print("# admin key: the value of ACMI_API_KEY", file=sys.stderr)
-    else:
-        _serve_key(acmi)
+    serve_keys(acmi)
     from acmi_core.store.local import EmbeddedStore
 
     if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it

@@ -236,6 +236,8 @@ class AgentAPI:
         self._timeline = TimelineAPI(ctx)
 
     def _apply(self, eid: EntityId, plan: WritePlan) -> None:
+        # every agent write passes here before it is applied: the agent id is checked once
+        self._ctx.guard_id(str(eid), "agent")
         plan.sadd(self._keys.index(eid.category), eid.local_id)
         plan.apply(self._ctx.store)
 
@@ -270,7 +272,7 @@ class AgentAPI:
     def join(self, agent: str, thread: str, role: str = "participant") -> dict[str, Any]:
         eid = agent_id(agent)
         role = self._ctx.guard(role, "role")
-        thread = self._ctx.guard(thread, "thread")
+        self._ctx.guard_ids((eid, "agent"), (thread, "thread"))  # ids: refused, never redacted
         entry = {"role": _text(role, "role"), "joined_at": self._ctx.clock()}
         plan = WritePlan()
         plan.hset(self._keys.slot(eid, ACTIVE_CONTEXT), _text(thread, "thread"), dumps(entry))
@@ -397,6 +399,7 @@ class AgentAPI:
         (profile fields only) | ``unchanged``; ``changed`` the profile fields written;
         ``event`` the event posted, or None."""
         eid = agent_id(agent)
+        self._ctx.guard_id(str(eid), "agent")
         tier = check_tier(tier)
         source = _text(self._ctx.guard(invited_by, "invited_by"), "invited_by")
         given = {"name": name, "model_id": model, "role": role, "lane": lane}

@@ -235,6 +235,7 @@ class HitlAPI:
         urgency = check_urgency(urgency)
         to = None if addressee is None else _entity(addressee, "addressee")
         cid = f"hitl-{uuid.uuid4().hex}" if correlation_id is None else check_cid(correlation_id)
+        self._ctx.guard_ids((asker, "asked_by"), (to, "addressee"), (cid, "correlationId"))
         now = self._ctx.clock()
         due = now + DEFAULT_DEADLINE_MS if deadline is None else _ms(deadline, "deadline")
         payload: dict[str, Any] = {
@@ -340,6 +341,7 @@ class HitlAPI:
         text = _text(self._ctx.guard(resolution, "resolution"), "resolution", MAX_TEXT_LEN)
         who = _entity(by, "by")
         to = None if addressee is None else _entity(addressee, "addressee")
+        self._ctx.guard_ids((cid, "correlationId"), (who, "by"), (to, "addressee"))
         now = self._ctx.clock()
         event = parse_event(
             {

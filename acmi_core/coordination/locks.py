@@ -192,6 +192,7 @@ class LockAPI:
         its expiry (and post coord-defer). An expired lease is free to claim."""
         resource = check_resource(resource)
         owner_id = str(EntityId.parse(owner, "owner"))
+        self._ctx.guard_id(owner_id, "owner")
         ttl_ms = check_ttl(ttl_ms)
         now = self._ctx.clock()
         expires = now + ttl_ms

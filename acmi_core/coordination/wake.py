@@ -4,18 +4,21 @@ An agent's wake slot is data::
 
     acmi.wake.set("claude", minute=15)                                  # every hour at :15
     acmi.wake.set("claude", minute=30, every_hours=6,
-                  target={"type": "webhook", "url": "https://agent.example/wake",
-                          "secret_env": "CLAUDE_WAKE_SECRET"})
+                  target={"type": "webhook", "url": "https://agent.example/wake"})
     acmi.wake.set("claude", minute=45, target={"type": "eventbridge", "bus": "agents"})
 
 ``set`` stores ``wake: {minute, every_hours, target}`` in the agent's profile and its next
 due time in ``keys.wake_due()`` (ZSET agent -> next due ms), in one WritePlan (one round
 trip, atomic). Slots are UTC: minute ``m`` of every hour ``h`` with ``h % every_hours ==
 0`` (``every_hours`` divides 24: 1, 2, 3, 4, 6, 8, 12 or 24). ``clear`` removes both.
-Targets: ``webhook`` (an ``https://`` URL of at most 2,048 characters and ``secret_env``,
-the NAME of the environment variable of the wake function that holds the HMAC secret:
-the secret itself is never stored), ``eventbridge`` (a bus name or ARN), or none (the
-wake is recorded, nothing is delivered).
+Targets: ``webhook`` (an ``https://`` URL of at most 2,048 characters within the
+operator's ``ACMI_WAKE_ALLOWED_URLS``), ``eventbridge`` (a bus name or ARN), or none (the
+wake is recorded, nothing is delivered). A webhook is signed with the tenant's own secret,
+derived by the deployment from ``ACMI_WAKE_SECRET`` (``acmi_core.jobs.deliver``): no
+tenant names a secret, so no tenant can sign with another's. A target stored before that
+with ``secret_env`` still reads (the name is ignored); a new one naming it is refused.
+A profile written whole can hold any ``wake`` value: the wake job checks the URL against
+the allow-list again before it delivers.
 
 The tick that wakes agents at their slot is the ``wake`` job (``acmi_core.jobs.wake``).
 """
@@ -30,6 +33,7 @@ from urllib.parse import urlsplit
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import WAKE
 from acmi_core.base.model import dumps, profile_defaults
+from acmi_core.base.settings import wake_url_prefixes
 from acmi_core.base.stored import scored
 from acmi_core.coordination.agents import agent_id
 from acmi_core.store.writes import WritePlan
@@ -45,7 +49,6 @@ SILENT_ESCALATE_MS: Final = 3 * HOUR_MS
 CLAIM_TTL_MS: Final = 7 * 24 * HOUR_MS  # longer than Scheduler retries an execution
 SOURCE: Final = "system:acmi-wake"
 MAX_URL_LEN: Final = 2048
-SECRET_ENV_RE: Final = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 BUS_RE: Final = re.compile(r"[A-Za-z0-9/._:-]{1,1600}")
 MAX_CID: Final = 128
 
@@ -59,14 +62,28 @@ def int_in_range(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-def check_target(target: object) -> dict[str, Any] | None:
-    """The stored form of a wake target (module docstring); None: recorded only."""
+SECRET_ENV_REMOVED: Final = (
+    "is no longer a target field: each tenant's webhooks are signed with its own secret, "
+    "derived from the deployment's ACMI_WAKE_SECRET (README, wake); drop secret_env"
+)
+
+
+def check_target(
+    target: object, allowed_urls: tuple[str, ...] | None = None
+) -> dict[str, Any] | None:
+    """The stored form of a wake target (module docstring); None: recorded only.
+    ``allowed_urls``: a new target, whose webhook URL must be within them and which may
+    not name ``secret_env``; None: a stored one, read tolerantly (``secret_env`` dropped)."""
     if target is None:
         return None
     if not isinstance(target, Mapping):
         raise AcmiValidationError("target", "object", "must be an object with a type")
     kind = target.get("type")
-    allowed = {"webhook": {"type", "url", "secret_env"}, "eventbridge": {"type", "bus"}}
+    if kind == "webhook" and "secret_env" in target:
+        if allowed_urls is not None:
+            raise AcmiValidationError("target.secret_env", "removed", SECRET_ENV_REMOVED)
+        target = {k: v for k, v in target.items() if k != "secret_env"}
+    allowed = {"webhook": {"type", "url"}, "eventbridge": {"type", "bus"}}
     if kind not in allowed:
         raise AcmiValidationError("target.type", "enum", "must be webhook or eventbridge")
     unknown = sorted(set(target) - allowed[kind])
@@ -89,14 +106,35 @@ def check_target(target: object) -> dict[str, Any] | None:
         raise AcmiValidationError(
             "target.url", "https", "must be an https:// URL with a host and no credentials"
         )
-    secret_env = target.get("secret_env")
-    if not isinstance(secret_env, str) or not SECRET_ENV_RE.fullmatch(secret_env):
+    if allowed_urls is not None and not url_allowed(url, allowed_urls):
         raise AcmiValidationError(
-            "target.secret_env",
-            "env_name",
-            "must name the environment variable holding the HMAC secret ([A-Z_][A-Z0-9_]*)",
+            "target.url",
+            "allowed_url",
+            "must be within the URLs the operator allows (ACMI_WAKE_ALLOWED_URLS"
+            + (f": {', '.join(allowed_urls)})" if allowed_urls else ", which is empty)"),
         )
-    return {"type": kind, "url": url, "secret_env": secret_env}
+    return {"type": kind, "url": url}
+
+
+def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``url`` is within one of ``prefixes`` (https, the same host and port, and
+    the prefix's path as whole segments; a URL with a dot segment never is)."""
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        return False
+    segments = parts.path.split("/")
+    if any(s in (".", "..") or s.lower() in ("%2e", "%2e%2e", ".%2e", "%2e.") for s in segments):
+        return False
+    for prefix in prefixes:
+        allowed = urlsplit(prefix)
+        if (allowed.hostname or "").lower() != parts.hostname.lower():
+            continue
+        if (allowed.port or 443) != (parts.port or 443):
+            continue
+        base = allowed.path.rstrip("/")
+        if not base or parts.path == base or parts.path.startswith(base + "/"):
+            return True
+    return False
 
 
 def next_due(after_ms: int, minute: int, every_hours: int) -> int:
@@ -142,12 +180,18 @@ class WakeAPI:
         """Store the slot in the profile and the next due time in the due index, in one
         step. Returns ``{agent, minute, every_hours, target, next_due}``."""
         eid = agent_id(agent)
+        self._ctx.guard_id(str(eid), "agent")
         minute = int_in_range(minute, "minute", 0, 59)
         if isinstance(every_hours, bool) or every_hours not in EVERY_HOURS:
             raise AcmiValidationError(
                 "every_hours", "enum", f"must divide 24: one of {', '.join(map(str, EVERY_HOURS))}"
             )
-        slot = {"minute": minute, "every_hours": every_hours, "target": check_target(target)}
+        allowed = wake_url_prefixes(self._ctx.settings.wake_allowed_urls)
+        slot = {
+            "minute": minute,
+            "every_hours": every_hours,
+            "target": check_target(target, allowed),
+        }
         due = next_due(self._ctx.clock(), minute, every_hours)
         fields: list[tuple[Any, str, str]] = [("set", "wake", dumps(slot))]
         fields += [

@@ -347,6 +347,8 @@ class WorkAPI:
         Raises Conflict (409) when the item exists."""
         eid = work_entity(id)
         self._ctx.guard_id(eid.local_id, "id")
+        if isinstance(profile, Mapping):  # an id: refused before redact could rewrite it
+            self._ctx.guard_ids((profile.get("owner"), "profile.owner"))
         doc = dict(check_profile(self._ctx.guard(profile, "profile")))
         given = doc.get("owner")
         owner_id: EntityId | None = None
@@ -360,6 +362,7 @@ class WorkAPI:
                 )
             owner_id = named
             doc.setdefault("owner", owner)
+        self._ctx.guard_ids((owner, "owner"))
         for name, value in profile_defaults(eid, self._keys.tenant).items():
             doc.setdefault(name, value)
         status = check_status(status)
@@ -395,6 +398,7 @@ class WorkAPI:
         atomic step. An open item's index score becomes now. One round trip. Returns
         the event as stored."""
         eid = work_entity(id)
+        self._ctx.guard_ids((eid.local_id, "id"), (session_id, "session_id"))
         if isinstance(event, Event):
             data = event.to_dict()
         elif isinstance(event, Mapping):
@@ -436,6 +440,7 @@ class WorkAPI:
         status: ``CLOSED_STATUSES``); other signals bump an open item's score. One round
         trip. Returns the merged signals."""
         eid = work_entity(id)
+        self._ctx.guard_id(eid.local_id, "id")
         values = check_json_object(self._ctx.guard(dict(signals), "signals"), "signals")
         fields: list[tuple[Any, str, str]] = [
             ("set", check_signal_key(k, f"signals.{k}"), dumps(v, f"signals.{k}"))
@@ -469,6 +474,7 @@ class WorkAPI:
         entity id."""
         eid = work_entity(id)
         new = owner_entity(owner)
+        self._ctx.guard_ids((eid.local_id, "id"), (new, "owner"))
         now = self._ctx.clock()
 
         def build(open: bool, previous: bool) -> WritePlan:

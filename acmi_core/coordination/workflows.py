@@ -361,6 +361,7 @@ class WorkflowAPI:
         """Log that ``agent`` executed ``step`` (kind ``step-executed``). One round trip."""
         wf, step, who = workflow_id(workflow), check_step(step), actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
+        self._ids(wf, step, who, cid)
         summary = self._ctx.guard(summary, "summary")
         payload = self._ctx.guard(payload, "payload")
         body: dict[str, Any] = {"workflow": str(wf), "step": step}
@@ -398,6 +399,7 @@ class WorkflowAPI:
         score, checked = check_score(score), check_criteria(criteria)
         who = actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
+        self._ids(wf, step, who, cid)
         body: dict[str, Any] = {"workflow": str(wf), "step": step, "score": score}
         body["criteria"] = checked
         text = f"{who} assessed step {step} of {wf}: {score}/100"
@@ -421,9 +423,17 @@ class WorkflowAPI:
         lesson = _text(self._ctx.guard(lesson, "lesson"), "lesson", MAX_LESSON_LEN)
         who = actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
+        self._ids(wf, step, who, cid)
         body = {"workflow": str(wf), "step": step, "lesson": lesson}
         text = _summary(f"{who} lesson on {wf} step {step}: {lesson}")
         return self._write(wf, who, IMPROVEMENT, cid, text, body, lesson=True)
+
+    def _ids(self, wf: EntityId, step: str, who: EntityId, cid: str) -> None:
+        """The ids a workflow write names: refused with a secret in them, under any policy
+        (they name keys and are echoed in events and logs)."""
+        self._ctx.guard_ids(
+            (wf, "workflow"), (step, "step"), (who, "agent"), (cid, "correlation_id")
+        )
 
     # reads: one request each ---------------------------------------------------------------
 

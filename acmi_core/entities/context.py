@@ -127,6 +127,12 @@ class Context:
 
             guard(value, "reject", path=field)
 
+    def guard_ids(self, *ids: tuple[object, str]) -> None:
+        """:meth:`guard_id` on each ``(id, field)`` given; None (an id not given) passes."""
+        for value, name in ids:
+            if value is not None:
+                self.guard_id(str(value), name)
+
     def index_key(self, category: str) -> str:
         """``keys.index(category)``, built once per category."""
         key = self._index_keys.get(category)

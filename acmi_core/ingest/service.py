@@ -187,6 +187,35 @@ def _bound_ts(event: dict[str, Any], now: int) -> dict[str, Any]:
     return event
 
 
+REDACTED_FIELD: Final = "acmi_redacted"
+
+
+def _guarded(acmi: Acmi, event: dict[str, Any], field: str) -> dict[str, Any]:
+    """A webhook's event as the ingest policy stores it (``ACMI_INGEST_SECRET_POLICY``):
+    under ``redact`` (the default) each secret becomes ``[REDACTED:<rule>]`` and the event
+    lists what was redacted under ``acmi_redacted`` (``[{path, rule}]``, paths from the
+    event's root, never a value), so nothing a sender sent is lost and no secret is kept;
+    under ``reject`` a 422 naming the path, as for a direct write."""
+    from acmi_core.guard.prefilter import provably_clean
+
+    if provably_clean(event):
+        return event
+    from acmi_core.guard.secrets import guard, redact
+
+    if acmi.settings.ingest_secret_policy_for(acmi.tenant) == "reject":
+        checked: dict[str, Any] = guard(event, "reject", path=field)
+        return checked
+    clean, findings = redact(event, path="$")
+    if not findings:
+        return event
+    seen: dict[tuple[str, str], None] = {}
+    for finding in findings:
+        seen.setdefault((finding.path.removeprefix("$.").removeprefix("$"), finding.rule))
+    redacted: dict[str, Any] = dict(clean)
+    redacted[REDACTED_FIELD] = [{"path": path, "rule": rule} for path, rule in seen]
+    return redacted
+
+
 def store_deliveries(
     acmi: Acmi,
     deliveries: list[Delivery],
@@ -194,10 +223,12 @@ def store_deliveries(
     *,
     bound_future_ts: bool = False,
     also_set: tuple[str, str] | None = None,
+    webhook: bool = False,
 ) -> IngestResult:
     """Validate every event, then store all of them (or, on a replay, none) in one step.
     ``also_set``: (key, JSON text) written in the same step (a Gmail history cursor), so a
-    replay writes it no more than the events."""
+    replay writes it no more than the events. ``webhook``: a sender's delivery, guarded by
+    the ingest policy (:func:`_guarded`), not the direct writes' one."""
     plan = WritePlan()
     now = acmi.clock()
     stored: list[dict[str, Any]] = []
@@ -206,7 +237,7 @@ def store_deliveries(
         entity = EntityId.parse(delivery.entity, f"{field}.entity")
         raw_event = _bound_ts(delivery.event, now) if bound_future_ts else delivery.event
         # every source, Gmail messages included, after mapping and before validation
-        raw_event = acmi.guard(raw_event, field)
+        raw_event = _guarded(acmi, raw_event, field) if webhook else acmi.guard(raw_event, field)
         event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
         acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
@@ -334,7 +365,9 @@ def ingest_webhook(
         deliveries, cursor = _with_gmail_messages(
             acmi, source, deliveries, gmail, config.gmail_credentials_secret
         )
-    return store_deliveries(acmi, deliveries, idempotency, bound_future_ts=True, also_set=cursor)
+    return store_deliveries(
+        acmi, deliveries, idempotency, bound_future_ts=True, also_set=cursor, webhook=True
+    )
 
 
 def _with_gmail_messages(

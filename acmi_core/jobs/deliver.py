@@ -8,18 +8,28 @@ Webhook delivery (:class:`WebhookDeliverer`): POST of the JSON body with ``X-Acm
 multicast, reserved or unspecified address refused (``allow_private`` for tests). The
 address check resolves the name before the request; a DNS answer that changes between the
 check and the connection (rebinding) is not caught.
+
+Who may be sent what (:func:`webhook_target`, run by the wake job before each webhook):
+the URL must be within the operator's ``ACMI_WAKE_ALLOWED_URLS`` (a write key can put any
+``wake`` in a profile, so the allow-list is checked here as well as when a slot is set),
+and the body is signed with the tenant's own secret, :func:`tenant_wake_secret`:
+HMAC-SHA256 keyed by the deployment's ``ACMI_WAKE_SECRET`` over ``acmi-wake-v1:<tenant>``,
+64 hex digits. A tenant never names it (the ``secret_env`` of older targets is ignored),
+so a receiver that checks with its own tenant's secret refuses every other tenant's wake.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
+
+from acmi_core.base.settings import Settings, wake_url_prefixes
+from acmi_core.coordination.wake import url_allowed
 
 if TYPE_CHECKING:
     import httpx
@@ -71,6 +81,33 @@ def resolve_host(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
+WAKE_SECRET_CONTEXT: Final = b"acmi-wake-v1:"
+
+
+def tenant_wake_secret(deployment_secret: str, tenant: str) -> str:
+    """The secret ``tenant``'s wake webhooks are signed with (module docstring)."""
+    message = WAKE_SECRET_CONTEXT + tenant.encode("utf-8")
+    return hmac.new(deployment_secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def webhook_target(
+    settings: Settings, tenant: str, target: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """What :class:`WebhookDeliverer` is given for ``tenant``'s stored webhook target:
+    its URL and the tenant's signing secret; or None and why it is not delivered."""
+    url = str(target.get("url", ""))
+    if not url_allowed(url, wake_url_prefixes(settings.wake_allowed_urls)):
+        host = urlsplit(url).hostname or url[:80]
+        return None, f"refused: {host} is not within ACMI_WAKE_ALLOWED_URLS"
+    if not settings.wake_secret:
+        return None, "no secret: ACMI_WAKE_SECRET is not set (each tenant's is derived from it)"
+    return {
+        "type": "webhook",
+        "url": url,
+        "secret": tenant_wake_secret(settings.wake_secret, tenant),
+    }, None
+
+
 def sign(secret: str, body: bytes, timestamp_s: int) -> dict[str, str]:
     """The signature headers of a webhook delivery (module docstring)."""
     stamp = str(int(timestamp_s))
@@ -79,9 +116,9 @@ def sign(secret: str, body: bytes, timestamp_s: int) -> dict[str, str]:
 
 
 class WebhookDeliverer:
-    """HTTPS webhooks (module docstring). ``transport``: an httpx transport (tests pass
-    ``httpx.MockTransport``); ``resolve``: host, port -> addresses; ``env``: where
-    ``secret_env`` is looked up (default ``os.environ``)."""
+    """HTTPS webhooks (module docstring), given :func:`webhook_target`'s target (the URL
+    and the tenant's secret). ``transport``: an httpx transport (tests pass
+    ``httpx.MockTransport``); ``resolve``: host, port -> addresses."""
 
     def __init__(
         self,
@@ -91,14 +128,13 @@ class WebhookDeliverer:
         backoff_s: float = WEBHOOK_BACKOFF_S,
         allow_private: bool = False,
         resolve: Callable[[str, int], list[str]] = resolve_host,
-        env: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         now_s: Callable[[], float] = time.time,
     ) -> None:
         self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
         self.allow_private = allow_private
-        self._resolve, self._env, self._transport = resolve, env, transport
+        self._resolve, self._transport = resolve, transport
         self._sleep, self._now_s = sleep, now_s
         self._client: httpx.Client | None = None
 
@@ -140,10 +176,9 @@ class WebhookDeliverer:
         refused = self._refused(url)
         if refused:
             return DeliveryResult(False, refused, attempts=0)
-        name = str(target.get("secret_env", ""))
-        secret = (os.environ if self._env is None else self._env).get(name)
-        if not secret:
-            return DeliveryResult(False, f"no secret: environment variable {name} is not set", 0)
+        secret = target.get("secret")
+        if not isinstance(secret, str) or not secret:
+            return DeliveryResult(False, "no secret: the tenant's signing secret was not given", 0)
         detail, status = "", None
         for attempt in range(1, self.attempts + 1):
             if attempt > 1:

@@ -54,7 +54,7 @@ from acmi_core.coordination.wake import (
     next_due,
     read_slot,
 )
-from acmi_core.jobs.deliver import DELIVERERS, DeliveryResult
+from acmi_core.jobs.deliver import DELIVERERS, DeliveryResult, webhook_target
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
@@ -228,7 +228,13 @@ def _deliver(
         separators=(",", ":"),
     ).encode("utf-8")
     deliverer = DELIVERERS.get(target["type"])
-    if deliverer is None:
+    refused: str | None = None
+    if target["type"] == "webhook":  # the allow-list again, and this tenant's own secret
+        delivered, refused = webhook_target(acmi.settings, acmi.tenant, target)
+        target = delivered or target
+    if refused is not None:
+        result = DeliveryResult(False, refused, 0)
+    elif deliverer is None:
         result = DeliveryResult(False, f"no deliverer for {target['type']} here", 0)
     else:
         try:

@@ -11,6 +11,17 @@ created 0700) holds:
 - ``serve.json`` (0600): where a running ``acmi serve`` serves the data over the Redis
   protocol (127.0.0.1, a random port, a random password), and its pid.
 
+The directory is made 0700, and an existing one is narrowed to 0700 (its files hold the
+data and the endpoint's password); every file in it is 0600.
+
+The endpoint (:class:`Endpoint`) is ours, not fakeredis's TCP server (which buffers a
+whole command, of any size, before it looks at the password): it reads at most
+``PRE_AUTH_BYTES`` from a connection before an ``AUTH`` with the password succeeds (and
+waits ``PRE_AUTH_TIMEOUT_S`` for it), then at most ``MAX_COMMAND_BYTES`` per command, and
+holds at most ``MAX_CONNECTIONS`` connections; past any bound it answers an error and
+closes the connection. Each authenticated connection runs its commands on a client of
+the data (redis-py's connection API), so transactions and scripts behave as in process.
+
 :func:`open_local_store`: a live ``acmi serve`` -> a Redis client to it; else the lock
 -> the data loaded from the snapshot, saved back on close (and at exit). ``acmi serve``
 calls :meth:`EmbeddedStore.serve`, then snapshots at most every
@@ -21,9 +32,12 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import hmac
 import json
 import os
 import secrets
+import socket
+import socketserver
 import threading
 import time
 from collections.abc import Mapping
@@ -48,6 +62,16 @@ SNAPSHOT_EVERY_S: Final = 1.0
 # The one user on the served endpoint: the default (passwordless) user is disabled, so
 # another local user who finds the port still cannot read or write.
 _USER: Final = "acmi"
+# The endpoint's bounds (README, limits): what a connection may send before it has
+# authenticated (an AUTH with the user and a 32-character password is ~70 bytes), how long
+# it may take to, the largest command after (a CLI command's largest write is a few MB),
+# and how many connections are served at once.
+PRE_AUTH_BYTES: Final = 4 * 1024
+PRE_AUTH_TIMEOUT_S: Final = 10.0
+MAX_COMMAND_BYTES: Final = 64 * 1024 * 1024
+MAX_CONNECTIONS: Final = 64
+_MAX_ARGUMENTS: Final = 1024 * 1024
+_HEADER_BYTES: Final = 32  # "*<count>\r\n" or "$<length>\r\n"
 
 # Atomic over the whole database: a write script that touches several keys is either all
 # in the snapshot or not at all.
@@ -81,6 +105,8 @@ def open_local_store(settings: Settings) -> RedisStore:
 
     home = data_dir(settings)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if home.stat().st_mode & 0o077:  # made by hand, or by an older acmi: others could list it
+        home.chmod(0o700)
     opened = _OPEN.get(home)
     if opened is not None:  # one owner per process: flock would block on a second fd
         opened.users += 1
@@ -88,6 +114,7 @@ def open_local_store(settings: Settings) -> RedisStore:
     deadline = time.monotonic() + LOCK_WAIT_S
     fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        os.fchmod(fd, 0o600)  # an older lock file may be wider
         while True:
             served = _connect_to_serve(home, settings)
             if served is not None:
@@ -246,14 +273,11 @@ class EmbeddedStore(MemoryStore):
         """Serve this data to other ``acmi`` processes over the Redis protocol on ``host``
         (a free port, never ``avoid``: the HTTP port, not yet bound when this starts) and
         snapshot it after writes, until :meth:`close`."""
-        import fakeredis
-
-        tcp = fakeredis.TcpFakeServer((host, 0))
+        tcp = Endpoint((host, 0), self._server, self._password)
         while int(tcp.server_address[1]) == avoid:  # the OS handed out the HTTP port: again
-            replacement = fakeredis.TcpFakeServer((host, 0))
+            replacement = Endpoint((host, 0), self._server, self._password)
             tcp.server_close()
             tcp = replacement
-        tcp.fake_server = self._server  # the same data this process serves over HTTP
         threading.Thread(
             target=tcp.serve_forever,
             kwargs={"poll_interval": 0.05},  # how soon shutdown() is noticed
@@ -297,6 +321,201 @@ class EmbeddedStore(MemoryStore):
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
             super().close()
+
+
+class _Refused(Exception):
+    """A connection past one of the endpoint's bounds: answered with this, then closed."""
+
+
+class _Closed(Exception):
+    """The peer closed the connection."""
+
+
+def _read_command(rfile: Any, limit: int) -> tuple[list[bytes], int]:
+    """One command (a RESP array of bulk strings, or an inline line) of at most ``limit``
+    bytes, and the bytes it took, read without ever buffering more than it accepted."""
+    line = rfile.readline(min(limit, MAX_COMMAND_BYTES) + 2)
+    if not line:
+        raise _Closed()
+    if not line.endswith(b"\n"):
+        raise _Refused("ERR command too large for this endpoint")
+    used = len(line)
+    if not line.startswith(b"*"):  # an inline command (redis-cli, telnet)
+        return line.split(), used
+    count = _header_number(line)
+    if count > _MAX_ARGUMENTS:
+        raise _Refused("ERR too many arguments for this endpoint")
+    arguments: list[bytes] = []
+    for _ in range(count):
+        header = rfile.readline(_HEADER_BYTES)
+        if not header:
+            raise _Closed()
+        if not header.startswith(b"$") or not header.endswith(b"\n"):
+            raise _Refused("ERR Protocol error: expected '$'")
+        size = _header_number(header)
+        used += len(header) + size + 2
+        if used > limit:
+            raise _Refused("ERR command too large for this endpoint")
+        data = rfile.read(size + 2)
+        if len(data) != size + 2:
+            raise _Closed()
+        arguments.append(data[:size])
+    return arguments, used
+
+
+def _header_number(line: bytes) -> int:
+    try:
+        number = int(line[1:].strip())
+    except ValueError:
+        raise _Refused("ERR Protocol error: invalid length") from None
+    if number < 0:
+        raise _Refused("ERR Protocol error: invalid length")
+    return number
+
+
+# redis-py reads an error's first word into an exception class: the reverse, so a client
+# of the endpoint gets the class the data's own client raised (NOSCRIPT, WRONGPASS, ...)
+def _error_prefixes() -> list[tuple[type[BaseException], str]]:
+    from redis.connection import DefaultParser
+
+    pairs: list[tuple[type[BaseException], str]] = []
+    for prefix, found in DefaultParser.EXCEPTION_CLASSES.items():
+        for cls in found.values() if isinstance(found, dict) else [found]:
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                pairs.append((cls, prefix))
+    return pairs
+
+
+def _encode_reply(value: Any, prefixes: list[tuple[type[BaseException], str]]) -> bytes:
+    if value is None:
+        return b"$-1\r\n"
+    if isinstance(value, BaseException):
+        prefix = next((p for cls, p in prefixes if type(value) is cls), "ERR")
+        message = str(value.args[0] if value.args else value).replace("\r\n", " ")
+        return f"-{prefix} {message}\r\n".encode()
+    if isinstance(value, bool):
+        return b":1\r\n" if value else b":0\r\n"
+    if isinstance(value, int):
+        return b":%d\r\n" % value
+    if isinstance(value, float):
+        value = repr(value)
+    if isinstance(value, str):
+        value = value.encode()
+    if isinstance(value, bytes):
+        return b"$%d\r\n%s\r\n" % (len(value), value)
+    if isinstance(value, (list, tuple, set)):
+        return b"*%d\r\n" % len(value) + b"".join(_encode_reply(v, prefixes) for v in value)
+    if isinstance(value, dict):
+        items = [item for pair in value.items() for item in pair]
+        return _encode_reply(items, prefixes)
+    raise TypeError(f"cannot encode a reply of type {type(value).__name__}")
+
+
+class _Connection(socketserver.StreamRequestHandler):
+    server: Endpoint
+
+    def handle(self) -> None:
+        if not self.server.slots.acquire(blocking=False):
+            self.wfile.write(b"-ERR max number of clients reached\r\n")
+            return
+        try:
+            self._serve()
+        finally:
+            self.server.slots.release()
+
+    def _serve(self) -> None:
+        self.connection.settimeout(PRE_AUTH_TIMEOUT_S)
+        budget = PRE_AUTH_BYTES
+        client: Any = None
+        try:
+            while client is None:  # before AUTH: a few small commands, then the door shuts
+                if budget <= 0:
+                    raise _Refused("ERR command too large for this endpoint")
+                command, used = _read_command(self.rfile, budget)
+                budget -= used
+                client = self._before_auth(command)
+            self.connection.settimeout(None)
+            connection = client.connection
+            while True:
+                command, _ = _read_command(self.rfile, MAX_COMMAND_BYTES)
+                if not command:
+                    continue
+                try:
+                    connection.send_command(*command)
+                    reply: Any = connection.read_response()
+                except Exception as exc:  # an error reply is the data's answer: pass it on
+                    reply = exc
+                self._write(_encode_reply(reply, self.server.prefixes))
+        except _Refused as exc:
+            with contextlib.suppress(OSError):
+                self._write(f"-{exc.args[0]}\r\n".encode())
+        except (_Closed, OSError):
+            pass
+        finally:
+            if client is not None:
+                client.close()
+
+    def _before_auth(self, command: list[bytes]) -> Any:
+        """The connection's client of the data once ``command`` authenticated it, else
+        None (having answered ``command``)."""
+        import fakeredis
+
+        name = command[0].upper() if command else b""
+        if name == b"AUTH" and len(command) in (2, 3):
+            user, password = (command[1], command[2]) if len(command) == 3 else (b"", command[1])
+            expected = self.server.password.encode()
+            if user == _USER.encode() and hmac.compare_digest(password, expected):
+                self._write(b"+OK\r\n")
+                return fakeredis.FakeRedis(
+                    server=self.server.data,
+                    username=_USER,
+                    password=self.server.password,
+                    protocol=2,
+                    single_connection_client=True,
+                )
+            self._write(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+        elif name == b"QUIT":
+            self._write(b"+OK\r\n")
+            raise _Closed()
+        else:
+            self._write(b"-NOAUTH Authentication required.\r\n")
+        return None
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+class Endpoint(socketserver.ThreadingTCPServer):
+    """The data over the Redis protocol, to the holder of its password (bounds: the
+    module docstring)."""
+
+    daemon_threads = True
+    allow_reuse_address = False
+    address_family = socket.AF_INET
+
+    def __init__(self, address: tuple[str, int], data: Any, password: str) -> None:
+        self.data = data
+        self.password = password
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.prefixes = _error_prefixes()
+        self.live: set[socket.socket] = set()
+        super().__init__(address, _Connection)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.live.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.live.discard(request)
+        super().shutdown_request(request)
+
+    def shutdown(self) -> None:
+        """Stop accepting, and end the connections still open (their threads read on)."""
+        super().shutdown()
+        for request in list(self.live):
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

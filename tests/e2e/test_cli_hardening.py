@@ -297,18 +297,21 @@ def test_serve_access_log_shows_no_push_token_or_key(
         httpx.post(f"{base}/v1/ingest/make?token={push_token}&entity=deal:1", content=b"{}")
         httpx.get(f"{base}/v1/entities/user:x?key={api_key}&events=5")
         httpx.get(f"{base}/v1/entities/{api_key}")
+        # the app decodes %74oken to token: so does the mask (before: the token was logged)
+        httpx.post(f"{base}/v1/ingest/make?%74oken={push_token}&entity=deal:1", content=b"{}")
     finally:
         server.should_exit = True
         thread.join(10)
         sock.close()
     lines = [r.getMessage() for r in records.records]
-    assert len(lines) == 3, lines
+    assert len(lines) == 4, lines
     printed = capsys.readouterr().out  # the access handler's own output
     for text in [*lines, printed]:
         assert "Q" * 20 not in text and "K" * 20 not in text
     assert "POST /v1/ingest/make?token=***&entity=deal:1" in lines[0]
     assert "events=5" in lines[1]
     assert "/v1/entities/acmi_***" in lines[2]
+    assert "POST /v1/ingest/make?%74oken=***&entity=deal:1" in lines[3]
     assert "token=***" in printed
 
 
@@ -325,6 +328,14 @@ def test_serve_access_log_shows_no_push_token_or_key(
         ("/x?next=acmipt_0123456789abcdefghij", "/x?next=acmipt_***"),
         ("/v1/entities/user:acmi_team", "/v1/entities/user:acmi_team"),  # no key: kept
         ("/v1/namespaces/user/entities", "/v1/namespaces/user/entities"),
+        # percent-encoded names and values, as the app decodes them (before: kept whole)
+        ("/v1/ingest/make?%74oken=acmipt_abc", "/v1/ingest/make?%74oken=***"),
+        ("/v1/ingest/make?entity=x&%54OKEN=abc", "/v1/ingest/make?entity=x&%54OKEN=***"),
+        ("/v1/ingest/make?to%6Ben=abc&a=1", "/v1/ingest/make?to%6Ben=***&a=1"),
+        ("/v1/ingest/make?api%5Fkey=abc", "/v1/ingest/make?api%5Fkey=***"),
+        ("/x?next=%61cmipt_0123456789abcdefghij", "/x?next=acmipt_***"),
+        ("/v1/entities/%61cmi_0123456789abcdefghij", "/v1/entities/acmi_***"),
+        ("/v1/entities/user%3Aann?limit=5", "/v1/entities/user%3Aann?limit=5"),  # kept
     ],
 )
 def test_the_redaction_rule(path: str, expected: str) -> None:

@@ -6,6 +6,7 @@ directory and a HOME under tmp: nothing here reads or writes the real home."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -291,8 +292,11 @@ def test_the_served_endpoint_needs_its_password(settings: Settings, opened: list
     host, port = store.serve()
     store.execute(("SET", "k", "v"))
     anonymous = redis.Redis(host=host, port=port, protocol=2)
-    with anonymous, pytest.raises(redis.ResponseError, match="disabled"):
+    with anonymous, pytest.raises(redis.AuthenticationError, match="Authentication required"):
         anonymous.get("k")
+    wrong = redis.Redis(host=host, port=port, username="acmi", password="x" * 32, protocol=2)
+    with wrong, pytest.raises(redis.AuthenticationError, match="invalid username-password"):
+        wrong.get("k")
     client = open_local_store(settings)  # in this process: the owner itself
     assert client is store
     client.close()
@@ -323,19 +327,17 @@ def test_the_endpoint_never_takes_the_http_port(
 ) -> None:
     """`acmi serve` binds its HTTP port after the endpoint: if the OS hands the endpoint
     that very port (both are free ephemeral ports), the endpoint takes another."""
-    import fakeredis
-
-    real = fakeredis.TcpFakeServer
+    real = local.Endpoint
     http_port = socket_port()
     handed: list[int] = []
 
-    class FirstGetsTheHttpPort(real):  # type: ignore[misc, valid-type]
+    class FirstGetsTheHttpPort(real):
         def __init__(self, address: tuple[str, int], *args: Any, **kwargs: Any) -> None:
             port = http_port if not handed else address[1]
             handed.append(port)
             super().__init__((address[0], port), *args, **kwargs)
 
-    monkeypatch.setattr(fakeredis, "TcpFakeServer", FirstGetsTheHttpPort)
+    monkeypatch.setattr(local, "Endpoint", FirstGetsTheHttpPort)
     store = open_local_store(settings)
     opened.append(store)
     assert isinstance(store, EmbeddedStore)
@@ -348,3 +350,115 @@ def socket_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# --- the served endpoint's bounds and the data directory's mode ---------------------------
+
+
+def _raw_connection(host: str, port: int) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=5)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    return sock
+
+
+def _send_until_closed(sock: socket.socket, total: int) -> int:
+    """Send ``total`` bytes of a bulk string's body; the bytes sent before the server
+    closed the connection (``total`` when it never did)."""
+    chunk = b"x" * (256 * 1024)
+    sent = 0
+    try:
+        while sent < total:
+            sent += sock.send(chunk)
+    except OSError:  # reset or broken pipe: the server stopped reading and closed
+        pass
+    return sent
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """What the server answered before closing (b"" if it answered nothing in 5 s)."""
+    data = b""
+    try:
+        while chunk := sock.recv(4096):
+            data += chunk
+    except (TimeoutError, OSError):
+        pass
+    return data
+
+
+def test_the_endpoint_reads_a_few_kb_before_auth(settings: Settings, opened: list[Any]) -> None:
+    """Before: the endpoint took a 200 MB AUTH argument whole before looking at it. Now it
+    answers and closes once a connection passes PRE_AUTH_BYTES without authenticating."""
+    store = open_local_store(settings)
+    opened.append(store)
+    assert isinstance(store, EmbeddedStore)
+    host, port = store.serve()
+    claimed = 200 * 1024 * 1024
+    with _raw_connection(host, port) as sock:
+        sock.sendall(b"*3\r\n$4\r\nAUTH\r\n$4\r\nacmi\r\n$%d\r\n" % claimed)
+        sent = _send_until_closed(sock, 32 * 1024 * 1024)
+        answer = _answer(sock)
+    assert answer == b"-ERR command too large for this endpoint\r\n"
+    # the server read nothing of the body: what was sent sits in the kernel's buffers
+    assert sent < 32 * 1024 * 1024
+    # and many small commands add up to the same budget
+    with _raw_connection(host, port) as sock:
+        pings = b"PING\r\n" * (local.PRE_AUTH_BYTES // 6 + 1)
+        with contextlib.suppress(OSError):
+            sock.sendall(pings)
+        answer = _answer(sock)
+    assert answer.endswith(b"-ERR command too large for this endpoint\r\n")
+    assert answer.count(b"-NOAUTH") <= local.PRE_AUTH_BYTES // 6 + 1  # then it stopped
+    assert store.execute(("PING",)) == b"PONG"  # the data is served on
+
+
+def test_the_endpoint_bounds_a_command_after_auth(settings: Settings, opened: list[Any]) -> None:
+    store = open_local_store(settings)
+    opened.append(store)
+    assert isinstance(store, EmbeddedStore)
+    host, port = store.serve()
+    password = json.loads((store.home / local.ENDPOINT_FILE).read_text())["password"].encode()
+    with _raw_connection(host, port) as sock:
+        auth = b"*3\r\n$4\r\nAUTH\r\n$4\r\nacmi\r\n$%d\r\n%s\r\n" % (len(password), password)
+        sock.sendall(auth)
+        assert sock.recv(5) == b"+OK\r\n"
+        header = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n" % (local.MAX_COMMAND_BYTES + 1)
+        sock.sendall(header)
+        assert _answer(sock) == b"-ERR command too large for this endpoint\r\n"
+    assert store.execute(("EXISTS", "k")) == 0  # nothing stored
+
+
+def test_the_whole_conformance_suite_passes_through_the_endpoint(
+    settings: Settings, opened: list[Any]
+) -> None:
+    """What the CLI does through a running ``acmi serve``: every store check, over the
+    endpoint (scripts, pipelines, transactions, error replies)."""
+    from acmi_core.testing.conformance import run_conformance
+
+    store = open_local_store(settings)
+    opened.append(store)
+    assert isinstance(store, EmbeddedStore)
+    host, port = store.serve()
+    password = json.loads((store.home / local.ENDPOINT_FILE).read_text())["password"]
+    served = ServedStore(host, port, password, settings)
+    opened.insert(0, served)
+    report = run_conformance(create_acmi(served, Settings()), store_independent=False)
+    assert not report.failed, str(report)
+    assert report.passed
+
+
+def test_the_data_directory_is_0700_even_when_it_existed(
+    settings: Settings, opened: list[Any]
+) -> None:
+    home = local.data_dir(settings)
+    home.mkdir(parents=True, mode=0o755)
+    home.chmod(0o755)  # as `mkdir` leaves it (before: it stayed so)
+    (home / local.LOCK_FILE).touch(mode=0o644)
+    store = open_local_store(settings)
+    opened.append(store)
+    assert isinstance(store, EmbeddedStore)
+    store.execute(("SET", "k", "v"))
+    store.serve()
+    assert store.save()
+    assert home.stat().st_mode & 0o777 == 0o700
+    for name in (local.LOCK_FILE, local.SNAPSHOT_FILE, local.ENDPOINT_FILE):
+        assert (home / name).stat().st_mode & 0o777 == 0o600, name

@@ -151,6 +151,9 @@ def test_the_cli_sets_and_clears_a_wake_slot(capsys: pytest.CaptureFixture[str])
     assert (
         main(["agents", "wake", agent, "--minute", "15", "--target-url", "https://a.example/"]) == 2
     )
-    assert "--secret-env" in capsys.readouterr().err
+    assert "ACMI_WAKE_ALLOWED_URLS" in capsys.readouterr().err  # none allowed here
+    with_secret_env = ["--target-url", "https://a.example/", "--secret-env", "X"]
+    assert main(["agents", "wake", agent, "--minute", "15", *with_secret_env]) == 2
+    assert "--secret-env: is no longer a target field" in capsys.readouterr().err
     assert main(["agents", "wake", agent, "--clear"]) == 0
     assert json.loads(capsys.readouterr().out) == {"agent": agent, "wake": None}

@@ -266,3 +266,23 @@ def test_handlers_need_nothing_that_is_not_shipped() -> None:
     out = run_fresh(WITHOUT_UNSHIPPED, UPSTASH_ENV, ",".join(NOT_SHIPPED))
     assert out["status"] == 200
     assert not [m for m in NOT_SHIPPED if m in out["modules"]]
+
+
+# --- the wake secret from Secrets Manager (the wake function) ------------------------------
+
+WAKE_SECRET = "the-deployment-wake-secret-for-moto"
+
+
+@pytest.mark.parametrize("stored", [WAKE_SECRET, json.dumps({"ACMI_WAKE_SECRET": WAKE_SECRET})])
+def test_the_wake_secret_from_secrets_manager(secretsmanager: Any, stored: str) -> None:
+    arn = _secret(secretsmanager, stored, name="acmi/wake-secret")
+    settings = load_settings({"ACMI_WAKE_SECRET_ARN": arn})
+    assert settings.wake_secret == WAKE_SECRET
+    assert WAKE_SECRET not in repr(settings)
+
+
+def test_an_empty_wake_secret_fails_naming_the_arn_only(secretsmanager: Any) -> None:
+    arn = _secret(secretsmanager, json.dumps({"other": "hunter2-not-it"}), name="acmi/wake")
+    with pytest.raises(RuntimeError) as err:
+        load_settings({"ACMI_WAKE_SECRET_ARN": arn})
+    assert arn in str(err.value) and "hunter2" not in str(err.value)

@@ -417,6 +417,16 @@ HYGIENE_POLICY: Final = {
 }
 
 
+# The wake function reads the deployment's wake secret, only when one is given.
+WAKE_SECRET_POLICY = {
+    "Fn::If": [
+        "HasWakeSecret",
+        {"AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "WakeSecretArn"}}},
+        {"Ref": "AWS::NoValue"},
+    ]
+}
+
+
 def test_every_function_may_read_the_token_secret_and_nothing_more(
     template: dict[str, Any],
 ) -> None:
@@ -424,7 +434,7 @@ def test_every_function_may_read_the_token_secret_and_nothing_more(
         policies = function["Properties"]["Policies"]
         extra: dict[str, list[Any]] = {
             "IngestFunction": [GMAIL_POLICY],
-            "WakeFunction": [WAKE_POLICY],
+            "WakeFunction": [WAKE_POLICY, WAKE_SECRET_POLICY],
             "RollupCronFunction": [ROLLUP_POLICY],
             "HygieneFunction": [HYGIENE_POLICY],
             "MemoryFunction": [HYGIENE_POLICY],  # archive now, search's archived layer
@@ -504,6 +514,10 @@ def test_no_secret_literals_in_the_template() -> None:
     assert not findings, findings
 
 
+# Secrets whose feature is optional: their ARN may be empty (the wake webhooks' secret).
+OPTIONAL_SECRET_ARNS = frozenset({"WakeSecretArn"})
+
+
 def test_the_token_is_never_a_parameter_value_or_environment_literal(
     template: dict[str, Any],
 ) -> None:
@@ -512,6 +526,8 @@ def test_the_token_is_never_a_parameter_value_or_environment_literal(
             assert name.endswith(("Arn", "Arns")), f"{name}: pass secrets by ARN only"
             if name.endswith("Arns"):  # an optional list of ARNs: empty turns it off
                 assert param["Type"] == "CommaDelimitedList" and param.get("Default") == ""
+            elif name in OPTIONAL_SECRET_ARNS:  # empty turns its feature off
+                assert param.get("Default") == "" and param["AllowedPattern"].startswith("^$|")
             else:
                 assert "Default" not in param, f"{name}: no default for a secret's ARN"
         if "Default" in param:

@@ -87,8 +87,11 @@ class Api:
     """Every router (the memory router included, whichever function mounts it) on one
     in-process store, with a write key of ``tenant``."""
 
-    def __init__(self, policy: str = "reject", tenant: str = "default") -> None:
-        self.settings = Settings(auth_cache_s=0, secret_policy=policy)
+    def __init__(
+        self, policy: str = "reject", tenant: str = "default", ingest_policy: str | None = None
+    ) -> None:
+        ingest = {} if ingest_policy is None else {"ingest_secret_policy": ingest_policy}
+        self.settings = Settings(auth_cache_s=0, secret_policy=policy, **ingest)
         self.root = Acmi(MemoryStore(), self.settings)
         self.acmi = self.root.for_tenant(tenant)
         self.ctx = ApiContext(self.root)
@@ -332,7 +335,7 @@ def test_a_secret_in_a_write_is_refused_with_nothing_stored(
     route: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     case = CASES[route]
-    api = Api()
+    api = Api(ingest_policy="reject")  # webhooks too: the default there is redact (below)
     if case.setup is not None:
         case.setup(api)
     before = api.dump()
@@ -415,6 +418,65 @@ def test_a_secret_in_an_id_is_refused_under_every_policy(acmi: Acmi, policy: str
     assert acmi.store.execute(("KEYS", f"*{tenant}*")) == []
 
 
+@pytest.mark.parametrize("policy", ["reject", "redact"])
+def test_every_id_a_write_names_is_guarded(acmi: Acmi, policy: str) -> None:
+    """Issue 21, item 7: lock owners, heartbeat and other agent ids, threads, work ids and
+    owners, HITL correlation ids and people, workflow ids, steps and run ids were stored
+    (and so in key names and logs) with a token in them. Each is refused now, the field
+    named, under every policy, and nothing is stored (no key of the tenant at all)."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    view = Acmi(acmi.store, Settings(secret_policy=policy), tenant=tenant)
+    token = GITHUB
+    agent = f"agent:{token}"
+    writes: list[tuple[Callable[[], object], str]] = [
+        (lambda: view.locks.claim("deploy:web", agent, 60_000), "owner"),
+        (lambda: view.agents.heartbeat(agent), "agent"),
+        (lambda: view.agents.spawn(agent, "s-1", "opus"), "agent"),
+        (lambda: view.agents.join("claude", f"thread:{token}"), "thread"),
+        (lambda: view.agents.join(agent, "thread:launch"), "agent"),
+        (lambda: view.agents.set_rollup(agent, "a quiet day"), "agent"),
+        (lambda: view.agents.invite(agent), "agent"),
+        (lambda: view.wake.set(agent, minute=15), "agent"),
+        (lambda: view.work.create("w-1", {"title": "t"}, owner=agent), "owner"),
+        (lambda: view.work.create("w-2", {"title": "t", "owner": agent}), "profile.owner"),
+        (lambda: view.hitl.create("t", "approve", asked_by=agent), "asked_by"),
+        (lambda: view.hitl.create("t", "r", asked_by="user:a", addressee=agent), "addressee"),
+        (
+            lambda: view.hitl.create("t", "r", asked_by="user:a", correlation_id=token),
+            "correlationId",
+        ),
+        (lambda: view.hitl.resolve(token, "done", by="user:a"), "correlationId"),
+        (lambda: view.hitl.resolve("hitl-1", "done", by=agent), "by"),
+        (lambda: view.workflows.execute(token, "build", "agent:claude"), "workflow"),
+        (lambda: view.workflows.execute("release", token, "agent:claude"), "step"),
+        (lambda: view.workflows.execute("release", "build", agent), "agent"),
+        (
+            lambda: view.workflows.execute("release", "build", "agent:x", correlation_id=token),
+            "correlation_id",
+        ),
+        (lambda: view.workflows.assess("release", "build", 90, ["ok"], agent), "agent"),
+        (lambda: view.workflows.improve(token, "build", "cache deps", "agent:x"), "workflow"),
+    ]
+    for write, field in writes:
+        with pytest.raises(SecretDetected) as refused:
+            write()
+        assert (refused.value.field, refused.value.rule) == (field, GITHUB_RULE), field
+        assert token not in str(refused.value)
+    assert acmi.store.execute(("KEYS", f"*{tenant}*")) == []
+    # and on an item that exists: its events, signals and owner name ids too
+    view.work.create("w-ok", {"title": "t"})
+    for write, field in [
+        (lambda: view.work.event("w-ok", EVENT, session_id=token), "session_id"),
+        (lambda: view.work.assign("w-ok", agent), "owner"),
+        (lambda: view.work.signal(token, {"k": 1}), "id"),
+    ]:
+        with pytest.raises(SecretDetected) as refused:
+            write()
+        assert (refused.value.field, refused.value.rule) == (field, GITHUB_RULE), field
+    keys = acmi.store.execute(("KEYS", f"*{tenant}*"))
+    assert isinstance(keys, list) and not any(token.encode() in k for k in keys)
+
+
 def test_a_secret_in_a_path_id_is_refused_by_the_api() -> None:
     api = Api()
     before = api.dump()
@@ -422,6 +484,20 @@ def test_a_secret_in_a_path_id_is_refused_by_the_api() -> None:
         ("PATCH", f"/v1/entities/user:{STRIPE}/signals", {"k": 1}),
         ("POST", f"/v1/locks/deploy:{STRIPE}/claim", {"owner": "agent:x", "ttl_ms": 60_000}),
         ("POST", "/v1/work", {"id": STRIPE, "profile": {"title": "t"}}),
+        # issue 21, item 7: the ids the other write routes name
+        ("POST", "/v1/locks/deploy:web/claim", {"owner": f"agent:{STRIPE}", "ttl_ms": 60_000}),
+        ("POST", f"/v1/agents/{STRIPE}/heartbeat", {"status": "ACTIVE"}),
+        ("PUT", f"/v1/agents/claude/threads/thread:{STRIPE}", {"role": "reviewer"}),
+        (
+            "POST",
+            "/v1/hitl",
+            {"topic": "t", "request": "r", "asked_by": "user:a", "correlationId": STRIPE},
+        ),
+        (
+            "POST",
+            f"/v1/workflows/{STRIPE}/executions",
+            {"step": "build", "agent": "agent:claude"},
+        ),
     ):
         response = api.send(method, path, body)
         assert response.status_code == 422, (path, response.text)
@@ -441,8 +517,47 @@ def test_a_clean_write_is_stored_as_given(acmi: Acmi) -> None:
 # --- webhooks ----------------------------------------------------------------------------------
 
 
-def test_make_webhook_with_a_secret_is_refused() -> None:
-    api = Api()
+CARD = "4111 1111 1111 1111"
+PASSWORD = "hunter2hunter2"
+
+
+def test_a_webhook_with_a_secret_is_stored_redacted_by_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 21, item 7: the default refused a whole delivery (a mail, a pipeline's item)
+    holding a password or a card number, and the sender's pipeline lost it (before: 422,
+    nothing stored). Now it is stored with each secret redacted and the paths and rules
+    listed on the event, never a value; direct writes still refuse (the walk above)."""
+    api = Api()  # the defaults: reject for direct writes, redact for webhooks
+    body = sample("ingest.make")
+    body["payload"]["dealName"] = f"Acme, key {STRIPE}"
+    body["payload"]["note"] = f"password: {PASSWORD}, card {CARD}"
+    caplog.set_level(logging.DEBUG)
+    response = api.send("POST", "/v1/ingest/make?entity=deal%3Aacme-42", body)
+    assert response.status_code == 201, response.text
+    (event,) = api.acmi.timeline.read("deal:acme-42")
+    stored = event.to_dict()
+    assert stored["payload"]["dealName"] == f"Acme, key [REDACTED:{STRIPE_RULE}]"
+    assert stored["payload"]["note"] == "password: [REDACTED:password], card [REDACTED:card_number]"
+    assert stored["acmi_redacted"] == [
+        {"path": "payload.dealName", "rule": STRIPE_RULE},
+        {"path": "payload.note", "rule": "password"},
+        {"path": "payload.note", "rule": "card_number"},
+    ]
+    assert stored["payload"]["amount"] == 48000  # the rest kept as sent
+    dumped = b"".join(api.dump().values())
+    for secret in (STRIPE, PASSWORD, CARD):
+        assert secret.encode() not in dumped and secret not in response.text
+        assert secret not in caplog.text
+    # a clean delivery carries no list
+    clean = sample("ingest.make")
+    response = api.send("POST", "/v1/ingest/make?entity=deal%3Aacme-43", clean)
+    assert response.status_code == 201, response.text
+    assert "acmi_redacted" not in api.acmi.timeline.read("deal:acme-43")[0].to_dict()
+
+
+def test_an_operator_may_still_refuse_webhooks_with_secrets() -> None:
+    api = Api(ingest_policy="reject,acme=redact")
     body = sample("ingest.make")
     body["payload"]["dealName"] = f"Acme, key {STRIPE}"
     before = api.dump()
@@ -453,6 +568,10 @@ def test_make_webhook_with_a_secret_is_refused() -> None:
         STRIPE_RULE,
     )
     assert api.dump() == before
+    assert (
+        Settings(ingest_secret_policy="reject,acme=redact").ingest_secret_policy_for("acme")
+        == "redact"
+    )
 
 
 class SecretSubjects(gmail.FakeGoogle):
@@ -469,7 +588,7 @@ class SecretSubjects(gmail.FakeGoogle):
 
 @pytest.mark.parametrize("policy", ["reject", "redact"])
 def test_gmail_fetched_messages_pass_the_guard(policy: str) -> None:
-    acmi = Acmi(MemoryStore(), Settings(secret_policy=policy))
+    acmi = Acmi(MemoryStore(), Settings(ingest_secret_policy=policy))
     email, entity = gmail.mailbox()
     api = gmail.Api(acmi, SecretSubjects(email))
     gmail.configure(acmi, gmail_credentials_secret=gmail.ARN)
@@ -486,6 +605,10 @@ def test_gmail_fetched_messages_pass_the_guard(policy: str) -> None:
     stored = api.timeline(entity)
     assert STRIPE not in json.dumps(stored)
     assert f"[REDACTED:{STRIPE_RULE}]" in stored[1]["summary"]
+    assert stored[1]["acmi_redacted"] == [
+        {"path": "summary", "rule": STRIPE_RULE},
+        {"path": "payload.subject", "rule": STRIPE_RULE},
+    ]
 
 
 # --- memory import ------------------------------------------------------------------------------

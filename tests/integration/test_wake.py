@@ -15,27 +15,36 @@ from typing import Any
 import httpx
 import pytest
 
-from acmi_core import Acmi
-from acmi_core.auth.signatures import verify_signature
+from acmi_core import Acmi, Settings
+from acmi_core.auth.signatures import SignatureRejected, verify_signature
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import COORDINATION_THREAD
-from acmi_core.coordination.wake import HOUR_MS, next_due
-from acmi_core.jobs.deliver import DELIVERERS, WEBHOOK_TIMEOUT_S, WebhookDeliverer
+from acmi_core.coordination.wake import HOUR_MS, next_due, url_allowed
+from acmi_core.jobs.deliver import (
+    DELIVERERS,
+    WEBHOOK_TIMEOUT_S,
+    WebhookDeliverer,
+    tenant_wake_secret,
+)
 from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.jobs.wake import run
 from tests.kit import START, FakeClock, fresh_tenant
 
 MINUTE = 60_000
 PUBLIC = ["93.184.216.34"]
-SECRET = "wake-secret-0001"
-HOOK = {"type": "webhook", "url": "https://agent.example/wake", "secret_env": "CLAUDE_WAKE"}
+DEPLOYMENT_SECRET = "the-deployment-wake-secret-0001"  # ACMI_WAKE_SECRET
+SECRET = "wake-secret-0001"  # what the job hands the deliverer in the direct tests below
+HOOK = {"type": "webhook", "url": "https://agent.example/wake"}
+SIGNED = {**HOOK, "secret": SECRET}  # the target as the job gives it to the deliverer
+WAKE_SETTINGS = Settings(wake_secret=DEPLOYMENT_SECRET, wake_allowed_urls="https://agent.example/")
 
 
 @pytest.fixture
 def fleet(acmi: Acmi, clock: FakeClock) -> Acmi:
     """A tenant of its own (the due index is per tenant), at 10:00:00 UTC."""
     clock.now = START - START % HOUR_MS  # on the hour
-    return fresh_tenant(acmi, clock)
+    tenant = fresh_tenant(acmi, clock).tenant
+    return Acmi(acmi.store, WAKE_SETTINGS, tenant=tenant, clock=clock)
 
 
 def tick(acmi: Acmi, execution_id: str, **params: Any) -> dict[str, Any]:
@@ -72,7 +81,6 @@ class Hook:
         options: dict[str, Any] = {
             "transport": httpx.MockTransport(self),
             "resolve": lambda host, port: PUBLIC,
-            "env": {"CLAUDE_WAKE": SECRET},
             "sleep": self.sleeps.append,
         }
         options.update(kw)
@@ -140,7 +148,11 @@ def test_a_deleted_agent_leaves_the_wake_index(fleet: Acmi) -> None:
         ({"minute": 15, "target": "https://x.example"}, "target"),
         ({"minute": 15, "target": {**HOOK, "url": "http://agent.example/"}}, "target.url"),
         ({"minute": 15, "target": {**HOOK, "url": "https://u:p@agent.example/"}}, "target.url"),
-        ({"minute": 15, "target": {"type": "webhook", "url": HOOK["url"]}}, "target.secret_env"),
+        (
+            {"minute": 15, "target": {**HOOK, "secret_env": "OTHER_TENANTS_SECRET"}},
+            "target.secret_env",
+        ),
+        ({"minute": 15, "target": {**HOOK, "url": "https://elsewhere.example/wake"}}, "target.url"),
         ({"minute": 15, "target": {**HOOK, "secret": "s3cret"}}, "target.secret"),
         ({"minute": 15, "target": {"type": "eventbridge", "bus": "a bus"}}, "target.bus"),
     ],
@@ -158,7 +170,9 @@ def test_bad_slots_are_refused_and_store_nothing(
 def test_the_secret_is_never_stored(fleet: Acmi) -> None:
     fleet.wake.set("claude", minute=15, target=HOOK)
     stored = fleet.store.execute(("GET", fleet.keys.profile(fleet_agent())))
-    assert isinstance(stored, bytes) and SECRET.encode() not in stored
+    secret = tenant_wake_secret(DEPLOYMENT_SECRET, fleet.tenant)
+    assert isinstance(stored, bytes) and secret.encode() not in stored
+    assert DEPLOYMENT_SECRET.encode() not in stored
 
 
 def fleet_agent() -> Any:
@@ -313,7 +327,7 @@ def test_a_webhook_gets_the_signed_bundle(fleet: Acmi, clock: FakeClock, hook: H
     (request,) = hook.requests
     assert request.method == "POST" and str(request.url) == HOOK["url"]
     verify_signature(
-        SECRET,
+        tenant_wake_secret(DEPLOYMENT_SECRET, fleet.tenant),
         request.content,
         request.headers["X-Acmi-Signature"],
         request.headers["X-Acmi-Timestamp"],
@@ -345,14 +359,14 @@ BODY = b'{"agent":"agent:claude"}'
 
 def test_retries_on_5xx_and_network_errors_then_succeeds() -> None:
     hook = Hook(500, httpx.ConnectError("refused"), 429, 200)
-    result = hook.deliverer(attempts=4).deliver(HOOK, BODY)
+    result = hook.deliverer(attempts=4).deliver(SIGNED, BODY)
     assert (result.ok, result.attempts, result.status) == (True, 4, 200)
     assert hook.sleeps == [0.5, 1.0, 2.0]  # backoff between attempts
 
 
 def test_retries_are_bounded() -> None:
     hook = Hook(502)
-    result = hook.deliverer().deliver(HOOK, BODY)
+    result = hook.deliverer().deliver(SIGNED, BODY)
     assert (result.ok, result.attempts, result.detail) == (False, 3, "failed: HTTP 502")
     assert len(hook.requests) == 3
 
@@ -360,7 +374,7 @@ def test_retries_are_bounded() -> None:
 def test_a_timeout_is_retried_and_reported() -> None:
     hook = Hook(httpx.ReadTimeout("slow"))
     deliverer = hook.deliverer()
-    result = deliverer.deliver(HOOK, BODY)
+    result = deliverer.deliver(SIGNED, BODY)
     assert (result.ok, result.attempts) == (False, 3)
     assert result.detail == "network error: ReadTimeout"
     assert deliverer._http().timeout == httpx.Timeout(WEBHOOK_TIMEOUT_S)
@@ -368,13 +382,13 @@ def test_a_timeout_is_retried_and_reported() -> None:
 
 def test_a_client_error_is_not_retried() -> None:
     hook = Hook(404)
-    result = hook.deliverer().deliver(HOOK, BODY)
+    result = hook.deliverer().deliver(SIGNED, BODY)
     assert (result.ok, result.attempts, result.status) == (False, 1, 404)
 
 
 def test_a_redirect_is_refused_not_followed() -> None:
     hook = Hook(302, 200)
-    result = hook.deliverer().deliver(HOOK, BODY)
+    result = hook.deliverer().deliver(SIGNED, BODY)
     assert (result.ok, result.detail) == (False, "refused: redirect (HTTP 302)")
     assert [str(r.url) for r in hook.requests] == [HOOK["url"]]
 
@@ -394,7 +408,7 @@ def test_a_redirect_is_refused_not_followed() -> None:
 def test_private_and_local_addresses_are_refused(url: str, addresses: list[str]) -> None:
     hook = Hook()
     result = hook.deliverer(resolve=lambda host, port: addresses).deliver(
-        {**HOOK, "url": url}, BODY
+        {**SIGNED, "url": url}, BODY
     )
     assert not result.ok and result.detail.startswith("refused:")
     assert hook.requests == []  # nothing was sent
@@ -402,9 +416,9 @@ def test_private_and_local_addresses_are_refused(url: str, addresses: list[str])
 
 def test_loopback_literals_are_refused_by_the_real_resolver() -> None:
     hook = Hook()
-    deliverer = WebhookDeliverer(transport=httpx.MockTransport(hook), env={"CLAUDE_WAKE": "x"})
+    deliverer = WebhookDeliverer(transport=httpx.MockTransport(hook))
     for url in ("https://127.0.0.1/wake", "https://[::1]/wake", "https://localhost/wake"):
-        result = deliverer.deliver({**HOOK, "url": url}, BODY)
+        result = deliverer.deliver({**SIGNED, "url": url}, BODY)
         assert not result.ok and result.detail.startswith("refused:"), url
     assert hook.requests == []
 
@@ -412,16 +426,16 @@ def test_loopback_literals_are_refused_by_the_real_resolver() -> None:
 def test_allow_private_is_for_tests() -> None:
     hook = Hook()
     result = hook.deliverer(allow_private=True, resolve=lambda h, p: ["127.0.0.1"]).deliver(
-        {**HOOK, "url": "https://127.0.0.1/wake"}, BODY
+        {**SIGNED, "url": "https://127.0.0.1/wake"}, BODY
     )
     assert result.ok and len(hook.requests) == 1
 
 
 def test_a_missing_secret_sends_nothing() -> None:
     hook = Hook()
-    result = hook.deliverer(env={}).deliver(HOOK, BODY)
+    result = hook.deliverer().deliver(HOOK, BODY)  # the job gave no secret
     assert (result.ok, result.attempts) == (False, 0)
-    assert "CLAUDE_WAKE is not set" in result.detail and hook.requests == []
+    assert result.detail.startswith("no secret:") and hook.requests == []
 
 
 class Broken:
@@ -442,3 +456,94 @@ def test_a_deliverer_that_raises_fails_that_wake_only(
         "error: RuntimeError",
         "recorded: no target",
     ]
+
+
+# ---- whose secret, which URL (issue 21, item 5) ------------------------------------------
+
+
+def _stored_slot(acmi: Acmi, agent: str, target: dict[str, Any]) -> None:
+    """A wake slot as a write key can write it: through the profile, not ``wake.set``."""
+    acmi.profile.merge(agent, {"wake": {"minute": 15, "every_hours": 1, "target": target}})
+    acmi.store.execute(("ZADD", acmi.keys.wake_due(), acmi.clock(), agent))
+
+
+def test_each_tenant_is_signed_with_its_own_secret_whatever_its_target_names(
+    fleet: Acmi, clock: FakeClock, hook: Hook
+) -> None:
+    """Before: tenant A's write key stored ``secret_env`` naming the variable of tenant B's
+    secret, and B's receiver got A's wakes validly signed with B's secret. Now a tenant
+    names no secret: each is signed with its own, derived from the deployment's."""
+    other = Acmi(fleet.store, WAKE_SETTINGS, tenant=f"{fleet.tenant}-b", clock=clock)
+    _stored_slot(fleet, "agent:claude", {**HOOK, "secret_env": "TENANT_B_WAKE_SECRET"})
+    _stored_slot(other, "agent:claude", HOOK)
+    clock.now += 20 * MINUTE
+    assert tick(fleet, "a1")["delivered"] == 1
+    assert tick(other, "b1")["delivered"] == 1
+    first, second = hook.requests
+    secret_a = tenant_wake_secret(DEPLOYMENT_SECRET, fleet.tenant)
+    secret_b = tenant_wake_secret(DEPLOYMENT_SECRET, other.tenant)
+    assert secret_a != secret_b
+    for request, own, foreign in ((first, secret_a, secret_b), (second, secret_b, secret_a)):
+        signature, stamp = request.headers["X-Acmi-Signature"], request.headers["X-Acmi-Timestamp"]
+        verify_signature(own, request.content, signature, stamp)
+        with pytest.raises(SignatureRejected):  # the other tenant's receiver refuses it
+            verify_signature(foreign, request.content, signature, stamp)
+
+
+def test_a_target_outside_the_allow_list_is_not_delivered(
+    fleet: Acmi, clock: FakeClock, hook: Hook
+) -> None:
+    """A profile write can put any URL in ``wake``: the tick checks it again."""
+    _stored_slot(fleet, "agent:claude", {"type": "webhook", "url": "https://evil.example/x"})
+    clock.now += 20 * MINUTE
+    result = tick(fleet, "e1")
+    assert (result["delivered"], result["failed"]) == (0, 1)
+    detail = result["wakes"][0]["delivery"]
+    assert detail == "refused: evil.example is not within ACMI_WAKE_ALLOWED_URLS"
+    assert hook.requests == []
+
+
+def test_without_a_deployment_secret_nothing_is_sent(
+    fleet: Acmi, clock: FakeClock, hook: Hook
+) -> None:
+    unsigned = Acmi(
+        fleet.store,
+        WAKE_SETTINGS.replace(wake_secret=None),
+        tenant=fleet.tenant,
+        clock=clock,
+    )
+    unsigned.wake.set("claude", minute=15, target=HOOK)
+    clock.now += 20 * MINUTE
+    result = tick(unsigned, "e1")
+    assert result["failed"] == 1 and hook.requests == []
+    assert result["wakes"][0]["delivery"].startswith("no secret: ACMI_WAKE_SECRET is not set")
+
+
+def test_no_allow_list_no_webhook_target(fleet: Acmi, clock: FakeClock) -> None:
+    bare = Acmi(fleet.store, Settings(), tenant=fleet.tenant, clock=clock)
+    with pytest.raises(AcmiValidationError) as err:
+        bare.wake.set("claude", minute=15, target=HOOK)
+    assert (err.value.field, err.value.rule) == ("target.url", "allowed_url")
+    assert bare.profile.get("agent:claude") is None
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://agent.example/wake", True),
+        ("https://AGENT.example/hooks/claude", True),
+        ("https://agent.example:443/hooks", True),
+        ("https://agent.example.evil.com/hooks", False),  # another host
+        ("https://agent.example:8443/hooks", False),  # another port
+        ("http://agent.example/hooks", False),
+        ("https://agent.example/hooks/../admin", False),
+        ("https://agent.example/hooks/%2e%2e/admin", False),
+        ("https://hooks.example/acme", True),
+        ("https://hooks.example/acme/x", True),
+        ("https://hooks.example/acmeevil", False),  # the prefix's path is whole segments
+        ("https://hooks.example/other", False),
+    ],
+)
+def test_the_allow_list(url: str, allowed: bool) -> None:
+    prefixes = ("https://agent.example", "https://hooks.example/acme/")
+    assert url_allowed(url, prefixes) is allowed
