@@ -6,6 +6,7 @@ range, heartbeat JSON nested too deep or with an integer Python will not convert
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ def whole() -> Served:
     return Served("whole app", tuple(ROUTER_MODULES), True)
 
 
-def _post(served: Served, path: str, body: bytes) -> tuple[int, dict[str, str]]:
+def _post(served: Served, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
     answer = served.client.post(
         path, content=body, headers={**served.auth("write"), "content-type": "application/json"}
     )
