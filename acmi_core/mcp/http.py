@@ -144,9 +144,9 @@ class McpHttpApp:
             tenant_header=headers.get(TENANT_HEADER.lower()),
         )
         body = await self._read_body(headers, receive)
-        refused = refusal(body)
-        if refused is not None:  # what the SDK cannot decode: answered as a tool error
-            await JSONResponse(refused[1], status_code=refused[0])(scope, receive, send)
+        undecodable = refusal(body)
+        if undecodable is not None:  # what the SDK cannot decode: answered as a tool error
+            await JSONResponse(undecodable[1], status_code=undecodable[0])(scope, receive, send)
             return
         server = self._server(principal.tenant, principal.scope)
         manager = StreamableHTTPSessionManager(
