@@ -126,16 +126,27 @@ def test_a_message_nested_too_deep_outside_a_tool_call_is_a_json_rpc_error(
 def test_stored_values_of_any_depth_a_read_takes_are_served(
     handler: LambdaFunction, redis_server: RedisServer, depth: int
 ) -> None:
-    """Values another tool stored (redis-cli, the reference) deeper than pydantic carries:
-    served as text, exactly, through the SDK client."""
+    """Values another tool stored (redis-cli, the reference) deeper than pydantic carries,
+    in signals, a profile and an event: served as text, exactly, through the SDK client.
+    Before: work_get of a 511-deep value was "maximum recursion depth exceeded"."""
     value = nested(depth)
+    event = {"ts": 5, "source": "user:x", "kind": "note", "correlationId": "c", "summary": "s"}
+    member = json.dumps(event)[:-1] + f', "payload": {value}}}'
     with redis.Redis.from_url(redis_server.url_for(DB)) as raw:
         raw.set("acmi:user:deep:signals", f'{{"k": {value}}}')
+        raw.set("acmi:work:deep:profile", f'{{"title": "t", "k": {value}}}')
+        raw.zadd("acmi:work:deep:timeline", {member: 5})
+
+    def text(got: Any) -> str:
+        return json.dumps(got, separators=(",", ":"))
 
     async def body(session: ClientSession) -> None:
         got = payload(await session.call_tool("signal_get", {"entity": "user:deep", "key": "k"}))
-        assert json.dumps(got["value"], separators=(",", ":")) == value
+        assert text(got["value"]) == value
         whole = payload(await session.call_tool("get", {"entity": "user:deep"}))
-        assert json.dumps(whole["signals"]["k"], separators=(",", ":")) == value
+        assert text(whole["signals"]["k"]) == value
+        work = payload(await session.call_tool("work_get", {"id": "deep"}))
+        assert text(work["profile"]["k"]) == value
+        assert text(work["timeline"][0]["payload"]) == value
 
     run_session(handler, EXAMPLE_KEY, body)

@@ -97,3 +97,13 @@ def test_an_import_keeps_the_days_and_depths_allowed(whole: Served) -> None:
     status, body = _post(whole, "/v1/memory/agent:a/import", json.dumps({"files": files}).encode())
     assert status == 200, body
     assert body["events_added"] > 0
+
+
+def test_a_work_item_holding_a_value_as_deep_as_reads_take_is_served(whole: Served) -> None:
+    """Another tool's 511-deep value in a work item's profile. Before: a 500 (the item's
+    to_dict copied it recursively, past Python's recursion limit)."""
+    value = "[" * 511 + "1" + "]" * 511
+    whole.acmi.store.execute(("SET", "acmi:work:deep:profile", f'{{"title": "t", "k": {value}}}'))
+    answer = whole.client.get("/v1/work/deep", headers=whole.auth("read"))
+    assert answer.status_code == 200, answer.text
+    assert json.dumps(answer.json()["profile"]["k"], separators=(",", ":")) == value
