@@ -63,7 +63,22 @@ STORE_UNAVAILABLE_MESSAGES: dict[type[StoreUnavailable], str] = {
 
 
 def error_body(code: str, message: str, field: str, rule: str) -> dict[str, Any]:
-    return {"error": code, "message": message, "field": field, "rule": rule}
+    """The four-key body. A field name echoed from the request may hold a lone surrogate
+    (``{"\\udfff": 1}``), which no UTF-8 response can carry: it is written as its
+    ``\\uXXXX`` escape, so the caller still sees which name was refused."""
+    return {
+        "error": code,
+        "message": well_formed(message),
+        "field": well_formed(field),
+        "rule": rule,
+    }
+
+
+def well_formed(text: str) -> str:
+    """``text`` with each lone surrogate as the six characters of its escape (``\\udfff``)."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_answer(exc: AcmiError) -> tuple[int, dict[str, Any], dict[str, str]]:

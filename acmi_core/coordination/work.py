@@ -75,8 +75,9 @@ their owner.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
@@ -190,7 +191,9 @@ class WorkItem:
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not asdict: it copies every nested value recursively, and a stored value another
+        # tool nested ~500 deep (reads take 512) would pass Python's recursion limit.
+        return {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from acmi_core.base.pages import (
 from acmi_core.base.stored import decode_events, decode_object, stored_dict
 from acmi_core.entities.context import Context
 from acmi_core.store import scripts
-from acmi_core.store.base import Arg, Command, Reply, Store
+from acmi_core.store.base import Arg, Command, Reply, Store, is_noscript
 from acmi_core.store.writes import WritePlan
 
 log = logging.getLogger("acmi")
@@ -74,7 +74,8 @@ DEFAULT_BUNDLE_EVENTS = 50
 MAX_CAT_ENTITIES: Final = 20  # timelines one cat merges
 MAX_CAT_LIMIT: Final = 1000  # events one cat returns
 _LIST_SCAN_COUNT: Final = 1000
-# A timeline page from a cursor, by rank (see the script's header).
+# A timeline page (and an entity's newest events), by rank and to a byte cap (see the
+# script's header).
 PAGE: Final = scripts.PAGE.script
 
 
@@ -142,9 +143,12 @@ class EntityContext:
     signals: dict[str, Any]
     timeline: Events
     problems: list[str] = field(default_factory=list)
+    # Set when the newest events stopped at MAX_PAGE_BYTES before ``events`` of them: a
+    # cursor of timeline.page(reverse=True) to the older ones (in the body only then).
+    next_cursor: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        body = {
             "entity": self.entity,
             "profile": self.profile,
             "signals": self.signals,
@@ -153,6 +157,9 @@ class EntityContext:
             "skipped": [s.__dict__ for s in self.timeline.skipped],
             "problems": self.problems,
         }
+        if self.next_cursor is not None:
+            body["next_cursor"] = self.next_cursor
+        return body
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,53 @@ def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Eve
             },
         )
     return Events([event for event, _ in decoded], skipped, decoded)
+
+
+def _newest_args(events: int) -> dict[str, Arg]:
+    return {
+        "score": "+inf",
+        "offset": 0,
+        "count": events,
+        "bound": "",
+        "reverse": "1",
+        "max_bytes": MAX_PAGE_BYTES,
+        "lead": 0,
+    }
+
+
+def newest_command(key: str, events: int) -> Command:
+    """The EVALSHA (for a read's pipeline) of page.lua reading the newest ``events``
+    members of timeline ``key``, stopping at ``MAX_PAGE_BYTES``: a whole read stays under
+    Lambda's response limit however large the events (``newest_events`` reads the reply)."""
+    packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, _newest_args(events))
+    return ("EVALSHA", PAGE.sha, len(packed_keys), *packed_keys, *packed_args)
+
+
+def newest_events(
+    store: Store, reply: Reply | StoreCommandError, key: str, events: int
+) -> tuple[Events, str | None]:
+    """The events of a ``newest_command`` reply, oldest first, and, when the byte cap
+    stopped the read, the cursor of ``timeline.page(reverse=True)`` to the older ones.
+    A server that has not loaded the script yet answers NOSCRIPT: it is sent once more
+    whole (EVAL, which loads it)."""
+    try:
+        if isinstance(reply, StoreCommandError) and is_noscript(reply):
+            packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, _newest_args(events))
+            reply = store.execute(
+                ("EVAL", PAGE.source, len(packed_keys), *packed_keys, *packed_args)
+            )
+        page = scripts.PAGE.decode(_check_reply(reply, key))
+    except StoreCommandError as exc:  # a key of another type, written by another tool
+        raise CorruptData(f"{key}: {exc}", field=key) from None
+    window = _score_pairs(page["window"])  # newest first
+    cursor = None
+    if page["more"] == 1 and window:
+        member, score = window[-1]
+        run = sum(1 for _, other in window if other == score)
+        digest = member_digest(member) if isinstance(member, bytes) else "0" * 16
+        cursor = TimelinePosition(True, score, run, digest).encode()
+    members = [member for member, _ in reversed(window)]
+    return _decode_events(members, key, max_bytes=MAX_PAGE_BYTES), cursor
 
 
 def _check_reply(reply: Reply | StoreCommandError, key: str) -> Reply:
@@ -496,30 +550,30 @@ class TimelineAPI(_Slot):
         if at is not None and at.behind(until_ms if reverse else since_ms):
             at = None
         far = low if reverse else high
+        # By rank (lua/page.lua): O(log N) however many events share a ts, and the byte
+        # cap applied as the script reads (it stops there: `more`). A first page starts at
+        # the near bound; a later one re-reads the last member returned (the digest
+        # confirms it is still where the position says, uncounted against the cap), and
+        # the extra member tells whether more follow.
         if at is None:
-            offset, count = 0, size + 1
-            command: list[str | int] = ["ZRANGE", key, high if reverse else low, far, "BYSCORE"]
-            command += ["REV"] if reverse else []
-            command += ["LIMIT", 0, count, "WITHSCORES"]
-            reply = _read(self._ctx.store, command, key)
+            start, offset, count, lead = (high if reverse else low), 0, size + 1, 0
         else:
-            # Re-read from the last member returned: the digest confirms it is still
-            # where the position says, and the extra member tells whether more follow.
-            # By rank (lua/page.lua): O(log N) however many events share its ts.
-            offset, count = at.run - 1, size + 2
-            args: dict[str, Arg] = {
-                "score": repr(at.score),
-                "offset": offset,
-                "count": count,
-                "bound": "" if far.endswith("inf") else far,
-                "reverse": "1" if reverse else "0",
-            }
-            try:
-                page = scripts.PAGE.eval(self._ctx.store, {"timeline": key}, args, script=PAGE)
-                reply = page["window"]
-            except StoreCommandError as exc:
-                raise CorruptData(f"{key}: {exc}", field=key) from None
-        window = _score_pairs(reply)
+            start, offset, count, lead = repr(at.score), at.run - 1, size + 2, 1
+        args: dict[str, Arg] = {
+            "score": start,
+            "offset": offset,
+            "count": count,
+            "bound": "" if far.endswith("inf") else far,
+            "reverse": "1" if reverse else "0",
+            "max_bytes": MAX_PAGE_BYTES,
+            "lead": lead,
+        }
+        try:
+            page = scripts.PAGE.eval(self._ctx.store, {"timeline": key}, args, script=PAGE)
+        except StoreCommandError as exc:
+            raise CorruptData(f"{key}: {exc}", field=key) from None
+        window = _score_pairs(page["window"])
+        more = page["more"] == 1
 
         drop = 0
         if at is not None:
@@ -540,7 +594,7 @@ class TimelineAPI(_Slot):
             total += length
         last = drop + taken - 1
         next_cursor = None
-        if (len(window) == count or len(window) > drop + taken) and last >= 0:
+        if (more or len(window) == count or len(window) > drop + taken) and last >= 0:
             member, score = window[last]
             run = sum(1 for _, other in window[: last + 1] if other == score)
             if at is not None and score == at.score:
@@ -666,12 +720,12 @@ class EntityAPI:
         if isinstance(events, bool) or not isinstance(events, int) or events < 0:
             raise AcmiValidationError("events", "range", "must be an integer >= 0")
         keys = self._ctx.keys
-        commands: list[tuple[str | int, ...]] = [
+        commands: list[Command] = [
             ("GET", keys.profile(eid)),
             ("GET", keys.signals(eid)),
         ]
         if events:
-            commands.append(("ZRANGE", keys.timeline(eid), -events, -1))
+            commands.append(newest_command(keys.timeline(eid), events))
         replies = self._ctx.store.pipeline(commands)
         problems: list[str] = []
 
@@ -684,15 +738,15 @@ class EntityAPI:
 
         profile = obj(replies[0], keys.profile(eid))
         signals = obj(replies[1], keys.signals(eid)) or {}
-        timeline = Events()
+        timeline, cursor = Events(), None
         if events:
             try:
-                timeline = _decode_events(
-                    _check_reply(replies[2], keys.timeline(eid)), keys.timeline(eid)
+                timeline, cursor = newest_events(
+                    self._ctx.store, replies[2], keys.timeline(eid), events
                 )
             except CorruptData as exc:
                 problems.append(exc.message)
-        return EntityContext(str(eid), profile, signals, timeline, problems)
+        return EntityContext(str(eid), profile, signals, timeline, problems, cursor)
 
     def list(self, category: str) -> list[str]:
         """Every entity id of a category (its ``acmi:<cat>:list`` index), sorted. Read in

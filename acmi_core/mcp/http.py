@@ -18,7 +18,9 @@ A request goes through, in order:
    choose the server: a read-only key gets tool errors from write tools.
 3. the body: at most ``settings.max_body_bytes`` (ACMI_MAX_BODY_BYTES, the API's cap), 413
    beyond.
-4. the SDK's transport: Content-Type and Accept checks, JSON-RPC parsing (bad JSON is a
+4. the message, if the SDK could not decode it (``mcp/arguments.py``: nesting, long
+   integers, lone surrogates): a tool error naming the argument and the rule;
+5. the SDK's transport: Content-Type and Accept checks, JSON-RPC parsing (bad JSON is a
    JSON-RPC parse error, HTTP 400), the call.
 
 Errors of steps 1-3 have the API's JSON error body: error, message, field, rule.
@@ -43,6 +45,7 @@ from acmi_core.auth.apikeys import Scope as KeyScope
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.principal import TENANT_HEADER
 from acmi_core.base.errors import AcmiError, PayloadTooLarge
+from acmi_core.mcp.arguments import refusal
 from acmi_core.mcp.server import build_server, protocol_server
 
 log = logging.getLogger("acmi.mcp")
@@ -141,6 +144,10 @@ class McpHttpApp:
             tenant_header=headers.get(TENANT_HEADER.lower()),
         )
         body = await self._read_body(headers, receive)
+        undecodable = refusal(body)
+        if undecodable is not None:  # what the SDK cannot decode: answered as a tool error
+            await JSONResponse(undecodable[1], status_code=undecodable[0])(scope, receive, send)
+            return
         server = self._server(principal.tenant, principal.scope)
         manager = StreamableHTTPSessionManager(
             app=server,

@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import MAX_SUMMARY_LEN, Event, summary_too_long, utf16_len
+from acmi_core.base.stored import LONE_SURROGATE
 from acmi_core.memory.layers import TIMEZONE_KEY, DailyNote, parse_date
 from acmi_core.memory.markdown import (
     Bullet,
@@ -70,7 +71,9 @@ def stamp_ms(date: dt.date, minutes: int, tz: dt.tzinfo) -> int:
 
 
 def _cid(date: dt.date, line: str, occurrence: int) -> str:
-    digest = hashlib.sha256(f"{date.isoformat()}\n{occurrence}\n{line}".encode()).hexdigest()
+    # surrogatepass: an imported line may hold one (the write refuses it, naming the field)
+    text = f"{date.isoformat()}\n{occurrence}\n{line}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return f"mem-{date.isoformat()}-{digest[:16]}"
 
 
@@ -214,7 +217,12 @@ def entry_event(
     match = _AT.fullmatch(one_line(at, "at"))
     if match is None or int(match[1]) > 23 or int(match[2]) > 59:
         raise AcmiValidationError("at", "entry_time", "must be a time of day HH:MM (00:00-23:59)")
-    entry = Entry(at, one_line(text, "text"))
+    if LONE_SURROGATE.search(one_line(text, "text")):
+        # JSON can carry one ("\udfff"), a memory file (UTF-8) cannot
+        raise AcmiValidationError(
+            "text", "utf8", "contains a lone UTF-16 surrogate: not valid Unicode text"
+        )
+    entry = Entry(at, text)
     minutes = entry.minutes
     section = section or ("Morning" if minutes < 12 * 60 else "Afternoon")
     return _item_event(

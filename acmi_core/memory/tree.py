@@ -15,12 +15,15 @@ anything else is a :class:`MemoryFormatError` naming the file and line.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.model import MAX_JSON_DEPTH
 from acmi_core.memory.layers import (
     ActiveContext,
     ArchiveFile,
@@ -42,6 +45,11 @@ _TOPIC: Final = re.compile(r"memory/topics/([^/]+)\.md")
 _ARCHIVE: Final = re.compile(r"memory/archive/([^/]+)\.md")
 # a name shaped like a date is a daily note (and must then be a real date)
 _DATE_LIKE: Final = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
+# The days a daily note may have: its events are stamped from its midnight to the next
+# one in the tree's zone (up to 14 hours off UTC), and an event's ts runs from the epoch
+# to the end of 9999 (base/model.py MAX_TS_MS), so the first and last day are left out.
+FIRST_DAY: Final = dt.date(1970, 1, 2)
+LAST_DAY: Final = dt.date(9999, 12, 30)
 
 
 def _decode(path: str, data: bytes) -> str:
@@ -52,6 +60,59 @@ def _decode(path: str, data: bytes) -> str:
         raise MemoryFormatError(
             path, line, "utf8", f"is not UTF-8 (byte {exc.start}); memory files are UTF-8 text"
         ) from None
+
+
+def _day(raw: str, path: str) -> dt.date:
+    date = parse_date(raw, path)
+    if not FIRST_DAY <= date <= LAST_DAY:
+        raise MemoryFormatError(
+            path, None, "date_range", f"a daily note's day must be from {FIRST_DAY} to {LAST_DAY}"
+        )
+    return date
+
+
+def _heartbeat(path: str, text: str) -> HeartbeatState:
+    """The heartbeat file, its JSON refused before the parser fails on it: nesting past
+    what the stored value may have (``MAX_JSON_DEPTH``) and integers past Python's
+    conversion limit."""
+    if _nesting(text) > MAX_JSON_DEPTH:
+        raise MemoryFormatError(
+            path, None, "max_depth", f"must nest arrays and objects at most {MAX_JSON_DEPTH} deep"
+        )
+    try:
+        return HeartbeatState.parse(text, path)
+    except AcmiValidationError:  # (a ValueError too) the file's own rules
+        raise
+    except ValueError:  # JSON's only other: an integer past Python's conversion limit
+        limit = sys.get_int_max_str_digits()
+        raise MemoryFormatError(
+            path, None, "number", f"integers may have at most {limit} digits"
+        ) from None
+
+
+def _nesting(text: str) -> int:
+    """How deep ``text``'s brackets nest outside strings, in one pass (a bound: the
+    parser refuses what is not JSON)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return 0  # every ordinary file: too few brackets to be that deep
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def parse_tree(files: Mapping[str, bytes]) -> MemorySnapshot:
@@ -67,14 +128,14 @@ def parse_tree(files: Mapping[str, bytes]) -> MemorySnapshot:
         elif path == MEMORY_PATH:
             memory = LongTermMemory.parse(_decode(path, files[path]), path)
         elif path == HEARTBEAT_PATH:
-            heartbeat = HeartbeatState.parse(_decode(path, files[path]), path)
+            heartbeat = _heartbeat(path, _decode(path, files[path]))
         elif (match := _TOPIC.fullmatch(path)) is not None:
             topics.append(TopicFile.parse(_decode(path, files[path]), match[1], path))
         elif (match := _ARCHIVE.fullmatch(path)) is not None:
             quarter = Quarter.parse(match[1], path)
             archives.append(ArchiveFile.parse(_decode(path, files[path]), quarter, path))
         elif (match := _DAILY.fullmatch(path)) is not None and _DATE_LIKE.fullmatch(match[1]):
-            date = parse_date(match[1], path)
+            date = _day(match[1], path)
             daily.append(DailyNote.parse(_decode(path, files[path]), date, path))
         else:
             ignored.append(path)

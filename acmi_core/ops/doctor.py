@@ -26,12 +26,8 @@ from typing import Any, Final, Protocol, TextIO
 
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
-    ACTIVE_CONTEXT,
     ALL_SLOTS,
-    ROLLUP_LATEST,
     ROOT,
-    SESSIONS,
-    SPAWNS,
     Keys,
     Slot,
 )
@@ -39,6 +35,7 @@ from acmi_core.base.model import EntityId, check_category
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
 from acmi_core.ops.keyspace import (
+    SLOT_TYPES,
     ParsedKey,
     Progress,
     member_state,
@@ -58,16 +55,8 @@ PIPELINE_MEMBERS: Final = 5000
 # while it runs; a longer timeline is reported, not copied.
 MAX_COPY_MEMBERS: Final = 10_000
 
-# The Redis type each slot holds (keys.py names the slots).
-EXPECTED_TYPE: Final[dict[str, str]] = {
-    Slot.PROFILE.value: "string",
-    Slot.SIGNALS.value: "string",
-    Slot.TIMELINE.value: "zset",
-    SPAWNS: "zset",
-    ACTIVE_CONTEXT: "hash",
-    ROLLUP_LATEST: "string",
-    SESSIONS: "set",
-}
+# The Redis type each slot holds: keyspace.SLOT_TYPES (one entry per slot keys.py names)
+EXPECTED_TYPE: Final = SLOT_TYPES
 INDEX_TYPE: Final = "set"
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from acmi_core.base import keys
 from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
 from acmi_core.base.keys import ALL_SLOTS, INTERNAL_MARK, ROOT, Keys, Slot
 from acmi_core.base.model import (
@@ -26,6 +27,22 @@ from acmi_core.store.base import Reply, Store
 # Keys per SCAN step (a hint to Redis) and so per pipeline of per-key reads.
 SCAN_COUNT: Final = 1000
 CORE_SLOTS: Final = tuple(s.value for s in Slot)
+# The Redis type of each slot the key builder can make (keys.ALL_SLOTS): what doctor
+# expects when it meets one. A slot added to keys.py is added here too (the keyspace
+# test holds the two equal), or doctor and migrate would not know what it should hold.
+SLOT_TYPES: Final[dict[str, str]] = {
+    Slot.PROFILE.value: "string",
+    Slot.SIGNALS.value: "string",
+    Slot.TIMELINE.value: "zset",
+    keys.SPAWNS: "zset",
+    keys.ACTIVE_CONTEXT: "hash",
+    keys.ROLLUP_LATEST: "string",
+    keys.SESSIONS: "set",
+    keys.LAST_BRIEF: "string",
+    keys.MEMORY_ARCHIVE: "hash",
+    keys.MEMORY_HANDOFF: "string",
+    keys.MEMORY_STAMPS: "zset",
+}
 # Longest first: "rollup:latest" must win over any shorter suffix.
 _SLOTS_BY_LENGTH: Final = sorted(ALL_SLOTS, key=len, reverse=True)
 

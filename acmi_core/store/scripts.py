@@ -391,7 +391,11 @@ SWEEP: Final = ScriptProtocol(
 
 PAGE: Final = ScriptProtocol(
     "page",
-    single(("timeline",), ("score", "offset", "count", "bound", "reverse"), ("window*",)),
+    single(
+        ("timeline",),
+        ("score", "offset", "count", "bound", "reverse", "max_bytes", "lead"),
+        ("more", "window*"),
+    ),
 )
 
 _LOCK_KEYS: Final = ("lease", "thread", "index", "leases")
