@@ -120,10 +120,10 @@ class Bootstrapper:
         wanted = SCOPE_SECTIONS[scope]
         loaded = wanted - (set(ON_DEMAND) - extra) - (set() if slug else {"topic"})
         reply = script.run(self._ctx, eid, now, events, wanted, loaded, record, slug)
-        bundle, profile, signals = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
+        bundle, _, _ = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
         took = zip(("timeline", "daily", "stamps"), as_list(reply["read"]), strict=False)
         bundle.reads = {name: n for name, n in took if isinstance(n, int)}
-        Memory(bundle, profile, signals, now, loaded, slug).read(reply)
+        Memory(bundle, now, loaded, slug).read(reply)
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
             bundle.spawn = record if reply["spawned"] == 1 else {**record, "duplicate": True}

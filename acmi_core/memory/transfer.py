@@ -124,10 +124,10 @@ class MemoryTransfer(MemoryCommands):
         if snapshot.active_context is not None:
             signal_delete |= HOT_KEYS
         if snapshot.heartbeat is not None:
-            signal_delete |= {k for k in state.signals if k.startswith(HEARTBEAT)}
-        edit = object_edits(state.signals, image.signals, signal_delete)
+            signal_delete |= {k for k in state.memory if k.startswith(HEARTBEAT)}
+        edit = object_edits(state.memory, image.signals, signal_delete)
         if edit:
-            ops.append(self._edit(eid, "signals", edit))
+            ops.append(self._memory_edit(eid, edit))
             counts["signals_written"] = len(edit)
 
         # warm: profile (topic links are added to, never dropped)
@@ -135,10 +135,10 @@ class MemoryTransfer(MemoryCommands):
         if linked:
             profile_new[TOPIC_LINKS] = linked
         edit = object_edits(
-            state.profile, profile_new, WARM_KEYS if snapshot.memory is not None else ()
+            state.memory, profile_new, WARM_KEYS if snapshot.memory is not None else ()
         )
         if edit:
-            ops.append(self._edit(eid, "profile", edit))
+            ops.append(self._memory_edit(eid, edit))
             counts["profile_written"] = len(edit)
 
         for slug, fields in image.topics.items():

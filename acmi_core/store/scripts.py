@@ -505,6 +505,9 @@ BOOTSTRAP: Final = ScriptProtocol(
             "archive",
             "topic",
             "stamps",
+            "memory_hot",
+            "memory_warm",
+            "memory_heartbeat",
         ),
         (
             "now",
@@ -557,6 +560,9 @@ BOOTSTRAP: Final = ScriptProtocol(
             "taken",
             "topic",
             "archive",
+            "hot",
+            "warm",
+            "heartbeat",
         ),
     ),
 )
