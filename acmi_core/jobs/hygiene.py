@@ -335,14 +335,17 @@ def _batch(ctx: _Ctx, due: Sequence[tuple[str, int]]) -> None:
                 acmi.keys.slot(eid, MEMORY_HOT),
                 acmi.keys.slot(eid, MEMORY_WARM),
             ),
+            ("ZSCORE", acmi.keys.memory_index(), str(eid)),
         ]
     replies = acmi.store.pipeline(commands) if commands else []
     retry_at = ctx.run.scheduled_ms + RETRY_MS
     for n, eid in enumerate(entities):
         if ctx.out_of_time():
             break
-        raw, exists = replies[2 * n], replies[2 * n + 1]
-        if raw is None and exists == 0:  # deleted: never written back to life
+        raw, exists, has_memory = replies[3 * n], replies[3 * n + 1], replies[3 * n + 2]
+        # deleted: never written back to life; or no memory at all (scheduled by an older
+        # job, which visited every changed entity: a webhook entity gets nothing written)
+        if (raw is None and exists == 0) or has_memory is None:
             acmi.store.execute(("ZREM", acmi.keys.hygiene_due(), str(eid)))
             tally.dropped += 1
             continue
