@@ -114,7 +114,7 @@ def test_a_write_between_read_and_move_is_not_lost(env: tuple[Acmi, redis.Redis]
     _seed(acmi, raw)
     newer = {**OLD_SIGNALS, "status": "busy", "hot.current_priority": "Newer priority"}
     migrate = Migrate(acmi)
-    migrate.store = _Racing(  # type: ignore[assignment]
+    migrate.store = _Racing(
         acmi.store, lambda: raw.set(acmi.keys.signals(AGENT), json.dumps(newer))
     )
     list(migrate.run())
