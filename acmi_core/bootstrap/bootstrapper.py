@@ -12,14 +12,14 @@ on, and the newest coordination-thread events that mention it. One request on Up
 whatever the agent's history: each section reads at most its cap (``CAPS``).
 
 Memory (seed 002, DESIGN §6), read in the same run and rendered in the seed's shapes:
-the handoff (HANDOFF.md), ``hot`` (the ``hot.*`` signals as ACTIVE-CONTEXT.md), ``warm``
-(the ``warm.*`` profile fields as MEMORY.md: private), ``today`` (the day of ``now`` in
+the handoff (HANDOFF.md), ``hot`` (the ``memory:hot`` slot as ACTIVE-CONTEXT.md), ``warm``
+(the ``memory:warm`` slot as MEMORY.md: private), ``today`` (the day of ``now`` in
 heartbeat-state's time zone, else UTC, as memory/YYYY-MM-DD.md), ``conflicts`` (where the
 hot and warm layers disagree and which one wins, seed §8), ``topic`` (``topic=<slug>``:
 the ``topic:<slug>`` entity as memory/topics/<slug>.md) and, on demand (level 3,
 ``include=topics,yesterday,archive``), the linked topics, yesterday's note and the newest
-archive quarters. ``profile`` is the identity: the profile without its ``warm.*`` fields;
-``signals`` are the signals without the ``hot.*`` ones (shown as ACTIVE-CONTEXT.md).
+archive quarters. ``profile`` is the identity: the profile (without ``warm.*`` fields an
+older ACMI may have left there); ``signals`` likewise without ``hot.*``.
 ``timeline`` leaves out daily-note lines (they are today's note; older days are level 3).
 Memory costs what the agent has of it: the writers of daily-note lines keep their stamps
 in ``keys.MEMORY_STAMPS`` (in the same write), and the script reads the timeline only at

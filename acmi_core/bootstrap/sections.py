@@ -46,14 +46,14 @@ def build(
     reply: Slots,
 ) -> tuple[Bundle, dict[str, Any], dict[str, Any]]:
     """The bundle's sections other than memory, from the script's reply; and the stored
-    profile and signals (whole: the memory sections read their hot.* and warm.* fields)."""
+    profile and signals (whole)."""
     read = Reader()
     from acmi_core.memory.slots import HOT, WARM, is_private
 
     stored_profile = read.obj(reply["profile"], "profile")
     stored_signals = read.obj(reply["signals"], "signals") or {}
-    # identity: the profile without MEMORY.md (warm.*, shown as its own section);
-    # the signals without ACTIVE-CONTEXT.md (hot.*, idem)
+    # identity: the profile without warm.* and the signals without hot.* fields an older
+    # ACMI left there (memory is in its own slots, shown as its files; `acmi migrate`)
     profile = (
         {k: v for k, v in stored_profile.items() if not is_private(k)}
         if stored_profile is not None and _may_hold(reply["profile"], _key(WARM))
@@ -171,7 +171,7 @@ class Memory:
             self.bundle.section(name).value = value
 
     def _without_memory(self, reply: Slots) -> bool:
-        """An agent with no memory at all (no hot.*, heartbeat.* or warm.* field, no daily
+        """An agent with no memory at all (no memory:hot, memory:warm or memory:heartbeat, no daily
         line near now, no handoff, nothing on demand): only the day and its zone are said,
         nothing is parsed (issue 12: a bootstrap without memory costs what it did)."""
         if reply["daily"] or reply["handoff"] is not None or self.slug is not None:

@@ -397,12 +397,12 @@ def _unprefixed(doc: Mapping[str, Any], prefix: str, template: Template) -> dict
 
 
 def to_signals(active: ActiveContext) -> dict[str, Any]:
-    """ACTIVE-CONTEXT.md as signals ``hot.*``."""
+    """ACTIVE-CONTEXT.md as ``hot.*`` fields (the ``memory:hot`` slot)."""
     return _prefixed(to_fields(active, ACTIVE_CONTEXT.title), HOT)
 
 
 def from_signals(signals: Mapping[str, Any]) -> ActiveContext | None:
-    """The ACTIVE-CONTEXT.md the ``hot.*`` signals hold (None: none); other signals are
+    """The ACTIVE-CONTEXT.md the ``hot.*`` fields hold (None: none); other fields are
     not memory and are ignored."""
     fields = _unprefixed(signals, HOT, ACTIVE_CONTEXT)
     fields.pop("title", None)
@@ -410,7 +410,7 @@ def from_signals(signals: Mapping[str, Any]) -> ActiveContext | None:
         return None
     return ActiveContext.parse(
         from_fields(ACTIVE_CONTEXT, fields, ACTIVE_CONTEXT.title, f"signals.{HOT}"),
-        "signals hot.*",
+        "memory:hot hot.*",
     )
 
 
@@ -422,7 +422,7 @@ def heartbeat_from_signals(signals: Mapping[str, Any]) -> HeartbeatState | None:
     data = {k[len(HEARTBEAT) :]: v for k, v in signals.items() if k.startswith(HEARTBEAT)}
     if not data:
         return None
-    check_heartbeat(data, "signals heartbeat.*")
+    check_heartbeat(data, "memory:heartbeat heartbeat.*")
     return HeartbeatState(data)
 
 
@@ -430,7 +430,8 @@ def heartbeat_from_signals(signals: Mapping[str, Any]) -> HeartbeatState | None:
 
 
 def to_profile_sections(memory: LongTermMemory) -> dict[str, Any]:
-    """MEMORY.md as profile fields ``warm.*``: every one private (never in a group)."""
+    """MEMORY.md as ``warm.*`` fields (the ``memory:warm`` slot): every one private (never
+    in a group)."""
     return _prefixed(to_fields(memory, LONG_TERM_MEMORY.title), WARM)
 
 
@@ -441,7 +442,7 @@ def from_profile(profile: Mapping[str, Any]) -> LongTermMemory | None:
         return None
     return LongTermMemory.parse(
         from_fields(LONG_TERM_MEMORY, fields, LONG_TERM_MEMORY.title, f"profile.{WARM}"),
-        "profile warm.*",
+        "memory:warm warm.*",
     )
 
 
