@@ -152,7 +152,7 @@ class MemoryReads(MemoryCommands):
     def active(self, entity: str | EntityId) -> dict[str, Any]:
         """``/active-context``: ACTIVE-CONTEXT.md, its sections and budget. 1 round trip."""
         eid = EntityId.parse(entity)
-        signals = self.memory(eid)
+        signals = self._memory_fields(eid)
         active = from_signals(signals)
         text = None if active is None else active.render()
         return {

@@ -288,7 +288,7 @@ class MemoryCommands:
             memory.update((k, v) for k, v in fields.items() if memory_slot(k) == slot)
         return memory
 
-    def memory(self, entity: str | EntityId) -> dict[str, Any]:
+    def _memory_fields(self, entity: str | EntityId) -> dict[str, Any]:
         """The entity's memory fields (its three memory slots): 1 round trip."""
         keys = self._memory_keys(EntityId.parse(entity))
         return self._memory_of(self._ctx.store.pipeline([("GET", k) for k in keys]), keys)

@@ -164,7 +164,7 @@ class MemoryWrites(MemoryCommands):
         return self._remember_topic(eid, key, line, topic, now)
 
     def _remember_hot(self, eid: EntityId, key: str, line: str, now: int) -> dict[str, Any]:
-        signals = self.memory(eid)
+        signals = self._memory_fields(eid)
         local = local_time(now, signals_zone(signals))
         current = signals.get(HOT + key)
         value: Any
@@ -188,7 +188,7 @@ class MemoryWrites(MemoryCommands):
         return _remembered(eid, "hot", key, report)
 
     def _remember_warm(self, eid: EntityId, key: str, line: str) -> dict[str, Any]:
-        profile = self.memory(eid)
+        profile = self._memory_fields(eid)
         new = {WARM + key: append_item(profile.get(WARM + key), line)}
         memory = from_profile({**profile, **new})
         assert memory is not None

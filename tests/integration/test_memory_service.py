@@ -15,7 +15,6 @@ from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.memory import read_tree, render_tree
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.service import MemoryAPI, MemoryOverBudget
-from acmi_core.memory.state import MemoryCommands
 from acmi_core.store.counting import CountingStore
 from tests.kit import FakeClock
 
@@ -164,7 +163,7 @@ def test_remember_is_write_ahead_and_budgeted_on_every_layer(
     )
 
     # over budget: hot is 50 lines; nothing stored, the error names layer, limit, fix
-    before = MemoryCommands(acmi.context).memory(OWNER)
+    before = MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory
     with pytest.raises(MemoryOverBudget) as caught:
         for n in range(60):
             memory.remember(OWNER, f"task {n}", layer="hot")
@@ -172,7 +171,7 @@ def test_remember_is_write_ahead_and_budgeted_on_every_layer(
     assert error.field == "text" and error.rule == "memory_budget"
     assert "hot layer" in error.message and "50 lines / 2048 bytes" in error.message
     assert "Move items to daily notes" in error.message
-    after = MemoryCommands(acmi.context).memory(OWNER)
+    after = MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory
     assert acmi.signals.all(OWNER) == {}  # memory has its own slots
     assert len(after["hot.in_progress"]) < 60 and after != before  # some fitted, the rest not
 
@@ -207,7 +206,9 @@ def test_topic_create_links_and_refuses_twice(
     assert n == 2 and made["created"] and made["path"] == "memory/topics/vendor-x.md"
     assert made["text"].startswith("# Vendor X\n\nCreated: 2026-02-03\n")
     assert "| Date | Decision | Reasoning | Outcome |" in made["text"]
-    assert MemoryCommands(acmi.context).memory(OWNER)["warm.topics"] == ["topic:vendor-x"]
+    assert MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory[
+        "warm.topics"
+    ] == ["topic:vendor-x"]
     with pytest.raises(Conflict):
         memory.topic_create(OWNER, "vendor-x", "Vendor X")
     with pytest.raises(AcmiValidationError) as bad:
@@ -257,7 +258,7 @@ def test_review_promotes_once_and_prunes(imported: tuple[MemoryAPI, CountingStor
     assert len(review["moved"]) == 1
     memory_md = render_tree(memory.export_snapshot(OWNER))["MEMORY.md"].decode()
     assert "- 2026-01-29 — Slack DMs reach Hannah faster than email" in memory_md
-    signals = MemoryCommands(acmi.context).memory(OWNER)
+    signals = MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory
     assert signals["heartbeat.last_memory_review"] == "2026-02-03"
     assert signals["heartbeat.next_scheduled"]["weekly_review"] == "2026-02-10"
     again, n = trips(store, lambda: memory.review(OWNER, NOW))
