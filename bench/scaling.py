@@ -782,7 +782,7 @@ JOB_WORK: Final = {
     "drift-diff": "the change and activity indexes from its watermark: O(log N + changed)",
     "standup-brief": "the change index over the last 24 h, newest first, LIMIT max (500)",
     "rollup-cron": "the change index from its watermark: O(log N + changed)",
-    "hygiene": "the change index from its watermark into its due index: O(log N + due)",
+    "hygiene": "the memory index from its watermark into its due index: O(log N + due)",
 }
 STANDUP_CAUSE: Final = (
     "it reads every entity changed in its 24 h window (any category, up to max=500) "

@@ -5,6 +5,7 @@ Default tenant (wire-compatible with the reference deployment)::
     acmi:<cat>:<id>:profile | signals | timeline      STRING | STRING | ZSET
     acmi:<cat>:list                                    SET of ids
     acmi:agent:<id>:spawns | active_context | rollup:latest
+    acmi:<cat>:<id>:memory:hot | memory:warm | memory:heartbeat   STRING JSON (memory)
     acmi:work:<id>:sessions
     acmi:hitl:<cat>:<id>:open | closed                 ZSET (SPEC v1.3 §11.6 per-addressee HITL)
     acmi:thread:hitl:open | closed                     ZSET (the shared HITL queue, SPEC v1.2)
@@ -43,6 +44,13 @@ MEMORY_HANDOFF: Final = "memory:handoff"  # STRING JSON {text, ts}: taken (GETDE
 # ZSET score=ts, member=str(ts): the stamps of the daily-note events on the timeline, kept
 # by the write that adds them, so the bootstrap reads a day's note lines, not the day's events
 MEMORY_STAMPS: Final = "memory:stamps"
+# STRING JSON objects, one per file of the layer, holding its fields under their prefix
+# (acmi_core.memory.slots): slots of their own, so no replace of the entity's profile or
+# signals (ours, the reference CLI's raw SET) can erase memory.
+MEMORY_HOT: Final = "memory:hot"  # ACTIVE-CONTEXT.md: hot.<section>, hot.updated
+MEMORY_WARM: Final = "memory:warm"  # MEMORY.md: warm.<section>, warm.topics
+# heartbeat-state.json: heartbeat.<key>, the hygiene job's bookkeeping included
+MEMORY_HEARTBEAT: Final = "memory:heartbeat"
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -52,6 +60,9 @@ EXTENSION_SLOTS: Final = (
     MEMORY_ARCHIVE,
     MEMORY_HANDOFF,
     MEMORY_STAMPS,
+    MEMORY_HOT,
+    MEMORY_WARM,
+    MEMORY_HEARTBEAT,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
@@ -241,6 +252,12 @@ class Keys:
         """ZSET entity -> when its next memory hygiene task is due (ms), fed from the
         change index by the hygiene job: what it reads instead of scanning entities."""
         return self.internal("hygiene")
+
+    def memory_index(self) -> str:
+        """ZSET entity id -> when its memory last changed (ms, the writer's clock): kept by
+        every memory write (``acmi_core.memory.state``), so the hygiene job visits the
+        entities that have memory (from its watermark) and never a webhook entity."""
+        return self.internal("memory")
 
     def hygiene_lease(self) -> str:
         """STRING, SET NX PX: one hygiene run at a time rewrites a quarter's S3 object."""

@@ -12,14 +12,14 @@ on, and the newest coordination-thread events that mention it. One request on Up
 whatever the agent's history: each section reads at most its cap (``CAPS``).
 
 Memory (seed 002, DESIGN §6), read in the same run and rendered in the seed's shapes:
-the handoff (HANDOFF.md), ``hot`` (the ``hot.*`` signals as ACTIVE-CONTEXT.md), ``warm``
-(the ``warm.*`` profile fields as MEMORY.md: private), ``today`` (the day of ``now`` in
+the handoff (HANDOFF.md), ``hot`` (the ``memory:hot`` slot as ACTIVE-CONTEXT.md), ``warm``
+(the ``memory:warm`` slot as MEMORY.md: private), ``today`` (the day of ``now`` in
 heartbeat-state's time zone, else UTC, as memory/YYYY-MM-DD.md), ``conflicts`` (where the
 hot and warm layers disagree and which one wins, seed §8), ``topic`` (``topic=<slug>``:
 the ``topic:<slug>`` entity as memory/topics/<slug>.md) and, on demand (level 3,
 ``include=topics,yesterday,archive``), the linked topics, yesterday's note and the newest
-archive quarters. ``profile`` is the identity: the profile without its ``warm.*`` fields;
-``signals`` are the signals without the ``hot.*`` ones (shown as ACTIVE-CONTEXT.md).
+archive quarters. ``profile`` is the identity: the profile (without ``warm.*`` fields an
+older ACMI may have left there); ``signals`` likewise without ``hot.*``.
 ``timeline`` leaves out daily-note lines (they are today's note; older days are level 3).
 Memory costs what the agent has of it: the writers of daily-note lines keep their stamps
 in ``keys.MEMORY_STAMPS`` (in the same write), and the script reads the timeline only at
@@ -120,10 +120,10 @@ class Bootstrapper:
         wanted = SCOPE_SECTIONS[scope]
         loaded = wanted - (set(ON_DEMAND) - extra) - (set() if slug else {"topic"})
         reply = script.run(self._ctx, eid, now, events, wanted, loaded, record, slug)
-        bundle, profile, signals = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
+        bundle, _, _ = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
         took = zip(("timeline", "daily", "stamps"), as_list(reply["read"]), strict=False)
         bundle.reads = {name: n for name, n in took if isinstance(n, int)}
-        Memory(bundle, profile, signals, now, loaded, slug).read(reply)
+        Memory(bundle, now, loaded, slug).read(reply)
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
             bundle.spawn = record if reply["spawned"] == 1 else {**record, "duplicate": True}

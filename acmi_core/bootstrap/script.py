@@ -16,7 +16,10 @@ from acmi_core.base.keys import (
     ACTIVE_CONTEXT,
     MEMORY_ARCHIVE,
     MEMORY_HANDOFF,
+    MEMORY_HEARTBEAT,
+    MEMORY_HOT,
     MEMORY_STAMPS,
+    MEMORY_WARM,
     ROLLUP_LATEST,
     SPAWNS,
 )
@@ -73,6 +76,9 @@ def run(
         "archive": keys.slot(eid, MEMORY_ARCHIVE),
         "topic": keys.profile(EntityId.parse(f"topic:{slug}")) if slug else keys.profile(eid),
         "stamps": keys.slot(eid, MEMORY_STAMPS),
+        "memory_hot": keys.slot(eid, MEMORY_HOT),
+        "memory_warm": keys.slot(eid, MEMORY_WARM),
+        "memory_heartbeat": keys.slot(eid, MEMORY_HEARTBEAT),
     }
     days = {"today", "yesterday"} & loaded
     # a new spawn in main takes the handoff; anything else only reads it

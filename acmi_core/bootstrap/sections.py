@@ -2,14 +2,15 @@
 signals, threads, rollup, HITL, locks, work, lessons, coordination, timeline and spawns,
 then memory (seed 002, DESIGN §6) in the seed's shapes.
 
-Memory: the handoff (HANDOFF.md), ``hot`` (the ``hot.*`` signals as ACTIVE-CONTEXT.md),
-``warm`` (the ``warm.*`` profile fields as MEMORY.md: private), ``today`` (the day of
+Memory: the handoff (HANDOFF.md), ``hot`` (the ``memory:hot`` slot as ACTIVE-CONTEXT.md),
+``warm`` (the ``memory:warm`` slot as MEMORY.md: private), ``today`` (the day of
 ``now`` in heartbeat-state's time zone, else UTC, as memory/YYYY-MM-DD.md), ``conflicts``
 (where the hot and warm layers disagree and which one wins, seed §8), ``topic``
 (``topic=<slug>``: the ``topic:<slug>`` entity as memory/topics/<slug>.md) and, on demand
 (level 3), the linked topics, yesterday's note and the newest archive quarters.
-``profile`` is the identity: the profile without its ``warm.*`` fields; ``signals`` are
-the signals without the ``hot.*`` ones (shown as ACTIVE-CONTEXT.md). Tolerant: what does
+``profile`` is the identity: the profile (without ``warm.*`` fields a deployment from
+before the memory slots may still hold there, until ``acmi migrate`` moves them);
+``signals`` likewise without ``hot.*``. Tolerant: what does
 not read is a problem, never an error.
 """
 
@@ -45,14 +46,14 @@ def build(
     reply: Slots,
 ) -> tuple[Bundle, dict[str, Any], dict[str, Any]]:
     """The bundle's sections other than memory, from the script's reply; and the stored
-    profile and signals (whole: the memory sections read their hot.* and warm.* fields)."""
+    profile and signals (whole)."""
     read = Reader()
     from acmi_core.memory.slots import HOT, WARM, is_private
 
     stored_profile = read.obj(reply["profile"], "profile")
     stored_signals = read.obj(reply["signals"], "signals") or {}
-    # identity: the profile without MEMORY.md (warm.*, shown as its own section);
-    # the signals without ACTIVE-CONTEXT.md (hot.*, idem)
+    # identity: the profile without warm.* and the signals without hot.* fields an older
+    # ACMI left there (memory is in its own slots, shown as its files; `acmi migrate`)
     profile = (
         {k: v for k, v in stored_profile.items() if not is_private(k)}
         if stored_profile is not None and _may_hold(reply["profile"], _key(WARM))
@@ -141,21 +142,25 @@ def build(
 
 
 class Memory:
-    """The memory sections of a bundle, from the script's reply (its daily, handoff,
-    taken, topic and archive slots) and the stored profile and signals: tolerant, as the
-    rest (what does not read is a problem)."""
+    """The memory sections of a bundle, from the script's reply (its hot, warm, heartbeat,
+    daily, handoff, taken, topic and archive slots): tolerant, as the rest (what does not
+    read is a problem)."""
 
-    def __init__(
-        self,
-        bundle: Bundle,
-        profile: dict[str, Any],
-        signals: dict[str, Any],
-        now: int,
-        loaded: frozenset[str],
-        slug: str | None,
-    ) -> None:
-        self.bundle, self.profile, self.signals = bundle, profile, signals
-        self.now, self.loaded, self.slug = now, loaded, slug
+    def __init__(self, bundle: Bundle, now: int, loaded: frozenset[str], slug: str | None) -> None:
+        self.bundle, self.now, self.loaded, self.slug = bundle, now, loaded, slug
+        # the hot and heartbeat fields (``signals``) and the warm ones (``profile``), as
+        # the memory codecs read them
+        self.signals: dict[str, Any] = {}
+        self.profile: dict[str, Any] = {}
+
+    def _slots(self, reply: Slots) -> None:
+        read = Reader()
+        self.signals = {
+            **(read.obj(reply["hot"], "memory:hot") or {}),
+            **(read.obj(reply["heartbeat"], "memory:heartbeat") or {}),
+        }
+        self.profile = read.obj(reply["warm"], "memory:warm") or {}
+        self.bundle.problems += read.problems
 
     def problem(self, what: str, exc: Exception) -> None:
         message = exc.message if isinstance(exc, AcmiValidationError) else str(exc)
@@ -166,18 +171,14 @@ class Memory:
             self.bundle.section(name).value = value
 
     def _without_memory(self, reply: Slots) -> bool:
-        """An agent with no memory at all (no hot.*, heartbeat.* or warm.* field, no daily
+        """An agent with no memory at all (no memory:hot, memory:warm or memory:heartbeat, no daily
         line near now, no handoff, nothing on demand): only the day and its zone are said,
         nothing is parsed (issue 12: a bootstrap without memory costs what it did)."""
         if reply["daily"] or reply["handoff"] is not None or self.slug is not None:
             return False
         if "topics" in self.loaded or "archive" in self.loaded:
             return False
-        from acmi_core.memory.slots import HEARTBEAT, HOT, WARM
-
-        if _may_hold(reply["signals"], _key(HOT), _key(HEARTBEAT)) or _may_hold(
-            reply["profile"], _key(WARM)
-        ):
+        if any(reply[slot] is not None for slot in ("hot", "warm", "heartbeat")):
             return False
         self.bundle.memory = {
             "today": (_EPOCH + dt.timedelta(days=self.now // 86_400_000)).isoformat(),
@@ -191,6 +192,7 @@ class Memory:
     def read(self, reply: Slots) -> None:
         if self._without_memory(reply):
             return
+        self._slots(reply)
         from acmi_core.memory.conflicts import hot_warm_conflicts
         from acmi_core.memory.slots import (
             HOT,
@@ -209,7 +211,7 @@ class Memory:
             tz_name = "UTC" if heartbeat is None else heartbeat.timezone
             tz = zone(tz_name)
         except AcmiValidationError as exc:
-            self.problem("signals heartbeat.*", exc)
+            self.problem("memory:heartbeat heartbeat.*", exc)
             tz_name, tz = "UTC", zone("UTC")
         today = dt.datetime.fromtimestamp(self.now / 1000, tz).date()
         bundle.memory = {
@@ -218,19 +220,19 @@ class Memory:
             "on_demand": list(on_demand(bundle.scope, loaded)),
         }
         active = memory = None
-        # an agent without memory has no hot.* signal and no warm.* field: not parsed
+        # an agent without a hot or warm layer: not parsed
         if "hot" in loaded and any(k.startswith(HOT) for k in self.signals):
             try:
                 active = from_signals(self.signals)
             except AcmiValidationError as exc:
-                self.problem("signals hot.*", exc)
+                self.problem("memory:hot hot.*", exc)
             if active is not None:
                 self.set("hot", {"path": "ACTIVE-CONTEXT.md", "text": active.render()})
         if "warm" in loaded and any(k.startswith(WARM) for k in self.profile):
             try:
                 memory = from_profile(self.profile)
             except AcmiValidationError as exc:
-                self.problem("profile warm.*", exc)
+                self.problem("memory:warm warm.*", exc)
             if memory is not None:
                 self.set("warm", {"path": "MEMORY.md", "text": memory.render()})
         if "conflicts" in loaded:  # seed §8, the rule MemoryAPI.debug reports too

@@ -32,14 +32,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict
-from acmi_core.base.model import EntityId, Event
+from acmi_core.base.keys import MEMORY_HEARTBEAT
+from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.base.stored import load_object
-from acmi_core.entities.api import SignalsAPI
 from acmi_core.jobs import quarterly
 from acmi_core.jobs.quarters import DAY_MS
 from acmi_core.jobs.sink import Destination, SinkError, archived_events
 from acmi_core.jobs.summarizers import Summarizer, build
 from acmi_core.memory.slots import HEARTBEAT
+from acmi_core.store.writes import FieldMode, WritePlan
 
 if TYPE_CHECKING:
     from acmi_core.client import Acmi
@@ -100,8 +101,9 @@ def archive_now(
         finally:
             quarterly.run_script(acmi, {"lease": lease}, {"mode": "release", "execution_id": token})
     else:
-        signals = load_object(acmi.store.execute(("GET", acmi.keys.signals(eid)))) or {}
-        through = signals.get(ARCHIVED_THROUGH)
+        beat_key = acmi.keys.slot(eid, MEMORY_HEARTBEAT)
+        beat = load_object(acmi.store.execute(("GET", beat_key))) or {}
+        through = beat.get(ARCHIVED_THROUGH)
         through = through if isinstance(through, int) and not isinstance(through, bool) else None
         out = quarterly.archive_entity(
             acmi,
@@ -112,9 +114,13 @@ def archive_now(
             archived_through=through,
         )
         if out.archived_through is not None and out.archived_through != through:
-            SignalsAPI(acmi.context).update(
-                eid, {ARCHIVED_THROUGH: out.archived_through}, guarded=True
-            )
+            # the memory's own heartbeat-state, never the entity's signals
+            plan = WritePlan()
+            edit: list[tuple[FieldMode, str, str]] = [
+                ("set", ARCHIVED_THROUGH, dumps(out.archived_through))
+            ]
+            plan.edit_object(beat_key, edit, field=MEMORY_HEARTBEAT)
+            plan.apply(acmi.store)
     return {
         "entity": str(eid),
         "archive": dest.url if dest else None,

@@ -4,10 +4,10 @@ over its layers) and the weekly review (``MemoryAPI.review``, when this build ha
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import MEMORY_HOT, MEMORY_WARM
 from acmi_core.base.model import EntityId
 from acmi_core.base.stored import decode_event, load_object
 from acmi_core.jobs.quarters import DAY_MS
@@ -29,14 +29,15 @@ AUDIT_EVENTS: Final = 2_000  # the newest events of the last 30 days an audit re
 MAX_TOPICS: Final = 50  # topics an audit measures
 
 
-def audit(acmi: Acmi, entity: EntityId, signals: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-    """The seed's budgets over the entity's layers: hot (its signals), warm (profile),
+def audit(acmi: Acmi, entity: EntityId, now_ms: int) -> dict[str, Any]:
+    """The seed's budgets over the entity's layers: hot and warm (their slots),
     the daily notes of the last 30 days, its topics. Returns the findings: ``files``
     measured, ``over`` (each with the seed's fix), ``unreadable`` layers,
     ``memory_md_lines``, ``daily_notes_count``."""
-    profile_raw, recent = acmi.store.pipeline(
+    hot_raw, profile_raw, recent = acmi.store.pipeline(
         [
-            ("GET", acmi.keys.profile(entity)),
+            ("GET", acmi.keys.slot(entity, MEMORY_HOT)),
+            ("GET", acmi.keys.slot(entity, MEMORY_WARM)),
             (
                 "ZRANGE",
                 acmi.keys.timeline(entity),
@@ -51,6 +52,7 @@ def audit(acmi: Acmi, entity: EntityId, signals: Mapping[str, Any], now_ms: int)
         ]
     )
     profile = load_object(profile_raw) or {}
+    signals = load_object(hot_raw) or {}
     unreadable: list[str] = []
     hot = warm = None
     try:

@@ -3,7 +3,7 @@
     acmi jobs run hygiene                       # by hand
     acmi invoke hygiene --event events/hygiene.scheduled.json
 
-Per entity it runs what its heartbeat-state says is due (the signals ``heartbeat.*``,
+Per entity it runs what its heartbeat-state says is due (its ``memory:heartbeat`` slot,
 the seed's ``heartbeat-state.json``: ``next_scheduled.weekly_review`` /
 ``monthly_audit`` / ``quarterly_archive``; a missing date is due), on the day of the
 run's ``scheduled_time`` (UTC):
@@ -12,8 +12,8 @@ run's ``scheduled_time`` (UTC):
   when that module exists in this build (imported lazily); else the review is reported
   ``pending`` and looked at again in a week.
 - **monthly audit** (:func:`acmi_core.jobs.audit.audit`): the seed's budgets
-  (``acmi_core.memory.budgets``) over the entity's layers (hot signals, warm profile,
-  the last 30 days of daily notes, its topics); the findings are recorded as one
+  (``acmi_core.memory.budgets``) over the entity's layers (its hot and warm slots, the
+  last 30 days of daily notes, its topics); the findings are recorded as one
   ``memory-audit`` event on its timeline when it has any memory file (correlationId
   ``memory-audit-<date>``, ts the scheduled time: a retried run stores the same bytes,
   once) and the seed's counts (``daily_notes_count`` of the last 30 days,
@@ -30,20 +30,24 @@ run's ``scheduled_time`` (UTC):
   sink: the document is written and nothing is trimmed.
 
 Which entities: an index of when each is next due (``keys.hygiene_due``, ZSET entity -> ms),
-fed from the change index (``keys.changed``, from the job's watermark, ``ZADD NX``) and
-rescheduled by the job after each visit (the earliest of its three next dates). A run
-reads at most ``max`` due entities: never a scan, and an idle entity costs nothing
-between its due dates. An entity with no timeline, signals or profile left (deleted) is
-dropped from the index, never written back to life.
+fed from the memory index (``keys.memory_index``: the entities whose memory changed, kept
+by the memory writes; from the job's watermark, ``ZADD NX``) and rescheduled by the job
+after each visit (the earliest of its three next dates). So only entities that have
+memory are visited: a webhook entity (``inbox:sales``, ``deal:...``) never is, and gets
+nothing written. A run reads at most ``max`` due entities: never a scan, and an idle
+entity costs nothing between its due dates. An entity with no timeline and no memory
+slot left (deleted) is dropped from the index, never written back to life. Its
+bookkeeping (``next_scheduled``, ``last_audit``, ``archived_through``, ...) goes into its
+own ``memory:heartbeat`` slot, never into the entity's signals.
 
 Nothing is lost, and two runs never rewrite one object at once: the archive's order of
 steps and its lease are :mod:`acmi_core.jobs.quarterly`'s.
 
 Round trips, for an entity archived with q quarters touched: 1 (its oldest events) + q
-(trim scripts; more when a quarter's members exceed ``TRIM_BYTES``) + 1 (the signals,
+(trim scripts; more when a quarter's members exceed ``TRIM_BYTES``) + 1 (the heartbeat,
 the audit event and the due-index entry in one WritePlan), plus its share of one
-pipeline per ``BATCH`` due entities (signals and existence); an audit adds 1-2 (profile
-and recent timeline, then topics), the review what ``MemoryAPI.review`` takes (2); the
+pipeline per ``BATCH`` due entities (heartbeat and existence); an audit adds 1-2 (hot,
+warm and recent timeline, then topics), the review what ``MemoryAPI.review`` takes (2); the
 sink does 3 requests per quarter (GET, PUT, GET; 1 when nothing is new). A run adds 4-6
 (job state, change page, feed, due page, lease, backlog); ``run_job`` adds 2. Measured:
 1,000 events over 2 quarters archived in 3 requests; 10 entities reviewed, audited and
@@ -59,10 +63,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiError, AcmiValidationError
-from acmi_core.base.model import EntityId
+from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_HOT, MEMORY_WARM
+from acmi_core.base.model import EntityId, dumps
 from acmi_core.base.settings import ARCHIVE_URL, ARCHIVE_URL_RULE, SUMMARIZER, SUMMARIZER_RULE
 from acmi_core.base.stored import load_object, scored
-from acmi_core.entities.api import SignalsAPI, TimelineAPI
+from acmi_core.entities.api import TimelineAPI
 from acmi_core.jobs.audit import audit, review
 from acmi_core.jobs.quarterly import (
     DEFAULT_RETENTION_DAYS,
@@ -206,7 +211,9 @@ def _by_score(
 def _changed_page(
     acmi: Acmi, low: int | None, skip: int, until: int, limit: int
 ) -> list[tuple[str, int]]:
-    reply = _by_score(acmi, acmi.keys.changed(), "-inf" if low is None else low, until, skip, limit)
+    reply = _by_score(
+        acmi, acmi.keys.memory_index(), "-inf" if low is None else low, until, skip, limit
+    )
     return scored(reply, keep_unreadable=True)
 
 
@@ -256,7 +263,7 @@ def hygiene(
     skip = skip if isinstance(skip, int) and skip >= 0 and low is not None else 0
     until = acmi.clock() - SETTLE_MS
 
-    # 1. entities whose timeline changed since the watermark join the due index (NX: one
+    # 1. entities whose memory changed since the watermark join the due index (NX: one
     # already scheduled keeps its date)
     page = _changed_page(acmi, low, skip, until, params.max)
     fresh = [m for m, _ in page if m]
@@ -273,7 +280,7 @@ def hygiene(
         ties = sum(1 for _, score in page if score == last)
         skip = skip + ties if last == low else ties
         watermark = last
-        counted = acmi.store.execute(("ZCOUNT", acmi.keys.changed(), watermark, until))
+        counted = acmi.store.execute(("ZCOUNT", acmi.keys.memory_index(), watermark, until))
         changed_backlog = max(0, (counted if isinstance(counted, int) else 0) - skip)
 
     # 2. the entities due by the scheduled time, the longest due first
@@ -308,8 +315,8 @@ def hygiene(
 
 
 def _batch(ctx: _Ctx, due: Sequence[tuple[str, int]]) -> None:
-    """One batch of due entities: their signals and existence in one pipeline, then each
-    entity's tasks."""
+    """One batch of due entities: their heartbeat-state and existence in one pipeline, then
+    each entity's tasks."""
     acmi, tally = ctx.acmi, ctx.tally
     entities: list[EntityId] = []
     for member, _ in due:
@@ -321,22 +328,30 @@ def _batch(ctx: _Ctx, due: Sequence[tuple[str, int]]) -> None:
     commands: list[Sequence[Arg]] = []
     for eid in entities:
         commands += [
-            ("GET", acmi.keys.signals(eid)),
-            ("EXISTS", acmi.keys.timeline(eid), acmi.keys.profile(eid)),
+            ("GET", acmi.keys.slot(eid, MEMORY_HEARTBEAT)),
+            (
+                "EXISTS",
+                acmi.keys.timeline(eid),
+                acmi.keys.slot(eid, MEMORY_HOT),
+                acmi.keys.slot(eid, MEMORY_WARM),
+            ),
+            ("ZSCORE", acmi.keys.memory_index(), str(eid)),
         ]
     replies = acmi.store.pipeline(commands) if commands else []
     retry_at = ctx.run.scheduled_ms + RETRY_MS
     for n, eid in enumerate(entities):
         if ctx.out_of_time():
             break
-        raw, exists = replies[2 * n], replies[2 * n + 1]
-        if raw is None and exists == 0:  # deleted: never written back to life
+        raw, exists, has_memory = replies[3 * n], replies[3 * n + 1], replies[3 * n + 2]
+        # deleted: never written back to life; or no memory at all (scheduled by an older
+        # job, which visited every changed entity: a webhook entity gets nothing written)
+        if (raw is None and exists == 0) or has_memory is None:
             acmi.store.execute(("ZREM", acmi.keys.hygiene_due(), str(eid)))
             tally.dropped += 1
             continue
         signals = load_object(raw) if isinstance(raw, bytes) else {}
         if signals is None:
-            tally.problems.append(f"{eid}: signals are not a JSON object: skipped")
+            tally.problems.append(f"{eid}: memory:heartbeat is not a JSON object: skipped")
             acmi.store.execute(("ZADD", acmi.keys.hygiene_due(), retry_at, str(eid)))
             continue
         try:
@@ -385,7 +400,12 @@ def _entity(ctx: _Ctx, eid: EntityId, signals: Mapping[str, Any]) -> None:
         else:
             again = True
     updates["next_scheduled"] = schedule
-    SignalsAPI(ctx.acmi.context, plan).update(eid, {HEARTBEAT + k: v for k, v in updates.items()})
+    # the memory's own slot, not the memory index: the job's bookkeeping is no change of
+    # the entity's memory (it would feed the entity back to the job every run)
+    fields: list[tuple[Any, str, str]] = [
+        ("set", HEARTBEAT + k, dumps(v, HEARTBEAT + k)) for k, v in updates.items()
+    ]
+    plan.edit_object(ctx.acmi.keys.slot(eid, MEMORY_HEARTBEAT), fields, field=MEMORY_HEARTBEAT)
     scheduled = ctx.run.scheduled_ms
     dates = [day_start_ms(dt.date.fromisoformat(v)) for v in schedule.values() if _is_iso(v)]
     next_due = scheduled + 1 if again else min(dates, default=scheduled + DAY_MS)
@@ -421,7 +441,7 @@ def _audit_step(
 ) -> None:
     """The findings as one ``memory-audit`` event (an exact duplicate is stored once, so
     a retried run records it once) and the seed's counts."""
-    findings = audit(ctx.acmi, eid, signals, ctx.run.scheduled_ms)
+    findings = audit(ctx.acmi, eid, ctx.run.scheduled_ms)
     ctx.tally.audited += 1
     ctx.tally.over_budget += 1 if findings["over"] else 0
     day = ctx.today.isoformat()

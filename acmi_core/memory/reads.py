@@ -129,7 +129,7 @@ class MemoryReads(MemoryCommands):
                 "over": [r.path for r in over],
                 "fix": budget.fix if over and budget is not None else None,
             }
-        heartbeat = heartbeat_from_signals(state.signals)
+        heartbeat = heartbeat_from_signals(state.memory)
         data: Mapping[str, Any] = {} if heartbeat is None else heartbeat.data
         stale: dict[str, Any] = {}
         for key in ("last_memory_review", "last_archive", "last_active_context_prune"):
@@ -152,7 +152,7 @@ class MemoryReads(MemoryCommands):
     def active(self, entity: str | EntityId) -> dict[str, Any]:
         """``/active-context``: ACTIVE-CONTEXT.md, its sections and budget. 1 round trip."""
         eid = EntityId.parse(entity)
-        signals = self._signals.all(eid)
+        signals = self._memory_fields(eid)
         active = from_signals(signals)
         text = None if active is None else active.render()
         return {

@@ -35,8 +35,8 @@ limit and the seed's fix, and nothing is stored; nothing is ever cut. A check re
 writes, so two writers racing near a limit can both pass: a budget is the seed's
 housekeeping rule, not a hard quota.
 
-Where things live: ``acmi_core.memory.slots`` (signals ``hot.*`` and ``heartbeat.*``,
-profile ``warm.*``, timeline events, ``topic:<slug>`` profiles) plus
+Where things live: ``acmi_core.memory.slots`` (the ``memory:hot``, ``memory:heartbeat``
+and ``memory:warm`` slots, timeline events, ``topic:<slug>`` profiles) plus
 the ``keys.MEMORY_ARCHIVE`` slot (archive documents, a HASH by quarter), the
 ``keys.MEMORY_HANDOFF`` slot (the handoff) and the ``keys.MEMORY_STAMPS`` slot (the ts of
 every daily-note line, added by the write that adds the line: the wake bundle reads

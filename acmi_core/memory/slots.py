@@ -8,15 +8,23 @@ layers at once.
 =======  ==========================  =====================================================
 layer    file                        ACMI
 =======  ==========================  =====================================================
-hot      ACTIVE-CONTEXT.md           the entity's signals ``hot.<section>``, ``hot.updated``
--        heartbeat-state.json        the entity's signals ``heartbeat.<key>``
-warm     MEMORY.md                   the entity's profile ``warm.<section>`` (all private),
-                                     ``warm.topics``: the ``topic:<slug>`` entities
+hot      ACTIVE-CONTEXT.md           the entity's ``memory:hot`` slot: ``hot.<section>``,
+                                     ``hot.updated``
+-        heartbeat-state.json        its ``memory:heartbeat`` slot: ``heartbeat.<key>``
+warm     MEMORY.md                   its ``memory:warm`` slot: ``warm.<section>`` (all
+                                     private), ``warm.topics``: the ``topic:<slug>`` entities
 daily    memory/YYYY-MM-DD.md        the entity's timeline: one event per line with content
                                      and one ``daily-note`` header event per day
 topic    memory/topics/<slug>.md     the profile of ``topic:<slug>``: ``topic.<section>``
 cold     memory/archive/YYYY-QN.md   an archive document: ``archive.<section>``
 =======  ==========================  =====================================================
+
+The three memory slots are JSON objects of their own (``keys.MEMORY_HOT``, ``MEMORY_WARM``,
+``MEMORY_HEARTBEAT``), never the entity's profile or signals: a whole-object replace of
+those (``PUT``, ``acmi signal``, the reference CLI's raw SET) leaves memory alone. The
+fields keep their prefixes inside the slots, so the prefixes never overlap and a merged
+view of the three (``MemoryState.memory``) maps back to each slot by prefix
+(:func:`memory_slot`).
 
 A section's value is readable JSON: a string for prose (``hot.current_priority``), else a
 list of items: ``"text"`` a bullet, ``{"task", "done"}``, ``{"at", "text"}`` an entry,
@@ -44,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_HOT, MEMORY_WARM
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.daily import (
     DAILY,
@@ -93,7 +102,29 @@ TOPIC_PREFIX: Final = "topic."
 ARCHIVE_PREFIX: Final = "archive."
 TOPIC_LINKS: Final = "warm.topics"  # profile: the topic:<slug> entities, in slug order
 LAYOUT: Final = "layout"
+# the memory slot of each field prefix (the slot the field is stored in)
+LAYER_SLOTS: Final = ((HOT, MEMORY_HOT), (HEARTBEAT, MEMORY_HEARTBEAT), (WARM, MEMORY_WARM))
+# heartbeat-state keys the hygiene job writes for itself (not the seed's own file)
+HYGIENE_KEYS: Final = frozenset(
+    {
+        "next_scheduled",
+        "last_memory_review",
+        "last_audit",
+        "memory_md_lines",
+        "daily_notes_count",
+        "archived_through",
+        "archive_backlog",
+        "last_archive",
+    }
+)
 TOPIC_CATEGORY: Final = "topic"
+
+
+def memory_slot(name: str) -> str | None:
+    """The memory slot a field belongs in (``hot.x`` -> ``memory:hot``), None for a field
+    that is no memory."""
+    return next((slot for prefix, slot in LAYER_SLOTS if name.startswith(prefix)), None)
+
 
 # --- a section's value ----------------------------------------------------------------------
 
@@ -366,12 +397,12 @@ def _unprefixed(doc: Mapping[str, Any], prefix: str, template: Template) -> dict
 
 
 def to_signals(active: ActiveContext) -> dict[str, Any]:
-    """ACTIVE-CONTEXT.md as signals ``hot.*``."""
+    """ACTIVE-CONTEXT.md as ``hot.*`` fields (the ``memory:hot`` slot)."""
     return _prefixed(to_fields(active, ACTIVE_CONTEXT.title), HOT)
 
 
 def from_signals(signals: Mapping[str, Any]) -> ActiveContext | None:
-    """The ACTIVE-CONTEXT.md the ``hot.*`` signals hold (None: none); other signals are
+    """The ACTIVE-CONTEXT.md the ``hot.*`` fields hold (None: none); other fields are
     not memory and are ignored."""
     fields = _unprefixed(signals, HOT, ACTIVE_CONTEXT)
     fields.pop("title", None)
@@ -379,7 +410,7 @@ def from_signals(signals: Mapping[str, Any]) -> ActiveContext | None:
         return None
     return ActiveContext.parse(
         from_fields(ACTIVE_CONTEXT, fields, ACTIVE_CONTEXT.title, f"signals.{HOT}"),
-        "signals hot.*",
+        "memory:hot hot.*",
     )
 
 
@@ -391,7 +422,7 @@ def heartbeat_from_signals(signals: Mapping[str, Any]) -> HeartbeatState | None:
     data = {k[len(HEARTBEAT) :]: v for k, v in signals.items() if k.startswith(HEARTBEAT)}
     if not data:
         return None
-    check_heartbeat(data, "signals heartbeat.*")
+    check_heartbeat(data, "memory:heartbeat heartbeat.*")
     return HeartbeatState(data)
 
 
@@ -399,7 +430,8 @@ def heartbeat_from_signals(signals: Mapping[str, Any]) -> HeartbeatState | None:
 
 
 def to_profile_sections(memory: LongTermMemory) -> dict[str, Any]:
-    """MEMORY.md as profile fields ``warm.*``: every one private (never in a group)."""
+    """MEMORY.md as ``warm.*`` fields (the ``memory:warm`` slot): every one private (never
+    in a group)."""
     return _prefixed(to_fields(memory, LONG_TERM_MEMORY.title), WARM)
 
 
@@ -410,7 +442,7 @@ def from_profile(profile: Mapping[str, Any]) -> LongTermMemory | None:
         return None
     return LongTermMemory.parse(
         from_fields(LONG_TERM_MEMORY, fields, LONG_TERM_MEMORY.title, f"profile.{WARM}"),
-        "profile warm.*",
+        "memory:warm warm.*",
     )
 
 
@@ -473,9 +505,10 @@ def archive_from_document(quarter: Quarter, doc: Mapping[str, Any]) -> ArchiveFi
 
 @dataclass
 class SlotImage:
-    """A memory tree as what ACMI stores for its owner entity: ``signals`` (hot and
-    heartbeat), ``profile`` (warm, and the links to the topics), ``events`` (the daily
-    notes), plus one profile per ``topic:<slug>`` entity and one archive document per
+    """A memory tree as what ACMI stores for its owner entity: ``signals`` (the hot and
+    heartbeat fields: the ``memory:hot`` and ``memory:heartbeat`` slots), ``profile``
+    (warm, and the links to the topics: ``memory:warm``), ``events`` (the daily notes),
+    plus one profile per ``topic:<slug>`` entity and one archive document per
     quarter."""
 
     signals: dict[str, Any] = field(default_factory=dict)
@@ -534,6 +567,8 @@ __all__ = [
     "HEADER_KIND",
     "HEARTBEAT",
     "HOT",
+    "HYGIENE_KEYS",
+    "LAYER_SLOTS",
     "LAYOUT",
     "TOPIC_CATEGORY",
     "TOPIC_LINKS",
@@ -551,6 +586,7 @@ __all__ = [
     "heartbeat_from_signals",
     "heartbeat_to_signals",
     "is_private",
+    "memory_slot",
     "new_topic",
     "section_lines",
     "section_value",

@@ -36,11 +36,13 @@ from acmi_core.memory.layers import (
 )
 from acmi_core.memory.slots import (
     HOT,
+    LAYER_SLOTS,
     TOPIC_LINKS,
     TOPIC_PREFIX,
     WARM,
     SlotImage,
     heartbeat_from_signals,
+    memory_slot,
     snapshot_from_slots,
 )
 from acmi_core.store.base import Reply
@@ -225,14 +227,18 @@ def next_due(data: Mapping[str, Any], today: dt.date) -> dict[str, dict[str, Any
     return out
 
 
+MEMORY_SLOTS: Final = tuple(slot for _, slot in LAYER_SLOTS)
+
+
 @dataclass
 class MemoryState:
-    """One entity's memory as read: signals, profile, the events of a window, topic
-    profiles (by slug), archive documents (by quarter), the pending handoff."""
+    """One entity's memory as read: ``memory``, the fields of its three memory slots
+    (``hot.*``, ``heartbeat.*``, ``warm.*``: disjoint prefixes, so one view), the events of
+    a window, topic profiles (by slug), archive documents (by quarter), the pending
+    handoff."""
 
     entity: EntityId
-    signals: dict[str, Any]
-    profile: dict[str, Any]
+    memory: dict[str, Any]
     events: list[Event]
     archives: dict[str, dict[str, Any]]
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -242,15 +248,15 @@ class MemoryState:
 
     @property
     def tz(self) -> dt.tzinfo:
-        return signals_zone(self.signals)
+        return signals_zone(self.memory)
 
     @property
     def topic_links(self) -> list[str]:
-        links = self.profile.get(TOPIC_LINKS)
+        links = self.memory.get(TOPIC_LINKS)
         return [x for x in links if isinstance(x, str)] if isinstance(links, list) else []
 
     def snapshot(self, *, include_foreign: bool = False) -> MemorySnapshot:
-        image = SlotImage(self.signals, self.profile, self.events, self.topics, self.archives)
+        image = SlotImage(self.memory, self.memory, self.events, self.topics, self.archives)
         return snapshot_from_slots(image, include_foreign=include_foreign)
 
 
@@ -270,6 +276,23 @@ class MemoryCommands:
     def _slots(self, eid: EntityId) -> tuple[str, str]:
         return self._keys.slot(eid, MEMORY_ARCHIVE), self._keys.slot(eid, MEMORY_HANDOFF)
 
+    def _memory_keys(self, eid: EntityId) -> list[str]:
+        return [self._keys.slot(eid, slot) for slot in MEMORY_SLOTS]
+
+    def _memory_of(self, replies: Sequence[object], keys: Sequence[str]) -> dict[str, Any]:
+        """The fields of the memory slots' GET replies, as one view (disjoint prefixes; a
+        field in the wrong slot is ignored, as a foreign field is)."""
+        memory: dict[str, Any] = {}
+        for reply, key, slot in zip(replies, keys, MEMORY_SLOTS, strict=True):
+            fields = stored_object(pipeline_reply(reply, key), key)
+            memory.update((k, v) for k, v in fields.items() if memory_slot(k) == slot)
+        return memory
+
+    def _memory_fields(self, entity: str | EntityId) -> dict[str, Any]:
+        """The entity's memory fields (its three memory slots): 1 round trip."""
+        keys = self._memory_keys(EntityId.parse(entity))
+        return self._memory_of(self._ctx.store.pipeline([("GET", k) for k in keys]), keys)
+
     def load(
         self,
         entity: str | EntityId,
@@ -282,7 +305,7 @@ class MemoryCommands:
         topics: bool = True,
         extras: bool = False,
     ) -> MemoryState:
-        """Signals, profile, archives and (``events``) up to ``limit`` timeline events in
+        """The memory slots, archives and (``events``) up to ``limit`` timeline events in
         [since_ms, until_ms] (``newest``: the newest ones) in one pipeline; the linked
         topic profiles in a second (``topics``). ``extras``: the handoff and the
         timeline's size too."""
@@ -292,9 +315,9 @@ class MemoryCommands:
         timeline = keys.timeline(eid)
         low = "-inf" if since_ms is None else str(since_ms)
         high = "+inf" if until_ms is None else str(until_ms)
+        memory_keys = self._memory_keys(eid)
         commands: list[tuple[str | int, ...]] = [
-            ("GET", keys.signals(eid)),
-            ("GET", keys.profile(eid)),
+            *(("GET", key) for key in memory_keys),
             ("HGETALL", archive_key),
         ]
         if events:
@@ -307,20 +330,20 @@ class MemoryCommands:
         if extras:
             commands += [("GET", handoff_key), ("ZCARD", timeline)]
         replies = self._ctx.store.pipeline(commands)
-        signals = stored_object(pipeline_reply(replies[0], keys.signals(eid)), keys.signals(eid))
-        profile = stored_object(pipeline_reply(replies[1], keys.profile(eid)), keys.profile(eid))
-        archives = _hash(pipeline_reply(replies[2], archive_key), archive_key)
+        at = len(memory_keys)
+        memory = self._memory_of(replies[:at], memory_keys)
+        archives = _hash(pipeline_reply(replies[at], archive_key), archive_key)
         found: list[Event] = []
-        at = 3
+        at += 1
         truncated = False
         if events:
-            raw = pipeline_reply(replies[3], timeline)
+            raw = pipeline_reply(replies[at], timeline)
             truncated = isinstance(raw, list) and len(raw) >= limit
             found = _events(raw)
             if newest:
                 found.reverse()
-            at = 4
-        state = MemoryState(eid, signals, profile, found, archives, truncated=truncated)
+            at += 1
+        state = MemoryState(eid, memory, found, archives, truncated=truncated)
         if extras:
             handoff = stored_object(pipeline_reply(replies[at], handoff_key), handoff_key)
             state.handoff = handoff or None
@@ -355,19 +378,45 @@ class MemoryCommands:
         stamps = self._keys.slot(eid, MEMORY_STAMPS)
         daily = isinstance(event.payload, dict) and event.payload.get("memory") == DAILY
         timeline = self._timeline
+        index, now = self._keys.memory_index(), self._ctx.clock()
 
         def op(plan: WritePlan) -> object:
             if daily:
                 plan.zadd(stamps, event.ts, str(event.ts))
+                plan.zset(index, now, str(eid))
             return timeline.stage(plan, eid, [event], [text])
+
+        return op
+
+    def _memory_edit(
+        self, eid: EntityId, fields: list[tuple[Any, str, str]]
+    ) -> Callable[[WritePlan], object]:
+        """An edit of ``eid``'s memory fields, each in its layer's slot (by its prefix),
+        with the entity's entries in its category index and the memory index (what the
+        hygiene job visits). Never the entity's profile or signals."""
+        by_slot: dict[str, list[tuple[Any, str, str]]] = {}
+        for edit in fields:
+            slot = memory_slot(edit[1])
+            if slot is None:  # a bug in the caller: memory fields are prefixed
+                raise AssertionError(f"{edit[1]!r} is no memory field")
+            by_slot.setdefault(slot, []).append(edit)
+        ctx = self._ctx
+        index, now = ctx.keys.memory_index(), ctx.clock()
+
+        def op(plan: WritePlan) -> object:
+            plan.sadd(ctx.index_key(eid.category), eid.local_id)
+            plan.zset(index, now, str(eid))
+            for slot, edits in by_slot.items():
+                plan.edit_object(ctx.keys.slot(eid, slot), edits, field=slot)
+            return None
 
         return op
 
     def _edit(
         self, eid: EntityId, slot: str, fields: list[tuple[Any, str, str]]
     ) -> Callable[[WritePlan], object]:
-        """An object edit of ``eid``'s signals or profile (a profile gets ACMI's auto-fill,
-        as ``profile.merge`` does), with the entity's index entry."""
+        """An object edit of ``eid``'s signals or profile (a topic's profile: a profile gets
+        ACMI's auto-fill, as ``profile.merge`` does), with the entity's index entry."""
         ctx = self._ctx
         key = ctx.keys.signals(eid) if slot == "signals" else ctx.keys.profile(eid)
         if slot == "profile":
@@ -389,6 +438,7 @@ __all__ = [
     "DAY_MS",
     "DEFAULT_PRUNE_DAYS",
     "HOT_KEYS",
+    "MEMORY_SLOTS",
     "REVIEW_DAYS",
     "TOPIC_KEYS",
     "WARM_KEYS",

@@ -1,18 +1,34 @@
 """The memory tree in and out of the store (``MemoryAPI`` composes it):
 ``export_snapshot`` (the whole tree, a page of timeline at a time), ``import_snapshot``
-(a tree, idempotently: only what differs is written, in chunks of ``IMPORT_CHUNK_OPS``
-ops, every file through the secret guard before anything is written) and ``migrate`` (the
-seed's directory tree imported)."""
+(a tree, idempotently: only what differs is written, every file through the secret guard
+before anything is written) and ``migrate`` (the seed's directory tree imported).
+
+An import's writes are chunked across round trips, each chunk one write script of at most
+``IMPORT_CHUNK_OPS`` ops and ``IMPORT_CHUNK_BYTES`` of work (an op's arguments plus the
+stored object it edits): a script blocks all of Redis while it runs, and one script of a
+whole tree (500 topic files near the 64 KiB object limit) ran 7.6 s, every other client
+answered BUSY and the caller timed out although the write committed. A chunk holds whole
+files where it can (a file larger than a chunk spans several, in order). The result names
+the files written (``files_written``); a failure part-way says which files landed and
+which did not (the error's message), and a retry writes only what still differs."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from acmi_core.base.model import EntityId, Event, dumps, encode_event, parse_event
+from acmi_core.base.errors import AcmiError
+from acmi_core.base.model import (
+    EntityId,
+    Event,
+    dumps,
+    encode_event,
+    parse_event,
+)
 from acmi_core.base.pages import MAX_PAGE_SIZE
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
@@ -39,9 +55,58 @@ from acmi_core.memory.tree import read_tree
 from acmi_core.store.writes import WritePlan
 
 IMPORT_CHUNK_OPS: Final = 500  # ops per write script during an import
+# Work per write script (bytes of op arguments + stored objects edited): measured on
+# redis-server, an object edit costs ~0.25 ms of Redis time per KiB, so 128 KiB keeps a
+# chunk near 30 ms, under the 50 ms a script may take (test_memory_import_chunks.py)
+IMPORT_CHUNK_BYTES: Final = 128 * 1024
+MAX_NAMED_FILES: Final = 50  # files an incomplete import's error names (then a count)
 
 Progress = Callable[[int, int], None]
 """Called with (ops written so far, ops in all) as an import writes."""
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One staged write of an import: the file it belongs to, what it stages, and the
+    bytes of stored object it makes the script read (beside its own arguments)."""
+
+    file: str
+    stage: Callable[[WritePlan], object]
+    stored: int = 0
+
+
+def _cost(op: _Op) -> int:
+    scratch = WritePlan()
+    op.stage(scratch)
+    return op.stored + sum(len(a) for a in scratch.args if isinstance(a, str | bytes))
+
+
+def _day_file(event: Event) -> str:
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    day = payload.get("date")
+    return f"memory/{day}.md" if isinstance(day, str) else "memory/"
+
+
+# the file each memory field comes from, by prefix
+_FIELD_FILES: Final = (
+    (HEARTBEAT, "memory/heartbeat-state.json"),
+    ("hot.", "ACTIVE-CONTEXT.md"),
+    ("warm.", "MEMORY.md"),
+)
+
+
+def _by_file(edit: list[tuple[Any, str, str]]) -> dict[str, list[tuple[Any, str, str]]]:
+    out: dict[str, list[tuple[Any, str, str]]] = {}
+    for one in edit:
+        file = next((f for prefix, f in _FIELD_FILES if one[1].startswith(prefix)), "MEMORY.md")
+        out.setdefault(file, []).append(one)
+    return out
+
+
+def _stored(memory: dict[str, Any], file: str) -> int:
+    """The bytes of the memory slot ``file``'s fields live in, as stored now."""
+    prefix = next(p for p, f in _FIELD_FILES if f == file)
+    return len(dumps({k: v for k, v in memory.items() if k.startswith(prefix)}))
 
 
 def _numbered(event: Event) -> object:
@@ -104,8 +169,9 @@ class MemoryTransfer(MemoryCommands):
         ``over_budget`` (a migration must not lose what the tree holds; the seed reports,
         never cuts); ``strict`` refuses them instead (MemoryOverBudget, nothing stored).
 
-        Round trips: 2 reads, one per 1,000 events of the tree's days, one per
-        ``IMPORT_CHUNK_OPS`` writes."""
+        Round trips: 2 reads, one per 1,000 events of the tree's days, one per chunk of
+        writes (``IMPORT_CHUNK_OPS`` ops, ``IMPORT_CHUNK_BYTES`` of work: module
+        docstring)."""
         eid = EntityId.parse(entity)
         over = [r for r in check_snapshot(snapshot) if not r.ok]
         if over and strict:
@@ -115,7 +181,7 @@ class MemoryTransfer(MemoryCommands):
         linked = sorted({*state.topic_links, *image.profile.get(TOPIC_LINKS, [])})
         state.topics = self._topics(linked) if image.topics else {}
         counts: dict[str, int] = defaultdict(int)
-        ops: list[Callable[[WritePlan], object]] = []
+        ops: list[_Op] = []
 
         self._daily_ops(eid, snapshot, image, counts, ops)
 
@@ -124,10 +190,12 @@ class MemoryTransfer(MemoryCommands):
         if snapshot.active_context is not None:
             signal_delete |= HOT_KEYS
         if snapshot.heartbeat is not None:
-            signal_delete |= {k for k in state.signals if k.startswith(HEARTBEAT)}
-        edit = object_edits(state.signals, image.signals, signal_delete)
+            signal_delete |= {k for k in state.memory if k.startswith(HEARTBEAT)}
+        edit = object_edits(state.memory, image.signals, signal_delete)
         if edit:
-            ops.append(self._edit(eid, "signals", edit))
+            for file, part in _by_file(edit).items():
+                stored = _stored(state.memory, file)
+                ops.append(_Op(file, self._memory_edit(eid, part), stored))
             counts["signals_written"] = len(edit)
 
         # warm: profile (topic links are added to, never dropped)
@@ -135,26 +203,31 @@ class MemoryTransfer(MemoryCommands):
         if linked:
             profile_new[TOPIC_LINKS] = linked
         edit = object_edits(
-            state.profile, profile_new, WARM_KEYS if snapshot.memory is not None else ()
+            state.memory, profile_new, WARM_KEYS if snapshot.memory is not None else ()
         )
         if edit:
-            ops.append(self._edit(eid, "profile", edit))
+            stored = _stored(state.memory, "MEMORY.md")
+            ops.append(_Op("MEMORY.md", self._memory_edit(eid, edit), stored))
             counts["profile_written"] = len(edit)
 
         for slug, fields in image.topics.items():
-            edit = object_edits(state.topics.get(slug, {}), fields, TOPIC_KEYS)
+            current = state.topics.get(slug, {})
+            edit = object_edits(current, fields, TOPIC_KEYS)
             if edit:
-                ops.append(self._edit(topic_entity(slug), "profile", edit))
+                stored = len(dumps(current)) if current else 0
+                stage = self._edit(topic_entity(slug), "profile", edit)
+                ops.append(_Op(f"memory/topics/{slug}.md", stage, stored))
                 counts["topics_written"] += 1
 
         archive_key, _ = self._slots(eid)
         for quarter, doc in image.archives.items():
             if differs(state.archives, quarter, doc):
                 text = dumps(doc, f"archives.{quarter}")
-                ops.append(_hset(archive_key, quarter, text))
+                ops.append(_Op(f"memory/archive/{quarter}.md", _hset(archive_key, quarter, text)))
                 counts["archives_written"] += 1
 
-        written = self._apply_chunks(ops, progress)
+        files_written = self._apply_chunks(ops, progress)
+        written = len(ops)
         return {
             "entity": str(eid),
             "files": len(snapshot.daily)
@@ -177,6 +250,7 @@ class MemoryTransfer(MemoryCommands):
                     "archives_written",
                 )
             },
+            "files_written": files_written,
         }
 
     def _guarded(self, image: SlotImage) -> SlotImage:
@@ -215,7 +289,7 @@ class MemoryTransfer(MemoryCommands):
         snapshot: MemorySnapshot,
         image: SlotImage,
         counts: dict[str, int],
-        ops: list[Callable[[WritePlan], object]],
+        ops: list[_Op],
     ) -> None:
         """An import's timeline writes: the tree's days replace what an earlier import
         stored for them (see ``import_snapshot``)."""
@@ -248,35 +322,50 @@ class MemoryTransfer(MemoryCommands):
             if by_api and event.kind != HEADER_KIND:
                 counts["events_unchanged"] += 1  # the line was written through the API
                 continue
+            file = _day_file(event)
             for member, _ in olds:  # the same line or header, moved or regrown
-                ops.append(_zrem(timeline, member))
+                ops.append(_Op(file, _zrem(timeline, member)))
                 counts["events_removed"] += 1
-            ops.append(self._zadd(eid, event, text))
+            ops.append(_Op(file, self._zadd(eid, event, text)))
             counts["events_added"] += 1
         for cid, olds in by_cid.items():
             if cid in new_cids:
                 continue
             for member, event in olds:
                 if event.kind == HEADER_KIND or isinstance(_numbered(event), int):
-                    ops.append(_zrem(timeline, member))  # a line the tree no longer has
+                    # a line the tree no longer has
+                    ops.append(_Op(_day_file(event), _zrem(timeline, member)))
                     counts["events_removed"] += 1
 
-    def _apply_chunks(
-        self, ops: list[Callable[[WritePlan], object]], progress: Progress | None
-    ) -> int:
+    def _apply_chunks(self, ops: list[_Op], progress: Progress | None) -> list[str]:
+        """The ops in chunks (module docstring), in order; the files written, in the
+        order they completed. A chunk that fails raises its error, its message saying
+        which files landed before it and which did not."""
         total = len(ops)
         if progress is not None:
             progress(0, total)
+        left = {op.file: 0 for op in ops}
+        for op in ops:
+            left[op.file] += 1
+        landed: list[str] = []
         done = 0
-        for start in range(0, total, IMPORT_CHUNK_OPS):
+        for chunk in _chunks(ops):
             plan = WritePlan()
-            for op in ops[start : start + IMPORT_CHUNK_OPS]:
-                op(plan)
-            plan.apply(self._ctx.store)
-            done = min(total, start + IMPORT_CHUNK_OPS)
+            for op in chunk:
+                op.stage(plan)
+            try:
+                plan.apply(self._ctx.store)
+            except AcmiError as exc:
+                _incomplete(exc, landed, [f for f, n in left.items() if n], done, total)
+                raise
+            done += len(chunk)
+            for op in chunk:
+                left[op.file] -= 1
+                if not left[op.file]:
+                    landed.append(op.file)
             if progress is not None:
                 progress(done, total)
-        return total
+        return landed
 
     def migrate(
         self,
@@ -288,3 +377,51 @@ class MemoryTransfer(MemoryCommands):
     ) -> dict[str, Any]:
         """``/memory-migrate``: the seed's tree under ``root`` imported into ACMI."""
         return self.import_snapshot(entity, read_tree(root), progress=progress, strict=strict)
+
+
+def _chunks(ops: list[_Op]) -> list[list[_Op]]:
+    """Consecutive ops, at most IMPORT_CHUNK_OPS and IMPORT_CHUNK_BYTES of work a chunk (an
+    op over the budget alone); a chunk ends at a file's end when the next file would not
+    fit whole, so a file lands in one script where it can."""
+    costs = [_cost(op) for op in ops]
+    chunks: list[list[_Op]] = []
+    chunk: list[_Op] = []
+    size = 0
+    for n, (op, cost) in enumerate(zip(ops, costs, strict=True)):
+        starts_file = n == 0 or ops[n - 1].file != op.file
+        file_cost = cost
+        if starts_file:  # the whole file's cost, to keep it in one chunk where it fits
+            m = n + 1
+            while m < len(ops) and ops[m].file == op.file:
+                file_cost += costs[m]
+                m += 1
+        over = len(chunk) >= IMPORT_CHUNK_OPS or size + cost > IMPORT_CHUNK_BYTES
+        if chunk and (over or (starts_file and size + file_cost > IMPORT_CHUNK_BYTES)):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(op)
+        size += cost
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _names(files: list[str]) -> str:
+    shown = ", ".join(files[:MAX_NAMED_FILES])
+    more = len(files) - MAX_NAMED_FILES
+    return (shown + (f" and {more} more" if more > 0 else "")) or "none"
+
+
+def _incomplete(
+    exc: AcmiError, landed: list[str], pending: list[str], done: int, total: int
+) -> None:
+    """What an import that failed part-way committed, said in its error (which keeps its
+    class, so its status): the files that landed whole, those not (or not wholly)
+    written; a retry writes only what still differs."""
+    note = (
+        f" (import incomplete: {done} of {total} writes committed; files written: "
+        f"{_names(landed)}; not written: {_names(pending)}; retrying the import writes only "
+        "what still differs)"
+    )
+    exc.message += note
+    exc.args = (exc.message, *exc.args[1:])

@@ -87,11 +87,11 @@ class MemoryUpkeep(MemoryCommands):
         local = local_time(now, tz)
         today = local.date()
         cutoff = today - dt.timedelta(days=days)
-        updated = first_date(str(state.signals.get(HOT + "updated", "")))
+        updated = first_date(str(state.memory.get(HOT + "updated", "")))
         moved: list[dict[str, str]] = []
         new: dict[str, Any] = {}
         for key in ("in_progress", "waiting_on", "decisions_today"):
-            value = state.signals.get(HOT + key)
+            value = state.memory.get(HOT + key)
             if not isinstance(value, list):
                 continue
             keep = []
@@ -147,9 +147,9 @@ class MemoryUpkeep(MemoryCommands):
         )
         plan = WritePlan()
         moved, new = self._prune_plan(state, now, days, plan)
-        edit = object_edits(state.signals, new)
+        edit = object_edits(state.memory, new)
         if edit:
-            self._edit(state.entity, "signals", edit)(plan)
+            self._memory_edit(state.entity, edit)(plan)
         if len(plan):
             plan.apply(self._ctx.store)
         return {"entity": str(state.entity), "moved": moved, "written": bool(len(plan))}
@@ -167,7 +167,7 @@ class MemoryUpkeep(MemoryCommands):
         tz = state.tz
         today = local_time(now, tz).date()
         first = today - dt.timedelta(days=REVIEW_DAYS - 1)
-        lessons = state.profile.get(WARM + "lessons")
+        lessons = state.memory.get(WARM + "lessons")
         promoted = _promotions(state, lessons, first, today)
         plan = WritePlan()
         profile_edit: list[tuple[Any, str, str]] = []
@@ -176,19 +176,19 @@ class MemoryUpkeep(MemoryCommands):
             value = lessons
             for bullet in promoted:
                 value = append_item(value, bullet)
-            new_profile = {**state.profile, WARM + "lessons": value}
+            new_profile = {**state.memory, WARM + "lessons": value}
             memory_file = from_profile(new_profile)
             assert memory_file is not None
             report = check("warm", memory_file.render(), "MEMORY.md")
             if not report.ok:
                 raise MemoryOverBudget(report, "warm.lessons")
             warm_lines = report.lines
-            profile_edit = object_edits(state.profile, {WARM + "lessons": value})
+            profile_edit = object_edits(state.memory, {WARM + "lessons": value})
         else:
-            memory_file = from_profile(state.profile)
+            memory_file = from_profile(state.memory)
             warm_lines = None if memory_file is None else count_lines(memory_file.render())
         moved, signals_new = self._prune_plan(state, now, DEFAULT_PRUNE_DAYS, plan)
-        heartbeat = heartbeat_from_signals(state.signals)
+        heartbeat = heartbeat_from_signals(state.memory)
         schedule = dict((heartbeat.data if heartbeat else {}).get("next_scheduled") or {})
         schedule["weekly_review"] = (today + dt.timedelta(days=REVIEW_DAYS)).isoformat()
         schedule.setdefault("monthly_audit", next_month(today).isoformat())
@@ -198,10 +198,10 @@ class MemoryUpkeep(MemoryCommands):
         if warm_lines is not None:
             signals_new[HEARTBEAT + "memory_md_lines"] = warm_lines
         if profile_edit:
-            self._edit(state.entity, "profile", profile_edit)(plan)
-        signals_edit = object_edits(state.signals, signals_new)
+            self._memory_edit(state.entity, profile_edit)(plan)
+        signals_edit = object_edits(state.memory, signals_new)
         if signals_edit:
-            self._edit(state.entity, "signals", signals_edit)(plan)
+            self._memory_edit(state.entity, signals_edit)(plan)
         if len(plan):
             plan.apply(self._ctx.store)
         return {

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
+from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_WARM
 from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.memory.budgets import BudgetReport, check
 from acmi_core.memory.daily import entry_event
@@ -123,7 +124,7 @@ class MemoryWrites(MemoryCommands):
         edit = [(m, k, v) for m, k, v in object_edits({}, to_signals(active))]
         edit += [("del", k, "null") for k in sorted(HOT_KEYS - {k for _, k, _ in edit})]
         plan = WritePlan()
-        self._edit(eid, "signals", edit)(plan)
+        self._memory_edit(eid, edit)(plan)
         plan.apply(self._ctx.store)
         return {"entity": str(eid), "path": "ACTIVE-CONTEXT.md", "budget": report.to_dict()}
 
@@ -163,7 +164,7 @@ class MemoryWrites(MemoryCommands):
         return self._remember_topic(eid, key, line, topic, now)
 
     def _remember_hot(self, eid: EntityId, key: str, line: str, now: int) -> dict[str, Any]:
-        signals = self._signals.all(eid)
+        signals = self._memory_fields(eid)
         local = local_time(now, signals_zone(signals))
         current = signals.get(HOT + key)
         value: Any
@@ -182,12 +183,12 @@ class MemoryWrites(MemoryCommands):
         if not report.ok:
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
-        self._edit(eid, "signals", object_edits(signals, new))(plan)
+        self._memory_edit(eid, object_edits(signals, new))(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "hot", key, report)
 
     def _remember_warm(self, eid: EntityId, key: str, line: str) -> dict[str, Any]:
-        profile = self._profile.get(eid) or {}
+        profile = self._memory_fields(eid)
         new = {WARM + key: append_item(profile.get(WARM + key), line)}
         memory = from_profile({**profile, **new})
         assert memory is not None
@@ -195,7 +196,7 @@ class MemoryWrites(MemoryCommands):
         if not report.ok:
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
-        self._edit(eid, "profile", object_edits(profile, new))(plan)
+        self._memory_edit(eid, object_edits(profile, new))(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "warm", key, report)
 
@@ -206,13 +207,10 @@ class MemoryWrites(MemoryCommands):
             raise AcmiValidationError("topic", "required", "the topic's slug is required")
         slug = _topic_slug(topic)
         tid = topic_entity(slug)
-        replies = self._ctx.store.pipeline(
-            [("GET", self._keys.profile(tid)), ("GET", self._keys.signals(eid))]
-        )
+        beat = self._keys.slot(eid, MEMORY_HEARTBEAT)
+        replies = self._ctx.store.pipeline([("GET", self._keys.profile(tid)), ("GET", beat)])
         profile = stored_object(pipeline_reply(replies[0], "topic"), self._keys.profile(tid))
-        tz = signals_zone(
-            stored_object(pipeline_reply(replies[1], "signals"), self._keys.signals(eid))
-        )
+        tz = signals_zone(stored_object(pipeline_reply(replies[1], beat), beat))
         if not any(k in TOPIC_KEYS for k in profile):
             raise NotFound(
                 f"topic: {tid} does not exist; create it with topic-create",
@@ -274,18 +272,13 @@ class MemoryWrites(MemoryCommands):
         title = _one_line(self._ctx.guard(name, "name"), "name", 200)
         tid = topic_entity(slug)
         now = self._now(now_ms)
+        warm, beat = self._keys.slot(eid, MEMORY_WARM), self._keys.slot(eid, MEMORY_HEARTBEAT)
         replies = self._ctx.store.pipeline(
-            [
-                ("GET", self._keys.profile(eid)),
-                ("GET", self._keys.profile(tid)),
-                ("GET", self._keys.signals(eid)),
-            ]
+            [("GET", warm), ("GET", self._keys.profile(tid)), ("GET", beat)]
         )
-        profile = stored_object(pipeline_reply(replies[0], "profile"), self._keys.profile(eid))
+        profile = stored_object(pipeline_reply(replies[0], warm), warm)
         existing = stored_object(pipeline_reply(replies[1], "topic"), self._keys.profile(tid))
-        tz = signals_zone(
-            stored_object(pipeline_reply(replies[2], "signals"), self._keys.signals(eid))
-        )
+        tz = signals_zone(stored_object(pipeline_reply(replies[2], beat), beat))
         links = profile.get(TOPIC_LINKS)
         links = [x for x in links if isinstance(x, str)] if isinstance(links, list) else []
         exists = any(k in TOPIC_KEYS for k in existing)
@@ -298,7 +291,7 @@ class MemoryWrites(MemoryCommands):
             topic_file = new_topic(slug, title, local_time(now, tz).date())
             self._edit(tid, "profile", object_edits({}, topic_to_profile(topic_file)))(plan)
         new_links = sorted({*links, str(tid)})
-        self._edit(eid, "profile", [("set", TOPIC_LINKS, dumps(new_links))])(plan)
+        self._memory_edit(eid, [("set", TOPIC_LINKS, dumps(new_links))])(plan)
         plan.apply(self._ctx.store)
         assert topic_file is not None
         return {

@@ -4,7 +4,10 @@ A deployment of the reference TypeScript ACMI leaves data our reads cannot see o
 entities its SDK wrote without an ``acmi:<cat>:list`` entry (so ``acmi.list`` misses
 them), legacy timeline members, ids outside our grammar, non-object profiles, keys of
 the wrong Redis type, and its MCP server v2.0 layout ``acmi:<tenant>:<ns>:<id>:<slot>``
-that nothing else reads.
+that nothing else reads. And agent memory where an older ACMI kept it: ``hot.*`` and
+``heartbeat.*`` (the hygiene job's bookkeeping included) in the signals, ``warm.*`` in the
+profile, where any replace of those objects erases it; ``acmi migrate`` moves it into
+the memory's own slots (``memory:hot``, ``memory:heartbeat``, ``memory:warm``).
 
 ``Doctor`` walks the keyspace with SCAN (never KEYS: it would block Redis for the whole
 keyspace) and never writes. Memory stays bounded: one SCAN step of keys at a time, the
@@ -34,6 +37,7 @@ from acmi_core.base.keys import (
 from acmi_core.base.model import EntityId, check_category
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
+from acmi_core.memory.slots import memory_slot
 from acmi_core.ops.keyspace import (
     SLOT_TYPES,
     ParsedKey,
@@ -70,6 +74,9 @@ class Kind(StrEnum):
     WRONG_TYPE = "wrong_type"  # (d) a key of another Redis type than its slot's
     MCP_LAYOUT = "mcp_layout"  # (e) acmi:<tenant>:<ns>:<id>:<slot> (MCP server v2.0)
     NO_TENANT_ID = "no_tenant_id"  # a profile without tenant_id (looked for by migrate)
+    # memory fields (hot.*, heartbeat.*, warm.*) in the profile or signals, where a
+    # replace of the object erases them: migrate moves them into the memory slots
+    MEMORY_OLD_PLACE = "memory_old_place"
 
 
 # Kinds that make `acmi doctor` exit 1. NO_TENANT_ID is what the reference writes
@@ -312,8 +319,10 @@ class Doctor:
                     found.append(
                         Finding(Kind.NOT_OBJECT, info.text, problem, str(info.entity), info.tenant)
                     )
-                elif self.tenant_id_check:
-                    found.extend(self._tenant_id_finding(info, reply))
+                else:
+                    found.extend(self._memory_finding(info, reply))
+                    if self.tenant_id_check:
+                        found.extend(self._tenant_id_finding(info, reply))
             elif what == "zcard" and isinstance(reply, int) and reply > 0:
                 timelines.append((info, reply))
             elif what == "indexed" and reply == 0:
@@ -347,6 +356,24 @@ class Doctor:
             detail = f"holds a {actual}, expected a {expected}"
             found.append(Finding(Kind.WRONG_TYPE, info.text, detail, entity, info.tenant))
         return found
+
+    def _memory_finding(self, info: ParsedKey, reply: Reply | StoreCommandError) -> list[Finding]:
+        if not isinstance(reply, bytes) or b"." not in reply:
+            return []  # gone meanwhile; or no field name with a prefix at all
+        fields = [k for k in load_stored(reply) if memory_slot(k) is not None]
+        if not fields:
+            return []
+        prefixes = sorted({k.split(".", 1)[0] + ".*" for k in fields})
+        slots = sorted({str(memory_slot(k)) for k in fields})
+        detail = (
+            f"{len(fields)} memory fields ({', '.join(prefixes)}) in the {info.slot}, where a "
+            f"replace erases them: `acmi migrate` moves them into {', '.join(slots)}"
+        )
+        return [
+            Finding(
+                Kind.MEMORY_OLD_PLACE, info.text, detail, str(info.entity), info.tenant, parsed=info
+            )
+        ]
 
     def _tenant_id_finding(
         self, info: ParsedKey, reply: Reply | StoreCommandError

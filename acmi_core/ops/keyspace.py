@@ -42,6 +42,9 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.MEMORY_ARCHIVE: "hash",
     keys.MEMORY_HANDOFF: "string",
     keys.MEMORY_STAMPS: "zset",
+    keys.MEMORY_HOT: "string",
+    keys.MEMORY_WARM: "string",
+    keys.MEMORY_HEARTBEAT: "string",
 }
 # Longest first: "rollup:latest" must win over any shorter suffix.
 _SLOTS_BY_LENGTH: Final = sorted(ALL_SLOTS, key=len, reverse=True)

@@ -5,6 +5,14 @@ script): missing index entries, copies of MCP-layout keys into the SPEC layout (
 over an existing key: a differing destination is a conflict, left alone), and, when
 asked, a ``tenant_id`` on default-tenant profiles without one. Every repair is
 idempotent: a second run finds nothing to do.
+
+Memory in the old places (``hot.*``/``heartbeat.*`` signals, ``warm.*`` profile fields) is
+moved into the memory slots, an entity at a time in one script that is a check-and-set:
+it applies only if the signals and profile still hold exactly what was read (else it
+re-reads, ``MOVE_ATTEMPTS`` times), so a concurrent write is never lost. A field the
+memory slot already holds keeps the slot's value (written since the upgrade: newer). The
+entity joins the memory index (the hygiene job's) unless all it had was the hygiene job's
+own bookkeeping (a webhook entity the old job visited).
 """
 
 from __future__ import annotations
@@ -15,10 +23,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, TextIO
 
-from acmi_core.base.keys import Slot
+from acmi_core.base.errors import Conflict, StoreCommandError
+from acmi_core.base.keys import Keys, Slot
 from acmi_core.base.model import EntityId, check_tenant, dumps
-from acmi_core.base.stored import load_stored
+from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
+from acmi_core.memory.slots import HEARTBEAT, HYGIENE_KEYS, memory_slot
 from acmi_core.ops.doctor import (
     Doctor,
     Finding,
@@ -36,12 +46,14 @@ class Action(StrEnum):
     INDEX_ADD = "index_add"
     COPY = "copy"
     TENANT_ID_SET = "tenant_id_set"
+    MEMORY_MOVE = "memory_move"  # memory fields moved into the memory's own slots
     CONFLICT = "conflict"  # a differing destination exists: nothing written
     NOT_COPIED = "not_copied"  # too large, not UTF-8, or another type: nothing written
 
 
 # What migrate cannot repair: reported, and `acmi migrate` exits 1.
 UNREPAIRED: Final = frozenset({Action.CONFLICT, Action.NOT_COPIED})
+MOVE_ATTEMPTS: Final = 5  # re-reads of an entity whose profile or signals kept changing
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,7 @@ class Migrate:
         progress: Progress = no_progress,
     ) -> None:
         self.store = acmi.store
+        self.clock = acmi.clock
         self.dry_run = dry_run
         self.tenant_id = None if tenant_id is None else check_tenant(tenant_id, "--tenant-id")
         self.doctor = Doctor(
@@ -95,12 +108,15 @@ class Migrate:
         for batch in self.doctor.batches():
             plans: dict[tuple[str, EntityId], _EntityPlan] = {}
             unrepaired: list[Step] = []
+            moves: dict[tuple[str, EntityId], None] = {}
             for finding in batch:
                 info = finding.parsed
                 if info is None or info.entity is None:
                     continue  # reported by doctor only: nothing to repair
                 if finding.kind is Kind.INDEX_MISSING:
                     self._index(plans, info.tenant, info.entity, announce=True)
+                elif finding.kind is Kind.MEMORY_OLD_PLACE:
+                    moves[(info.tenant, info.entity)] = None
                 elif finding.kind is Kind.NO_TENANT_ID:
                     self._fill_tenant_id(plans, info)
                 elif finding.kind is Kind.MCP_LAYOUT and finding.copy is not None:
@@ -112,6 +128,59 @@ class Migrate:
                 if not self.dry_run:
                     entity_plan.plan.apply(self.store)
                 yield from entity_plan.steps
+            for tenant, entity in moves:
+                yield from self._move_memory(self.doctor.keys_for(tenant), entity)
+
+    def _move_memory(self, keys: Keys, entity: EntityId) -> list[Step]:
+        """The entity's memory fields out of its signals and profile into the memory
+        slots: one check-and-set script (module docstring)."""
+        for _ in range(MOVE_ATTEMPTS):
+            plan, steps = self._memory_plan(keys, entity)
+            if self.dry_run or not len(plan):
+                return steps
+            try:
+                plan.apply(self.store)
+            except Conflict:
+                continue  # written meanwhile: read again
+            return steps
+        detail = f"changed during {MOVE_ATTEMPTS} attempts: run migrate again"
+        return [Step(Action.NOT_COPIED, keys.signals(entity), detail, str(entity))]
+
+    def _memory_plan(self, keys: Keys, entity: EntityId) -> tuple[WritePlan, list[Step]]:
+        sources = (keys.signals(entity), keys.profile(entity))
+        replies = self.store.pipeline([("GET", key) for key in sources])
+        plan, steps = WritePlan(), []
+        moved: dict[str, list[tuple[FieldMode, str, str]]] = {}
+        indexed = False
+        for key, reply in zip(sources, replies, strict=True):
+            if isinstance(reply, StoreCommandError) or not isinstance(reply, bytes):
+                continue  # gone, or another type: doctor reports it
+            try:
+                value = load_stored(reply)
+            except Unreadable:
+                continue
+            if not isinstance(value, dict):
+                continue
+            fields = {k: v for k, v in value.items() if memory_slot(k) is not None}
+            if not fields:
+                continue
+            plan.expect(key, reply)
+            plan.edit_object(key, [("del", k, "null") for k in fields], field=key)
+            for name, field_value in fields.items():
+                slot = memory_slot(name)
+                assert slot is not None
+                # setnx: what the slot holds was written since the upgrade, so is newer
+                moved.setdefault(slot, []).append(("setnx", name, dumps(field_value, name)))
+                own = name.startswith(HEARTBEAT) and name[len(HEARTBEAT) :] in HYGIENE_KEYS
+                indexed = indexed or not own
+            names = ", ".join(sorted(fields))
+            steps.append(Step(Action.MEMORY_MOVE, key, names[:400], str(entity)))
+        for slot, edits in moved.items():
+            plan.edit_object(keys.slot(entity, slot), edits, field=slot)
+        if indexed:
+            # now, past the hygiene job's watermark; NX: a newer write's time stays
+            plan.zadd(keys.memory_index(), self.clock(), str(entity))
+        return plan, steps
 
     def _index(
         self,

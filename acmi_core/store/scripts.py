@@ -511,6 +511,9 @@ BOOTSTRAP: Final = ScriptProtocol(
             "archive",
             "topic",
             "stamps",
+            "memory_hot",
+            "memory_warm",
+            "memory_heartbeat",
         ),
         (
             "now",
@@ -563,6 +566,9 @@ BOOTSTRAP: Final = ScriptProtocol(
             "taken",
             "topic",
             "archive",
+            "hot",
+            "warm",
+            "heartbeat",
         ),
     ),
 )

@@ -18,6 +18,7 @@ from typing import Final, Literal
 
 from acmi_core.base.errors import (
     AcmiError,
+    Conflict,
     CorruptData,
     PayloadTooLarge,
     PlanError,
@@ -37,6 +38,11 @@ def _corrupt(detail: str) -> AcmiError:
     return CorruptData(detail, field=detail.split(" ", 1)[0])  # the detail starts with the key
 
 
+def _changed(detail: str) -> AcmiError:
+    key = detail.split(" ", 1)[0]
+    return Conflict(f"{key}: changed since it was read; nothing was written", field=key)
+
+
 def _too_large(detail: str) -> AcmiError:
     key, _, what = detail.partition(": ")
     return PayloadTooLarge(key, "max_object_bytes", what)
@@ -47,6 +53,7 @@ SCRIPT_ERRORS: Final[dict[str, Callable[[str], AcmiError]]] = {
     "ACMI_WRONGTYPE": _corrupt,  # a key holds another Redis type than its op needs
     "ACMI_CORRUPT": _corrupt,  # an object key holds text that is not a JSON object
     "ACMI_TOOLARGE": _too_large,  # an object edit, or its object, over MAX_OBJECT_BYTES (413)
+    "ACMI_CHANGED": _changed,  # a SAME key changed since its caller read it (check-and-set)
     "ACMI_BADOP": PlanError,  # unknown op, key index out of range, bad argument: a bug here
 }
 
@@ -179,6 +186,17 @@ class WritePlan:
         """Make the whole plan idempotent: it applies only if ``key`` does not exist,
         and then stores ``value`` there for ``ttl_ms``. Otherwise :class:`Replayed`."""
         return self._op("ONCE", key, ttl_ms, value)
+
+    def expect(self, key: str, text: bytes | None) -> int:
+        """Check-and-set: the plan applies only if the STRING ``key`` still holds ``text``
+        (None: is still absent) when the script runs; else :class:`Conflict`, nothing
+        written. For a write computed from what was read outside the script."""
+        if text is None:
+            return self._op("SAME", key, "0", "")
+        try:  # as text where it is (a REST transport carries text)
+            return self._op("SAME", key, "1", text.decode("utf-8"))
+        except UnicodeDecodeError:
+            return self._op("SAME", key, "1", text)
 
     def edit_object(
         self, key: str, fields: list[tuple[FieldMode, str, str]], *, field: str | None = None

@@ -217,7 +217,7 @@ def test_every_memory_command_is_a_tool(mcp: McpClient, acmi: Acmi) -> None:
     assert day == acmi.memory.daily_summary(entity, "2026-01-05")
     topic = mcp.ok("memory_topic_create", {"entity": entity, "slug": "pricing", "name": "Pricing"})
     assert topic == {**topic, "entity": entity}
-    assert "pricing" in str(acmi.profile.get(entity))
+    assert "topic:pricing" in acmi.memory.load(entity, events=False).memory["warm.topics"]
     assert mcp.ok("memory_debug", {"entity": entity}) == acmi.memory.debug(entity)
     hot = "# ACTIVE-CONTEXT.md\n\n## Current Focus\n- ship the parser\n"
     assert mcp.ok("memory_active", {"entity": entity, "text": hot})["text"] == hot

@@ -16,7 +16,7 @@ import pytest
 
 from acmi_core import Acmi
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.keys import MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.keys import MEMORY_HANDOFF, MEMORY_HOT, MEMORY_STAMPS, MEMORY_WARM
 from acmi_core.base.model import EntityId
 from acmi_core.bootstrap.budget import CAPS, TRIM_ORDER
 from acmi_core.bootstrap.bundle import TITLES
@@ -24,6 +24,7 @@ from acmi_core.memory import read_tree, render_tree
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.tree import parse_tree
 from acmi_core.store.counting import CountingStore
+from acmi_core.store.writes import WritePlan
 from acmi_core.testing.fleet import build_agent
 from tests.kit import FakeClock, RouteClient, assert_error
 
@@ -90,9 +91,9 @@ def test_main_loads_levels_one_and_two_in_the_seeds_shapes(
     }
     assert PRIVATE in sections["warm"]["text"]  # main sessions load MEMORY.md
     # identity and state without the memory fields (each shown once, as its file)
-    assert not any(k.startswith("warm.") for k in sections["profile"])
-    assert not any(k.startswith("hot.") for k in sections["signals"])
-    assert sections["signals"]["heartbeat.timezone"] == "Europe/Berlin"
+    assert not any(k.startswith("warm.") for k in sections["profile"] or {})
+    assert not sections["signals"]  # memory has slots of its own, heartbeat-state too
+    assert data["memory"]["timezone"] == "Europe/Berlin"
     # level 3 is labelled, not loaded; older days stay out of the timeline too
     assert sections["yesterday"] is None and sections["topic"] is None
     assert sections["topics"] == [] and sections["archive"] == []
@@ -386,10 +387,10 @@ def test_unreadable_memory_is_a_problem_not_an_error(
     acmi, store, _ = atlas
     eid = EntityId.parse(AGENT)
     store.execute(("HSET", acmi.keys.slot(eid, MEMORY_HANDOFF), "not", "a string"))
-    acmi.signals.update(eid, {"hot.in_progress": {"not": "a section"}})
+    set_hot(acmi, {"hot.in_progress": {"not": "a section"}})
     bundle = acmi.bootstrap(AGENT, spawn=SPAWN)
     assert bundle.section("hot").value is None and bundle.section("handoff").value is None
-    assert any(p.startswith("signals hot.*") for p in bundle.problems)
+    assert any(p.startswith("memory:hot hot.*") for p in bundle.problems)
     assert any("memory:handoff: WRONGTYPE" in p for p in bundle.problems)
     assert bundle.section("warm").value is not None  # the rest still reads
     assert store.execute(("TYPE", acmi.keys.slot(eid, MEMORY_HANDOFF))) == b"hash"  # untouched
@@ -437,6 +438,14 @@ def test_without_a_zone_the_days_are_utc_days(acmi: Acmi) -> None:
     assert bundle.section("yesterday").value["text"] == _file("memory/2026-02-02.md")
 
 
+def set_hot(acmi: Acmi, fields: dict[str, Any]) -> None:
+    """Hot-layer fields written as another client would: straight into the slot."""
+    plan = WritePlan()
+    edit = [("set", k, json.dumps(v)) for k, v in fields.items()]
+    plan.edit_object(acmi.keys.slot(EntityId.parse(AGENT), MEMORY_HOT), edit)  # type: ignore[arg-type]
+    plan.apply(acmi.store)
+
+
 def _stamps(acmi: Acmi) -> list[float]:
     reply = acmi.store.execute(
         ("ZRANGE", acmi.keys.slot(EntityId.parse(AGENT), MEMORY_STAMPS), 0, -1)
@@ -463,7 +472,7 @@ def test_every_writer_of_daily_lines_keeps_their_stamps_in_the_same_write(
     assert store.requests == 2  # the day read, then one write: event and stamp together
     assert later - later % 60_000 in _stamps(acmi)
     # prune moves a done task to today's note: its line is stamped too
-    view.signals.update(AGENT, {"hot.in_progress": [{"task": "Ship the pack", "done": True}]})
+    set_hot(view, {"hot.in_progress": [{"task": "Ship the pack", "done": True}]})
     assert MemoryAPI(view.context).prune(AGENT, now_ms=later + 3_600_000)["moved"]
     assert _stamps(acmi) == _daily_ts(acmi)
     bundle = view.bootstrap(AGENT)
@@ -519,8 +528,12 @@ def test_a_memory_key_spelt_with_escapes_is_still_memory(acmi: Acmi, raw: Any) -
         acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW)
     )
     eid = EntityId.parse(AGENT)
-    raw.set(view.keys.signals(eid), '{"status":"ok","\\u0068ot.current_priority":"Ship it"}')
-    raw.set(view.keys.profile(eid), '{"name":"atlas","\\u0077arm.about_priya":"- Founder"}')
+    # memory in its slots, and a field left in the old places (before `acmi migrate`):
+    # the identity never shows the latter
+    raw.set(view.keys.signals(eid), '{"status":"ok","\\u0068ot.current_priority":"Old"}')
+    raw.set(view.keys.profile(eid), '{"name":"atlas","\\u0077arm.about_priya":"- Old"}')
+    raw.set(view.keys.slot(eid, MEMORY_HOT), '{"\\u0068ot.current_priority":"Ship it"}')
+    raw.set(view.keys.slot(eid, MEMORY_WARM), '{"\\u0077arm.about_priya":"- Founder"}')
     sections = view.bootstrap(AGENT).to_dict()["sections"]
     assert sections["signals"] == {"status": "ok"}
     assert "Ship it" in sections["hot"]["text"]

@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 
 from acmi_core import Acmi, AcmiValidationError
+from acmi_core.base.keys import MEMORY_HEARTBEAT
 from acmi_core.base.model import EntityId
-from acmi_core.base.stored import decode_event
+from acmi_core.base.stored import decode_event, load_object
 from acmi_core.jobs import hygiene as hy
 from acmi_core.jobs import quarterly
 from acmi_core.jobs import quarters as dates
 from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.memory.layers import Quarter
+from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.slots import archive_from_document
 from tests.kit import START, FakeClock, fresh_tenant
 
@@ -89,8 +91,11 @@ def dest(sink: DictSink) -> archive_sink.Destination:
     return archive_sink.Destination(sink, "archive", "mem://bucket/archive")
 
 
-def fill(acmi: Acmi, n: int = 120, entity: str = ENTITY, days: int = 100) -> list[bytes]:
-    """``n`` events spread over the last ``days`` days (two quarters and more); the
+def fill(
+    acmi: Acmi, n: int = 120, entity: str = ENTITY, days: int = 100, *, memory: bool = True
+) -> list[bytes]:
+    """``n`` events spread over the last ``days`` days (two quarters and more), and (with
+    ``memory``) a hot-layer line, which is what makes the job visit the entity; the
     stored members."""
     events = [
         {
@@ -105,7 +110,18 @@ def fill(acmi: Acmi, n: int = 120, entity: str = ENTITY, days: int = 100) -> lis
     ]
     for start in range(0, n, 50):
         acmi.timeline.extend(entity, events[start : start + 50])
+    if memory:
+        MemoryAPI(acmi.context).remember(entity, "archive the old quarters", layer="hot")
     return members(acmi, entity)
+
+
+def heartbeat(acmi: Acmi, entity: str = ENTITY) -> dict[str, Any]:
+    """The entity's heartbeat-state as the job keeps it (its memory:heartbeat slot)."""
+    key = acmi.keys.slot(EntityId.parse(entity), MEMORY_HEARTBEAT)
+    return {
+        k.removeprefix("heartbeat."): v
+        for k, v in (load_object(acmi.store.execute(("GET", key))) or {}).items()
+    }
 
 
 def members(acmi: Acmi, entity: str = ENTITY) -> list[bytes]:
@@ -352,11 +368,8 @@ def test_the_job_reviews_audits_and_archives_what_is_due(tenant: Acmi, sink: Dic
     assert first["audited"] == 1 and first["archived_entities"] == 1
     assert first["reviewed"] + first["review_pending"] == 1
     assert first["events_trimmed"] == len(older(before))
-    beat = {
-        k.removeprefix("heartbeat."): v
-        for k, v in tenant.signals.all(ENTITY).items()
-        if k.startswith("heartbeat.")
-    }
+    beat = heartbeat(tenant)
+    assert tenant.signals.all(ENTITY) == {}  # the bookkeeping is the memory's own
     assert beat["last_archive"] == beat["last_audit"] == "2026-09-21"
     assert beat["next_scheduled"]["quarterly_archive"] == "2026-09-30"
     assert beat["next_scheduled"]["monthly_audit"] == "2026-10-01"
@@ -424,7 +437,7 @@ def test_a_deleted_entity_leaves_the_index(tenant: Acmi) -> None:
     tenant.clock.now += 8 * DAY  # type: ignore[attr-defined]
     result = job(tenant, "after", START + 8 * DAY, archive=None)  # its weekly review was due
     assert result["visited"] == 0
-    assert tenant.signals.all(ENTITY) == {} and members(tenant) == []
+    assert heartbeat(tenant) == {} and members(tenant) == []
     assert hy.entities_due(tenant, START + 400 * DAY) == []
 
 
@@ -438,7 +451,7 @@ def test_an_entity_another_tool_deleted_is_dropped_from_the_index(tenant: Acmi) 
     tenant.clock.now += 8 * DAY  # type: ignore[attr-defined]
     result = job(tenant, "after", START + 8 * DAY, archive=None)  # its weekly review is due
     assert result["dropped"] == 1 and result["visited"] == 0
-    assert tenant.signals.all(ENTITY) == {} and members(tenant) == []
+    assert heartbeat(tenant) == {} and members(tenant) == []
     assert hy.entities_due(tenant, START + 400 * DAY) == []
 
 
@@ -448,17 +461,14 @@ def test_idle_entities_cost_nothing(tenant: Acmi) -> None:
 
     def cost(idle: int) -> int:
         acmi = fresh_tenant(tenant, FakeClock(START + 60_000))
-        due, changed = acmi.keys.hygiene_due(), acmi.keys.changed()
+        due, changed = acmi.keys.hygiene_due(), acmi.keys.memory_index()
         for start in range(0, idle, 500):
             names = [f"deal:idle-{i}" for i in range(start, min(idle, start + 500))]
             acmi.store.execute(["ZADD", due, *[x for n in names for x in (START + 5 * DAY, n)]])
             acmi.store.execute(["ZADD", changed, *[x for n in names for x in (1, n)]])
         acmi.store.execute(("SET", acmi.keys.job_state("hygiene"), '{"watermark": 2}'))
         for i in range(3):
-            acmi.timeline.append(
-                f"deal:active-{i}",
-                {"source": "user:a", "kind": "note", "correlationId": "c", "summary": "x"},
-            )
+            MemoryAPI(acmi.context).remember(f"agent:active-{i}", "x", layer="warm")
         acmi.clock.now += 60_000  # type: ignore[attr-defined]
         result = job(acmi, "scale", START + 60_000, archive=None)
         assert result["visited"] == 3
@@ -512,11 +522,25 @@ def test_a_failing_review_never_blocks_the_archive(
     assert result["events_trimmed"] == len(older(before))
 
 
-def test_an_entity_without_memory_gets_no_audit_event(tenant: Acmi) -> None:
-    fill(tenant, 10, entity="deal:acme-42")
-    result = job(tenant, "plain", archive=None, tasks=["audit"])
-    assert result["audited"] == 1
-    assert not [e for e in tenant.timeline.read("deal:acme-42") if e.kind == "memory-audit"]
-    signals = tenant.signals.all("deal:acme-42")
-    assert signals["heartbeat.last_audit"] == "2026-09-21"
-    assert signals["heartbeat.memory_md_lines"] == 0
+def test_an_entity_without_memory_is_never_visited_nor_written(tenant: Acmi) -> None:
+    """Issue 21 item 1: a webhook entity (no memory, only timeline changes) is not
+    visited, so it gets no heartbeat.* signals, no memory slot and no audit event (today's
+    job visited every changed entity and wrote eight heartbeat.* signals into each)."""
+    before = fill(tenant, 10, entity="deal:acme-42", memory=False)
+    tenant.signals.set("inbox:sales", "unread", 3)
+    result = job(tenant, "plain", archive=None, force=True)
+    assert result["visited"] == 0 and result["audited"] == 0
+    assert tenant.signals.all("deal:acme-42") == {} and heartbeat(tenant, "deal:acme-42") == {}
+    assert tenant.signals.all("inbox:sales") == {"unread": 3}
+    assert members(tenant, "deal:acme-42") == before
+    assert hy.entities_due(tenant, "+inf") == []
+
+
+def test_an_entity_with_memory_keeps_its_bookkeeping_in_the_memory_slot(tenant: Acmi) -> None:
+    fill(tenant, 10, entity="agent:w")
+    tenant.signals.replace("agent:w", {"mood": "ok"})
+    result = job(tenant, "beat", archive=None, tasks=["audit"])
+    assert result["visited"] == 1 and result["audited"] == 1
+    beat = heartbeat(tenant, "agent:w")
+    assert beat["last_audit"] == "2026-09-21" and beat["memory_md_lines"] == 0
+    assert tenant.signals.all("agent:w") == {"mood": "ok"}

@@ -61,11 +61,15 @@ def test_import_export_round_trip_and_idempotent_reimport(
             OWNER, snapshot, progress=lambda d, t: progress.append((d, t))
         ),
     )
-    assert n == 4  # signals+profile+archives, topics, the days' events, one write script
+    # the memory slots + archives, topics, the days' events, then the writes: two
+    # scripts, the tree being more than one script's IMPORT_CHUNK_BYTES of work
+    assert n == 3 + 2
     assert result["events_added"] == 376 and result["topics_written"] == 4
     assert result["archives_written"] == 1
     assert [r["path"] for r in result["over_budget"]] == ["memory/2026-01-21.md"]  # reported
-    assert progress == [(0, result["writes"]), (result["writes"], result["writes"])]
+    assert progress[0] == (0, result["writes"]) and len(progress) == 3
+    assert progress[-1] == (result["writes"], result["writes"])
+    assert len(result["files_written"]) == result["files"]
 
     back, n = trips(store, lambda: memory.export_snapshot(OWNER))
     assert n == 3  # one pipeline, the topics, one timeline page
@@ -159,7 +163,7 @@ def test_remember_is_write_ahead_and_budgeted_on_every_layer(
     )
 
     # over budget: hot is 50 lines; nothing stored, the error names layer, limit, fix
-    before = acmi.signals.all(OWNER)
+    before = MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory
     with pytest.raises(MemoryOverBudget) as caught:
         for n in range(60):
             memory.remember(OWNER, f"task {n}", layer="hot")
@@ -167,7 +171,8 @@ def test_remember_is_write_ahead_and_budgeted_on_every_layer(
     assert error.field == "text" and error.rule == "memory_budget"
     assert "hot layer" in error.message and "50 lines / 2048 bytes" in error.message
     assert "Move items to daily notes" in error.message
-    after = acmi.signals.all(OWNER)
+    after = MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory
+    assert acmi.signals.all(OWNER) == {}  # memory has its own slots
     assert len(after["hot.in_progress"]) < 60 and after != before  # some fitted, the rest not
 
     with pytest.raises(AcmiValidationError) as bad:
@@ -201,7 +206,9 @@ def test_topic_create_links_and_refuses_twice(
     assert n == 2 and made["created"] and made["path"] == "memory/topics/vendor-x.md"
     assert made["text"].startswith("# Vendor X\n\nCreated: 2026-02-03\n")
     assert "| Date | Decision | Reasoning | Outcome |" in made["text"]
-    assert (acmi.profile.get(OWNER) or {})["warm.topics"] == ["topic:vendor-x"]
+    assert MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory[
+        "warm.topics"
+    ] == ["topic:vendor-x"]
     with pytest.raises(Conflict):
         memory.topic_create(OWNER, "vendor-x", "Vendor X")
     with pytest.raises(AcmiValidationError) as bad:
@@ -251,7 +258,7 @@ def test_review_promotes_once_and_prunes(imported: tuple[MemoryAPI, CountingStor
     assert len(review["moved"]) == 1
     memory_md = render_tree(memory.export_snapshot(OWNER))["MEMORY.md"].decode()
     assert "- 2026-01-29 — Slack DMs reach Hannah faster than email" in memory_md
-    signals = acmi.signals.all(OWNER)
+    signals = MemoryAPI(acmi.context).load(OWNER, events=False, topics=False).memory
     assert signals["heartbeat.last_memory_review"] == "2026-02-03"
     assert signals["heartbeat.next_scheduled"]["weekly_review"] == "2026-02-10"
     again, n = trips(store, lambda: memory.review(OWNER, NOW))

@@ -22,6 +22,10 @@
 --   ONCE k ttl_ms value          idempotency record: if k exists, nothing at all is
 --                                written and the script returns {'ACMI_REPLAY', stored};
 --                                otherwise k is SET to value with a TTL, with the rest
+--   SAME k present text          check-and-set: the plan applies only if the STRING k, as
+--                                the ops before left it, is absent (present '0') or holds
+--                                exactly text (present '1'); else ACMI_CHANGED, nothing
+--                                written (a caller that read k re-reads and retries)
 --   OBJ  k n {mode name literal value}*n
 --        edit top-level fields of a JSON object stored as a STRING; mode is
 --        set | setnx (only when absent: auto-fill never clobbers) | del;
@@ -45,6 +49,7 @@
 --   ACMI_CORRUPT <key> ...      an OBJ key holds text that is not a JSON object
 --   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over
 --                               MAX_OBJECT_BYTES
+--   ACMI_CHANGED <key> ...      a SAME key no longer holds what its caller read
 --   ACMI_BADOP op <i> <op>: ... the plan is malformed (unknown op, key index out of
 --   ACMI_BADOP plan: ...        range, missing or bad argument, miscounted ops): a
 --                               bug in the code that built it (writes.py maps each)
@@ -73,6 +78,7 @@ local OPS = {
   HSET = { type = 'hash', creates = true, argc = 2 },
   HDEL = { type = 'hash', argc = 1 },
   ONCE = { type = 'string', argc = 2 },
+  SAME = { type = 'string', argc = 2 },
   OBJ  = { type = 'string' },  -- 1 + 4 * n arguments
 }
 
@@ -581,6 +587,13 @@ local function plan_op(op, pos)
     local stored = value_of(ki)
     if stored then return nil, { 'ACMI_REPLAY', stored } end
     w = { 'SET', key, b, 'PX', a }
+  elseif code == 'SAME' then
+    local stored = value_of(ki)
+    if (a == '0' and stored) or (a ~= '0' and stored ~= b) then
+      return nil, redis.error_reply('ACMI_CHANGED ' .. key ..
+        ' changed since it was read; nothing was written')
+    end
+    w = { 'EXISTS', key }     -- a read: SAME writes nothing
   elseif code == 'ZADD' then
     if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
     w, result = { 'ZADD', key, 'NX', a, b }, nil

@@ -22,6 +22,9 @@
 --    none)
 --: KEYS[18] stamps: its daily-note stamps (ZSET score = member = the ts of a daily-note
 --    line; absent for an agent that never wrote memory, and in reference or foreign data)
+--: KEYS[19] memory_hot: its hot layer (STRING JSON, hot.*)
+--: KEYS[20] memory_warm: its warm layer (STRING JSON, warm.*)
+--: KEYS[21] memory_heartbeat: its heartbeat-state (STRING JSON, heartbeat.*)
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -49,7 +52,7 @@
 --: ARGV[25] archive_scanned: archive quarters examined
 --: ARGV[26] timeline_scanned: timeline events examined at most when daily-note events
 --    are skipped
---: ARGV[27] utc_from: the daily window in UTC (used when the signals name no
+--: ARGV[27] utc_from: the daily window in UTC (used when the heartbeat-state names no
 --    heartbeat.timezone)
 --: ARGV[28] utc_to
 --
@@ -93,6 +96,9 @@
 --: reply[18] taken: 0|1
 --: reply[19] topic
 --: reply[20] archive: [quarter, doc...]
+--: reply[21] hot: KEYS[19] as stored
+--: reply[22] warm: KEYS[20] as stored
+--: reply[23] heartbeat: KEYS[21] as stored
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
@@ -248,13 +254,20 @@ end
 --    read. A stamp whose lines went (trimmed, re-imported) reads nothing. A raw
 --    '"memory":"daily"' can only be a key and its value in compact JSON (in a string the
 --    quotes are escaped).
+-- ---- the memory layers' own slots (KEYS[19..21]): whole, as the profile and signals
+-- (each is a JSON object capped at MAX_OBJECT_BYTES by the writes)
+local memory_hot = read(false, 'GET', KEYS[19])
+local memory_warm = read(false, 'GET', KEYS[20])
+local memory_heartbeat = read(false, 'GET', KEYS[21])
+-- ---- end of the memory slots
+
 local m = {}
 for i = 18, 25 do m[i] = tonumber(ARGV[i]) end
 local daily = {}
 if m[20] > 0 and stamped > 0 then
   local from, to = ARGV[18], ARGV[19]
-  -- no zone in the signals: the days are UTC days, an exact window
-  if not (signals and string.find(signals, '"heartbeat.timezone"', 1, true)) then
+  -- no zone in the heartbeat-state: the days are UTC days, an exact window
+  if not (memory_heartbeat and string.find(memory_heartbeat, '"heartbeat.timezone"', 1, true)) then
     from, to = ARGV[27], ARGV[28]
   end
   local stamps = read({}, 'ZRANGE', KEYS[18], from, to, 'BYSCORE', 'LIMIT', 0, m[21],
@@ -317,4 +330,5 @@ end
 
 return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
   joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
-  joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive }
+  joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive,
+  memory_hot, memory_warm, memory_heartbeat }
