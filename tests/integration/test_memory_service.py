@@ -61,13 +61,14 @@ def test_import_export_round_trip_and_idempotent_reimport(
             OWNER, snapshot, progress=lambda d, t: progress.append((d, t))
         ),
     )
-    # the memory slots + archives, topics, the days' events, then the writes: two
-    # scripts, the tree being more than one script's IMPORT_CHUNK_BYTES of work
-    assert n == 3 + 2
+    # the memory slots + archives, topics, the days' events, then the writes: three
+    # scripts, the tree being more than two scripts' IMPORT_CHUNK_BYTES of work once a
+    # file is kept whole in one script
+    assert n == 3 + 3
     assert result["events_added"] == 376 and result["topics_written"] == 4
     assert result["archives_written"] == 1
     assert [r["path"] for r in result["over_budget"]] == ["memory/2026-01-21.md"]  # reported
-    assert progress[0] == (0, result["writes"]) and len(progress) == 3
+    assert progress[0] == (0, result["writes"]) and len(progress) == 4
     assert progress[-1] == (result["writes"], result["writes"])
     assert len(result["files_written"]) == result["files"]
 
