@@ -33,7 +33,7 @@ from redis.exceptions import ResponseError
 
 @dataclass(frozen=True)
 class _Fault:
-    kind: str  # "status" | "drop" | "hang" | "lose_reply" | "drip"
+    kind: str  # "status" | "drop" | "hang" | "lose_reply" | "drip" | "none" (answer it)
     status: int = 0
     retry_after: float | None = None
     seconds: float = 0.0  # a hang's length; a drip's pause before each byte
@@ -293,9 +293,11 @@ class UpstashDouble:
     def drop_next(self, n: int) -> None:
         self._queue(n, _Fault("drop"))
 
-    def lose_reply_next(self, n: int) -> None:
+    def lose_reply_next(self, n: int, *, after: int = 0) -> None:
         """Run the next n requests, then close the connection without answering (the
-        write happened but the client cannot know)."""
+        write happened but the client cannot know). ``after``: answer that many requests
+        first (the second step of a two-request operation)."""
+        self._queue(after, _Fault("none"))
         self._queue(n, _Fault("lose_reply"))
 
     def hang_next(self, n: int, seconds: float) -> None:
