@@ -204,7 +204,11 @@ class HitlAPI:
         """One run of hitl.lua: its reply's tag and slots (as Redis sent them)."""
         try:
             reply = scripts.HITL.eval(
-                self._ctx.store, keys, {**args, "prefix": self._keys.prefix}, script=HITL
+                self._ctx.store,
+                # one id per run: the transport's retries of this run carry the same one
+                {**keys, "replay": self._keys.request(scripts.new_request_id())},
+                {**args, "prefix": self._keys.prefix},
+                script=HITL,
             )
         except StoreCommandError as exc:
             error = script_error(exc)
