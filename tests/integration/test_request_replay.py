@@ -23,6 +23,8 @@ from acmi_core.base.errors import Conflict, NotFound
 from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import EntityId
 from acmi_core.base.settings import Settings
+from acmi_core.jobs import sink as archive_sink
+from acmi_core.jobs.archive import archive_now
 from acmi_core.store import scripts
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
@@ -311,3 +313,39 @@ def test_the_redis_store_makes_one_attempt_and_a_rerun_of_a_request_replays(
     plan.edit_object(acmi.keys.profile(EntityId.parse("user:r")), [("set", "a", "1")])
     assert plan.apply(resp) == [0, 0, b'{"a":1}']
     assert plan.apply(resp) == [0, 0, b'{"a":1}']  # not Replayed: its own first run
+
+
+# --- a plain command that is not idempotent: the archive lease's SET NX ---------------------
+
+
+class _Sink:
+    """An in-memory archive sink (the jobs' Sink protocol: get, put)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self.objects.get(key)
+
+    def put(self, key: str, body: bytes, *, sha256: str, count: int) -> None:
+        self.objects[key] = body
+
+
+def test_an_archive_whose_lease_reply_is_lost_still_archives(
+    up: Acmi, upstash_double: UpstashDouble, clock: FakeClock
+) -> None:
+    """Before: the lease's retried SET NX found the lease its first try took: Conflict
+    ("another archive holds the archive lease"), and the lease stranded for 5 minutes."""
+    day = 24 * 3600 * 1000
+    entity = f"agent:{_name('atlas')}"
+    events = [
+        {"ts": clock.now - i * day, "source": "user:m", "kind": "note", "correlationId": f"c{i}"}
+        for i in range(40)
+    ]
+    up.timeline.extend(entity, [{**e, "summary": "s"} for e in events])
+    sink = _Sink()
+    dest = archive_sink.Destination(sink, "acmi-archive", "mem://b/acmi-archive")
+    _lost_once(upstash_double)  # the lease, archive_now's first request
+    done = archive_now(up, entity, dest=dest)
+    assert done["trimmed"] == 9 and sink.objects  # days 31..39: older than 30 days
+    assert up.store.execute(("EXISTS", up.keys.hygiene_lease())) == 0  # released
