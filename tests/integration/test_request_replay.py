@@ -11,6 +11,7 @@ retries: one attempt per call) the same record is checked by running one request
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +25,9 @@ from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import EntityId
 from acmi_core.base.settings import Settings
 from acmi_core.jobs import sink as archive_sink
+from acmi_core.jobs import wake as wake_job
 from acmi_core.jobs.archive import archive_now
+from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.store import scripts
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
@@ -349,3 +352,23 @@ def test_an_archive_whose_lease_reply_is_lost_still_archives(
     done = archive_now(up, entity, dest=dest)
     assert done["trimmed"] == 9 and sink.objects  # days 31..39: older than 30 days
     assert up.store.execute(("EXISTS", up.keys.hygiene_lease())) == 0  # released
+
+
+# --- apply.lua in a job: the wake tick's claim of a slot -------------------------------------
+
+
+def test_a_wake_claim_whose_reply_is_lost_still_wakes_the_agent(
+    upstash_store: UpstashStore, upstash_double: UpstashDouble, clock: FakeClock
+) -> None:
+    """Before: the claim's retry met its own ONCE record as another execution's and the
+    tick reported the agent "already" woken: no spawn, no bundle delivered."""
+    clock.now -= clock.now % 3_600_000  # on the hour
+    fleet = Acmi(upstash_store, Settings(), clock=clock, tenant=_name("t"))
+    fleet.wake.set("claude", minute=15)
+    clock.now += 20 * 60_000  # 10:20: due since 10:15
+    upstash_double.lose_reply_matching("wake-claim")
+    done = run_job(
+        fleet, JobRun("wake", "e1", clock.now, {}), wake_job.run, clock=time.perf_counter
+    )
+    assert (done["woken"], done["already"]) == (1, 0)
+    assert [s["session_id"] for s in fleet.agents.spawns("claude")] == ["wake-e1"]
