@@ -41,6 +41,10 @@ request moves it (its closed member is re-rendered from the decoded item, with
 ``payload.resolution`` added). So a foreign item costs two requests; beyond the window it
 is a 404 saying so.
 
+A lost reply does not turn a resolve into a Conflict (or a create into created=False):
+each run carries a request id, and the transport's retry of it answers with the first
+run's reply (``scripts.REPLAY_TTL_MS``).
+
 Limits: topic 1-200 characters, request and resolution 1-4,000, correlationId
 ``[A-Za-z0-9_.:-]{1,128}``, urgency P0|P1|P2, deadline an integer ms (default now + 24 h),
 asker, addressee and resolver entity ids, page size 1-1,000. Time is the client's clock.

@@ -68,6 +68,10 @@ exact (one ``store/lua/work.lua`` run each) and the pages that read them are hel
 rules (``is_open``, the owner's entity id), so splitting writes from reads would put the
 two halves of that contract in different places.
 
+A lost reply does not turn a write into a Conflict: every plan of one write starts with
+the same RECORD op (a request id drawn once per call), so the transport's retry answers
+with the first run's results (``scripts.REPLAY_TTL_MS``).
+
 Known gap: items the reference wrote (no entry in the owners HASH) are listed by
 ``list()`` without an owner, but are in no owner's open index until ``assign`` names
 their owner.
