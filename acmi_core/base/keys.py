@@ -193,6 +193,13 @@ class Keys:
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
         return self.internal("jobrun", job, digest)
 
+    def request(self, request_id: str) -> str:
+        """STRING: the recorded reply of one request of a script that is not idempotent
+        (``store/lua/locks.lua``, ``hitl.lua``, ``work.lua``, a WritePlan's RECORD op),
+        written by its first run for ``scripts.REPLAY_TTL_MS``: the transport's retry of
+        that request (same id) answers with it instead of running again."""
+        return self.internal("req", request_id)
+
     def registry(self, name: str) -> str:
         """A registry document the reference's tools keep as a raw STRING (JSON), e.g.
         ``acmi:registry:agent-model-policy``: not an entity slot."""

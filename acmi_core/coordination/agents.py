@@ -70,6 +70,7 @@ from acmi_core.base.model import (
 )
 from acmi_core.base.stored import decode_object, scored
 from acmi_core.entities.api import ProfileAPI, TimelineAPI
+from acmi_core.store import scripts
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
@@ -500,7 +501,9 @@ class AgentAPI:
             tenant=self._keys.tenant,
         )
         record = dumps({"version": version + 1, "tier": tier, "ts": now})
-        plan = WritePlan()
+        # RECORD: a retry of this very run (a lost reply) answers with its results, not
+        # as the replay of its own ONCE record (which reads as another invite's)
+        plan = WritePlan(record=self._keys.request(scripts.new_request_id()))
         plan.once(self._keys.internal("invite", str(eid), f"v{version}"), INVITE_RACE_MS, record)
         plan.hset(self._keys.internal("invites"), str(eid), record)
         merged_at = plan.edit_object(self._keys.profile(eid), profile_edit, field="profile")

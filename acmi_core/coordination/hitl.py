@@ -41,6 +41,10 @@ request moves it (its closed member is re-rendered from the decoded item, with
 ``payload.resolution`` added). So a foreign item costs two requests; beyond the window it
 is a 404 saying so.
 
+A lost reply does not turn a resolve into a Conflict (or a create into created=False):
+each run carries a request id, and the transport's retry of it answers with the first
+run's reply (``scripts.REPLAY_TTL_MS``).
+
 Limits: topic 1-200 characters, request and resolution 1-4,000, correlationId
 ``[A-Za-z0-9_.:-]{1,128}``, urgency P0|P1|P2, deadline an integer ms (default now + 24 h),
 asker, addressee and resolver entity ids, page size 1-1,000. Time is the client's clock.
@@ -204,7 +208,11 @@ class HitlAPI:
         """One run of hitl.lua: its reply's tag and slots (as Redis sent them)."""
         try:
             reply = scripts.HITL.eval(
-                self._ctx.store, keys, {**args, "prefix": self._keys.prefix}, script=HITL
+                self._ctx.store,
+                # one id per run: the transport's retries of this run carry the same one
+                {**keys, "replay": self._keys.request(scripts.new_request_id())},
+                {**args, "prefix": self._keys.prefix},
+                script=HITL,
             )
         except StoreCommandError as exc:
             error = script_error(exc)

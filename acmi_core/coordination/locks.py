@@ -17,6 +17,11 @@ Time is the client's clock (``acmi.clock``), not Redis's: every client of one st
 expected to keep its clock in sync, and tests can move time. The owner token is returned
 only to the claimant; only its SHA-256 digest is stored.
 
+A lost reply does not turn an operation into a Conflict: each carries a request id,
+and a retry of it (the Upstash transport resends a request whose reply it lost) answers
+with the first run's reply, recorded in that run (``scripts.REPLAY_TTL_MS``), so a claim
+still returns its owner token and a release its lease.
+
 Limits: resource ``[A-Za-z0-9_.:-]{1,200}``, ttl_ms 1,000-86,400,000 (1 s-24 h),
 owner an entity id (an unknown agent is fine), owner token 1-128 characters.
 """
@@ -174,6 +179,8 @@ class LockAPI:
             "thread": self._keys.coordination_timeline(),
             "index": self._keys.index("thread"),
             "leases": self._keys.leases(),
+            # one id per call: the transport's retries of this run carry the same one
+            "replay": self._keys.request(scripts.new_request_id()),
         }
         try:
             reply = scripts.LOCKS.eval(

@@ -68,6 +68,10 @@ exact (one ``store/lua/work.lua`` run each) and the pages that read them are hel
 rules (``is_open``, the owner's entity id), so splitting writes from reads would put the
 two halves of that contract in different places.
 
+A lost reply does not turn a write into a Conflict: every plan of one write starts with
+the same RECORD op (a request id drawn once per call), so the transport's retry answers
+with the first run's results (``scripts.REPLAY_TTL_MS``).
+
 Known gap: items the reference wrote (no entry in the owners HASH) are listed by
 ``list()`` without an owner, but are in no owner's open index until ``assign`` names
 their owner.
@@ -288,6 +292,9 @@ class WorkAPI:
     def _run(self, op: str, eid: EntityId, mode: str, plans: list[WritePlan]) -> list[Reply]:
         keys = self._keys
         plan_keys, plan_args = _pack(plans)
+        replay = plan_keys[0]  # every plan records at it (its RECORD op, the first)
+        if any(plan.keys[:1] != (replay,) for plan in plans):
+            raise AssertionError("every work plan starts with the request's RECORD op")
         open_base = keys.internal("work-open", "")
         try:
             reply = scripts.WORK.eval(
@@ -296,7 +303,8 @@ class WorkAPI:
                     "profile": keys.profile(eid),
                     "signals": keys.signals(eid),
                     "owners": keys.work_owners(),
-                    "plan_keys": plan_keys,
+                    "replay": replay,
+                    "plan_keys": plan_keys[1:],
                 },
                 {
                     "op": op,
@@ -326,6 +334,11 @@ class WorkAPI:
         results = reply["results"]  # apply.lua's (no plan of a work write has a ONCE op)
         assert isinstance(results, list)
         return results
+
+    def _request(self) -> str:
+        """The record of one work write (its plans' RECORD op): a retry of it, the
+        transport's after a lost reply, answers with its first run's results."""
+        return self._keys.request(scripts.new_request_id())
 
     @staticmethod
     def _missing(eid: EntityId) -> NotFound:
@@ -373,7 +386,7 @@ class WorkAPI:
         profile_text = dumps(doc, "profile")
         now = self._ctx.clock()
 
-        plan = WritePlan()
+        plan = WritePlan(record=self._request())
         plan.set(self._keys.profile(eid), profile_text)
         plan.set(self._keys.signals(eid), dumps(signals))
         plan.sadd(self._keys.index(CATEGORY), eid.local_id)
@@ -422,9 +435,10 @@ class WorkAPI:
         now = self._ctx.clock()
         parsed = parse_event(data, now_ms=now, tenant=self._keys.tenant)
         member = parsed.to_json()
+        replay = self._request()  # one request: every plan records at it
 
         def build(bump: bool) -> WritePlan:
-            plan = WritePlan()
+            plan = WritePlan(record=replay)
             plan.zadd(self._keys.timeline(eid), parsed.ts, member)
             if session_id is not None:
                 plan.sadd(self._keys.slot(eid, SESSIONS), session_id)
@@ -455,9 +469,10 @@ class WorkAPI:
         if "status" in values:
             mode = "open" if is_open(check_status(values["status"], "signals.status")) else "close"
         now = self._ctx.clock()
+        replay = self._request()  # one request: every plan records at it
 
         def build(index: bool) -> WritePlan:
-            plan = WritePlan()
+            plan = WritePlan(record=replay)
             plan.edit_object(self._keys.signals(eid), fields, field="signals")
             plan.sadd(self._keys.index(CATEGORY), eid.local_id)
             if index and mode == "close":
@@ -467,7 +482,8 @@ class WorkAPI:
             return plan
 
         reply = self._run("signal", eid, mode, [build(False), build(True)])
-        merged = load_stored(reply[0]) if isinstance(reply[0], bytes) else None
+        # op 0 is the plan's RECORD, op 1 the signals edit
+        merged = load_stored(reply[1]) if isinstance(reply[1], bytes) else None
         return merged if isinstance(merged, dict) else {}
 
     def assign(self, id: str, owner: str) -> str:
@@ -479,9 +495,10 @@ class WorkAPI:
         new = owner_entity(owner)
         self._ctx.guard_ids((eid.local_id, "id"), (new, "owner"))
         now = self._ctx.clock()
+        replay = self._request()  # one request: every plan records at it
 
         def build(open: bool, previous: bool) -> WritePlan:
-            plan = WritePlan()
+            plan = WritePlan(record=replay)
             plan.edit_object(
                 self._keys.profile(eid), [("set", "owner", dumps(owner))], field="profile"
             )
@@ -504,9 +521,10 @@ class WorkAPI:
         HASH, the owner's open index), atomically. Prefer it to ``acmi.delete``, which
         leaves the work indexes behind. A missing item is a no-op. One round trip."""
         eid = work_entity(id)
+        replay = self._request()  # one request: every plan records at it
 
         def build(index: bool) -> WritePlan:
-            plan = WritePlan()
+            plan = WritePlan(record=replay)
             for key in self._keys.all_slots(eid):
                 plan.delete(key)
             plan.srem(self._keys.index(CATEGORY), eid.local_id)

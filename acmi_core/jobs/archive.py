@@ -87,7 +87,9 @@ def archive_now(
     if dest is not None:
         token = f"archive-now:{uuid.uuid4().hex}"
         lease = acmi.keys.hygiene_lease()
-        if acmi.store.execute(("SET", lease, token, "NX", "PX", LEASE_MS)) is None:
+        taken = acmi.store.execute(("SET", lease, token, "NX", "PX", LEASE_MS)) is not None
+        # a retry of our own SET whose reply was lost finds the lease holding our token
+        if not taken and acmi.store.execute(("GET", lease)) != token.encode():
             raise Conflict(
                 "another archive (the hygiene job or a manual run) holds the archive "
                 "lease: nothing archived, try again later",

@@ -55,6 +55,7 @@ from acmi_core.coordination.wake import (
     read_slot,
 )
 from acmi_core.jobs.deliver import DELIVERERS, DeliveryResult, webhook_target
+from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
@@ -147,7 +148,9 @@ def _claim(
 ) -> tuple[str, int, str]:
     """Step 1: ``(outcome, next due, session id)``; outcome woken | already | dropped."""
     session = f"wake-{run.execution_id}"[:256]
-    plan = WritePlan()
+    # RECORD: a retry of this claim (a lost reply) answers with its results, not as the
+    # replay of its own ONCE record (read as "already", the wake never delivered)
+    plan = WritePlan(record=acmi.keys.request(new_request_id()))
     plan.once(
         acmi.keys.internal("wake-claim", member, str(due_ms)),
         CLAIM_TTL_MS,

@@ -34,6 +34,7 @@ runs a script reads none of them. ``--: renew,release`` in a header: those two o
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -363,6 +364,24 @@ def single(keys: tuple[str, ...], args: tuple[str, ...], reply: ReplyShape) -> d
     return {"": Call(keys, args, reply)}
 
 
+# ---- replies recorded per request -------------------------------------------------------
+
+# A script that is not idempotent (locks, hitl, work; a WritePlan with a RECORD op) takes
+# the key of its request's record (keys.request of an id the client draws once per
+# logical call, so the transport's retries carry the same one). Its first run stores its
+# reply there, in the same run; a run that finds the record answers with it and writes
+# nothing. The record outlives any call's retries (they end within store_timeout_s) and
+# is not kept when the reply encodes to more than REPLAY_MAX_BYTES (then a retry runs
+# again). The scripts mirror both (tests/unit/test_request_replay.py holds them equal).
+REPLAY_TTL_MS: Final = 60_000
+REPLAY_MAX_BYTES: Final = 131_072
+
+
+def new_request_id() -> str:
+    """A request id: drawn once per logical call, reused by every retry of it."""
+    return uuid.uuid4().hex
+
+
 # ---- the declarations (each script's header names the same positions) -----------------
 
 # apply.lua's reply: one result per op, or the replay of an idempotency record
@@ -376,7 +395,7 @@ APPLY: Final = ScriptProtocol("apply", single(("plan_keys*",), ("op_count", "ops
 WORK: Final = ScriptProtocol(
     "work",
     single(
-        ("profile", "signals", "owners", "plan_keys*"),
+        ("profile", "signals", "owners", "replay", "plan_keys*"),
         ("op", "work_id", "open_base", "mode", "plan_count", "plans*"),
         APPLY_REPLY,
     ),
@@ -398,7 +417,7 @@ PAGE: Final = ScriptProtocol(
     ),
 )
 
-_LOCK_KEYS: Final = ("lease", "thread", "index", "leases")
+_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", "replay")
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
     "locks",
@@ -433,12 +452,12 @@ LOCKS: Final = ScriptProtocol(
     sources=("mentions", "locks"),  # the mentions index it keeps: mentions.lua
 )
 
-_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed")
+_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed", "replay")
 HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
-            ("items", "queue"),
+            ("items", "queue", "replay"),
             ("op", "cid", "deadline", "record_header", "member", "prefix"),
             {"OK": (), "EXISTS": ("record",)},
         ),

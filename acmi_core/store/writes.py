@@ -4,7 +4,9 @@ One script means one round trip, atomic, all-or-nothing (key types and stored JS
 checked before the first write), and no lost updates: read-modify-write of a JSON
 object happens inside Redis. Values are spliced as raw JSON text, never decoded in
 Lua, so they survive exactly. Every op is idempotent (SET, ZADD NX, SADD, field
-set), which is what makes a blind retry after a dropped connection safe.
+set), which is what makes a blind retry after a dropped connection safe; a plan whose
+retry is not (a ONCE record it would meet as its own replay) starts with a RECORD op,
+which answers a retry of the same request with the first run's results.
 
 A script blocks all of Redis while it runs, so an object edit is bounded: at most
 model.MAX_EDIT_FIELDS fields (checked here), and the edit, the object it edits and
@@ -96,11 +98,14 @@ class Replayed(Exception):
 
 
 class WritePlan:
-    def __init__(self) -> None:
+    def __init__(self, *, record: str | None = None) -> None:
+        """``record``: the key of the request's record, the plan's first op (:meth:`record`)."""
         self._keys: list[str] = []
         self._key_index: dict[str, int] = {}
         self._args: list[Arg] = []
         self._count = 0
+        if record is not None:
+            self.record(record)
 
     def __len__(self) -> int:
         return self._count
@@ -197,6 +202,16 @@ class WritePlan:
             return self._op("SAME", key, "1", text.decode("utf-8"))
         except UnicodeDecodeError:
             return self._op("SAME", key, "1", text)
+
+    def record(self, key: str) -> int:
+        """The plan's first op: record its results at ``key`` (``keys.request`` of an id
+        drawn once per logical call). A retry of that request (the Upstash transport
+        resends one whose reply it lost) answers with the first run's results and writes
+        nothing: for plans whose retry is not idempotent by itself (a ONCE op, a work
+        create). Kept ``scripts.REPLAY_TTL_MS``, when at most ``REPLAY_MAX_BYTES``."""
+        if self._count:
+            raise PlanError("RECORD must be a plan's first op")
+        return self._op("RECORD", key)
 
     def edit_object(
         self, key: str, fields: list[tuple[FieldMode, str, str]], *, field: str | None = None

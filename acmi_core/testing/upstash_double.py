@@ -11,7 +11,8 @@ redis-py strips the error prefix ("ERR ", "NOSCRIPT ") from known errors and rew
 pipeline errors, while Upstash sends Redis's error text unchanged.
 
 Fault injection (``fail_next``, ``drop_next``, ``hang_next``, ``lose_reply_next``,
-``drip_next``) and request counting let tests assert retries, round trips and deadlines.
+``lose_reply_matching``, ``drip_next``) and request counting let tests assert retries,
+round trips and deadlines.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from redis.exceptions import ResponseError
 
 @dataclass(frozen=True)
 class _Fault:
-    kind: str  # "status" | "drop" | "hang" | "lose_reply" | "drip"
+    kind: str  # "status" | "drop" | "hang" | "lose_reply" | "drip" | "none" (answer it)
     status: int = 0
     retry_after: float | None = None
     seconds: float = 0.0  # a hang's length; a drip's pause before each byte
@@ -105,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         path = urlsplit(self.path).path.rstrip("/") or "/"
-        fault = double._admit(path, self.headers.get("Upstash-Sync-Token"))
+        fault = double._admit(path, self.headers.get("Upstash-Sync-Token"), body)
         if double.delay_s and double._stopping.wait(double.delay_s):
             self.close_connection = True
             return
@@ -220,6 +221,7 @@ class UpstashDouble:
         self._redis_url = redis_url
         self._lock = threading.Lock()
         self._faults: deque[_Fault] = deque()
+        self._lose_matching: list[bytes] = []  # lose the reply of a request holding one
         self._requests = 0
         self._by_path: Counter[str] = Counter()
         self._sync_counter = 0
@@ -293,10 +295,18 @@ class UpstashDouble:
     def drop_next(self, n: int) -> None:
         self._queue(n, _Fault("drop"))
 
-    def lose_reply_next(self, n: int) -> None:
+    def lose_reply_next(self, n: int, *, after: int = 0) -> None:
         """Run the next n requests, then close the connection without answering (the
-        write happened but the client cannot know)."""
+        write happened but the client cannot know). ``after``: answer that many requests
+        first (the second step of a two-request operation)."""
+        self._queue(after, _Fault("none"))
         self._queue(n, _Fault("lose_reply"))
+
+    def lose_reply_matching(self, text: str, n: int = 1) -> None:
+        """Lose the reply of the next n requests whose body contains ``text`` (run them,
+        then close the connection), whatever requests come before: one step of a job."""
+        with self._lock:
+            self._lose_matching.extend([text.encode()] * n)
 
     def hang_next(self, n: int, seconds: float) -> None:
         self._queue(n, _Fault("hang", seconds=seconds))
@@ -311,17 +321,22 @@ class UpstashDouble:
         """The outage is over: drop every fault still queued."""
         with self._lock:
             self._faults.clear()
+            self._lose_matching.clear()
 
     def _queue(self, n: int, fault: _Fault) -> None:
         with self._lock:
             self._faults.extend([fault] * n)
 
     # -- used by the handler -----------------------------------------------------------
-    def _admit(self, path: str, sync_token: str | None) -> _Fault | None:
+    def _admit(self, path: str, sync_token: str | None, body: bytes = b"") -> _Fault | None:
         with self._lock:
             self._requests += 1
             self._by_path[path] += 1
             self.sync_tokens_received.append(sync_token)
+            for i, text in enumerate(self._lose_matching):
+                if text in body:
+                    del self._lose_matching[i]
+                    return _Fault("lose_reply")
             return self._faults.popleft() if self._faults else None
 
     def _next_sync_token(self) -> str:

@@ -95,6 +95,11 @@ class Served:
                 state[key] = sorted(self.raw.smembers(key))
             else:
                 state[key] = (kind, self.raw.dump(key))
+        # request records are named by a fresh id per call: compare the replies they hold
+        records = f"acmi:_req:{self.acmi.tenant}:".encode()
+        held = sorted(state.pop(k) for k in [k for k in state if k.startswith(records)])
+        if held:
+            state[records + b"*"] = held
         return state
 
 

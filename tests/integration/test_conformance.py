@@ -31,6 +31,7 @@ from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.model import EntityId
 from acmi_core.base.settings import ENVIRONMENT
+from acmi_core.store import scripts
 from acmi_core.store.base import Arg, NoStore, Reply, Script
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
@@ -181,7 +182,14 @@ def test_whole_suite(
         expected_skips.add(NOT_UTF8_MEMBER)
     assert {c.id for c, _ in second.skipped} == expected_skips, str(second)
     assert all("raw side door" in reason for _, reason in second.skipped), str(second)
-    assert _all_keys(backend) == keys_before, "the suite left keys behind or removed some"
+    after = _all_keys(backend)
+    # what stays behind: only the recorded replies of its requests, each expiring in 60 s
+    records = {k for k in after - keys_before if k.startswith(b"acmi:_req:")}
+    assert records, "the lock, HITL and work checks record their replies"
+    for key in records:
+        ttl = backend.store.execute(("PTTL", key))
+        assert isinstance(ttl, int) and 0 < ttl <= scripts.REPLAY_TTL_MS, key
+    assert after - records == keys_before, "the suite left keys behind or removed some"
     assert backend.get(entity).to_dict() == before, "the suite touched data it did not write"
     backend.delete(entity)
 

@@ -282,7 +282,7 @@ def test_the_bootstrap_protocol_is_the_one_the_brief_names() -> None:
 
 def test_pack_builds_positions_from_names() -> None:
     keys, args = scripts.LOCKS.pack(
-        {"lease": "l", "thread": "t", "index": "i", "leases": "x"},
+        {"lease": "l", "thread": "t", "index": "i", "leases": "x", "replay": "q"},
         {
             "op": "release",
             "now": 5,
@@ -292,7 +292,7 @@ def test_pack_builds_positions_from_names() -> None:
             "resource": "r",
         },
     )
-    assert keys == ["l", "t", "i", "x"]
+    assert keys == ["l", "t", "i", "x", "q"]
     assert args == ["release", 5, "h", "m", 1, "{}", "r"]
 
 

@@ -26,6 +26,12 @@
 --                                the ops before left it, is absent (present '0') or holds
 --                                exactly text (present '1'); else ACMI_CHANGED, nothing
 --                                written (a caller that read k re-reads and retries)
+--   RECORD k                     this request's record (keys.request), a plan's first op:
+--                                if k exists, nothing is written and the script answers
+--                                with the results recorded there (a retry of a request
+--                                that ran); otherwise the results are SET there, in this
+--                                run, for REPLAY_TTL_MS (not when they encode to over
+--                                REPLAY_MAX_BYTES)
 --   OBJ  k n {mode name literal value}*n
 --        edit top-level fields of a JSON object stored as a STRING; mode is
 --        set | setnx (only when absent: auto-fill never clobbers) | del;
@@ -61,6 +67,10 @@ local unpack = unpack or table.unpack
 -- mirrors acmi_core.base.model.MAX_OBJECT_BYTES (tests/unit/test_json_limits.py checks)
 local MAX_OBJECT_BYTES = 65536
 
+-- mirror acmi_core/store/scripts.py (tests/unit/test_request_replay.py checks)
+local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
+local record_key = nil  -- where this run's results are recorded (RECORD), if anywhere
+
 -- op -> the Redis type its key must hold when it exists; whether it creates the key
 -- with that type (SREM and HDEL never create one); its fixed argument count
 local OPS = {
@@ -79,6 +89,7 @@ local OPS = {
   HDEL = { type = 'hash', argc = 1 },
   ONCE = { type = 'string', argc = 2 },
   SAME = { type = 'string', argc = 2 },
+  RECORD = { type = 'string', argc = 0 },
   OBJ  = { type = 'string' },  -- 1 + 4 * n arguments
 }
 
@@ -582,6 +593,16 @@ local function plan_op(op, pos)
   if argc > 0 and ARGV[pos + argc - 1] == nil then return nil, bad(where, 'arguments missing') end
   local a, b = ARGV[pos], ARGV[pos + 1]
   local w, result = nil, 0
+  if code == 'RECORD' then
+    local stored = value_of(ki)
+    if stored then
+      local decoded, results = pcall(cjson.decode, stored)
+      if decoded and type(results) == 'table' then return nil, results end
+      return nil, redis.error_reply('ACMI_CORRUPT ' .. key .. ' is not a recorded reply')
+    end
+    record_key = key
+    return true, result, pos  -- nothing to write now: the results, after phase 2
+  end
   if code == 'ONCE' then
     if not ttl_of(a) then return nil, bad(where, 'ttl_ms is not a positive integer', a) end
     local stored = value_of(ki)
@@ -665,8 +686,14 @@ if ARGV[pos] ~= nil then
 end
 
 for op, w in ipairs(writes) do
-  local reply = write(w)
-  if results[op] == nil then results[op] = reply end
+  if w ~= true then  -- true: RECORD, written below
+    local reply = write(w)
+    if results[op] == nil then results[op] = reply end
+  end
 end
 
+if record_key then
+  local text = cjson.encode(results)
+  if #text <= REPLAY_MAX_BYTES then redis.call('SET', record_key, text, 'PX', REPLAY_TTL_MS) end
+end
 return results

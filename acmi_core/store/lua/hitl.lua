@@ -11,6 +11,8 @@
 --    (header values are grammar-checked ids and integers, so a pattern reads them;
 --    "at" is the byte offset in the open member where ,"resolution":{...} goes: the
 --    end of its payload object, computed by the client that built the member)
+--: KEYS[#] replay: this request's record (keys.request): a retry of a request that ran
+--    answers with the reply recorded there, and writes nothing
 --: ARGV[1] op: create | resolve | adopt
 --: ARGV[2] cid: the correlationId
 --: ARGV[#] prefix: keys.prefix (below)
@@ -72,6 +74,20 @@ local function render(i, values)
   return table.concat(out)
 end
 
+-- The reply of this request's first run, recorded in that run at KEYS[#KEYS] for
+-- REPLAY_TTL_MS (not when it encodes to over REPLAY_MAX_BYTES): the transport resends
+-- a request whose reply it lost, and that retry must not find its own item resolved.
+-- Both mirror acmi_core/store/scripts.py.
+local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
+local replay_key = KEYS[#KEYS]
+local replayed = redis.call('GET', replay_key)
+if replayed then return cjson.decode(replayed) end
+local function recorded(reply)
+  local text = cjson.encode(reply)
+  if #text <= REPLAY_MAX_BYTES then redis.call('SET', replay_key, text, 'PX', REPLAY_TTL_MS) end
+  return reply
+end
+
 local HEADER = '^{"state":"(%a+)","addressee":(.-),"score":(%d+),"at":(%d+),"by":(.-),"item":(.*)}$'
 local items, op, cid = KEYS[1], ARGV[1], ARGV[2]
 local prefix = ARGV[#ARGV]
@@ -88,11 +104,11 @@ if op == 'create' then
   err = check_type(KEYS[2], 'zset')
   if err then return err end
   local existing = redis.call('HGET', items, cid)
-  if existing then return {'EXISTS', existing} end
+  if existing then return recorded({'EXISTS', existing}) end
   local member = ARGV[5]
   redis.call('ZADD', KEYS[2], 'NX', ARGV[3], member)
   redis.call('HSET', items, cid, ARGV[4] .. member .. '}')
-  return {'OK'}
+  return recorded({'OK'})
 end
 
 local thread, index, named_open, named_closed = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -120,9 +136,9 @@ if record then
   if not state or (addressee ~= 'null' and not string.match(addressee, '^"[^"\\]+"$')) then
     return redis.error_reply('ACMI_CORRUPT ' .. items .. ' ' .. cid .. ' is not a HITL record')
   end
-  if state == 'closed' then return {'RESOLVED', who, score} end
+  if state == 'closed' then return recorded({'RESOLVED', who, score}) end
   -- an item ACMI created while the client was adopting a foreign one: resolve that instead
-  if op == 'adopt' then return {'GONE'} end
+  if op == 'adopt' then return recorded({'GONE'}) end
   local at_n = tonumber(at)
   if state ~= 'open' or at_n < 1 or at_n > #item then
     return redis.error_reply('ACMI_CORRUPT ' .. items .. ' ' .. cid .. ' is not a HITL record')
@@ -136,7 +152,7 @@ if record then
   local closed = string.sub(item, 1, at_n) .. ',"resolution":' .. ARGV[4] ..
     string.sub(item, at_n + 1)
   close(open_key, closed_key, item, closed, addressee, at, 8)
-  return {'OK', addressee, score}
+  return recorded({'OK', addressee, score})
 end
 
 if op == 'resolve' then
@@ -144,15 +160,15 @@ if op == 'resolve' then
   local found = redis.call('ZRANGE', named_open, 0, window - 1)
   local reply = {'NONE'}
   for _, m in ipairs(found) do reply[#reply + 1] = m end
-  return reply
+  return recorded(reply)
 end
 
 if op == 'adopt' then
   local foreign, addressee = ARGV[7], ARGV[8]
   local score = redis.call('ZSCORE', named_open, foreign)
-  if not score then return {'GONE'} end
+  if not score then return recorded({'GONE'}) end
   close(named_open, named_closed, foreign, ARGV[4], addressee, '0', 9)
-  return {'OK', addressee, score}
+  return recorded({'OK', addressee, score})
 end
 
 return redis.error_reply('ACMI_BADOP op ' .. tostring(op))

@@ -11,6 +11,8 @@
 --    member <owner>|<resource>|<expires>|<fence>|<cid> per lease that has an owner, so a
 --    bootstrap lists what an agent holds with one ZRANGEBYLEX; an expired lease keeps
 --    its member until it is claimed again (readers compare expires with now)
+--: KEYS[#] replay: this request's record (keys.request): a retry of a request that ran
+--    answers with the reply recorded there, and writes nothing
 --: ARGV[1] op: claim | renew | release
 --: ARGV[2] now: now_ms (the client's clock: tests control time)
 --: ARGV[#] resource: the resource name (for the lease index), last for every op
@@ -60,6 +62,20 @@ local function render(i, values)
   return table.concat(out), i + n + 1
 end
 
+-- The reply of this request's first run, recorded in that run at KEYS[#KEYS] for
+-- REPLAY_TTL_MS (not when it encodes to over REPLAY_MAX_BYTES): the transport resends
+-- a request whose reply it lost, and that retry must not meet its own lease as Conflict.
+-- Both mirror acmi_core/store/scripts.py.
+local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
+local replay_key = KEYS[#KEYS]
+local replayed = redis.call('GET', replay_key)
+if replayed then return cjson.decode(replayed) end
+local function recorded(reply)
+  local text = cjson.encode(reply)
+  if #text <= REPLAY_MAX_BYTES then redis.call('SET', replay_key, text, 'PX', REPLAY_TTL_MS) end
+  return reply
+end
+
 local lease, thread, index, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 for _, kt in ipairs({{lease, 'hash'}, {thread, 'zset'}, {index, 'set'}, {leases, 'zset'}}) do
   local err = check_type(kt[1], kt[2])
@@ -99,7 +115,7 @@ if op == 'claim' then
       index_mentions(mentions_base(leases), ARGV[2], event)
       redis.call('SADD', index, member)
     end
-    return {'HELD', owner, expires, fence}
+    return recorded({'HELD', owner, expires, fence})
   end
   -- a fresh hash: the fence carried over, the previous lease's deferral marks dropped
   -- (O(claimants that deferred on it))
@@ -113,18 +129,18 @@ if op == 'claim' then
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
   index_mentions(mentions_base(leases), ARGV[2], event)
   redis.call('SADD', index, member)
-  return {'OK', new_fence}
+  return recorded({'OK', new_fence})
 end
 
-if not owner then return {'NONE'} end
-if ARGV[3] ~= token then return {'TOKEN', owner, expires} end
-if not held then return {'EXPIRED', owner, expires} end
+if not owner then return recorded({'NONE'}) end
+if ARGV[3] ~= token then return recorded({'TOKEN', owner, expires}) end
+if not held then return recorded({'EXPIRED', owner, expires}) end
 
 if op == 'renew' then
   redis.call('HSET', lease, 'expires', ARGV[4])
   redis.call('ZREM', leases, entry(owner, expires, fence, cid))
   redis.call('ZADD', leases, 0, entry(owner, ARGV[4], fence, cid))
-  return {'OK', owner, fence, cid}
+  return recorded({'OK', owner, fence, cid})
 end
 
 if op == 'release' then
@@ -134,7 +150,7 @@ if op == 'release' then
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
   index_mentions(mentions_base(leases), ARGV[2], event)
   redis.call('SADD', index, ARGV[4])
-  return {'OK', owner, fence, cid}
+  return recorded({'OK', owner, fence, cid})
 end
 
 return redis.error_reply('ACMI_BADOP op ' .. tostring(op))

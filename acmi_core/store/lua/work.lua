@@ -9,8 +9,11 @@
 --: KEYS[1] profile: the profile of work:<id>
 --: KEYS[2] signals: its signals
 --: KEYS[3] owners: the owners HASH (work id -> owner entity id)
---: KEYS[4..] plan_keys*: the keys of the plans (every plan's keys are a prefix of this
---    list, so one list serves them all)
+--: KEYS[4] replay: this request's record (keys.request), every plan's first key and
+--    its first op RECORD: a retry of a request that ran answers with its first run's
+--    results (plan 1 is chosen without a check, and its RECORD op answers)
+--: KEYS[5..] plan_keys*: the other keys of the plans (KEYS[4..] is every plan's keys:
+--    each plan's are a prefix of that list, so one list serves them all)
 --: ARGV[1] op: create | event | signal | assign | delete
 --: ARGV[2] work_id: the work id (field of the owners HASH, member of the open indexes)
 --: ARGV[3] open_base: what every open index key starts with (acmi:_work-open:<tenant>:)
@@ -63,9 +66,13 @@ end
 local work_ok, work_t = work_type_ok(WORK_KEYS[3], 'hash')
 if not work_ok then return work_wrongtype(WORK_KEYS[3], work_t, 'hash') end
 
-local work_exists = redis.call('EXISTS', WORK_KEYS[1], WORK_KEYS[2]) > 0
+-- a retry of a request that ran: not a create of an item that exists now
+local work_replay = redis.call('EXISTS', WORK_KEYS[4]) > 0
+local work_exists = work_replay or redis.call('EXISTS', WORK_KEYS[1], WORK_KEYS[2]) > 0
 if work_op == 'create' then
-  if work_exists then return redis.error_reply('ACMI_WORK_EXISTS ' .. work_id) end
+  if work_exists and not work_replay then
+    return redis.error_reply('ACMI_WORK_EXISTS ' .. work_id)
+  end
 elseif work_op ~= 'delete' and not work_exists then
   return redis.error_reply('ACMI_WORK_MISSING ' .. work_id)
 end
@@ -112,6 +119,8 @@ elseif work_op == 'delete' then
 elseif work_op ~= 'create' then
   return redis.error_reply('ACMI_BADOP work op ' .. tostring(work_op))
 end
+
+if work_replay then work_plan, work_extra = 1, nil end  -- its RECORD op answers
 
 -- the chosen plan's arguments, and its keys, become apply.lua's ARGV and KEYS
 local plans = tonumber(WORK_ARGV[5])
