@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from acmi_core import Acmi, AcmiValidationError, Event, Settings
@@ -27,6 +27,7 @@ from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.base.model import EVENT_FIELD_ORDER, MAX_TS_MS, parse_event
+from acmi_core.guard.secrets import scan
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
@@ -410,6 +411,7 @@ ROUND_TRIP = settings(
 def test_json_round_trips_through_the_timeline(
     acmi: Acmi, payload: Any, extra: dict[str, Any], ts: float
 ) -> None:
+    assume(not scan(payload) and not scan(extra))  # a generated card number: see below
     entity = f"user:{next(_ids)}"
     sent = {**EVENT, **extra, "ts": ts, "payload": payload}
     stored = acmi.timeline.append(entity, sent)
@@ -435,6 +437,9 @@ def test_json_round_trips_through_signals_and_profile(
 ) -> None:
     """Signals and merges splice raw JSON inside Lua: keys with quotes, backslashes and
     unicode, big ints and empty arrays must come back exactly."""
+    # A generated 13-19 digit integer can be a Luhn-valid card number, which the guard
+    # refuses (a test of its own): this drill is about the JSON, so those are skipped.
+    assume(not scan(values) and not scan(more))
     entity = f"project:{next(_ids)}"
     acmi.signals.update(entity, values)
     if more:
