@@ -82,6 +82,7 @@ def _warm(rig: w.UpstashRig, api: w.ApiClient) -> None:
     for i in range(5):
         rig.acmi.timeline.append("user:lat", {**w.EVENT, "correlationId": f"warm-{i}"})
         w.reference_get(rig.store, "user:lat")
+    rig.acmi.get("user:lat")  # loads the page script its newest events run
     api.webhook(-1)
     w.realistic_agent(rig.acmi)  # bootstrap's agent; loads the bootstrap and lock scripts
 

@@ -232,6 +232,7 @@ def measure(rig: w.UpstashRig, api: w.ApiClient) -> dict[str, Counts]:
     acmi, store = rig.acmi, rig.store
     acmi.profile.set("user:rt", {"name": "rt"})
     acmi.timeline.append("user:rt", w.EVENT)
+    acmi.get("user:rt")  # loads the page script a get's newest events run
     api.webhook(next(_seq))  # warm the key cache
     api.post_event(next(_seq))
     fleet = w.realistic_agent(acmi)  # and every script its operations run
