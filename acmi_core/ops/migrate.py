@@ -47,6 +47,10 @@ class Action(StrEnum):
     COPY = "copy"
     TENANT_ID_SET = "tenant_id_set"
     MEMORY_MOVE = "memory_move"  # memory fields moved into the memory's own slots
+    # what older data holds added to the indexes written since the upgrade
+    MENTION_ADD = "mention_add"  # coordination events into an agent's mentions index
+    TENANT_INDEX_ADD = "tenant_index_add"  # a tenant with work into keys.tenants_with
+    MEMORY_INDEX_ADD = "memory_index_add"  # an entity with memory into keys.memory_index
     CONFLICT = "conflict"  # a differing destination exists: nothing written
     NOT_COPIED = "not_copied"  # too large, not UTF-8, or another type: nothing written
 
@@ -54,6 +58,14 @@ class Action(StrEnum):
 # What migrate cannot repair: reported, and `acmi migrate` exits 1.
 UNREPAIRED: Final = frozenset({Action.CONFLICT, Action.NOT_COPIED})
 MOVE_ATTEMPTS: Final = 5  # re-reads of an entity whose profile or signals kept changing
+# Index repairs per script: each is a ZADD NX / GT / LT (or a ZKEEP) of a few members, so a
+# script stays small however many entries are missing.
+REPAIR_OPS: Final = 200
+INDEX_REPAIRS: Final = {
+    Kind.MENTION_MISSING: Action.MENTION_ADD,
+    Kind.TENANT_UNINDEXED: Action.TENANT_INDEX_ADD,
+    Kind.MEMORY_UNINDEXED: Action.MEMORY_INDEX_ADD,
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,7 @@ class Migrate:
             plans: dict[tuple[str, EntityId], _EntityPlan] = {}
             unrepaired: list[Step] = []
             moves: dict[tuple[str, EntityId], None] = {}
+            repairs = [f for f in batch if f.kind in INDEX_REPAIRS]
             for finding in batch:
                 info = finding.parsed
                 if info is None or info.entity is None:
@@ -130,6 +143,36 @@ class Migrate:
                 yield from entity_plan.steps
             for tenant, entity in moves:
                 yield from self._move_memory(self.doctor.keys_for(tenant), entity)
+            yield from self._repair_indexes(repairs)
+
+    def _repair_indexes(self, findings: list[Finding]) -> Iterator[Step]:
+        """The index entries doctor found missing, REPAIR_OPS per script (a finding's
+        repairs never split: a mention's ZADDs and their ZKEEP run together). Each op only
+        adds (NX) or moves a score the way the writes do (GT / LT), so a concurrent write's
+        entry is never overwritten, and a second run finds nothing to add."""
+        plan, steps = WritePlan(), list[Step]()
+        for finding in findings:
+            if steps and len(plan) + len(finding.repairs) > REPAIR_OPS:
+                if not self.dry_run:
+                    plan.apply(self.store)
+                yield from steps
+                plan, steps = WritePlan(), []
+            for op, key, score, member in finding.repairs:
+                if op == "zadd":
+                    plan.zadd(key, score, member)
+                elif op == "zmax":
+                    plan.zmax(key, score, member)
+                elif op == "zmin":
+                    plan.zmin(key, score, member)
+                else:
+                    plan.zkeep(key, int(score))
+            added = len(finding.repairs) - (finding.kind is Kind.MENTION_MISSING)
+            detail = f"{added} entr{'y' if added == 1 else 'ies'} added"
+            steps.append(Step(INDEX_REPAIRS[finding.kind], finding.key, detail, finding.entity))
+        if steps:
+            if not self.dry_run:
+                plan.apply(self.store)
+            yield from steps
 
     def _move_memory(self, keys: Keys, entity: EntityId) -> list[Step]:
         """The entity's memory fields out of its signals and profile into the memory
