@@ -35,6 +35,7 @@ from acmi_core.ops.doctor import (
     Kind,
     McpCopy,
     McpState,
+    Repair,
     stderr_progress,
     stream,
 )
@@ -58,9 +59,11 @@ class Action(StrEnum):
 # What migrate cannot repair: reported, and `acmi migrate` exits 1.
 UNREPAIRED: Final = frozenset({Action.CONFLICT, Action.NOT_COPIED})
 MOVE_ATTEMPTS: Final = 5  # re-reads of an entity whose profile or signals kept changing
-# Index repairs per script: each is a ZADD NX / GT / LT (or a ZKEEP) of a few members, so a
-# script stays small however many entries are missing.
+# Index repairs per script: ZADD NX / GT / LT (and a mention's ZKEEP), bounded by ops and
+# by the bytes of the members (a mention's member is a whole event), so a script stays
+# small however many entries are missing.
 REPAIR_OPS: Final = 200
+REPAIR_BYTES: Final = 512 * 1024
 INDEX_REPAIRS: Final = {
     Kind.MENTION_MISSING: Action.MENTION_ADD,
     Kind.TENANT_UNINDEXED: Action.TENANT_INDEX_ADD,
@@ -146,27 +149,32 @@ class Migrate:
             yield from self._repair_indexes(repairs)
 
     def _repair_indexes(self, findings: list[Finding]) -> Iterator[Step]:
-        """The index entries doctor found missing, REPAIR_OPS per script (a finding's
-        repairs never split: a mention's ZADDs and their ZKEEP run together). Each op only
-        adds (NX) or moves a score the way the writes do (GT / LT), so a concurrent write's
-        entry is never overwritten, and a second run finds nothing to add."""
-        plan, steps = WritePlan(), list[Step]()
+        """The index entries doctor found missing, in scripts of at most REPAIR_OPS ops and
+        REPAIR_BYTES of members (one larger event alone). Each op only adds (NX) or moves a
+        score the way the writes do (GT / LT), so a concurrent write's entry is never
+        overwritten, and a second run finds nothing to add. A mention is its ZADD and a
+        ZKEEP: any split of an agent's mentions across scripts keeps the same newest ten."""
+        plan, steps, size = WritePlan(), list[Step](), 0
         for finding in findings:
-            if steps and len(plan) + len(finding.repairs) > REPAIR_OPS:
-                if not self.dry_run:
-                    plan.apply(self.store)
-                yield from steps
-                plan, steps = WritePlan(), []
-            for op, key, score, member in finding.repairs:
-                if op == "zadd":
-                    plan.zadd(key, score, member)
-                elif op == "zmax":
-                    plan.zmax(key, score, member)
-                elif op == "zmin":
-                    plan.zmin(key, score, member)
-                else:
-                    plan.zkeep(key, int(score))
-            added = len(finding.repairs) - (finding.kind is Kind.MENTION_MISSING)
+            units = _repair_units(finding.repairs)
+            for unit in units:
+                cost = sum(len(member) for _, _, _, member in unit)
+                if len(plan) and (len(plan) + len(unit) > REPAIR_OPS or size + cost > REPAIR_BYTES):
+                    if not self.dry_run:
+                        plan.apply(self.store)
+                    yield from steps
+                    plan, steps, size = WritePlan(), [], 0
+                for op, key, score, member in unit:
+                    if op == "zadd":
+                        plan.zadd(key, score, member)
+                    elif op == "zmax":
+                        plan.zmax(key, score, member)
+                    elif op == "zmin":
+                        plan.zmin(key, score, member)
+                    else:
+                        plan.zkeep(key, int(score))
+                size += cost
+            added = len(units)
             detail = f"{added} entr{'y' if added == 1 else 'ies'} added"
             steps.append(Step(INDEX_REPAIRS[finding.kind], finding.key, detail, finding.entity))
         if steps:
@@ -285,6 +293,17 @@ class Migrate:
         detail = f"from {info.text}"
         entity_plan.steps.append(Step(Action.COPY, destination, detail, finding.entity))
         return None
+
+
+def _repair_units(repairs: tuple[Repair, ...]) -> list[list[Repair]]:
+    """A finding's repairs in the pieces that must run in one script: each add, with the
+    ZKEEP of its key when the finding trims one."""
+    keeps = {key: (op, key, score, member) for op, key, score, member in repairs if op == "zkeep"}
+    return [
+        [repair, *([keeps[repair[1]]] if repair[1] in keeps else [])]
+        for repair in repairs
+        if repair[0] != "zkeep"
+    ]
 
 
 def migrate_report(

@@ -8,17 +8,27 @@ tenants, on a real redis-server and the Upstash double."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 
 from acmi_core import Acmi
-from acmi_core.base.keys import ACTIVITY, CHANGED, COORDINATION_THREAD, TENANT_INDEXES
+from acmi_core.base.keys import (
+    ACTIVITY,
+    CHANGED,
+    COORDINATION_THREAD,
+    MENTIONS_KEPT,
+    MENTIONS_PER_EVENT,
+    TENANT_INDEXES,
+)
 from acmi_core.jobs import rollup
 from acmi_core.jobs.runner import JobRun
 from acmi_core.jobs.tenants import run_tenants
 from acmi_core.ops.doctor import PROBLEMS, Doctor, Finding, Kind
-from acmi_core.ops.migrate import Action, Migrate
+from acmi_core.ops.migrate import REPAIR_BYTES, Action, Migrate
+from acmi_core.store.base import Arg, Reply, Script, Store
+from acmi_core.store.counting import CountingStore
 from tests.integration.test_doctor import env  # noqa: F401  (the fixture)
 from tests.kit import FakeClock
 
@@ -159,3 +169,42 @@ def test_dry_run_writes_nothing(env: tuple[Acmi, redis.Redis]) -> None:  # noqa:
         Action.TENANT_INDEX_ADD,
     }
     assert {f.kind for f in _problems(acmi)} == set(NEW)
+
+
+class _ScriptSizes(CountingStore):
+    """The real store, recording the bytes of each script run's arguments."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.sizes: list[int] = []
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        self.sizes.append(sum(len(str(a)) for a in args))
+        return super().eval(script, keys, args)
+
+
+def test_the_rebuild_runs_in_bounded_scripts(env: tuple[Acmi, redis.Redis]) -> None:  # noqa: F811
+    acmi, raw = env
+    clock = FakeClock()
+    client = Acmi(acmi.store, acmi.settings, tenant="acme", clock=clock)
+    agents = [f"a{n}" for n in range(MENTIONS_PER_EVENT)]
+    pad = "x" * 40_000
+    for n in range(20):  # 20 events of 40 KB, each mentioning the same 16 agents
+        clock.now += 1
+        names = " ".join(f"agent:{a}" for a in agents)
+        client.timeline.append(COORDINATION_THREAD, {**_event(f"{n} {names}"), "payload": pad})
+    for n in range(300):  # 300 more agents in small events: ops, not bytes, bound these
+        client.timeline.append(COORDINATION_THREAD, _event(f"small {n} agent:s{n}"))
+    raw.delete(*raw.keys(client.keys.mentions("*")))
+
+    counted = _ScriptSizes(acmi.store)
+    runner = Acmi(counted, acmi.settings, clock=clock)
+    steps = list(Migrate(runner).run())
+    # agent:lead (each event's source) takes one of an event's 16: a0..a14, s0..s299, lead
+    assert sum(s.action is Action.MENTION_ADD for s in steps) == 316
+    assert len(counted.sizes) >= 4  # 160 40-KB events and 300 small ones: split
+    assert max(counted.sizes) <= REPAIR_BYTES + 60_000  # one event past the cap at most
+    assert [f for f in Doctor(acmi).findings() if f.kind is Kind.MENTION_MISSING] == []
+    assert list(Migrate(acmi).run()) == []
+    for a in ["lead", *agents[:-1]]:
+        assert raw.zcard(client.keys.mentions(a)) == MENTIONS_KEPT
