@@ -7,7 +7,8 @@ the wrong Redis type, and its MCP server v2.0 layout ``acmi:<tenant>:<ns>:<id>:<
 that nothing else reads. And agent memory where an older ACMI kept it: ``hot.*`` and
 ``heartbeat.*`` (the hygiene job's bookkeeping included) in the signals, ``warm.*`` in the
 profile, where any replace of those objects erases it; ``acmi migrate`` moves it into
-the memory's own slots (``memory:hot``, ``memory:heartbeat``, ``memory:warm``).
+the memory's own slots (``memory:hot``, ``memory:heartbeat``, ``memory:warm``). And the
+entries data older than an index lacks (``ops/backfill.py``).
 
 ``Doctor`` walks the keyspace with SCAN (never KEYS: it would block Redis for the whole
 keyspace) and never writes. Memory stays bounded: one SCAN step of keys at a time, the
@@ -29,32 +30,23 @@ from typing import Any, Final, Protocol, TextIO
 
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
-    ACTIVITY,
     ALL_SLOTS,
-    CHANGED,
     COORDINATION_THREAD,
-    HYGIENE,
-    INTERNAL_MARK,
-    MEMORY_HOT,
-    MEMORY_STAMPS,
-    MEMORY_WARM,
-    MENTIONS_KEPT,
     ROOT,
-    TENANT_INDEXES,
-    WAKE,
     Keys,
     Slot,
-    mentioned,
 )
-from acmi_core.base.model import TENANT_RE, EntityId, check_category
-from acmi_core.base.stored import Unreadable, load_stored, scored
+from acmi_core.base.model import EntityId, check_category
+from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
 from acmi_core.memory.slots import memory_slot
 from acmi_core.ops.keyspace import (
+    MEMORY_INDEXED_SLOTS,
     SLOT_TYPES,
     ParsedKey,
     Progress,
     member_state,
+    memory_rank,
     no_progress,
     object_problem,
     parse_key,
@@ -71,19 +63,7 @@ PIPELINE_MEMBERS: Final = 5000
 # while it runs; a longer timeline is reported, not copied.
 MAX_COPY_MEMBERS: Final = 10_000
 
-# Agents whose mentions are checked per pipeline (each reads at most MENTIONS_KEPT events).
-MENTION_AGENTS: Final = 100
-# The memory slots whose presence means the entity has memory (the writes that fill them
-# index it). Not memory:heartbeat: migrate moves the old hygiene job's bookkeeping there
-# for webhook entities, which hygiene must not visit.
-MEMORY_INDEXED_SLOTS: Final = (MEMORY_HOT, MEMORY_WARM, MEMORY_STAMPS)
-# Per tenant index: the tenant's own index and whether its tenants_with score is the
-# latest (ZMAX: changes, heartbeats) or the earliest (ZMIN: dues) of that index.
-TENANT_SOURCES: Final = {CHANGED: "max", ACTIVITY: "max", WAKE: "min", HYGIENE: "min"}
-assert set(TENANT_SOURCES) == set(TENANT_INDEXES)
-
-# An index repair: (op, key, score, member), op one of WritePlan's zadd (NX), zmax, zmin,
-# or zkeep (score: how many members kept).
+# An index repair (op, key, score, member): WritePlan's zadd (NX), zmax, zmin or zkeep.
 Repair = tuple[str, str, float, str]
 
 # The Redis type each slot holds: keyspace.SLOT_TYPES (one entry per slot keys.py names)
@@ -104,13 +84,10 @@ class Kind(StrEnum):
     # memory fields (hot.*, heartbeat.*, warm.*) in the profile or signals, where a
     # replace of the object erases them: migrate moves them into the memory slots
     MEMORY_OLD_PLACE = "memory_old_place"
-    # the indexes written since the upgrade, missing what older data holds (migrate adds it):
-    # a coordination event not in its agent's keys.mentions (the bootstrap misses it)
-    MENTION_MISSING = "mention_missing"
-    # a tenant with work not in keys.tenants_with(kind) (the scheduled jobs skip it)
-    TENANT_UNINDEXED = "tenant_unindexed"
-    # an entity with memory in its slots not in keys.memory_index (hygiene skips it)
-    MEMORY_UNINDEXED = "memory_unindexed"
+    # entries older data lacks in the indexes added since (ops/backfill.py; migrate adds them)
+    MENTION_MISSING = "mention_missing"  # keys.mentions: the bootstrap misses the event
+    TENANT_UNINDEXED = "tenant_unindexed"  # keys.tenants_with: the jobs skip the tenant
+    MEMORY_UNINDEXED = "memory_unindexed"  # keys.memory_index: hygiene skips the entity
 
 
 # Kinds that make `acmi doctor` exit 1. NO_TENANT_ID is what the reference writes
@@ -323,7 +300,7 @@ class Doctor:
                 indexed[(info.tenant, info.entity)] = info
             if info.slot in MEMORY_INDEXED_SLOTS:
                 known = memories.setdefault((info.tenant, info.entity), info)
-                if _memory_rank(info) < _memory_rank(known):
+                if memory_rank(info) < memory_rank(known):
                     memories[(info.tenant, info.entity)] = info
         for (tenant, entity), info in indexed.items():
             # Reported with the entity's first existing slot key, whichever SCAN step
@@ -336,7 +313,7 @@ class Doctor:
             # as above: reported with its first memory slot key, whichever step holds it
             keys = self.keys_for(tenant)
             read(info, "memory_indexed", ("ZSCORE", keys.memory_index(), str(entity)))
-            for slot in MEMORY_INDEXED_SLOTS[: _memory_rank(info)]:
+            for slot in MEMORY_INDEXED_SLOTS[: memory_rank(info)]:
                 read(info, "memory_earlier", ("EXISTS", keys.slot(entity, slot)))
         return commands, reads
 
@@ -388,146 +365,16 @@ class Doctor:
                     Kind.INDEX_MISSING, index, detail, str(info.entity), info.tenant, parsed=info
                 )
             )
-        found.extend(self._memory_index_findings(list(memory_unindexed.values())))
+        from acmi_core.ops import backfill  # here: it builds this module's Findings
+
+        found.extend(backfill.memory_index_findings(self, list(memory_unindexed.values())))
         found.extend(self._timeline_findings(timelines))
         for info, size in timelines:
             if str(info.entity) == COORDINATION_THREAD:
-                found.extend(self._mention_findings(info, size))
+                found.extend(backfill.mention_findings(self, info, size))
         found.extend(self._mcp_findings(list(mcp.values())))
         if self.category is None:
-            found.extend(self._tenant_findings(raw_keys))
-        return found
-
-    def _memory_index_findings(self, infos: list[ParsedKey]) -> list[Finding]:
-        found = []
-        for info in infos:
-            index, entity = self.keys_for(info.tenant).memory_index(), str(info.entity)
-            detail = (
-                f"{entity} has memory ({info.slot}) but is not in {index}: the hygiene job "
-                "never visits it"
-            )
-            # now: past the hygiene job's watermark; NX: a memory write's newer time stays
-            repair: Repair = ("zadd", index, self.acmi.clock(), entity)
-            found.append(
-                Finding(
-                    Kind.MEMORY_UNINDEXED,
-                    index,
-                    detail,
-                    entity,
-                    info.tenant,
-                    parsed=info,
-                    repairs=(repair,),
-                )
-            )
-        return found
-
-    def _mention_findings(self, info: ParsedKey, size: int) -> list[Finding]:
-        """The coordination thread's events, newest first in chunks of MEMBER_CHUNK: each
-        agent's MENTIONS_KEPT newest mentions (what its index would hold had every event
-        been indexed when written), against the index, MENTION_AGENTS per pipeline. Holds
-        at most MENTIONS_KEPT events per agent mentioned."""
-        newest: dict[str, list[tuple[int, str]]] = {}
-        for start in range(0, size, MEMBER_CHUNK):
-            stop = start + MEMBER_CHUNK - 1
-            reply = self.store.execute(("ZRANGE", info.key, start, stop, "REV", "WITHSCORES"))
-            for text, score in scored(reply):
-                for local in mentioned(text):
-                    kept = newest.setdefault(local, [])
-                    if len(kept) < MENTIONS_KEPT:
-                        kept.append((score, text))
-        keys = self.keys_for(info.tenant)
-        agents = list(newest)
-        found = []
-        for at in range(0, len(agents), MENTION_AGENTS):
-            group = agents[at : at + MENTION_AGENTS]
-            commands: list[Command] = [
-                ("ZRANGE", keys.mentions(local), 0, -1, "WITHSCORES") for local in group
-            ]
-            for local, held in zip(group, self.store.pipeline(commands), strict=True):
-                pairs = [(score, text) for text, score in scored(held)]
-                found.extend(self._mention_gap(keys, local, newest[local], pairs))
-        return found
-
-    def _mention_gap(
-        self,
-        keys: Keys,
-        local: str,
-        expected: list[tuple[int, str]],
-        held: list[tuple[int, str]],
-    ) -> list[Finding]:
-        # what ZKEEP would keep of both (highest score first, ties by member as Redis
-        # ranks them): an event a newer one pushed out is no gap
-        kept = sorted({*expected, *held}, key=lambda p: (p[0], p[1].encode()), reverse=True)
-        have = {text for _, text in held}  # by member: a ZADD NX would not move its score
-        missing = [pair for pair in kept[:MENTIONS_KEPT] if pair[1] not in have]
-        if not missing:
-            return []
-        index = keys.mentions(local)
-        repairs: list[Repair] = [("zadd", index, score, text) for score, text in missing]
-        repairs.append(("zkeep", index, MENTIONS_KEPT, ""))
-        detail = (
-            f"{len(missing)} coordination event(s) mentioning agent:{local} not in {index}: "
-            "its bootstrap does not show them"
-        )
-        return [
-            Finding(
-                Kind.MENTION_MISSING,
-                index,
-                detail,
-                f"agent:{local}",
-                keys.tenant,
-                counts={"missing": len(missing)},
-                repairs=tuple(repairs),
-            )
-        ]
-
-    def _tenant_findings(self, raw_keys: Sequence[bytes]) -> list[Finding]:
-        """Each tenant index (changes, heartbeats, wakes, hygiene dues) of this SCAN step
-        against the index of tenants with work: one pipeline."""
-        targets: list[tuple[Keys, str]] = []
-        for raw in dict.fromkeys(raw_keys):
-            parts = raw.decode("utf-8", "replace").split(":")
-            if len(parts) != 3 or parts[0] != ROOT or not parts[1].startswith(INTERNAL_MARK):
-                continue
-            kind, tenant = parts[1][len(INTERNAL_MARK) :], parts[2]
-            if kind in TENANT_SOURCES and TENANT_RE.fullmatch(tenant):
-                keys = self.keys_for(tenant)
-                if _tenant_index(keys, kind) == raw.decode():
-                    targets.append((keys, kind))
-        if not targets:
-            return []
-        commands: list[Command] = []
-        for keys, kind in targets:
-            end = -1 if TENANT_SOURCES[kind] == "max" else 0
-            commands.append(("ZRANGE", _tenant_index(keys, kind), end, end, "WITHSCORES"))
-            commands.append(("ZSCORE", keys.tenants_with(kind), keys.tenant))
-        replies = self.store.pipeline(commands)
-        found = []
-        for position, (keys, kind) in enumerate(targets):
-            head = scored(replies[2 * position])
-            score = _score(replies[2 * position + 1])
-            if not head:
-                continue  # emptied meanwhile, or another type (reported as such)
-            ms = head[0][1]
-            latest = TENANT_SOURCES[kind] == "max"
-            if score is not None and (score >= ms if latest else score <= ms):
-                continue
-            index = keys.tenants_with(kind)
-            # a latest-change index: now, past every job's floor, so the next run serves
-            # the tenant (ZMAX: a newer write's time stays); a due: its earliest (ZMIN)
-            repair: Repair = (
-                ("zmax", index, max(ms, self.acmi.clock()), keys.tenant)
-                if latest
-                else ("zmin", index, ms, keys.tenant)
-            )
-            detail = (
-                f"tenant {keys.tenant!r} has work in {_tenant_index(keys, kind)} but is not in "
-                f"{index} at its {'latest' if latest else 'earliest'} time: the scheduled jobs "
-                "reading it skip the tenant"
-            )
-            found.append(
-                Finding(Kind.TENANT_UNINDEXED, index, detail, tenant=keys.tenant, repairs=(repair,))
-            )
+            found.extend(backfill.tenant_findings(self, raw_keys))
         return found
 
     def _key_findings(self, info: ParsedKey, actual: str) -> list[Finding]:
@@ -686,28 +533,6 @@ class Doctor:
                 )
             )
         return found
-
-
-def _memory_rank(info: ParsedKey) -> int:
-    return MEMORY_INDEXED_SLOTS.index(info.slot) if info.slot in MEMORY_INDEXED_SLOTS else 99
-
-
-def _tenant_index(keys: Keys, kind: str) -> str:
-    """The tenant's own index that ``keys.tenants_with(kind)`` summarizes."""
-    if kind == CHANGED:
-        return keys.changed()
-    if kind == ACTIVITY:
-        return keys.activity()
-    return keys.wake_due() if kind == WAKE else keys.hygiene_due()
-
-
-def _score(reply: Reply | StoreCommandError) -> int | None:
-    if not isinstance(reply, bytes):
-        return None
-    try:
-        return int(float(reply))
-    except (ValueError, OverflowError):
-        return None
 
 
 def stderr_progress(err: TextIO) -> Progress:

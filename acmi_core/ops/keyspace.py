@@ -145,6 +145,17 @@ def parse_key(raw: bytes, default_tenant: str, keys_for: Callable[[str], Keys]) 
     )
 
 
+# Slots that mean an entity has memory; not memory:heartbeat, where migrate moves the old
+# hygiene job's bookkeeping of webhook entities (which hygiene must not visit).
+MEMORY_INDEXED_SLOTS: Final = (keys.MEMORY_HOT, keys.MEMORY_WARM, keys.MEMORY_STAMPS)
+
+
+def memory_rank(info: ParsedKey) -> int:
+    """The position of an entity key's slot in MEMORY_INDEXED_SLOTS (past it: not one)."""
+    in_slots = info.slot in MEMORY_INDEXED_SLOTS
+    return MEMORY_INDEXED_SLOTS.index(info.slot) if in_slots else len(MEMORY_INDEXED_SLOTS)
+
+
 def slot_rank(info: ParsedKey) -> int:
     """The position of an entity key's slot in ALL_SLOTS."""
     return ALL_SLOTS.index(info.slot) if info.slot in ALL_SLOTS else len(ALL_SLOTS)

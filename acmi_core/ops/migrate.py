@@ -13,6 +13,10 @@ re-reads, ``MOVE_ATTEMPTS`` times), so a concurrent write is never lost. A field
 memory slot already holds keeps the slot's value (written since the upgrade: newer). The
 entity joins the memory index (the hygiene job's) unless all it had was the hygiene job's
 own bookkeeping (a webhook entity the old job visited).
+
+Index entries doctor finds missing (mentions, tenants with work, memory) are added with the
+ops each finding carries, REPAIR_OPS and REPAIR_BYTES a script: only adds or monotone
+moves, so live writers lose nothing and a second run adds nothing.
 """
 
 from __future__ import annotations
