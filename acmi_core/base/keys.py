@@ -75,7 +75,7 @@ COORDINATION_THREAD: Final = "thread:agent-coordination"
 # event names are indexed, and each agent's index keeps its MENTIONS_KEPT newest events
 # (what a bootstrap shows: acmi_core/bootstrap/budget.py CAPS["coordination"]).
 # store/lua/mentions.lua finds the same mentions in the events the lock and HITL scripts
-# write; tests/unit/test_mentions.py holds the two equal.
+# write; tests/integration/test_script_bounds.py holds the two equal.
 MENTIONS_PER_EVENT: Final = 16
 MENTIONS_KEPT: Final = 10
 _MENTION: Final = re.compile(r"(?<![A-Za-z0-9_.@:-])(?:agent:|@)([A-Za-z0-9_.-]+)")

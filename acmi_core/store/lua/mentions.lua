@@ -1,7 +1,7 @@
 -- mentions.lua: the coordination thread's mentions index, for the scripts that write a
 -- coordination event themselves (locks.lua, hitl.lua: this text is put before theirs).
 -- acmi_core/base/keys.py `mentioned` is the rule, and the client keeps the index for
--- every other write (entities TimelineAPI.stage); tests/unit/test_mentions.py holds the
+-- every other write (entities TimelineAPI.stage); tests/integration/test_script_bounds.py holds the
 -- two equal. An event mentions agent:<id> by its entity id or @<id>, the id not part of
 -- a longer one; the first MENTIONS_PER_EVENT distinct agents are indexed, and each
 -- agent's index keeps its MENTIONS_KEPT newest events. Cost: one pass over the event
