@@ -23,7 +23,7 @@ from acmi_core.base.keys import COORDINATION_THREAD, MEMORY_ARCHIVE
 from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, EntityId, dumps
 from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
 from acmi_core.bootstrap.budget import CAPS
-from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
+from acmi_core.bootstrap.bundle import MAX_EVENTS
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
 from acmi_core.store import scripts
@@ -35,9 +35,9 @@ BUDGET_MS: Final = 50.0  # what one script run may block Redis for
 # ACMI_MAX_BODY_BYTES (256 KiB by default), less the envelope.
 EVENT_BYTES: Final = Settings().max_body_bytes - 1024
 AGENT: Final = "agent:drill"
-# The bootstrap's own timeline section is read by count, not bytes: DEFAULT_EVENTS events
-# of EVENT_BYTES cost it ~40 ms of CPU by themselves (a bound left to that section)
-TIMELINE_EVENT_BYTES: Final = 16 * 1024
+# The bootstrap's timeline events: the largest a write carries, as many as a bootstrap
+# may ask for (its event reads stop at budget.READ_BYTES, whatever the count)
+TIMELINE_EVENT_BYTES: Final = EVENT_BYTES - 300
 NOW: Final = int(time.time() * 1000) - 3_600_000  # an hour ago: every ts is in the past
 NAMES: Final = {p.script.sha: p.name for p in scripts.PROTOCOLS}
 
@@ -83,8 +83,8 @@ def _near_misses(budget: int) -> str:
 def _bootstrap(acmi: Acmi) -> Callable[[], object]:
     """Every section at its cap: 200 coordination events of EVENT_BYTES mentioning the
     agent among near misses, CAPS['work'] work items with 64 KiB profile and signals,
-    both HITL queues full, a profile and signals at the object cap, DEFAULT_EVENTS
-    timeline events of TIMELINE_EVENT_BYTES."""
+    both HITL queues full, a profile and signals at the object cap, MAX_EVENTS timeline
+    events of TIMELINE_EVENT_BYTES, all asked for."""
     for i in range(200):
         note = _near_misses(EVENT_BYTES - 200) + f" {AGENT}"
         acmi.timeline.append(
@@ -111,7 +111,7 @@ def _bootstrap(acmi: Acmi) -> Callable[[], object]:
                 addressee=to,
                 correlation_id=f"drill-{i}-{to is None}",
             )
-    for i in range(DEFAULT_EVENTS):  # (at EVENT_BYTES the timeline alone is over budget)
+    for i in range(MAX_EVENTS):
         acmi.timeline.append(
             AGENT,
             {
@@ -123,7 +123,7 @@ def _bootstrap(acmi: Acmi) -> Callable[[], object]:
                 "payload": {"pad": _pad(TIMELINE_EVENT_BYTES)},
             },
         )
-    return lambda: acmi.bootstrap(AGENT)
+    return lambda: acmi.bootstrap(AGENT, events=MAX_EVENTS)
 
 
 def _sweep(acmi: Acmi) -> Callable[[], object]:

@@ -74,7 +74,7 @@ from acmi_core.bootstrap.bundle import (
     Bundle,
 )
 from acmi_core.bootstrap.render import render
-from acmi_core.bootstrap.script import as_list
+from acmi_core.bootstrap.script import as_list, pairs, string
 from acmi_core.bootstrap.sections import Memory, build
 from acmi_core.coordination.agents import agent_id, spawn_record
 from acmi_core.store.base import Reply
@@ -124,6 +124,7 @@ class Bootstrapper:
         took = zip(("timeline", "daily", "stamps"), as_list(reply["read"]), strict=False)
         bundle.reads = {name: n for name, n in took if isinstance(n, int)}
         Memory(bundle, now, loaded, slug).read(reply)
+        _capped(bundle, reply["capped"])
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
             bundle.spawn = record if reply["spawned"] == 1 else {**record, "duplicate": True}
@@ -146,6 +147,17 @@ class Bootstrapper:
         self._ctx.store.execute(("SET", key, raw, "NX"))
         bundle.memory["handoff"] = "put back: cut to fit the budget, still pending"
         bundle.text = render(bundle)
+
+
+def _capped(bundle: Bundle, raw: Reply) -> None:
+    """The reads the script stopped at its byte cap (``budget.READ_BYTES``): each is a
+    cut of its section, the items left out counted as a budget's cut counts them (1 when
+    the script cannot tell how many)."""
+    names = {s.name: s for s in bundle.sections}
+    for name, count in pairs(raw):
+        section = names.get(string(name))
+        if section is not None and isinstance(count, int):
+            section.cut += count
 
 
 def _include(include: object, scope: str) -> set[str]:

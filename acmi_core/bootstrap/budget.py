@@ -46,6 +46,10 @@ CAPS: Final = {
     # daily notes (their lines are skipped there): 10 a wanted event, at most this
     "timeline_scanned": 500,
 }
+# The events' bytes each of the bootstrap's event reads (timeline, daily notes, lessons,
+# coordination) takes at most; the first event read is taken whatever its size (<= one
+# request body). 20 events of 255 KB cost the script ~40 ms of CPU by count alone.
+READ_BYTES: Final = 512 * 1024
 MIN_BUDGET_BYTES: Final = 1024
 MIN_BUDGET_TOKENS: Final = 342  # 1,024 bytes at 3 bytes a token
 

@@ -25,7 +25,7 @@ from acmi_core.base.keys import (
 )
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.base.stored import Unreadable, load_stored
-from acmi_core.bootstrap.budget import CAPS
+from acmi_core.bootstrap.budget import CAPS, READ_BYTES
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply
 from acmi_core.store.writes import script_error
@@ -79,6 +79,8 @@ def run(
         "memory_hot": keys.slot(eid, MEMORY_HOT),
         "memory_warm": keys.slot(eid, MEMORY_WARM),
         "memory_heartbeat": keys.slot(eid, MEMORY_HEARTBEAT),
+        # one id per call: the transport's retries of it carry the same (a lost reply)
+        "replay": keys.request(scripts.new_request_id()),
     }
     days = {"today", "yesterday"} & loaded
     # a new spawn in main takes the handoff; anything else only reads it
@@ -113,6 +115,7 @@ def run(
         "timeline_scanned": min(10 * events, CAPS["timeline_scanned"]),
         "utc_from": utc_from,
         "utc_to": utc_to,
+        "read_bytes": READ_BYTES,
     }
     try:
         return scripts.BOOTSTRAP.eval(ctx.store, script_keys, args, script=BOOTSTRAP)

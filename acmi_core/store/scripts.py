@@ -533,6 +533,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "memory_hot",
             "memory_warm",
             "memory_heartbeat",
+            "replay",
         ),
         (
             "now",
@@ -563,6 +564,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "timeline_scanned",
             "utc_from",
             "utc_to",
+            "read_bytes",
         ),
         (
             "profile",
@@ -588,6 +590,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "hot",
             "warm",
             "heartbeat",
+            "capped",
         ),
     ),
 )

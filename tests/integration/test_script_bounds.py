@@ -34,7 +34,8 @@ from acmi_core.base.keys import (
     MENTIONS_PER_EVENT,
     mentioned,
 )
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, dumps
+from acmi_core.bootstrap.budget import READ_BYTES
 from acmi_core.jobs import quarterly, sweep
 from acmi_core.jobs.runner import JobRun
 from acmi_core.store import scripts
@@ -149,7 +150,7 @@ def test_a_bootstrap_reads_the_agents_mentions_not_the_thread(
     """200 coordination events of 250 KB, a third of them mentioning the agent: the
     bootstrap ran 0.5-4.6 s of Redis time (it copied the 200 into Lua and scanned each for
     the mention); now it reads the agent's index, what it returns. Same section as before:
-    the newest mentions, newest first."""
+    the newest mentions, newest first, as many as the read's byte cap holds."""
     events = _coordination(acmi, 200, 250_000)
     acmi.bootstrap("agent:w")  # loads the script
     case = script_limits.ScriptCase("bootstrap", "bootstrap", "", lambda _: lambda: None)
@@ -158,9 +159,13 @@ def test_a_bootstrap_reads_the_agents_mentions_not_the_thread(
             script_limits.run_once(store, case, lambda: acmi.bootstrap("agent:w")) for _ in range(3)
         ]
     hold("bootstrap after 200 x 250 KB coordination events", runs)
-    section = acmi.bootstrap("agent:w").section("coordination").value
+    bundle = acmi.bootstrap("agent:w")
+    section = bundle.section("coordination").value
     expected = [e["correlationId"] for e in events if e["payload"]["note"].endswith(" @w")]
-    assert [e["correlationId"] for e in section] == expected[::-1][:MENTIONS_KEPT]
+    # the newest of them, as many as READ_BYTES holds (~2 of 250 KB); the rest is a cut
+    fit = READ_BYTES // len(dumps(events[0]))
+    assert [e["correlationId"] for e in section] == expected[::-1][:fit]
+    assert bundle.cut["coordination"] == MENTIONS_KEPT - fit
     # a near miss is nobody's mention of w; the index holds MENTIONS_KEPT events at most
     assert store.execute(("ZCARD", acmi.keys.mentions("w"))) == MENTIONS_KEPT
     assert store.execute(("EXISTS", acmi.keys.mentions("w-2"))) == 1  # agent:w-2 is an agent

@@ -14,7 +14,7 @@ LUA = resources.files("acmi_core").joinpath("store/lua")
 MIRROR = re.compile(r"local REPLAY_TTL_MS, REPLAY_MAX_BYTES = (\d+), (\d+)\n")
 
 
-@pytest.mark.parametrize("name", ["apply", "hitl", "locks"])
+@pytest.mark.parametrize("name", ["apply", "bootstrap", "hitl", "locks"])
 def test_each_script_mirrors_the_record_limits(name: str) -> None:
     (found,) = MIRROR.findall(LUA.joinpath(f"{name}.lua").read_text())
     assert tuple(map(int, found)) == (scripts.REPLAY_TTL_MS, scripts.REPLAY_MAX_BYTES)

@@ -25,6 +25,8 @@
 --: KEYS[19] memory_hot: its hot layer (STRING JSON, hot.*)
 --: KEYS[20] memory_warm: its warm layer (STRING JSON, warm.*)
 --: KEYS[21] memory_heartbeat: its heartbeat-state (STRING JSON, heartbeat.*)
+--: KEYS[22] replay: this request's record (keys.request): what a new spawn took, so the
+--    transport's retry of the same request (the spawn now exists) is given it again
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -55,6 +57,8 @@
 --: ARGV[27] utc_from: the daily window in UTC (used when the heartbeat-state names no
 --    heartbeat.timezone)
 --: ARGV[28] utc_to
+--: ARGV[29] read_bytes: the members' bytes each of the timeline, daily-note, lessons
+--    and coordination reads takes at most (the first member read whatever its size)
 --
 -- Open work items are the one place this script builds key names: the ids come from the
 -- agent's open-work index (KEYS[10]) and the keys are <prefix>work:<id>:profile|signals,
@@ -62,12 +66,19 @@
 -- Redis Cluster). Ids that are not entity ids are skipped, never turned into keys.
 --
 -- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/budget.py
--- CAPS), so the script is O(those counts x member size), whatever the agent's history.
+-- CAPS), so the script is O(those counts x member size), whatever the agent's history;
+-- the reads of events (timeline, daily notes, lessons, coordination) are bounded by bytes
+-- too, as store/lua/page.lua is: read in growing steps, each no more than the members of
+-- the average size so far that still fit, stopping before the member that would take the
+-- read past ARGV[29] (the first member read is taken whatever its size). A read that
+-- stopped there is named in reply[24] with the items it left out, which the bundle
+-- reports as a cut (20 events of 255 KB cost ~40 ms of CPU by count alone).
 -- Reads are tolerant: a key holding another type gives an empty section and its name
--- with Redis's WRONGTYPE error in the reply's problems, never an error. Two writes: the
+-- with Redis's WRONGTYPE error in the reply's problems, never an error. Three writes: the
 -- spawn, checked first (a wrong-typed spawns key fails the call before anything is
--- written), and taking the memory handoff (GETDEL) when that spawn is new, checked too (a
--- wrong-typed handoff key is a problem and is left alone).
+-- written), taking the memory handoff (GETDEL) when that spawn is new, checked too (a
+-- wrong-typed handoff key is a problem and is left alone), and the request's record of
+-- what that took (KEYS[22]).
 --
 -- Memory costs nothing to an agent without it: with no stamps (KEYS[18] empty) there is
 -- no daily read and the timeline is exactly its newest n events, as before memory.
@@ -99,6 +110,8 @@
 --: reply[21] hot: KEYS[19] as stored
 --: reply[22] warm: KEYS[20] as stored
 --: reply[23] heartbeat: KEYS[21] as stored
+--: reply[24] capped: [section, items left out...]: the reads stopped at ARGV[29] (a count
+--    that is not known is 1)
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
@@ -130,6 +143,38 @@ local function read(empty, ...)
   return reply
 end
 
+-- A byte-bounded read of a ZSET, newest first: ZRANGE ranks from `start` (REV), at most
+-- `limit` members examined, `want` of them kept when `accept` takes them (nil: all).
+-- Returns the kept members, the members read, and true when it stopped at the byte cap.
+local read_bytes = tonumber(ARGV[29])
+local capped = {}
+local function bounded(key, start, limit, want, accept)
+  local kept, seen, total, step = {}, 0, 0, 4
+  while seen < limit and #kept < want do
+    local size = math.min(step, limit - seen)
+    if seen > 0 then
+      local fit = math.floor((read_bytes - total) / (total / seen)) + 1
+      size = math.max(1, math.min(size, fit))
+    end
+    local slice = read({}, 'ZRANGE', key, start + seen, start + seen + size - 1, 'REV')
+    for _, member in ipairs(slice) do
+      if seen > 0 and total + #member > read_bytes then return kept, seen + 1, true end
+      seen, total = seen + 1, total + #member
+      if accept == nil or accept(member) then
+        kept[#kept + 1] = member
+        if #kept >= want then break end
+      end
+    end
+    if #slice < size then break end
+    step = math.min(step * 2, 128)
+  end
+  return kept, seen, false
+end
+local function cut(section, count)
+  capped[#capped + 1] = section
+  capped[#capped + 1] = math.max(count, 1)
+end
+
 -- 1. the spawn, the one write: checked before it happens
 local spawned = 0
 if ARGV[15] ~= '' then
@@ -157,25 +202,16 @@ local took = { timeline = 0, daily = 0, stamps = 0 }
 -- their lines (shown as today's note; older days are level 3, on demand): slices of the
 -- newest, each twice the shortfall, until n are kept or ARGV[26] were examined
 local timeline = {}
-if n[5] > 0 and stamped == 0 then
-  timeline = read({}, 'ZRANGE', KEYS[3], -n[5], -1)
-  took.timeline = #timeline
-elseif n[5] > 0 then
-  local cap, kept, start, size = tonumber(ARGV[26]), {}, 0, n[5]
-  while #kept < n[5] and start < cap do
-    size = math.min(size, cap - start)
-    local slice = read({}, 'ZRANGE', KEYS[3], start, start + size - 1, 'REV')
-    took.timeline = took.timeline + #slice
-    for _, member in ipairs(slice) do
-      if not string.find(member, '"memory":"daily"', 1, true) then
-        kept[#kept + 1] = member
-        if #kept >= n[5] then break end
-      end
-    end
-    if #slice < size then break end
-    start = start + size
-    size = 2 * (n[5] - #kept)
+if n[5] > 0 then
+  local limit, accept = n[5], nil
+  if stamped ~= 0 then
+    limit = tonumber(ARGV[26])
+    accept = function(member) return not string.find(member, '"memory":"daily"', 1, true) end
   end
+  local kept, seen, stopped = bounded(KEYS[3], 0, limit, n[5], accept)
+  -- the member that told the cap was reached was read too
+  took.timeline = seen
+  if stopped then cut('timeline', math.min(n[5], read(0, 'ZCARD', KEYS[3])) - #kept) end
   for i = #kept, 1, -1 do timeline[#timeline + 1] = kept[i] end
 end
 local spawns = read({}, 'ZRANGE', KEYS[4], 0, n[6] - 1, 'REV')
@@ -224,16 +260,16 @@ if n[10] > 0 then
     mine[(string.gsub(w, '^workflow:', ''))] = true
   end
   if next(mine) then
-    for _, member in ipairs(read({}, 'ZRANGE', KEYS[12], 0, n[11] - 1, 'REV')) do
-      -- the feed holds improvement events acmi_core.coordination.workflows wrote (compact JSON): the
-      -- first "workflow":"..." member is the payload's (in a string value the quotes
-      -- would be escaped), so a pattern reads it without decoding the event
+    -- the feed holds improvement events acmi_core.coordination.workflows wrote (compact
+    -- JSON): the first "workflow":"..." member is the payload's (in a string value the
+    -- quotes would be escaped), so a pattern reads it without decoding the event
+    local function of_mine(member)
       local wf = string.match(member, '"workflow":"([^"\\]*)"')
-      if wf and mine[(string.gsub(wf, '^workflow:', ''))] then
-        lessons[#lessons + 1] = member
-        if #lessons >= n[10] then break end
-      end
+      return wf ~= nil and mine[(string.gsub(wf, '^workflow:', ''))] ~= nil
     end
+    local got, _, stopped = bounded(KEYS[12], 0, n[11], n[10], of_mine)
+    lessons = got
+    if stopped then cut('lessons', n[10] - #lessons) end
   end
 end
 
@@ -243,8 +279,12 @@ end
 --    so this reads the events it returns and nothing else, newest first
 local coordination = {}
 if n[13] > 0 then
-  local recent = read({}, 'ZRANGE', KEYS[13], -math.min(n[13], n[14]), -1)
-  for i = #recent, 1, -1 do coordination[#coordination + 1] = recent[i] end
+  local want = math.min(n[13], n[14])
+  local got, _, stopped = bounded(KEYS[13], 0, want, want)
+  coordination = got
+  if stopped then
+    cut('coordination', math.min(want, read(0, 'ZCARD', KEYS[13])) - #coordination)
+  end
 end
 
 -- 8. memory (seed 002 §7, §12). Daily notes: the memory events (payload.memory "daily")
@@ -274,37 +314,73 @@ if m[20] > 0 and stamped > 0 then
     'WITHSCORES')
   took.stamps = #stamps / 2
   local left = m[21]  -- members examined at most, over all stamps
+  local total, step = 0, 4  -- their bytes, and the next read's size (as bounded() does)
   for i = 2, #stamps, 2 do
     if left <= 0 or #daily >= m[20] then
       problems[#problems + 1] = KEYS[3] .. ': over ' .. m[21] ..
         ' daily-note events around now, the notes may be partial (a bounded read)'
       break
     end
-    local at = read({}, 'ZRANGE', KEYS[3], stamps[i], stamps[i], 'BYSCORE', 'LIMIT', 0, left)
-    left = left - #at
-    took.daily = took.daily + #at
-    for _, member in ipairs(at) do
-      if #daily < m[20] and string.find(member, '"memory":"daily"', 1, true) then
-        daily[#daily + 1] = member
+    -- the members at this stamp (one, unless lines share a ts), in steps
+    local offset, over = 0, false
+    while left > 0 and #daily < m[20] do
+      local size = math.min(step, left)
+      if took.daily > 0 then
+        local fit = math.floor((read_bytes - total) / (total / took.daily)) + 1
+        size = math.max(1, math.min(size, fit))
       end
+      local at = read({}, 'ZRANGE', KEYS[3], stamps[i], stamps[i], 'BYSCORE', 'LIMIT', offset,
+        size)
+      for _, member in ipairs(at) do
+        if took.daily > 0 and total + #member > read_bytes then over = true break end
+        took.daily, total, left = took.daily + 1, total + #member, left - 1
+        if #daily < m[20] and string.find(member, '"memory":"daily"', 1, true) then
+          daily[#daily + 1] = member
+        end
+      end
+      if over or #at < size then break end
+      offset = offset + size
+      step = math.min(step * 2, 128)
+    end
+    if over then
+      cut('today', 1)
+      break
     end
   end
 end
 
 -- the handoff: read, or taken (read and cleared at once) by the bootstrap that logs a new
--- spawn, so a retried spawn or a peek leaves it for the next session
+-- spawn, so a peek or another session's repeat of the spawn leaves it for the next one.
+-- What a new spawn took is recorded under this request's record (KEYS[22]) for
+-- REPLAY_TTL_MS: 'T' .. the handoff, or 'S' when there was none. The transport's retry of
+-- a request whose reply it lost finds its spawn logged (spawned 0) and the handoff gone;
+-- the record gives it the first run's spawn and handoff again. The record is kept
+-- whatever its size (a handoff is one bounded memory write): a lost handoff is lost
+-- memory. Both mirror acmi_core/store/scripts.py; REPLAY_MAX_BYTES is not used here.
+local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
 local handoff, taken = false, 0
-if m[22] > 0 then
+local replayed = false
+if m[22] == 2 and spawned == 0 and ARGV[15] ~= '' then replayed = read(false, 'GET', KEYS[22]) end
+if replayed then
+  spawned = 1
+  if string.sub(replayed, 1, 1) == 'T' then
+    handoff, taken = string.sub(replayed, 2), 1
+  end
+elseif m[22] > 0 then
   local t = kind_of(KEYS[15])
   if t == 'string' then
     if m[22] == 2 and spawned == 1 then
       handoff = redis.call('GETDEL', KEYS[15])
       taken = 1
+      redis.call('SET', KEYS[22], 'T' .. handoff, 'PX', REPLAY_TTL_MS)
     else
       handoff = redis.call('GET', KEYS[15])
     end
   elseif t ~= 'none' then
     problems[#problems + 1] = KEYS[15] .. ': WRONGTYPE, another type than the read needs'
+  end
+  if m[22] == 2 and spawned == 1 and taken == 0 then
+    redis.call('SET', KEYS[22], 'S', 'PX', REPLAY_TTL_MS)
   end
 end
 
@@ -331,4 +407,4 @@ end
 return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
   joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
   joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive,
-  memory_hot, memory_warm, memory_heartbeat }
+  memory_hot, memory_warm, memory_heartbeat, capped }
