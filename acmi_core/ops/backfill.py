@@ -10,7 +10,7 @@ the rest of doctor's (chunks of MEMBER_CHUNK, pipelines of MENTION_AGENTS agents
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
@@ -27,9 +27,20 @@ from acmi_core.base.keys import (
 )
 from acmi_core.base.model import TENANT_RE
 from acmi_core.base.stored import scored
-from acmi_core.ops.doctor import MEMBER_CHUNK, Doctor, Finding, Kind, Repair
+from acmi_core.client import Acmi
+from acmi_core.ops.findings import MEMBER_CHUNK, Finding, Kind, Repair
 from acmi_core.ops.keyspace import ParsedKey
-from acmi_core.store.base import Command, Reply
+from acmi_core.store.base import Command, Reply, Store
+
+
+class Doctor(Protocol):
+    """The doctor these checks run for (``doctor.Doctor``), by what they use of it."""
+
+    acmi: Acmi
+    store: Store
+
+    def keys_for(self, tenant: str) -> Keys: ...
+
 
 # Agents whose mentions are checked per pipeline (each reads at most MENTIONS_KEPT events).
 MENTION_AGENTS: Final = 100

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Final, Protocol, TextIO
 
 from acmi_core.base.errors import StoreCommandError
@@ -40,6 +38,14 @@ from acmi_core.base.model import EntityId, check_category
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
 from acmi_core.memory.slots import memory_slot
+from acmi_core.ops import backfill
+from acmi_core.ops.findings import (
+    MEMBER_CHUNK,
+    Finding,
+    Kind,
+    McpCopy,
+    McpState,
+)
 from acmi_core.ops.keyspace import (
     MEMORY_INDEXED_SLOTS,
     SLOT_TYPES,
@@ -56,90 +62,15 @@ from acmi_core.ops.keyspace import (
 )
 from acmi_core.store.base import Command, Reply
 
-# Timeline members per ZRANGE, and per pipeline: bounds what one reply holds in memory.
-MEMBER_CHUNK: Final = 1000
+# Timeline members per pipeline (MEMBER_CHUNK: per ZRANGE, in findings.py).
 PIPELINE_MEMBERS: Final = 5000
 # A copied MCP timeline is one ZADD per member inside one script, which blocks Redis
 # while it runs; a longer timeline is reported, not copied.
 MAX_COPY_MEMBERS: Final = 10_000
 
-# An index repair (op, key, score, member): WritePlan's zadd (NX), zmax, zmin or zkeep.
-Repair = tuple[str, str, float, str]
-
 # The Redis type each slot holds: keyspace.SLOT_TYPES (one entry per slot keys.py names)
 EXPECTED_TYPE: Final = SLOT_TYPES
 INDEX_TYPE: Final = "set"
-
-
-class Kind(StrEnum):
-    """What a finding is about."""
-
-    INDEX_MISSING = "index_missing"  # (a) entity not in its acmi:<cat>:list
-    TIMELINE_MEMBERS = "timeline_members"  # (b) legacy / invalid / unreadable members
-    BAD_ID = "bad_id"  # (c) an id outside our grammar: reported, never touched
-    NOT_OBJECT = "not_object"  # (d) a profile/signals value that is no JSON object
-    WRONG_TYPE = "wrong_type"  # (d) a key of another Redis type than its slot's
-    MCP_LAYOUT = "mcp_layout"  # (e) acmi:<tenant>:<ns>:<id>:<slot> (MCP server v2.0)
-    NO_TENANT_ID = "no_tenant_id"  # a profile without tenant_id (looked for by migrate)
-    # memory fields (hot.*, heartbeat.*, warm.*) in the profile or signals, where a
-    # replace of the object erases them: migrate moves them into the memory slots
-    MEMORY_OLD_PLACE = "memory_old_place"
-    # entries older data lacks in the indexes added since (ops/backfill.py; migrate adds them)
-    MENTION_MISSING = "mention_missing"  # keys.mentions: the bootstrap misses the event
-    TENANT_UNINDEXED = "tenant_unindexed"  # keys.tenants_with: the jobs skip the tenant
-    MEMORY_UNINDEXED = "memory_unindexed"  # keys.memory_index: hygiene skips the entity
-
-
-# Kinds that make `acmi doctor` exit 1. NO_TENANT_ID is what the reference writes
-# normally; migrate looks for it only when given --tenant-id.
-PROBLEMS: Final = frozenset(Kind) - {Kind.NO_TENANT_ID}
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: Kind
-    key: str
-    detail: str
-    entity: str | None = None
-    tenant: str | None = None
-    counts: dict[str, int] | None = None
-    destination: str | None = None
-    state: str | None = None  # MCP_LAYOUT: an McpState
-    # for migrate, not shown: where the key sits, and what an MCP copy would write
-    parsed: ParsedKey | None = field(default=None, repr=False, compare=False)
-    copy: McpCopy | None = field(default=None, repr=False, compare=False)
-    repairs: tuple[Repair, ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def name(self) -> str:
-        return self.kind.value
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind.value, "key": self.key, "detail": self.detail}
-        for name in ("entity", "tenant", "counts", "destination", "state"):
-            value = getattr(self, name)
-            if value is not None:
-                data[name] = value
-        return data
-
-
-class McpState(StrEnum):
-    """Where an MCP-layout key stands against its SPEC destination."""
-
-    TO_COPY = "to_copy"  # the destination is absent
-    COPIED = "copied"  # the destination holds the same value: nothing to do
-    CONFLICT = "conflict"  # the destination holds something else: left as is
-    TOO_LARGE = "too_large"  # a timeline over MAX_COPY_MEMBERS
-    UNCOPYABLE = "uncopyable"  # not UTF-8, or another Redis type than its slot's
-
-
-@dataclass(frozen=True)
-class McpCopy:
-    """An MCP key's state and, for TO_COPY, what to write (text, or (score, member)s)."""
-
-    state: McpState
-    text: str | None = None
-    members: list[tuple[float, str]] = field(default_factory=list)
 
 
 def _utf8(raw: bytes) -> str | None:
@@ -365,7 +296,6 @@ class Doctor:
                     Kind.INDEX_MISSING, index, detail, str(info.entity), info.tenant, parsed=info
                 )
             )
-        from acmi_core.ops import backfill  # here: it builds this module's Findings
 
         found.extend(backfill.memory_index_findings(self, list(memory_unindexed.values())))
         found.extend(self._timeline_findings(timelines))

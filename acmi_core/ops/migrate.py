@@ -33,16 +33,8 @@ from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
 from acmi_core.memory.slots import HEARTBEAT, HYGIENE_KEYS, memory_slot
-from acmi_core.ops.doctor import (
-    Doctor,
-    Finding,
-    Kind,
-    McpCopy,
-    McpState,
-    Repair,
-    stderr_progress,
-    stream,
-)
+from acmi_core.ops.doctor import Doctor, stderr_progress, stream
+from acmi_core.ops.findings import Finding, Kind, McpCopy, McpState, Repair
 from acmi_core.ops.keyspace import ParsedKey, Progress, no_progress, object_problem
 from acmi_core.store.writes import FieldMode, WritePlan
 

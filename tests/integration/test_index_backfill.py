@@ -25,7 +25,8 @@ from acmi_core.base.keys import (
 from acmi_core.jobs import rollup
 from acmi_core.jobs.runner import JobRun
 from acmi_core.jobs.tenants import run_tenants
-from acmi_core.ops.doctor import PROBLEMS, Doctor, Finding, Kind
+from acmi_core.ops.doctor import Doctor
+from acmi_core.ops.findings import PROBLEMS, Finding, Kind
 from acmi_core.ops.migrate import REPAIR_BYTES, Action, Migrate
 from acmi_core.store.base import Arg, Reply, Script, Store
 from acmi_core.store.counting import CountingStore
