@@ -84,7 +84,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
+from acmi_core.base.errors import (
+    AcmiValidationError,
+    Conflict,
+    CorruptData,
+    NotFound,
+    StoreCommandError,
+)
 from acmi_core.base.keys import SESSIONS
 from acmi_core.base.model import (
     EVENT_FIELD_ORDER,
@@ -100,9 +106,9 @@ from acmi_core.base.model import (
 )
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, decode_event, load_stored
-from acmi_core.entities.api import EntityAPI
+from acmi_core.entities.api import EntityAPI, newest_command, newest_members
 from acmi_core.store import scripts
-from acmi_core.store.base import Arg, Reply
+from acmi_core.store.base import Arg, Command, Reply
 from acmi_core.store.writes import WritePlan, script_error
 
 if TYPE_CHECKING:
@@ -171,6 +177,28 @@ def is_open(status: object) -> bool:
 # --- results --------------------------------------------------------------------------------
 
 
+def _timeline_rows(
+    members: list[Reply], key: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A work item's events as stored (known fields first), the legacy ones by index,
+    and the members that could not be read, by position."""
+    timeline: list[dict[str, Any]] = []
+    legacy: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for position, member in enumerate(members):
+        decoded = decode_event(member)
+        if isinstance(decoded, str):
+            skipped.append({"key": key, "position": position, "reason": decoded})
+            continue
+        event, data = decoded
+        if event.legacy:
+            legacy.append({"index": len(timeline), "reasons": list(event.legacy)})
+        ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
+        ordered.update(data)  # unknown fields keep their order, after the known ones
+        timeline.append(ordered)
+    return timeline, legacy, skipped
+
+
 @dataclass(frozen=True)
 class WorkItem:
     """One work item, as ``get`` read it (one round trip) or ``create`` stored it.
@@ -193,11 +221,16 @@ class WorkItem:
     sessions: list[str] = field(default_factory=list)
     sessions_total: int = 0
     problems: list[str] = field(default_factory=list)
+    # the page byte cap stopped the events: GET .../timeline?reverse=true&cursor= goes on
+    next_cursor: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Not asdict: it copies every nested value recursively, and a stored value another
         # tool nested ~500 deep (reads take 512) would pass Python's recursion limit.
-        return {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
+        body = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
+        if self.next_cursor is None:  # a key only when the cap cut the events
+            del body["next_cursor"]
+        return body
 
 
 @dataclass(frozen=True)
@@ -548,15 +581,15 @@ class WorkAPI:
             raise AcmiValidationError("events", "range", "must be an integer from 0 to 1000")
         keys = self._keys
         timeline_key, sessions_key = keys.timeline(eid), keys.slot(eid, SESSIONS)
-        commands: list[tuple[Arg, ...]] = [
+        commands: list[Command] = [
             ("GET", keys.profile(eid)),
             ("GET", keys.signals(eid)),
             ("HGET", keys.work_owners(), eid.local_id),
             ("SCARD", sessions_key),
             ("SSCAN", sessions_key, 0, "COUNT", MAX_GET_SESSIONS),
         ]
-        if events:
-            commands.append(("ZRANGE", timeline_key, -events, -1))
+        if events:  # newest first, stopping at the page byte cap (store/lua/page.lua)
+            commands.append(newest_command(timeline_key, events))
         replies = self._ctx.store.pipeline(commands)
         if replies[0] is None and replies[1] is None:
             raise self._missing(eid)
@@ -584,23 +617,14 @@ class WorkAPI:
         if isinstance(scan, list) and len(scan) == 2 and isinstance(scan[1], list):
             sessions = sorted(m.decode("utf-8", "replace") for m in scan[1] if isinstance(m, bytes))
         sessions = sessions[:MAX_GET_SESSIONS]
-        timeline: list[dict[str, Any]] = []
-        legacy: list[dict[str, Any]] = []
-        skipped: list[dict[str, Any]] = []
-        if events and isinstance(replies[5], StoreCommandError):
-            problems.append(f"{timeline_key}: {replies[5]}")
-        elif events and isinstance(replies[5], list):
-            for position, member in enumerate(replies[5]):
-                decoded = decode_event(member)
-                if isinstance(decoded, str):
-                    skipped.append({"key": timeline_key, "position": position, "reason": decoded})
-                    continue
-                event, data = decoded
-                if event.legacy:
-                    legacy.append({"index": len(timeline), "reasons": list(event.legacy)})
-                ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
-                ordered.update(data)  # unknown fields keep their order, after the known ones
-                timeline.append(ordered)
+        members: list[Reply] = []
+        cursor: str | None = None
+        if events:
+            try:
+                members, cursor = newest_members(self._ctx.store, replies[5], timeline_key, events)
+            except CorruptData as exc:
+                problems.append(exc.message)
+        timeline, legacy, skipped = _timeline_rows(members, timeline_key)
         status = signals.get("status")
         return WorkItem(
             eid.local_id,
@@ -616,6 +640,7 @@ class WorkAPI:
             sessions,
             total,
             problems,
+            cursor,
         )
 
     def sessions_page(

@@ -221,13 +221,13 @@ def newest_command(key: str, events: int) -> Command:
     return ("EVALSHA", PAGE.sha, len(packed_keys), *packed_keys, *packed_args)
 
 
-def newest_events(
+def newest_members(
     store: Store, reply: Reply | StoreCommandError, key: str, events: int
-) -> tuple[Events, str | None]:
-    """The events of a ``newest_command`` reply, oldest first, and, when the byte cap
-    stopped the read, the cursor of ``timeline.page(reverse=True)`` to the older ones.
-    A server that has not loaded the script yet answers NOSCRIPT: it is sent once more
-    whole (EVAL, which loads it)."""
+) -> tuple[list[Reply], str | None]:
+    """The stored members of a ``newest_command`` reply, oldest first, and, when the
+    byte cap stopped the read, the cursor of ``timeline.page(reverse=True)`` to the
+    older ones. A server that has not loaded the script yet answers NOSCRIPT: it is sent
+    once more whole (EVAL, which loads it)."""
     try:
         if isinstance(reply, StoreCommandError) and is_noscript(reply):
             packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, _newest_args(events))
@@ -244,7 +244,14 @@ def newest_events(
         run = sum(1 for _, other in window if other == score)
         digest = member_digest(member) if isinstance(member, bytes) else "0" * 16
         cursor = TimelinePosition(True, score, run, digest).encode()
-    members = [member for member, _ in reversed(window)]
+    return [member for member, _ in reversed(window)], cursor
+
+
+def newest_events(
+    store: Store, reply: Reply | StoreCommandError, key: str, events: int
+) -> tuple[Events, str | None]:
+    """``newest_members``, decoded."""
+    members, cursor = newest_members(store, reply, key, events)
     return _decode_events(members, key, max_bytes=MAX_PAGE_BYTES), cursor
 
 

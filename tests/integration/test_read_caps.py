@@ -113,3 +113,39 @@ def test_http_answers_stay_under_the_documented_size(setup: tuple[Acmi, redis.Re
     page = client.get(f"/v1/entities/{ENTITY}/timeline", params={"limit": 1000}, headers=auth)
     assert page.status_code == 200 and len(page.content) < GET_BOUND
     assert page.json()["next_cursor"]
+
+
+WORK = "work:big"
+
+
+def test_a_work_item_read_stops_at_the_cap_with_a_cursor_to_the_rest(
+    setup: tuple[Acmi, redis.Redis],
+) -> None:
+    """Before: ``work.get(events=1000)`` read and answered all 8 MB of its events (the
+    ZRANGE of the whole window); ``GET /v1/work/{id}`` the same."""
+    acmi, raw = setup
+    raw.zadd(f"acmi:{WORK}:timeline", {member(n): 1_000 + n for n in range(EVENTS)})
+    acmi.work.create("big", {"title": "big"})
+    before = sent(raw)
+    item = acmi.work.get("big", events=1000)
+    assert sent(raw) - before < GET_BOUND
+    newest = [e["correlationId"] for e in item.timeline]
+    assert newest and newest == [f"c-{n}" for n in range(EVENTS - len(newest), EVENTS)]
+    assert item.next_cursor is not None and item.to_dict()["next_cursor"] == item.next_cursor
+    older = acmi.timeline.page(WORK, reverse=True, cursor=item.next_cursor, limit=EVENTS)
+    assert older.events[0].correlationId == f"c-{EVENTS - len(newest) - 1}"  # where it stopped
+    key, _ = apikeys.mint(acmi.store, tenant="default", scope="read", name="w", now_ms=0)
+    client = TestClient(create_app(ApiContext(acmi), tuple(ROUTER_MODULES)))
+    answer = client.get(
+        "/v1/work/big", params={"events": 1000}, headers={"authorization": f"Bearer {key}"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert len(answer.content) < GET_BOUND
+    assert answer.json()["next_cursor"] == item.next_cursor
+
+
+def test_a_small_work_item_has_no_cursor(setup: tuple[Acmi, redis.Redis]) -> None:
+    acmi, _ = setup
+    acmi.work.create("small", {"title": "small"})
+    item = acmi.work.get("small")
+    assert item.next_cursor is None and "next_cursor" not in item.to_dict()
