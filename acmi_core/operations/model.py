@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 
 class Access(StrEnum):
@@ -50,7 +50,10 @@ class Operation:
     e.g. ``memory export``). ``store_only``: that command works on the store directly,
     never through ``--api``. ``params``: its parameters' model, ``"<module>:<qualname>"``
     (``acmi_core.operations.params``; every row with an MCP tool has one: the tool's
-    arguments, schema and description are derived from it)."""
+    arguments, schema and description are derived from it). ``result``: the type of what
+    the core callable returns, ``"<module>:<qualname>"`` (``acmi_core.operations.results``:
+    a TypedDict, so the JSON every surface prints stays the dict it always was, with its
+    keys and types declared once and held to real answers by the table's tests)."""
 
     name: str
     summary: str
@@ -64,6 +67,7 @@ class Operation:
     cli: str | None = None
     store_only: bool = False
     params: str | None = None
+    result: str | None = None
 
     def __post_init__(self) -> None:
         if (self.method is None) != (self.path is None) or (self.path is None) != (
@@ -80,6 +84,8 @@ class Operation:
             raise ValueError(f"operation {self.name!r}: call is '<module>:<qualname>'")
         if self.params is not None and ":" not in self.params:
             raise ValueError(f"operation {self.name!r}: params is '<module>:<qualname>'")
+        if self.result is not None and ":" not in self.result:
+            raise ValueError(f"operation {self.name!r}: result is '<module>:<qualname>'")
         if self.mcp is not None and self.params is None:
             raise ValueError(f"operation {self.name!r}: an MCP tool needs its params model")
 
@@ -93,6 +99,16 @@ class Operation:
         return None if self.path is None else _CONVERTER.sub(r"{\1}", self.path)
 
 
+class Exposure(TypedDict, total=False):
+    """Where a :class:`Capability` row is exposed besides HTTP, and its types."""
+
+    mcp: str | None
+    cli: str | None
+    store_only: bool
+    params: str | None
+    result: str | None
+
+
 @dataclass(frozen=True)
 class Capability:
     """The HTTP rows of one Lambda function, and the metrics its access counts."""
@@ -102,37 +118,19 @@ class Capability:
     writes: str | None = None
 
     def read(
-        self,
-        name: str,
-        method: str,
-        path: str,
-        summary: str,
-        call: str | None,
-        *,
-        mcp: str | None = None,
-        cli: str | None = None,
-        store_only: bool = False,
-        params: str | None = None,
-    ) -> Operation:
+        self, name: str, method: str, path: str, summary: str, call: str | None,
+        **rest: Unpack[Exposure],
+    ) -> Operation:  # fmt: skip
+        """A read row of this function (key scope ``read``, counted as ``reads``)."""
         return Operation(
-            name, summary, Access.READ, call, method, path, self.function, self.reads,
-            mcp, cli, store_only, params,
+            name, summary, Access.READ, call, method, path, self.function, self.reads, **rest
         )  # fmt: skip
 
     def write(
-        self,
-        name: str,
-        method: str,
-        path: str,
-        summary: str,
-        call: str | None,
-        *,
-        mcp: str | None = None,
-        cli: str | None = None,
-        store_only: bool = False,
-        params: str | None = None,
-    ) -> Operation:
+        self, name: str, method: str, path: str, summary: str, call: str | None,
+        **rest: Unpack[Exposure],
+    ) -> Operation:  # fmt: skip
+        """A write row of this function (key scope ``write``, counted as ``writes``)."""
         return Operation(
-            name, summary, Access.WRITE, call, method, path, self.function, self.writes,
-            mcp, cli, store_only, params,
+            name, summary, Access.WRITE, call, method, path, self.function, self.writes, **rest
         )  # fmt: skip

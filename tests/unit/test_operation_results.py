@@ -1,0 +1,57 @@
+"""Every row's declared result type is what its core callable says it returns.
+
+(That real answers are of that type is held where each capability's answers are made,
+with ``tests.results.assert_result``.)"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, get_args, is_typeddict
+
+import pytest
+
+from acmi_core.operations import OPERATIONS, Operation
+from tests.results import assert_closed, resolve
+
+# Capabilities (the first part of a row's name) whose every row with a core callable
+# declares its result; a capability joins once all its rows do.
+TYPED: frozenset[str] = frozenset()
+
+DECLARED = [row for row in OPERATIONS if row.result is not None]
+
+
+def _unwrapped(kind: Any) -> set[Any]:
+    return {a for a in get_args(kind)} - {type(None)} if get_args(kind) else {kind}
+
+
+@pytest.mark.parametrize("row", DECLARED, ids=lambda row: row.name)
+def test_the_declared_result_is_the_core_callables_return_type(row: Operation) -> None:
+    assert row.call is not None, f"{row.name}: a result type needs a core callable"
+    kind = resolve(row.result or "")
+    returned = typing.get_type_hints(resolve(row.call))["return"]
+    assert returned == kind or kind in _unwrapped(returned), (row.name, returned, kind)
+    assert is_typeddict(kind) or any(is_typeddict(a) for a in _unwrapped(kind)), (
+        f"{row.name}: its result is a TypedDict (the dict whose JSON is the contract)"
+    )
+
+
+def test_every_called_row_of_a_typed_capability_declares_its_result() -> None:
+    missing = [
+        row.name
+        for row in OPERATIONS
+        if row.call and row.name.partition(".")[0] in TYPED and row.result is None
+    ]
+    assert not missing
+
+
+def test_the_check_refuses_an_undeclared_key_and_a_missing_one() -> None:
+    class Answer(typing.TypedDict):
+        id: str
+
+    assert_closed(Answer, {"id": "x"}, "answer")
+    with pytest.raises(AssertionError, match="not declared"):
+        assert_closed(Answer, {"id": "x", "extra": 1}, "answer")
+    with pytest.raises(AssertionError, match="requires"):
+        assert_closed(Answer, {}, "answer")
+    with pytest.raises(AssertionError, match="not declared"):
+        assert_closed(list[Answer], [{"id": "x"}, {"id": "y", "z": 0}], "answers")
