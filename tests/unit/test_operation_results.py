@@ -5,10 +5,12 @@ with ``tests.results.assert_result``.)"""
 
 from __future__ import annotations
 
+import types
 import typing
-from typing import Any, get_args, is_typeddict
+from typing import Any, Union, get_args, get_origin, is_typeddict
 
 import pytest
+from pydantic import BaseModel
 
 from acmi_core.operations import OPERATIONS, Operation
 from tests.results import assert_closed, resolve
@@ -24,15 +26,26 @@ def _unwrapped(kind: Any) -> set[Any]:
     return {a for a in get_args(kind)} - {type(None)} if get_args(kind) else {kind}
 
 
+def _typed(kind: Any) -> bool:
+    """A declared shape: a TypedDict or pydantic model, a str/bytes/None answer, or a
+    list, tuple or optional of those; never ``Any`` or a bare ``dict[str, Any]``."""
+    if kind in (str, bytes, type(None), bool, int) or is_typeddict(kind):
+        return True
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return True
+    origin = get_origin(kind)
+    if origin in (list, tuple, Union, types.UnionType):
+        return all(_typed(a) for a in get_args(kind) if a is not Ellipsis)
+    return False
+
+
 @pytest.mark.parametrize("row", DECLARED, ids=lambda row: row.name)
 def test_the_declared_result_is_the_core_callables_return_type(row: Operation) -> None:
     assert row.call is not None, f"{row.name}: a result type needs a core callable"
     kind = resolve(row.result or "")
     returned = typing.get_type_hints(resolve(row.call))["return"]
     assert returned == kind or kind in _unwrapped(returned), (row.name, returned, kind)
-    assert is_typeddict(kind) or any(is_typeddict(a) for a in _unwrapped(kind)), (
-        f"{row.name}: its result is a TypedDict (the dict whose JSON is the contract)"
-    )
+    assert _typed(kind), f"{row.name}: {kind} declares no shape"
 
 
 def test_every_called_row_of_a_typed_capability_declares_its_result() -> None:
@@ -42,6 +55,14 @@ def test_every_called_row_of_a_typed_capability_declares_its_result() -> None:
         if row.call and row.name.partition(".")[0] in TYPED and row.result is None
     ]
     assert not missing
+
+
+def test_a_shape_is_declared_and_any_is_not() -> None:
+    class Answer(typing.TypedDict):
+        id: str
+
+    assert _typed(Answer) and _typed(list[Answer]) and _typed(Answer | None)
+    assert not _typed(dict[str, Any]) and not _typed(Any) and not _typed(list[Any])
 
 
 def test_the_check_refuses_an_undeclared_key_and_a_missing_one() -> None:
