@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import pytest
 import redis
 
 from acmi_core import Acmi
@@ -59,6 +60,23 @@ def _pre_upgrade(clients: dict[str, Acmi], raw: redis.Redis, clock: FakeClock) -
     raw.delete(*(clients["madez"].keys.tenants_with(kind) for kind in TENANT_INDEXES))
 
 
+class _Old(NamedTuple):
+    acmi: Acmi
+    raw: redis.Redis
+    clock: FakeClock
+    clients: dict[str, Acmi]
+
+
+@pytest.fixture
+def old(env: tuple[Acmi, redis.Redis]) -> _Old:  # noqa: F811
+    """Two tenants' data as an older ACMI left it (``_pre_upgrade``)."""
+    acmi, raw = env
+    clock = FakeClock()
+    clients = _clients(acmi, clock)
+    _pre_upgrade(clients, raw, clock)
+    return _Old(acmi, raw, clock, clients)
+
+
 def _problems(acmi: Acmi) -> list[Finding]:
     return [f for f in Doctor(acmi).findings() if f.kind in PROBLEMS]
 
@@ -73,13 +91,8 @@ def _run_rollup(client: Acmi) -> dict[str, Any]:
     return run_tenants(client, run, rollup.run, clock=time.perf_counter)
 
 
-def test_doctor_reports_and_migrate_rebuilds_the_new_indexes_once(
-    env: tuple[Acmi, redis.Redis],  # noqa: F811
-) -> None:
-    acmi, raw = env
-    clock = FakeClock()
-    clients = _clients(acmi, clock)
-    _pre_upgrade(clients, raw, clock)
+def test_doctor_reports_and_migrate_rebuilds_the_new_indexes_once(old: _Old) -> None:
+    acmi, raw, clock, clients = old
     # the default tenant's job ran since: its floor is past acme's old change
     clock.now += 10 * MINUTE
     clients["madez"].timeline.append("deal:new", _event("madez new"))
@@ -128,13 +141,8 @@ def test_doctor_reports_and_migrate_rebuilds_the_new_indexes_once(
     assert after["tenants"]["acme"]["written"] >= 1, after  # deal:old rolled up at last
 
 
-def test_migrate_never_overwrites_a_write_landing_meanwhile(
-    env: tuple[Acmi, redis.Redis],  # noqa: F811
-) -> None:
-    acmi, raw = env
-    clock = FakeClock()
-    clients = _clients(acmi, clock)
-    _pre_upgrade(clients, raw, clock)
+def test_migrate_never_overwrites_a_write_landing_meanwhile(old: _Old) -> None:
+    acmi, raw, clock, clients = old
     acme = clients["acme"]
     late = FakeClock()
     late.now = clock.now + 1000 * MINUTE  # a writer whose time is after migrate's
@@ -159,10 +167,8 @@ def test_migrate_never_overwrites_a_write_landing_meanwhile(
     assert raw.zcard(acme.keys.mentions("w")) == 10
 
 
-def test_dry_run_writes_nothing(env: tuple[Acmi, redis.Redis]) -> None:  # noqa: F811
-    acmi, raw = env
-    clock = FakeClock()
-    _pre_upgrade(_clients(acmi, clock), raw, clock)
+def test_dry_run_writes_nothing(old: _Old) -> None:
+    acmi = old.acmi
     steps = list(Migrate(acmi, dry_run=True).run())
     assert {s.action for s in steps} == {
         Action.MENTION_ADD,
