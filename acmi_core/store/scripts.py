@@ -417,6 +417,26 @@ PAGE: Final = ScriptProtocol(
     ),
 )
 
+MERGE: Final = ScriptProtocol(
+    "merge",
+    single(
+        ("timelines*",),
+        (
+            "high",
+            "low",
+            "count",
+            "max_bytes",
+            "at",
+            "at_score",
+            "at_run",
+            "at_size",
+            "at_head",
+            "at_tail",
+        ),
+        ("more", "resumed", "window*"),
+    ),
+)
+
 _LOCK_KEYS: Final = ("lease", "thread", "index", "leases", "replay")
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
@@ -595,6 +615,6 @@ BOOTSTRAP: Final = ScriptProtocol(
     ),
 )
 
-PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
+PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, MERGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
 # Lua put before a script's own text: functions only, no protocol of its own
 LIBRARIES: Final = ("mentions",)
