@@ -12,7 +12,7 @@
 --
 -- The run is checked against the member itself: the cursor carries its length and first
 -- and last bytes, and the members of that score from the run's own place on are compared
--- (at most LOOK of them) so a member added meanwhile at that very score and timeline,
+-- (one at a time, at most LOOK of them) so a member added meanwhile at that very score and timeline,
 -- before the cursor's, does not make the next page repeat one.
 --
 -- The byte cap is applied while reading. Each timeline is read in steps of 1, 2, ... 64
@@ -60,13 +60,14 @@ for j = 1, n do
   if j == at then
     local run, size, head, tail = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9], ARGV[10]
     local from = first + run - 1
-    local look = redis.call('ZRANGE', KEYS[j], from, from + LOOK - 1, 'REV', 'WITHSCORES')
     first = first + run -- the member is where the run says (or gone): resume after it
-    for i = 1, #look, 2 do
-      if tonumber(look[i + 1]) ~= tonumber(ARGV[6]) then break end
-      local m = look[i]
+    -- one member at a time: the first is the cursor's unless members were added before it
+    for i = 0, LOOK - 1 do
+      local one = redis.call('ZRANGE', KEYS[j], from + i, from + i, 'REV', 'WITHSCORES')
+      if #one == 0 or tonumber(one[2]) ~= tonumber(ARGV[6]) then break end
+      local m = one[1]
       if #m == size and m:sub(1, #head) == head and m:sub(#m - #tail + 1) == tail then
-        first = from + (i - 1) / 2 + 1
+        first = from + i + 1
         break
       end
     end
