@@ -15,13 +15,14 @@
 -- (one at a time, at most LOOK of them) so a member added meanwhile at that very score and timeline,
 -- before the cursor's, does not make the next page repeat one.
 --
--- The byte cap is applied while reading. Each timeline is read in steps of 1, 2, ... 64
--- members, a step never more than the members of the average size so far that fit in
--- what is left of the cap, shared among the timelines still open; the merge stops before
--- the member that would take the page past max_bytes (the first member is returned
--- whatever its size, so every page moves on). A page then reads about the cap plus the
--- next member of each timeline: 20 timelines of 256 KB events read ~6 MB to answer
--- 1 MiB, never every timeline's `count` events. Read-only.
+-- The byte cap is applied while reading: the merge stops before the member that would
+-- take the page past max_bytes (the first member is returned whatever its size, so every
+-- page moves on). Large events are read one at a time, each only once ZCOUNT shows it
+-- comes next (see `lazy` below): a page of 20 timelines of 256 KB events reads about
+-- what it answers. Small ones are read ahead in steps of 1, 2, ... 64 members, a step
+-- never more than the members of the average size so far that fit in what is left of
+-- the cap, shared among the timelines still open. Never every timeline's `count`
+-- events. Read-only.
 --
 -- The protocol (acmi_core/store/scripts.py MERGE declares the same names):
 --: KEYS[1..] timelines*: the timelines (ZSETs), in the merge's order for equal scores
@@ -77,20 +78,31 @@ for j = 1, n do
 end
 
 local taken, total, counted = 0, 0, 0
+local read_bytes, read_count = 0, 0
+-- Until the members read show the events are small, a timeline's next member is read
+-- only once it is known to come next: ZCOUNT of the members at or past the candidate's
+-- score tells, without reading them, whether a timeline has one ahead of it (O(log N)).
+-- Events of 256 KB then cost what is answered, not one unanswered member per timeline.
+-- Once n members of the average size read take at most a quarter of the cap, every
+-- timeline's next members are read ahead in steps (fewer calls for many small events).
+local lazy = true
 
 -- the next member of timeline j is at buf[j][pos[j]] (member, score, its text) afterwards,
 -- unless the timeline has none left in the range
 local function fill(j, open)
   if pos[j] <= #buf[j] then return true end
   if done[j] then return false end
-  local want = step[j]
-  if counted > 0 then
-    local fit = math.floor((max_bytes - total) / (total / counted) / open) + 1
-    want = math.max(1, math.min(want, fit))
+  local want = 1
+  if not lazy then
+    want = step[j]
+    if counted > 0 then
+      local fit = math.floor((max_bytes - total) / (total / counted) / open) + 1
+      want = math.max(1, math.min(want, fit))
+    end
+    step[j] = math.min(step[j] * 2, 64)
   end
   local chunk = redis.call('ZRANGE', KEYS[j], rank[j], rank[j] + want - 1, 'REV', 'WITHSCORES')
   rank[j] = rank[j] + want
-  step[j] = math.min(step[j] * 2, 64)
   if #chunk < 2 * want then done[j] = true end
   local b = {}
   for i = 1, #chunk, 2 do
@@ -103,25 +115,62 @@ local function fill(j, open)
     b[#b + 1] = chunk[i]
     b[#b + 1] = s
     b[#b + 1] = chunk[i + 1]
+    read_bytes, read_count = read_bytes + #chunk[i], read_count + 1
+  end
+  if lazy and read_count > 0 and read_bytes / read_count * n * 4 <= max_bytes then
+    lazy = false
   end
   buf[j], pos[j] = b, 1
   return #b > 0
 end
 
+-- a member of timeline j with score s comes before the best one so far
+local function ahead(s, j, best)
+  if best == nil then return true end
+  local t = buf[best][pos[best] + 1]
+  return s > t or (s == t and j < best)
+end
+
 local out = {0, resumed}
 while taken < count do
-  local open = 0
-  for j = 1, n do
-    if pos[j] <= #buf[j] or not done[j] then open = open + 1 end
-  end
-  local best, best_score = nil, nil
-  for j = 1, n do
-    if fill(j, math.max(open, 1)) then
-      local s = buf[j][pos[j] + 1]
-      if best == nil or s > best_score then best, best_score = j, s end
+  local best = nil
+  if lazy then
+    for j = 1, n do
+      if pos[j] <= #buf[j] and ahead(buf[j][pos[j] + 1], j, best) then best = j end
+    end
+    if best == nil then
+      for j = 1, n do
+        if fill(j, 1) then
+          best = j
+          break
+        end
+      end
+    end
+    if best == nil then return out end
+    -- each timeline not read ahead: is its next member before the best one? (a later
+    -- best only comes before the earlier one, so an earlier "no" stands)
+    for j = 1, n do
+      if lazy and j ~= best and pos[j] > #buf[j] and not done[j] then
+        local text = buf[best][pos[best] + 2]
+        local from = text
+        if j > best then from = '(' .. text end
+        if redis.call('ZCOUNT', KEYS[j], from, '+inf') > rank[j] and fill(j, 1) then
+          if ahead(buf[j][pos[j] + 1], j, best) then best = j end
+        end
+      end
     end
   end
-  if best == nil then return out end
+  if not lazy then
+    local open = 0
+    for j = 1, n do
+      if pos[j] <= #buf[j] or not done[j] then open = open + 1 end
+    end
+    best = nil
+    for j = 1, n do
+      if fill(j, math.max(open, 1)) and ahead(buf[j][pos[j] + 1], j, best) then best = j end
+    end
+    if best == nil then return out end
+  end
   local member = buf[best][pos[best]]
   if taken > 0 and total + #member > max_bytes then
     out[1] = 1
