@@ -24,6 +24,7 @@ from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, EntityId, du
 from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
 from acmi_core.bootstrap.budget import CAPS
 from acmi_core.bootstrap.bundle import MAX_EVENTS
+from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
 from acmi_core.store import scripts
@@ -232,6 +233,61 @@ def _page(acmi: Acmi) -> Callable[[], object]:
     return lambda: acmi.timeline.page("user:drill-page", cursor=cursor, limit=MAX_PAGE_SIZE)
 
 
+def _merge_large(acmi: Acmi) -> Callable[[], object]:
+    """A merge of MAX_CAT_ENTITIES timelines of events as large as a write carries, every
+    ts tied across them, resumed from a cursor: the page reads the cap and the next event
+    of each timeline (and checks the cursor's event again)."""
+    names = [f"user:drill-merge{i:02d}" for i in range(MAX_CAT_ENTITIES)]
+    for name in names:
+        members = {
+            dumps(
+                {
+                    "ts": NOW + k,
+                    "source": name,
+                    "kind": "note",
+                    "correlationId": f"{name}/{k}",
+                    "summary": f"m{k}",
+                    "payload": {"pad": _pad(TIMELINE_EVENT_BYTES)},
+                },
+                "event",
+            ): NOW + k
+            for k in range(8)
+        }
+        acmi.store.execute(("ZADD", acmi.keys.timeline(EntityId.parse(name)), *_pairs(members)))
+    cursor = acmi.timeline.cat_page(names, limit=MAX_CAT_LIMIT).next_cursor
+    assert cursor is not None
+    return lambda: acmi.timeline.cat_page(names, cursor=cursor, limit=MAX_CAT_LIMIT)
+
+
+def _merge_small(acmi: Acmi) -> Callable[[], object]:
+    """A merge of MAX_CAT_ENTITIES timelines of MAX_CAT_LIMIT small events each, so a page
+    takes its MAX_CAT_LIMIT events, about MAX_PAGE_BYTES, from every timeline in turn: the
+    most reads and comparisons one page makes."""
+    names = [f"user:drill-merge-small{i:02d}" for i in range(MAX_CAT_ENTITIES)]
+    size = MAX_PAGE_BYTES // MAX_CAT_LIMIT - 200
+    for index, name in enumerate(names):
+        members = {
+            dumps(
+                {
+                    "ts": NOW + k * MAX_CAT_ENTITIES + index,
+                    "source": name,
+                    "kind": "note",
+                    "correlationId": f"{name}/{k}",
+                    "summary": f"s{k}",
+                    "payload": {"pad": _pad(size)},
+                },
+                "event",
+            ): NOW + k * MAX_CAT_ENTITIES + index
+            for k in range(MAX_CAT_LIMIT)
+        }
+        acmi.store.execute(("ZADD", acmi.keys.timeline(EntityId.parse(name)), *_pairs(members)))
+    return lambda: acmi.timeline.cat_page(names, limit=MAX_CAT_LIMIT)
+
+
+def _pairs(members: dict[str, int]) -> list[str | int]:
+    return [x for member, score in members.items() for x in (score, member)]
+
+
 def cases() -> list[ScriptCase]:
     return [
         ScriptCase(
@@ -259,6 +315,18 @@ def cases() -> list[ScriptCase]:
             _hygiene,
         ),
         ScriptCase("timeline page", "page", f"{MAX_PAGE_SIZE:,} events, 1 MiB", _page),
+        ScriptCase(
+            "timeline merge, large events",
+            "merge",
+            f"{MAX_CAT_ENTITIES} timelines of {TIMELINE_EVENT_BYTES // 1024} KiB events, resumed",
+            _merge_large,
+        ),
+        ScriptCase(
+            "timeline merge, small events",
+            "merge",
+            f"{MAX_CAT_ENTITIES} timelines x {MAX_CAT_LIMIT:,} events, {MAX_CAT_LIMIT:,} taken",
+            _merge_small,
+        ),
     ]
 
 

@@ -31,7 +31,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
@@ -445,35 +445,35 @@ class HttpBackend:
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CAT_LIMIT:
             raise AcmiValidationError("limit", "range", f"must be an integer 1-{MAX_CAT_LIMIT}")
-        streams = [
-            [(str(eid), event) for event in self._newest(eid, limit, since_ms, until_ms)]
-            for eid in eids
-        ]
+        streams = [self._newest(eid, limit, since_ms, until_ms) for eid in eids]
         # equal ts: the order given (heapq.merge is stable across its inputs)
         merged = heapq.merge(*streams, key=lambda pair: -_merge_ts(pair[1]))
         return [{"entity": entity, **event} for entity, event in itertools.islice(merged, limit)]
 
     def _newest(
         self, eid: EntityId, limit: int, since_ms: int | None, until_ms: int | None
-    ) -> list[dict[str, Any]]:
-        """Up to ``limit`` events of one timeline, newest first: one page, or more when
-        the API's byte cap per page stopped one short of ``limit``."""
-        events: list[dict[str, Any]] = []
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Up to ``limit`` (entity, event) of one timeline, newest first, a page at a time as the
+        merge takes them: a page past the API's byte cap is asked for only when the
+        merge reaches the end of the one before (not every timeline's ``limit``)."""
         cursor: str | None = None
-        while True:
+        left = limit
+        while left > 0:
             page = self.call(
                 "entities.timeline",
                 entity=str(eid),
                 reverse=True,
-                limit=limit - len(events),
+                limit=left,
                 since_ms=since_ms,
                 until_ms=until_ms,
                 cursor=cursor,
             )
-            events.extend(e for e in page.get("events") or () if isinstance(e, dict))
+            events = [e for e in page.get("events") or () if isinstance(e, dict)][:left]
+            yield from ((str(eid), event) for event in events)
+            left -= len(events)
             cursor = page.get("next_cursor")
-            if not isinstance(cursor, str) or len(events) >= limit:
-                return events[:limit]
+            if not isinstance(cursor, str):
+                return
 
     # --- bootstrap and agents ----------------------------------------------------------------
 

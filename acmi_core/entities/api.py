@@ -27,8 +27,6 @@ numeric tenant_id, ts out of range, a long summary) is returned, flagged in
 from __future__ import annotations
 
 import base64
-import heapq
-import itertools
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -57,6 +55,7 @@ from acmi_core.base.pages import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_BYTES,
     TimelinePosition,
+    decode_cursor,
     encode_cursor,
     entity_cursor,
     member_digest,
@@ -77,6 +76,9 @@ _LIST_SCAN_COUNT: Final = 1000
 # A timeline page (and an entity's newest events), by rank and to a byte cap (see the
 # script's header).
 PAGE: Final = scripts.PAGE.script
+# A page of several timelines merged, to the same byte cap (see the script's header).
+MERGE: Final = scripts.MERGE.script
+_MARK_BYTES: Final = 16  # a merge cursor's first and last bytes of its event
 
 
 # --- read results ---------------------------------------------------------------------------
@@ -184,6 +186,72 @@ class EventPage:
             "skipped": [s.__dict__ for s in self.events.skipped],
             "next_cursor": self.next_cursor,
         }
+
+
+@dataclass(frozen=True)
+class CatPage:
+    """One page of a merge of timelines: (entity, event) pairs newest first;
+    ``next_cursor`` is set only when the byte cap cut the page."""
+
+    events: list[tuple[str, Event]]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class MergePosition:
+    """After one event of a merge: its score, its timeline (``at``, 1-based, in the
+    order given), how many of that timeline's events of that score come up to it
+    (``run``), and its length and first and last bytes (the script checks the run
+    against them). ``entities`` is a digest of the entity list the cursor belongs to."""
+
+    entities: str
+    score: float
+    at: int
+    run: int
+    size: int
+    head: bytes
+    tail: bytes
+
+    def encode(self) -> str:
+        return encode_cursor(
+            "m",
+            self.entities,
+            repr(self.score),
+            self.at,
+            self.run,
+            self.size,
+            self.head.hex(),
+            self.tail.hex(),
+        )
+
+    @classmethod
+    def decode(cls, cursor: object, names: list[str]) -> MergePosition:
+        digest, score_text, at, run, size, head, tail = decode_cursor(cursor, "m", 7)
+        try:
+            score = float(score_text) if isinstance(score_text, str) else math.nan
+            marks = (bytes.fromhex(head), bytes.fromhex(tail))
+        except (ValueError, TypeError):
+            raise _bad_cursor() from None
+        if (
+            not isinstance(digest, str)
+            or math.isnan(score)
+            or not _whole(at, 1, len(names))
+            or not _whole(run, 1, 2**53)
+            or not _whole(size, 1, 2**53)
+            or not all(0 < len(mark) <= min(size, _MARK_BYTES) for mark in marks)
+        ):
+            raise _bad_cursor()
+        if digest != _names_digest(names):
+            raise _bad_cursor("was issued for other entities (give the same ones, in order)")
+        return cls(digest, score, at, run, size, *marks)
+
+
+def _bad_cursor(why: str = "is not a cursor this API returned") -> AcmiValidationError:
+    return AcmiValidationError("cursor", "cursor", f"{why}; pass next_cursor back unchanged")
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Events:
@@ -509,28 +577,108 @@ class TimelineAPI(_Slot):
         since_ms: float | None = None,
         until_ms: float | None = None,
     ) -> list[tuple[str, Event]]:
-        """Several timelines merged newest first (equal ts in the order given), at most ``limit``
-        (1-``MAX_CAT_LIMIT``) events from 1-``MAX_CAT_ENTITIES`` entities: one round trip,
-        each timeline read newest first up to ``limit``, so no entity can crowd the
-        merge out of memory. Unreadable members are skipped as in ``read``."""
-        eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
-        if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
-            raise AcmiValidationError(
-                "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
+        """Several timelines merged newest first (equal ts in the order given), at most
+        ``limit`` (1-``MAX_CAT_LIMIT``) events from 1-``MAX_CAT_ENTITIES`` entities.
+        ``cat_page`` after ``cat_page``: one round trip when the events fit in
+        ``MAX_PAGE_BYTES``, one more per page past it, each read bounded inside Redis.
+        Unreadable members are skipped as in ``read``. To hold one page at a time (a
+        response of bounded size), use ``cat_page``."""
+        eids = _cat_entities(entities)
+        size = _cat_limit(limit)
+        merged: list[tuple[str, Event]] = []
+        cursor: str | None = None
+        while True:
+            page = self.cat_page(
+                eids,
+                cursor=cursor,
+                limit=size - len(merged),
+                since_ms=since_ms,
+                until_ms=until_ms,
             )
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CAT_LIMIT:
-            raise AcmiValidationError("limit", "range", f"must be an integer 1-{MAX_CAT_LIMIT}")
+            merged.extend(page.events)
+            cursor = page.next_cursor
+            if cursor is None or len(merged) >= size:
+                return merged
+
+    def cat_page(
+        self,
+        entities: Iterable[str | EntityId],
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        since_ms: float | None = None,
+        until_ms: float | None = None,
+    ) -> CatPage:
+        """One page of ``cat``'s merge (one round trip): at most ``limit`` events and
+        ``MAX_PAGE_BYTES`` of stored JSON (always at least one event, so every page
+        moves on). ``next_cursor`` is set only when the byte cap cut the page before
+        ``limit``: pass it back with the same entities, in the same order, for the
+        next events (ask with ``limit`` less what you have). The merge (lua/merge.lua)
+        runs inside Redis and stops reading at the cap: a page reads about what it
+        answers plus the next event of each timeline.
+
+        The cursor names one event: its ts, its timeline and its place among that
+        timeline's events of that ts, so events of equal ts, in one timeline or
+        across several, are neither lost nor repeated across pages."""
+        eids = _cat_entities(entities)
+        size = _cat_limit(limit)
         low, high = _bounds(since_ms, until_ms)
         keys = [self._keys.timeline(eid) for eid in eids]
-        replies = self._ctx.store.pipeline(
-            [("ZRANGE", key, high, low, "BYSCORE", "REV", "LIMIT", 0, limit) for key in keys]
-        )
-        streams = [
-            [(str(eid), event) for event in _decode_events(_check_reply(reply, key), key)]
-            for eid, key, reply in zip(eids, keys, replies, strict=True)
-        ]
-        merged = heapq.merge(*streams, key=lambda pair: -pair[1].ts)
-        return list(itertools.islice(merged, limit))
+        names = [str(eid) for eid in eids]
+        at = None if cursor is None else MergePosition.decode(cursor, names)
+        if at is not None and until_ms is not None and until_ms < at.score:
+            at = None  # the caller moved the start before the cursor: start there
+        args: dict[str, Arg] = {
+            "high": high,
+            "low": low,
+            "count": size,
+            "max_bytes": MAX_PAGE_BYTES,
+            "at": 0 if at is None else at.at,
+            "at_score": "0" if at is None else repr(at.score),
+            "at_run": 0 if at is None else at.run,
+            "at_size": 0 if at is None else at.size,
+            "at_head": b"" if at is None else at.head,
+            "at_tail": b"" if at is None else at.tail,
+        }
+        try:
+            page = scripts.MERGE.eval(self._ctx.store, {"timelines": keys}, args, script=MERGE)
+        except StoreCommandError as exc:  # a key of another type, written by another tool
+            raise CorruptData(f"{', '.join(keys)}: {exc}", field="entities") from None
+        window = page["window"] if isinstance(page["window"], list) else []
+        triples: list[tuple[Reply, float, int]] = []
+        for member, text, place in zip(window[::3], window[1::3], window[2::3], strict=True):
+            assert isinstance(place, int) and 1 <= place <= len(keys)  # the script's reply
+            ((_, value),) = _score_pairs([member, text])
+            triples.append((member, value, place - 1))
+        # decoded a timeline at a time (one log line per timeline), put back in merge order
+        by_key: dict[int, list[Reply]] = {}
+        for member, _, index in triples:
+            by_key.setdefault(index, []).append(member)
+        readable: dict[int, Iterator[Event]] = {}
+        skipped: dict[int, set[int]] = {}
+        for index, members in by_key.items():
+            events = _decode_events(members, keys[index], max_bytes=MAX_PAGE_BYTES)
+            readable[index] = iter(events)
+            skipped[index] = {s.position for s in events.skipped}
+        seen: dict[int, int] = {}
+        merged: list[tuple[str, Event]] = []
+        for _, _, index in triples:
+            position = seen.get(index, 0)
+            seen[index] = position + 1
+            if position not in skipped[index]:
+                merged.append((names[index], next(readable[index])))
+        next_cursor = None
+        if page["more"] == 1 and triples:
+            member, score, index = triples[-1]
+            run = sum(1 for _, s, i in triples if s == score and i == index)
+            if at is not None and at.at == index + 1 and at.score == score:
+                resumed = page["resumed"]
+                run += resumed if isinstance(resumed, int) else 0
+            body = member if isinstance(member, bytes) else b""
+            next_cursor = MergePosition(
+                _names_digest(names), score, index + 1, run, len(body), *_marks(body)
+            ).encode()
+        return CatPage(merged, next_cursor)
 
     def page(
         self,
@@ -649,6 +797,30 @@ def _bounds(since_ms: float | None, until_ms: float | None) -> tuple[str, str]:
     if since_ms is not None and until_ms is not None and since_ms > until_ms:
         raise AcmiValidationError("since_ms", "range", "must be <= until_ms")
     return low, high
+
+
+def _cat_entities(entities: Iterable[str | EntityId]) -> list[EntityId]:
+    eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
+    if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
+        raise AcmiValidationError(
+            "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
+        )
+    return eids
+
+
+def _cat_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CAT_LIMIT:
+        raise AcmiValidationError("limit", "range", f"must be an integer 1-{MAX_CAT_LIMIT}")
+    return limit
+
+
+def _names_digest(names: Iterable[str]) -> str:
+    return member_digest("\n".join(names).encode())
+
+
+def _marks(member: bytes) -> tuple[bytes, bytes]:
+    """The first and last bytes of a member, by which merge.lua finds it again."""
+    return member[:_MARK_BYTES], member[-_MARK_BYTES:]
 
 
 def _scan_reply(reply: Reply, key: str) -> tuple[int, list[Reply]]:

@@ -88,9 +88,16 @@ def list_page(acmi: Acmi, scope: Scope, q: p.ListParams) -> dict[str, Any]:
 def cat(acmi: Acmi, scope: Scope, q: p.CatParams) -> dict[str, Any]:
     names = [str(EntityId.parse(e, f"entities[{i}]")) for i, e in enumerate(q.entities)]
     start, end = window(acmi.clock(), q.since, q.until)
-    merged = acmi.timeline.cat(names, limit=q.limit, since_ms=start, until_ms=end)
-    events = [{"entity": entity, **event.to_dict()} for entity, event in merged]
-    return {"since": q.since, "until": q.until, "events": events}
+    # one page of the merge: an answer of at most MAX_PAGE_BYTES of events (next_cursor,
+    # only when the cap cut it, continues; an until past the cursor restarts there)
+    page = acmi.timeline.cat_page(
+        names, cursor=q.cursor, limit=q.limit, since_ms=start, until_ms=end
+    )
+    events = [{"entity": entity, **event.to_dict()} for entity, event in page.events]
+    body: dict[str, Any] = {"since": q.since, "until": q.until, "events": events}
+    if page.next_cursor is not None:
+        body["next_cursor"] = page.next_cursor
+    return body
 
 
 def bootstrap(acmi: Acmi, scope: Scope, q: p.BootstrapReadParams) -> str:

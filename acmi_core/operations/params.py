@@ -117,12 +117,14 @@ class ListParams(Params):
 
 class CatParams(Params):
     """Several timelines merged, newest first: {since, until, events: [{entity, ...}]}.
-    since/until are durations ago (30m, 24h, 7d); until absent means now."""
+    since/until are durations ago (30m, 24h, 7d); until absent means now. At most 1 MiB
+    of events: when cut, next_cursor; pass it as cursor with the same entities."""
 
     entities: list[str]
     since: str = "24h"
     until: str | None = None
     limit: int = 50
+    cursor: str | None = None
 
 
 class BootstrapReadParams(Params):

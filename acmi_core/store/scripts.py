@@ -30,6 +30,9 @@ Each layout's packer and decoder are generated once from its names (as dataclass
 generate ``__init__``): a call costs a dict lookup and a type check a field over the
 list it used to build by hand. Sources are read on first use, so a function that never
 runs a script reads none of them. ``--: renew,release`` in a header: those two ops.
+
+One module: every script's protocol is declared here, beside the packer and decoder
+generator they share, so tests/unit/test_script_protocols.py holds them all in one place.
 """
 
 from __future__ import annotations
@@ -417,6 +420,13 @@ PAGE: Final = ScriptProtocol(
     ),
 )
 
+# a merge of timelines (merge.lua): the range and caps, then the cursor's position
+_MERGE_ARGS: Final = ("high", "low", "count", "max_bytes")
+_MERGE_AT: Final = ("at", "at_score", "at_run", "at_size", "at_head", "at_tail")
+MERGE: Final = ScriptProtocol(
+    "merge", single(("timelines*",), _MERGE_ARGS + _MERGE_AT, ("more", "resumed", "window*"))
+)
+
 _LOCK_KEYS: Final = ("lease", "thread", "index", "leases", "replay")
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
@@ -595,6 +605,6 @@ BOOTSTRAP: Final = ScriptProtocol(
     ),
 )
 
-PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
+PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, MERGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
 # Lua put before a script's own text: functions only, no protocol of its own
 LIBRARIES: Final = ("mentions",)

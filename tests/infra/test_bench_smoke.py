@@ -85,7 +85,17 @@ def test_the_largest_allowed_edit_is_timed_by_the_server(report: dict[str, Any])
     assert section["cases"] and all(_number(c["median_ms"]) for c in section["cases"].values())
     # and every script at its limits (the budget held by tests/integration/test_script_bounds.py)
     scripts = {c["script"] for c in section["scripts"].values()}
-    assert scripts == {"apply", "bootstrap", "sweep", "locks", "hitl", "work", "hygiene", "page"}
+    assert scripts == {
+        "apply",
+        "bootstrap",
+        "sweep",
+        "locks",
+        "hitl",
+        "work",
+        "hygiene",
+        "page",
+        "merge",
+    }
     assert all(_number(c["cpu_best_ms"]) for c in section["scripts"].values())
 
 

@@ -20,6 +20,7 @@ def acmi_up(upstash_store: UpstashStore) -> Iterator[Acmi]:
     acmi = create_acmi(upstash_store, Settings())
     acmi.signals.set("user:warm", "k", 1)  # load the write script once (EVALSHA cache)
     acmi.timeline.page("user:warm")  # and the page script (a get's newest events run it)
+    acmi.timeline.cat(["user:warm"])  # and the merge script (a cat runs it)
     acmi.profile.set("user:rt", {"name": "rt"})
     acmi.timeline.append("user:rt", EVENT)
     yield acmi
