@@ -306,10 +306,6 @@ class ScriptProtocol:
         if not single and (len(selectors) != 1 or "" in self.calls):
             raise ProtocolError(f"{self.name}: every op's first argument names the op")
         object.__setattr__(self, "selector", None if single else selectors.pop())
-        if REPLAY_KEY in self.sources and any(
-            call.keys[-1:] != (REPLAY_KEY,) for call in self.calls.values()
-        ):
-            raise ProtocolError(f"{self.name}: replay.lua reads every op's last key: recorded()")
         object.__setattr__(self, "_only", self.calls[""] if single else None)
 
     @cached_property
@@ -370,24 +366,14 @@ def single(keys: tuple[str, ...], args: tuple[str, ...], reply: ReplyShape) -> d
 
 # ---- replies recorded per request -------------------------------------------------------
 
-# A script that is not idempotent (locks, hitl, hygiene, work; a WritePlan with a RECORD
-# op; the bootstrap's spawn) takes the key of its request's record (keys.request of an id
-# the client draws once per logical call, so the transport's retries carry the same one).
-# Its first run stores its reply there, in the same run; a run that finds the record
-# answers with it and writes nothing. The record outlives any call's retries (they end
-# within store_timeout_s) and is not kept when the reply encodes to more than
-# REPLAY_MAX_BYTES (then a retry runs again). The scripts mirror both
-# (tests/unit/test_request_replay.py holds them equal). locks, hitl and hygiene share the
-# record's code, store/lua/replay.lua, put before theirs: every op of theirs takes the
-# record's key last (``recorded``), as replay.lua declares it (``KEYS[#] replay``).
+# A script that is not idempotent (locks, hitl, hygiene, work; a RECORD op; the bootstrap's
+# spawn) takes its request's record (keys.request of an id drawn once per call, reused by
+# its retries): a run that finds it answers with it, writing nothing, else stores its reply
+# there. Kept past any call's retries, not when over REPLAY_MAX_BYTES; mirrored by the
+# scripts. locks, hitl and hygiene share store/lua/replay.lua: REPLAY_KEY last in each op.
 REPLAY_TTL_MS: Final = 60_000
 REPLAY_MAX_BYTES: Final = 131_072
 REPLAY_KEY: Final = "replay"
-
-
-def recorded(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """A layout's KEYS followed by its request's record (store/lua/replay.lua's KEYS[#])."""
-    return (*keys, REPLAY_KEY)
 
 
 def new_request_id() -> str:
@@ -430,7 +416,7 @@ PAGE: Final = ScriptProtocol(
     ),
 )
 
-_LOCK_KEYS: Final = recorded(("lease", "thread", "index", "leases"))
+_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", REPLAY_KEY)
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
     "locks",
@@ -465,12 +451,12 @@ LOCKS: Final = ScriptProtocol(
     sources=("mentions", "replay", "locks"),  # the mentions index it keeps; its record
 )
 
-_HITL_KEYS: Final = recorded(("items", "thread", "index", "named_open", "named_closed"))
+_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed", REPLAY_KEY)
 HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
-            recorded(("items", "queue")),
+            ("items", "queue", REPLAY_KEY),
             ("op", "cid", "deadline", "record_header", "member", "prefix"),
             {"OK": (), "EXISTS": ("record",)},
         ),
@@ -513,11 +499,11 @@ HYGIENE: Final = ScriptProtocol(
     "hygiene",
     {
         "trim": Call(
-            recorded(("timeline", "archive")),
+            ("timeline", "archive", REPLAY_KEY),
             ("mode", "quarter", "doc", "member_count", "members*"),
             ("trimmed", "count"),
         ),
-        "release": Call(recorded(("lease",)), ("mode", "execution_id"), "released"),
+        "release": Call(("lease", REPLAY_KEY), ("mode", "execution_id"), "released"),
     },
     sources=("replay", "hygiene"),  # a trim's retry answers the trim that ran
 )
@@ -610,6 +596,5 @@ BOOTSTRAP: Final = ScriptProtocol(
 )
 
 PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
-# Lua put before a script's own text: mentions.lua is functions only; replay.lua answers
-# a retry from its request's record and declares that key (KEYS[#]) for every op
+# Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#])
 LIBRARIES: Final = ("mentions", "replay")

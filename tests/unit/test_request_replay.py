@@ -36,10 +36,3 @@ def test_the_record_code_is_written_once() -> None:
     for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE):
         assert protocol.sources[-2:] == ("replay", protocol.name)
         assert all(c.keys[-1] == scripts.REPLAY_KEY for c in protocol.calls.values())
-
-
-def test_a_script_after_replay_lua_must_take_the_record_last() -> None:
-    with pytest.raises(scripts.ProtocolError, match="recorded"):
-        scripts.ScriptProtocol(
-            "locks", scripts.single(("lease",), ("op",), "x"), sources=("replay", "locks")
-        )

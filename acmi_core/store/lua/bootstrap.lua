@@ -356,9 +356,8 @@ end
 -- retry of a request whose reply it lost finds its spawn logged (ZADD NX: 0) and, in
 -- main, the handoff gone; the record gives it the first run's spawn (not a duplicate)
 -- and handoff again, while a repeat of the spawn in a new request still finds none and
--- says duplicate. A scope that only reads the handoff reads it again. The record is
--- kept whatever its size (a handoff is one bounded memory write): a lost handoff is lost
--- memory. Both mirror acmi_core/store/scripts.py; REPLAY_MAX_BYTES is not used here.
+-- says duplicate. The record is kept whatever its size (a handoff is one bounded memory
+-- write): a lost handoff is lost memory. Both mirror acmi_core/store/scripts.py; REPLAY_MAX_BYTES is not used here.
 local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
 local handoff, taken = false, 0
 local replayed = false
@@ -369,7 +368,8 @@ if replayed then
     handoff, taken = string.sub(replayed, 2), 1
   end
 end
-if m[22] > 0 and not (replayed and m[22] == 2) then
+-- a replayed spawn has its handoff from the record (with a spawn, only main reads it: 2)
+if m[22] > 0 and not replayed then
   local t = kind_of(KEYS[15])
   if t == 'string' then
     if m[22] == 2 and spawned == 1 then

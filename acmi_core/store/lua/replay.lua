@@ -1,6 +1,6 @@
 -- replay.lua: this request's record, for the scripts whose retry is not idempotent by
 -- itself (locks.lua, hitl.lua, hygiene.lua: this text is put before theirs, after
--- mentions.lua; acmi_core/store/scripts.py `recorded` gives their every op this key,
+-- mentions.lua; acmi_core/store/scripts.py gives their every op this key, REPLAY_KEY,
 -- last). The transport resends a request whose reply it lost; that retry must not meet
 -- its own write (a lease it holds, an item it closed, members it trimmed) as another's.
 --: KEYS[#] replay: this request's record (keys.request): a retry of a request that ran
