@@ -199,7 +199,11 @@ def _hygiene(acmi: Acmi) -> Callable[[], object]:
         acmi.store.execute(("ZADD", key, *[x for m in members for x in (NOW, m)]))
         return scripts.HYGIENE.eval(
             acmi.store,
-            {"timeline": key, "archive": archive},
+            {
+                "timeline": key,
+                "archive": archive,
+                "replay": acmi.keys.request(scripts.new_request_id()),
+            },
             {
                 "mode": "trim",
                 "quarter": "",

@@ -194,9 +194,11 @@ def _archivable(member: bytes, score: bytes) -> dict[str, Any] | None:
 
 def run_script(acmi: Acmi, keys: dict[str, str], args: dict[str, Arg | list[Arg]]) -> scripts.Slots:
     """``store/lua/hygiene.lua`` (a trim, a lease release) by name (``scripts.HYGIENE``),
-    its errors as ACMI errors."""
+    its errors as ACMI errors. Each call is one request: its own record (replay.lua), so
+    the transport's retry of a trim whose reply was lost answers what that trim did."""
+    recorded = {**keys, scripts.REPLAY_KEY: acmi.keys.request(scripts.new_request_id())}
     try:
-        return scripts.HYGIENE.eval(acmi.store, keys, args, script=HYGIENE)
+        return scripts.HYGIENE.eval(acmi.store, recorded, args, script=HYGIENE)
     except StoreCommandError as exc:
         error = script_error(exc)
         if error is exc:

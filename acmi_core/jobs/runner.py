@@ -18,8 +18,10 @@ tenant with work, each on a client of its own tenant).
 Scheduler retries a failed invocation with the same ``execution_id``. :func:`run_job`
 makes that safe: a finished execution leaves a record (``WritePlan.once`` on
 ``keys.job_run``), and a retry of it returns the recorded result with ``replayed: true``
-and does nothing; a retry of an execution that failed half way runs again, so each
-job's own writes are idempotent (a rollup or a STALLED mark written twice is the same).
+and does nothing (a store retry of the record's own write, after a lost reply, is no
+such retry: it reports the run it finished, not ``replayed``); a retry of an execution
+that failed half way runs again, so each job's own writes are idempotent (a rollup or
+a STALLED mark written twice is the same).
 
 Every job's cost grows with what changed, never with all entities: it reads indexes the
 writes keep (``keys.changed``, ``keys.activity``, the wake due-time index) from the
@@ -41,6 +43,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import dumps
 from acmi_core.base.stored import Unreadable, load_stored, scored
 from acmi_core.store.counting import CountingStore
+from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import Replayed, WritePlan
 
 if TYPE_CHECKING:
@@ -190,7 +193,9 @@ def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) ->
         "commands": counting.commands + 1,
         "duration_ms": round((clock() - started) * 1000, 3),
     }
-    plan = WritePlan()
+    # RECORD: the transport's retry of this write (its reply lost) answers this run's
+    # results, so only another run's record reads as a replay
+    plan = WritePlan(record=acmi.keys.request(new_request_id()))
     plan.once(record_key, RUN_RECORD_TTL_MS, dumps(summary))
     plan.set(acmi.keys.job_state(run.job), dumps(summary))
     try:

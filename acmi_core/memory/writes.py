@@ -50,6 +50,7 @@ from acmi_core.memory.state import (
     signals_zone,
     stored_object,
 )
+from acmi_core.store import scripts
 from acmi_core.store.writes import WritePlan
 
 MAX_TEXT_LEN: Final = 2_000  # one remembered line (a daily note is 10 KB in all)
@@ -324,7 +325,11 @@ class MemoryWrites(MemoryCommands):
 
     def take_handoff(self, entity: str | EntityId) -> dict[str, Any] | None:
         """The pending handoff, read and cleared in one atomic step (GETDEL): two
-        sessions starting at once cannot both take it. None when there is none."""
+        sessions starting at once cannot both take it. None when there is none. The
+        request's record keeps what it took, so a retry after a lost reply gets the
+        handoff again instead of None."""
         eid = EntityId.parse(entity)
         _, key = self._slots(eid)
-        return stored_object(self._ctx.store.execute(("GETDEL", key)), key) or None
+        plan = WritePlan(record=self._ctx.keys.request(scripts.new_request_id()))
+        taken = plan.take(key)
+        return stored_object(plan.apply(self._ctx.store)[taken], key) or None

@@ -36,6 +36,7 @@ from acmi_core.memory.slots import HEARTBEAT, HYGIENE_KEYS, memory_slot
 from acmi_core.ops.doctor import Doctor, stderr_progress, stream
 from acmi_core.ops.findings import Finding, Kind, McpCopy, McpState, Repair
 from acmi_core.ops.keyspace import ParsedKey, Progress, no_progress, object_problem
+from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import FieldMode, WritePlan
 
 
@@ -183,7 +184,7 @@ class Migrate:
         slots: one check-and-set script (module docstring)."""
         for _ in range(MOVE_ATTEMPTS):
             plan, steps = self._memory_plan(keys, entity)
-            if self.dry_run or not len(plan):
+            if self.dry_run or not steps:
                 return steps
             try:
                 plan.apply(self.store)
@@ -196,7 +197,9 @@ class Migrate:
     def _memory_plan(self, keys: Keys, entity: EntityId) -> tuple[WritePlan, list[Step]]:
         sources = (keys.signals(entity), keys.profile(entity))
         replies = self.store.pipeline([("GET", key) for key in sources])
-        plan, steps = WritePlan(), []
+        # RECORD: a retry after a lost reply would meet its own move as a change (SAME)
+        # and report nothing moved; the record answers with the move's results
+        plan, steps = WritePlan(record=keys.request(new_request_id())), []
         moved: dict[str, list[tuple[FieldMode, str, str]]] = {}
         indexed = False
         for key, reply in zip(sources, replies, strict=True):

@@ -369,15 +369,14 @@ def single(keys: tuple[str, ...], args: tuple[str, ...], reply: ReplyShape) -> d
 
 # ---- replies recorded per request -------------------------------------------------------
 
-# A script that is not idempotent (locks, hitl, work; a WritePlan with a RECORD op) takes
-# the key of its request's record (keys.request of an id the client draws once per
-# logical call, so the transport's retries carry the same one). Its first run stores its
-# reply there, in the same run; a run that finds the record answers with it and writes
-# nothing. The record outlives any call's retries (they end within store_timeout_s) and
-# is not kept when the reply encodes to more than REPLAY_MAX_BYTES (then a retry runs
-# again). The scripts mirror both (tests/unit/test_request_replay.py holds them equal).
+# A script that is not idempotent (locks, hitl, hygiene, work; a RECORD op; the bootstrap's
+# spawn) takes its request's record (keys.request of an id drawn once per call, reused by
+# its retries): a run that finds it answers with it, writing nothing, else stores its reply
+# there. Kept past any call's retries, not when over REPLAY_MAX_BYTES; mirrored by the
+# scripts. locks, hitl and hygiene share store/lua/replay.lua: REPLAY_KEY last in each op.
 REPLAY_TTL_MS: Final = 60_000
 REPLAY_MAX_BYTES: Final = 131_072
+REPLAY_KEY: Final = "replay"
 
 
 def new_request_id() -> str:
@@ -427,7 +426,7 @@ MERGE: Final = ScriptProtocol(
     "merge", single(("timelines*",), _MERGE_ARGS + _MERGE_AT, ("more", "resumed", "window*"))
 )
 
-_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", "replay")
+_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", REPLAY_KEY)
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
     "locks",
@@ -459,15 +458,15 @@ LOCKS: Final = ScriptProtocol(
             {"OK": ("owner", "fence", "cid"), **_LOCK_REFUSED},
         ),
     },
-    sources=("mentions", "locks"),  # the mentions index it keeps: mentions.lua
+    sources=("mentions", "replay", "locks"),  # the mentions index it keeps; its record
 )
 
-_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed", "replay")
+_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed", REPLAY_KEY)
 HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
-            ("items", "queue", "replay"),
+            ("items", "queue", REPLAY_KEY),
             ("op", "cid", "deadline", "record_header", "member", "prefix"),
             {"OK": (), "EXISTS": ("record",)},
         ),
@@ -503,19 +502,20 @@ HITL: Final = ScriptProtocol(
             {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "GONE": ()},
         ),
     },
-    sources=("mentions", "hitl"),  # the mentions index it keeps: mentions.lua
+    sources=("mentions", "replay", "hitl"),  # the mentions index it keeps; its record
 )
 
 HYGIENE: Final = ScriptProtocol(
     "hygiene",
     {
         "trim": Call(
-            ("timeline", "archive"),
+            ("timeline", "archive", REPLAY_KEY),
             ("mode", "quarter", "doc", "member_count", "members*"),
             ("trimmed", "count"),
         ),
-        "release": Call(("lease",), ("mode", "execution_id"), "released"),
+        "release": Call(("lease", REPLAY_KEY), ("mode", "execution_id"), "released"),
     },
+    sources=("replay", "hygiene"),  # a trim's retry answers the trim that ran
 )
 
 BOOTSTRAP: Final = ScriptProtocol(
@@ -606,5 +606,5 @@ BOOTSTRAP: Final = ScriptProtocol(
 )
 
 PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, MERGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
-# Lua put before a script's own text: functions only, no protocol of its own
-LIBRARIES: Final = ("mentions",)
+# Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#])
+LIBRARIES: Final = ("mentions", "replay")

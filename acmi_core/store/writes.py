@@ -187,6 +187,11 @@ class WritePlan:
     def hdel(self, key: str, field: str) -> int:
         return self._op("HDEL", key, field)
 
+    def take(self, key: str) -> int:
+        """Read and delete the STRING ``key`` (GETDEL): its value (None when absent) is
+        this op's result. Not idempotent by itself: put it in a plan with ``record``."""
+        return self._op("TAKE", key)
+
     def once(self, key: str, ttl_ms: int, value: str) -> int:
         """Make the whole plan idempotent: it applies only if ``key`` does not exist,
         and then stores ``value`` there for ``ttl_ms``. Otherwise :class:`Replayed`."""

@@ -308,6 +308,11 @@ class UpstashDouble:
         with self._lock:
             self._lose_matching.extend([text.encode()] * n)
 
+    def lose_reply_pending(self) -> int:
+        """How many ``lose_reply_matching`` faults have not met their request yet."""
+        with self._lock:
+            return len(self._lose_matching)
+
     def hang_next(self, n: int, seconds: float) -> None:
         self._queue(n, _Fault("hang", seconds=seconds))
 

@@ -189,7 +189,10 @@ def test_whole_suite(
     for key in records:
         ttl = backend.store.execute(("PTTL", key))
         assert isinstance(ttl, int) and 0 < ttl <= scripts.REPLAY_TTL_MS, key
-    assert after - records == keys_before, "the suite left keys behind or removed some"
+    # records of earlier requests (other tests on this store) may expire meanwhile: a run
+    # longer than REPLAY_TTL_MS on a loaded machine
+    older = {k for k in keys_before if k.startswith(b"acmi:_req:")}
+    assert after - records - older == keys_before - older, "the suite left or removed keys"
     assert backend.get(entity).to_dict() == before, "the suite touched data it did not write"
     backend.delete(entity)
 

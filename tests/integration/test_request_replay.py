@@ -256,6 +256,7 @@ def test_results_over_the_cap_are_not_recorded_and_a_retry_runs_again(
 ) -> None:
     """Three 60 KB object edits: results of ~180 KB, over REPLAY_MAX_BYTES. Nothing is
     recorded; the retry runs the plan again, which for these ops is idempotent."""
+    up.agents.heartbeat(_name("warm"))  # warms apply.lua (alone, a lost NOSCRIPT ran nothing)
     big = json.dumps("x" * 60_000)
     record = up.keys.request(scripts.new_request_id())
     plan = WritePlan(record=record)

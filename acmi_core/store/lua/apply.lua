@@ -26,6 +26,9 @@
 --                                the ops before left it, is absent (present '0') or holds
 --                                exactly text (present '1'); else ACMI_CHANGED, nothing
 --                                written (a caller that read k re-reads and retries)
+--   TAKE k                       GETDEL a STRING: its value is the op's result (false
+--                                when absent); in a plan that starts with RECORD, so a
+--                                retry answers the value the first run took
 --   RECORD k                     this request's record (keys.request), a plan's first op:
 --                                if k exists, nothing is written and the script answers
 --                                with the results recorded there (a retry of a request
@@ -48,7 +51,7 @@
 -- every step is O(n) (the caller also caps the fields of one edit).
 --
 --: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new
---    JSON text, others -> 0
+--    JSON text, TAKE -> the value taken, others -> 0
 --: reply ACMI_REPLAY stored: a ONCE key existed: nothing was written, its value
 -- Errors (nothing was written), each starting with a marker:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
@@ -90,6 +93,7 @@ local OPS = {
   ONCE = { type = 'string', argc = 2 },
   SAME = { type = 'string', argc = 2 },
   RECORD = { type = 'string', argc = 0 },
+  TAKE = { type = 'string', argc = 0 },
   OBJ  = { type = 'string' },  -- 1 + 4 * n arguments
 }
 
@@ -615,6 +619,8 @@ local function plan_op(op, pos)
         ' changed since it was read; nothing was written')
     end
     w = { 'EXISTS', key }     -- a read: SAME writes nothing
+  elseif code == 'TAKE' then
+    w, result = { 'GETDEL', key }, nil
   elseif code == 'ZADD' then
     if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
     w, result = { 'ZADD', key, 'NX', a, b }, nil
@@ -651,7 +657,7 @@ local function plan_op(op, pos)
     kval[ki], ktype[ki] = a, 'string'
   elseif code == 'ONCE' then
     kval[ki], ktype[ki] = b, 'string'
-  elseif code == 'DEL' then
+  elseif code == 'DEL' or code == 'TAKE' then
     kval[ki], ktype[ki] = false, 'none'
   elseif spec.creates and t == 'none' then
     ktype[ki] = spec.type

@@ -78,7 +78,7 @@
 -- spawn, checked first (a wrong-typed spawns key fails the call before anything is
 -- written), taking the memory handoff (GETDEL) when that spawn is new, checked too (a
 -- wrong-typed handoff key is a problem and is left alone), and the request's record of
--- what that took (KEYS[22]).
+-- a new spawn and what it took (KEYS[22]), in every scope.
 --
 -- Memory costs nothing to an agent without it: with no stamps (KEYS[18] empty) there is
 -- no daily read and the timeline is exactly its newest n events, as before memory.
@@ -351,22 +351,25 @@ end
 
 -- the handoff: read, or taken (read and cleared at once) by the bootstrap that logs a new
 -- spawn, so a peek or another session's repeat of the spawn leaves it for the next one.
--- What a new spawn took is recorded under this request's record (KEYS[22]) for
--- REPLAY_TTL_MS: 'T' .. the handoff, or 'S' when there was none. The transport's retry of
--- a request whose reply it lost finds its spawn logged (spawned 0) and the handoff gone;
--- the record gives it the first run's spawn and handoff again. The record is kept
--- whatever its size (a handoff is one bounded memory write): a lost handoff is lost
--- memory. Both mirror acmi_core/store/scripts.py; REPLAY_MAX_BYTES is not used here.
+-- A new spawn, in every scope, is recorded under this request's record (KEYS[22]) for
+-- REPLAY_TTL_MS: 'T' .. the handoff it took, or 'S' when it took none. The transport's
+-- retry of a request whose reply it lost finds its spawn logged (ZADD NX: 0) and, in
+-- main, the handoff gone; the record gives it the first run's spawn (not a duplicate)
+-- and handoff again, while a repeat of the spawn in a new request still finds none and
+-- says duplicate. The record is kept whatever its size (a handoff is one bounded memory
+-- write): a lost handoff is lost memory. Both mirror acmi_core/store/scripts.py; REPLAY_MAX_BYTES is not used here.
 local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
 local handoff, taken = false, 0
 local replayed = false
-if m[22] == 2 and spawned == 0 and ARGV[15] ~= '' then replayed = read(false, 'GET', KEYS[22]) end
+if spawned == 0 and ARGV[15] ~= '' then replayed = read(false, 'GET', KEYS[22]) end
 if replayed then
   spawned = 1
   if string.sub(replayed, 1, 1) == 'T' then
     handoff, taken = string.sub(replayed, 2), 1
   end
-elseif m[22] > 0 then
+end
+-- a replayed spawn has its handoff from the record (with a spawn, only main reads it: 2)
+if m[22] > 0 and not replayed then
   local t = kind_of(KEYS[15])
   if t == 'string' then
     if m[22] == 2 and spawned == 1 then
@@ -379,9 +382,9 @@ elseif m[22] > 0 then
   elseif t ~= 'none' then
     problems[#problems + 1] = KEYS[15] .. ': WRONGTYPE, another type than the read needs'
   end
-  if m[22] == 2 and spawned == 1 and taken == 0 then
-    redis.call('SET', KEYS[22], 'S', 'PX', REPLAY_TTL_MS)
-  end
+end
+if spawned == 1 and not replayed and taken == 0 and ARGV[15] ~= '' then
+  redis.call('SET', KEYS[22], 'S', 'PX', REPLAY_TTL_MS)
 end
 
 local topic = false

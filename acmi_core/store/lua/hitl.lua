@@ -11,8 +11,6 @@
 --    (header values are grammar-checked ids and integers, so a pattern reads them;
 --    "at" is the byte offset in the open member where ,"resolution":{...} goes: the
 --    end of its payload object, computed by the client that built the member)
---: KEYS[#] replay: this request's record (keys.request): a retry of a request that ran
---    answers with the reply recorded there, and writes nothing
 --: ARGV[1] op: create | resolve | adopt
 --: ARGV[2] cid: the correlationId
 --: ARGV[#] prefix: keys.prefix (below)
@@ -52,6 +50,8 @@
 --
 -- Cost: O(size of the item + log N); a resolve of an unknown cid returns the first
 -- `window` (<= 100) members of KEYS[4] so the client can look for a foreign item there.
+-- Every reply is recorded under this request's record, KEYS[#] replay (store/lua/replay.lua,
+-- put before this text): a resolve's retry must not find its own item resolved.
 -- Phase 1 reads and checks (key types, the record); phase 2 only writes.
 -- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
 
@@ -72,20 +72,6 @@ local function render(i, values)
     if j % 2 == 1 then out[#out + 1] = item else out[#out + 1] = values[item] end
   end
   return table.concat(out)
-end
-
--- The reply of this request's first run, recorded in that run at KEYS[#KEYS] for
--- REPLAY_TTL_MS (not when it encodes to over REPLAY_MAX_BYTES): the transport resends
--- a request whose reply it lost, and that retry must not find its own item resolved.
--- Both mirror acmi_core/store/scripts.py.
-local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
-local replay_key = KEYS[#KEYS]
-local replayed = redis.call('GET', replay_key)
-if replayed then return cjson.decode(replayed) end
-local function recorded(reply)
-  local text = cjson.encode(reply)
-  if #text <= REPLAY_MAX_BYTES then redis.call('SET', replay_key, text, 'PX', REPLAY_TTL_MS) end
-  return reply
 end
 
 local HEADER = '^{"state":"(%a+)","addressee":(.-),"score":(%d+),"at":(%d+),"by":(.-),"item":(.*)}$'

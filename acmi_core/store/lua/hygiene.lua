@@ -1,5 +1,8 @@
 -- hygiene.lua: the two writes of the hygiene job's cold archive (acmi_core/jobs/hygiene.py)
--- that decide on what they read. One round trip each, atomic.
+-- that decide on what they read. One round trip each, atomic. Each reply is recorded
+-- under this request's record, KEYS[#] replay (store/lua/replay.lua, put before this
+-- text): a trim's retry would find its members gone and answer "changed, nothing
+-- trimmed" for a trim that ran.
 --
 -- The protocol (acmi_core/store/scripts.py HYGIENE declares the same names):
 --: ARGV[1] mode: trim | release
@@ -31,9 +34,9 @@
 local mode = ARGV[1]
 if mode == 'release' then
   if redis.call('GET', KEYS[1]) == ARGV[2] then
-    return redis.call('DEL', KEYS[1])
+    return recorded(redis.call('DEL', KEYS[1]))
   end
-  return 0
+  return recorded(0)
 end
 if mode ~= 'trim' then
   return redis.error_reply('ACMI_BADOP hygiene: mode ' .. tostring(mode))
@@ -64,14 +67,14 @@ for i = 0, n - 1 do
   members[#members + 1] = member
 end
 if differ > 0 then
-  return { 0, differ }
+  return recorded({ 0, differ })
 end
 if n == 0 then
-  return { 1, 0 }
+  return recorded({ 1, 0 })
 end
 local removed = 0
 -- unpack() is bounded by Lua's C stack: remove in slices
 for i = 1, #members, 500 do
   removed = removed + redis.call('ZREM', KEYS[1], unpack(members, i, math.min(i + 499, #members)))
 end
-return { 1, removed }
+return recorded({ 1, removed })

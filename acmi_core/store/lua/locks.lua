@@ -11,8 +11,6 @@
 --    member <owner>|<resource>|<expires>|<fence>|<cid> per lease that has an owner, so a
 --    bootstrap lists what an agent holds with one ZRANGEBYLEX; an expired lease keeps
 --    its member until it is claimed again (readers compare expires with now)
---: KEYS[#] replay: this request's record (keys.request): a retry of a request that ran
---    answers with the reply recorded there, and writes nothing
 --: ARGV[1] op: claim | renew | release
 --: ARGV[2] now: now_ms (the client's clock: tests control time)
 --: ARGV[#] resource: the resource name (for the lease index), last for every op
@@ -39,7 +37,9 @@
 -- client; slots are filled with values this script read or made, never decoded JSON).
 --
 -- Every coordination event written is indexed under the agents it mentions
--- (store/lua/mentions.lua, put before this text; the keys' base from KEYS[4]).
+-- (store/lua/mentions.lua, put before this text; the keys' base from KEYS[4]). Every
+-- reply is recorded under this request's record, KEYS[#] replay (store/lua/replay.lua,
+-- put before this text too): a claim's retry must not meet its own lease as Conflict.
 -- Phase 1 reads and checks (key types, stored numbers); phase 2 only writes.
 -- Errors (nothing written): ACMI_WRONGTYPE <key> ..., ACMI_CORRUPT <key> ...
 
@@ -60,20 +60,6 @@ local function render(i, values)
     if j % 2 == 1 then out[#out + 1] = item else out[#out + 1] = values[item] end
   end
   return table.concat(out), i + n + 1
-end
-
--- The reply of this request's first run, recorded in that run at KEYS[#KEYS] for
--- REPLAY_TTL_MS (not when it encodes to over REPLAY_MAX_BYTES): the transport resends
--- a request whose reply it lost, and that retry must not meet its own lease as Conflict.
--- Both mirror acmi_core/store/scripts.py.
-local REPLAY_TTL_MS, REPLAY_MAX_BYTES = 60000, 131072
-local replay_key = KEYS[#KEYS]
-local replayed = redis.call('GET', replay_key)
-if replayed then return cjson.decode(replayed) end
-local function recorded(reply)
-  local text = cjson.encode(reply)
-  if #text <= REPLAY_MAX_BYTES then redis.call('SET', replay_key, text, 'PX', REPLAY_TTL_MS) end
-  return reply
 end
 
 local lease, thread, index, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
