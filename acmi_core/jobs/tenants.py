@@ -21,6 +21,9 @@ tenant -> ms, kept by the writes in the same script run as the index they summar
   schedule written meanwhile keeps the tenant indexed.
 - ``window``: the tenants changed in the last ``window_ms`` before the scheduled time
   (standup-brief's day).
+- ``held``: the tenants with anything in their own index, whatever its scores (the open
+  HITL queues standup-brief reads: a tenant whose only work is an open item is briefed
+  every day until it is resolved), re-synced by ``ZHEAD`` after serving as ``due`` is.
 
 Each tenant runs through :func:`~acmi_core.jobs.runner.run_job` on a client of its own:
 its watermark and record under its own keys, the schedule's ``max`` per tenant, a
@@ -42,8 +45,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.keys import ACTIVITY, CHANGED, HYGIENE, WAKE, Keys
-from acmi_core.base.model import check_tenant, dumps
+from acmi_core.base.keys import ACTIVITY, CHANGED, HITL_OPERATOR, HITL_SHARED, HYGIENE, WAKE, Keys
+from acmi_core.base.model import EntityId, check_tenant, dumps
+from acmi_core.base.settings import Settings
 from acmi_core.base.stored import Unreadable, load_stored, scored
 from acmi_core.jobs.runner import Job, JobRun, int_param, job_state, pending, run_job
 from acmi_core.store.writes import WritePlan
@@ -64,13 +68,26 @@ class Sources:
     since: tuple[str, ...] = ()
     due: tuple[tuple[str, Callable[[Keys], str]], ...] = ()  # (tenant index, its own index)
     window_ms: int | None = None  # ``since`` read from scheduled_ms - window_ms instead
+    held: tuple[tuple[str, Callable[[Keys, Settings], str]], ...] = ()  # read whole
+
+
+def _shared_hitl(keys: Keys, settings: Settings) -> str:
+    return keys.hitl_queue(None, "open")
+
+
+def _operator_hitl(keys: Keys, settings: Settings) -> str:
+    return keys.hitl_queue(EntityId.parse(settings.operator, "operator"), "open")
 
 
 SOURCES: Final[dict[str, Sources]] = {
     "rollup-cron": Sources(since=(CHANGED,)),
     "drift-diff": Sources(since=(CHANGED, ACTIVITY)),
     "hygiene": Sources(since=(CHANGED,), due=((HYGIENE, Keys.hygiene_due),)),
-    "standup-brief": Sources(since=(CHANGED,), window_ms=DAY_MS),
+    "standup-brief": Sources(
+        since=(CHANGED,),
+        window_ms=DAY_MS,
+        held=((HITL_SHARED, _shared_hitl), (HITL_OPERATOR, _operator_hitl)),
+    ),
     "sweep": Sources(since=(ACTIVITY,)),
     "wake": Sources(due=((WAKE, Keys.wake_due),)),
 }
@@ -138,7 +155,7 @@ def indexed(acmi: Acmi, job: str, *, limit: int = MAX_MAX_TENANTS) -> list[str]:
     """Every tenant the job's indexes name (at most ``limit`` each): for
     ``acmi jobs status``, not for a run."""
     spec = sources(job)
-    kinds = (*spec.since, *(kind for kind, _ in spec.due))
+    kinds = (*spec.since, *(kind for kind, _ in (*spec.due, *spec.held)))
     replies = acmi.store.pipeline(
         [("ZRANGE", acmi.keys.tenants_with(kind), 0, limit - 1) for kind in kinds]
     )
@@ -168,6 +185,10 @@ def _candidates(acmi: Acmi, spec: Sources, floor: int | None, run: JobRun, now: 
     commands += [
         ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", now, "BYSCORE", "WITHSCORES")
         for kind, _ in spec.due
+    ]
+    commands += [
+        ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", "+inf", "BYSCORE", "WITHSCORES")
+        for kind, _ in spec.held
     ]
     scored_tenants: dict[str, int] = {}
     for reply in acmi.store.pipeline(commands) if commands else []:
@@ -266,6 +287,10 @@ def _record(
         for tenant in served:
             keys = Keys(tenant, acmi.settings.default_tenant)
             plan.zhead(acmi.keys.tenants_with(kind), tenant, own(keys))
+    for kind, held in spec.held:  # each served tenant's earliest open item, or none
+        for tenant in served:
+            keys = Keys(tenant, acmi.settings.default_tenant)
+            plan.zhead(acmi.keys.tenants_with(kind), tenant, held(keys, acmi.settings))
     # what the next run reads from: its floor, or for a window its start, which only moves
     # on with the schedule
     keep = record["floor"] if spec.window_ms is None else run.scheduled_ms - spec.window_ms

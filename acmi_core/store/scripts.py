@@ -457,8 +457,8 @@ HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
-            ("items", "queue", "replay"),
-            ("op", "cid", "deadline", "record_header", "member", "prefix"),
+            ("items", "queue", "tenants", "replay"),
+            ("op", "cid", "deadline", "record_header", "member", "tenant", "prefix"),
             {"OK": (), "EXISTS": ("record",)},
         ),
         "resolve": Call(
