@@ -106,7 +106,11 @@ CHANGED: Final = "changed"  # latest change of keys.changed (ZMAX, by every time
 ACTIVITY: Final = "activity"  # latest heartbeat of keys.activity (ZMAX, by heartbeats)
 WAKE: Final = "wake"  # earliest due of keys.wake_due (ZMIN by schedules, ZHEAD by the tick)
 HYGIENE: Final = "hygiene"  # earliest due of keys.hygiene_due (ZHEAD by the hygiene job)
-TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE)
+# earliest deadline of the open HITL queues the standup brief reads: the shared one and the
+# operator's (ZADD LT by store/lua/hitl.lua's create, ZHEAD by the standup-brief job)
+HITL_SHARED: Final = "hitl-shared"
+HITL_OPERATOR: Final = "hitl-operator"
+TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE, HITL_SHARED, HITL_OPERATOR)
 
 
 class Keys:

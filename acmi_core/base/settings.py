@@ -82,6 +82,26 @@ def _secret_length(value: Any, name: str) -> None:
         raise AcmiValidationError(name, "min_length", "must be at least 24 characters")
 
 
+TENANT_PLACEHOLDER: Final = "{tenant}"
+
+
+def wake_buses(spec: str | None, name: str = "ACMI_WAKE_ALLOWED_BUSES") -> tuple[str, ...]:
+    """``bus,arn:...:event-bus/acmi-{tenant},...`` -> the entries: event bus names or
+    ARNs, each matched exactly, ``{tenant}`` in one standing for the tenant of the wake;
+    a bad one raises an error naming ``name``."""
+    entries: list[str] = []
+    for raw in (spec or "").split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        if not re.fullmatch(r"[A-Za-z0-9/._:-]{1,1600}", part.replace(TENANT_PLACEHOLDER, "t")):
+            raise AcmiValidationError(
+                name, "event_bus", f"each must be an event bus name or ARN; got {part!r}"
+            )
+        entries.append(part)
+    return tuple(entries)
+
+
 def wake_url_prefixes(spec: str | None, name: str = "ACMI_WAKE_ALLOWED_URLS") -> tuple[str, ...]:
     """``https://host[:port][/path],...`` -> the prefixes, each an https URL with a host
     and no credentials, query or fragment; a bad one raises an error naming ``name``."""
@@ -361,6 +381,12 @@ class Settings(BaseSettings):
         None,
         "https URL prefixes a wake webhook may be delivered to, comma-separated;"
         " empty: no webhook wakes",
+    )
+    wake_allowed_buses: Annotated[str | None, _rule(wake_buses)] = _var(
+        "ACMI_WAKE_ALLOWED_BUSES",
+        None,
+        "EventBridge buses (names or ARNs, {tenant}: the wake's tenant) a wake may be put on,"
+        " comma-separated; empty: no EventBridge wakes",
     )
 
     if not TYPE_CHECKING:  # type checkers keep the fields' own signature

@@ -19,6 +19,10 @@ The index contract (the bootstrap reads the queues directly, ZRANGE 0..N):
   event with ``payload.resolution = {by, ts, text}``.
 - ``keys.hitl_items()``: HASH correlationId -> record (``store/lua/hitl.lua`` describes it):
   what makes create idempotent and tells resolve which queue holds the item.
+- ``keys.tenants_with(HITL_OPERATOR | HITL_SHARED)``: a create into the operator's queue
+  or the shared one marks the tenant there (ZADD LT deadline, same run), so the
+  standup-brief job briefs a tenant whose only work is an open item; the job re-syncs it
+  from the queue after each brief (gone once the queue is empty).
 
 Operations, each one request (``store/lua/hitl.lua``, or one ZRANGE for ``list``):
 
@@ -61,7 +65,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
-from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.keys import COORDINATION_THREAD, HITL_OPERATOR, HITL_SHARED
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.base.pages import MAX_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, load_stored, render_json
@@ -272,14 +276,22 @@ class HitlAPI:
             f'{{"state":"open","addressee":{dumps(payload["addressee"])},"score":{due},'
             f'"at":{len(probe[:at].encode("utf-8"))},"by":null,"item":'
         )
+        # a queue the standup brief reads marks the tenant for it, in the same run
+        briefed = to is None or to == EntityId.parse(self._ctx.settings.operator)
+        brief_index = HITL_SHARED if to is None else HITL_OPERATOR
         status, reply = self._eval(
-            {"items": self._keys.hitl_items(), "queue": self._keys.hitl_queue(to, "open")},
+            {
+                "items": self._keys.hitl_items(),
+                "queue": self._keys.hitl_queue(to, "open"),
+                "tenants": self._keys.tenants_with(brief_index),
+            },
             {
                 "op": "create",
                 "cid": cid,
                 "deadline": due,
                 "record_header": header,
                 "member": member,
+                "tenant": tenant if briefed else "",
             },
         )
         if status == "EXISTS":

@@ -12,13 +12,15 @@ due time in ``keys.wake_due()`` (ZSET agent -> next due ms), in one WritePlan (o
 trip, atomic). Slots are UTC: minute ``m`` of every hour ``h`` with ``h % every_hours ==
 0`` (``every_hours`` divides 24: 1, 2, 3, 4, 6, 8, 12 or 24). ``clear`` removes both.
 Targets: ``webhook`` (an ``https://`` URL of at most 2,048 characters within the
-operator's ``ACMI_WAKE_ALLOWED_URLS``), ``eventbridge`` (a bus name or ARN), or none (the
-wake is recorded, nothing is delivered). A webhook is signed with the tenant's own secret,
+operator's ``ACMI_WAKE_ALLOWED_URLS``), ``eventbridge`` (a bus name or ARN among the
+operator's ``ACMI_WAKE_ALLOWED_BUSES``, exactly, where ``{tenant}`` in an entry is the
+slot's own tenant: ``acmi-wake-{tenant}`` lets each tenant wake on its own bus only), or
+none (the wake is recorded, nothing is delivered). A webhook is signed with the tenant's own secret,
 derived by the deployment from ``ACMI_WAKE_SECRET`` (``acmi_core.jobs.deliver``): no
 tenant names a secret, so no tenant can sign with another's. A target stored before that
 with ``secret_env`` still reads (the name is ignored); a new one naming it is refused.
-A profile written whole can hold any ``wake`` value: the wake job checks the URL against
-the allow-list again before it delivers.
+A profile written whole can hold any ``wake`` value: the wake job checks the URL or the
+bus against its allow-list again before it delivers.
 
 The tick that wakes agents at their slot is the ``wake`` job (``acmi_core.jobs.wake``).
 """
@@ -33,7 +35,7 @@ from urllib.parse import urlsplit
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import WAKE
 from acmi_core.base.model import dumps, profile_defaults
-from acmi_core.base.settings import wake_url_prefixes
+from acmi_core.base.settings import TENANT_PLACEHOLDER, wake_buses, wake_url_prefixes
 from acmi_core.base.stored import scored
 from acmi_core.coordination.agents import agent_id
 from acmi_core.store.writes import WritePlan
@@ -69,11 +71,16 @@ SECRET_ENV_REMOVED: Final = (
 
 
 def check_target(
-    target: object, allowed_urls: tuple[str, ...] | None = None
+    target: object,
+    allowed_urls: tuple[str, ...] | None = None,
+    *,
+    allowed_buses: tuple[str, ...] = (),
+    tenant: str = "",
 ) -> dict[str, Any] | None:
     """The stored form of a wake target (module docstring); None: recorded only.
-    ``allowed_urls``: a new target, whose webhook URL must be within them and which may
-    not name ``secret_env``; None: a stored one, read tolerantly (``secret_env`` dropped)."""
+    ``allowed_urls``: a new target, whose webhook URL must be within them, whose bus must
+    be among ``allowed_buses`` (for ``tenant``) and which may not name ``secret_env``;
+    None: a stored one, read tolerantly (``secret_env`` dropped)."""
     if target is None:
         return None
     if not isinstance(target, Mapping):
@@ -95,6 +102,13 @@ def check_target(
             raise AcmiValidationError(
                 "target.bus", "event_bus", "must be an event bus name or ARN (1-1600 characters)"
             )
+        if allowed_urls is not None and not bus_allowed(bus, allowed_buses, tenant):
+            raise AcmiValidationError(
+                "target.bus",
+                "allowed_bus",
+                "must be among the event buses the operator allows (ACMI_WAKE_ALLOWED_BUSES"
+                + (f": {', '.join(allowed_buses)})" if allowed_buses else ", which is empty)"),
+            )
         return {"type": kind, "bus": bus}
     url = target.get("url")
     if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL_LEN:
@@ -114,6 +128,12 @@ def check_target(
             + (f": {', '.join(allowed_urls)})" if allowed_urls else ", which is empty)"),
         )
     return {"type": kind, "url": url}
+
+
+def bus_allowed(bus: str, entries: tuple[str, ...], tenant: str) -> bool:
+    """Whether ``bus`` is one of ``entries`` exactly, ``{tenant}`` in an entry read as
+    ``tenant`` (a name and its ARN are different entries: list the form targets use)."""
+    return any(entry.replace(TENANT_PLACEHOLDER, tenant) == bus for entry in entries)
 
 
 def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
@@ -186,12 +206,15 @@ class WakeAPI:
             raise AcmiValidationError(
                 "every_hours", "enum", f"must divide 24: one of {', '.join(map(str, EVERY_HOURS))}"
             )
-        allowed = wake_url_prefixes(self._ctx.settings.wake_allowed_urls)
-        slot = {
-            "minute": minute,
-            "every_hours": every_hours,
-            "target": check_target(target, allowed),
-        }
+        settings = self._ctx.settings
+        buses = wake_buses(settings.wake_allowed_buses)
+        checked = check_target(
+            target,
+            wake_url_prefixes(settings.wake_allowed_urls),
+            allowed_buses=buses,
+            tenant=self._keys.tenant,
+        )
+        slot = {"minute": minute, "every_hours": every_hours, "target": checked}
         due = next_due(self._ctx.clock(), minute, every_hours)
         fields: list[tuple[Any, str, str]] = [("set", "wake", dumps(slot))]
         fields += [

@@ -9,6 +9,10 @@ multicast, reserved or unspecified address refused (``allow_private`` for tests)
 address check resolves the name before the request; a DNS answer that changes between the
 check and the connection (rebinding) is not caught.
 
+Which bus an EventBridge wake may be put on (:func:`eventbridge_target`, run by the wake
+job before each one): one of the operator's ``ACMI_WAKE_ALLOWED_BUSES``, ``{tenant}`` in an
+entry read as the wake's tenant, so ``acmi-wake-{tenant}`` keeps each tenant on its own bus.
+
 Who may be sent what (:func:`webhook_target`, run by the wake job before each webhook):
 the URL must be within the operator's ``ACMI_WAKE_ALLOWED_URLS`` (a write key can put any
 ``wake`` in a profile, so the allow-list is checked here as well as when a slot is set),
@@ -28,8 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
-from acmi_core.base.settings import Settings, wake_url_prefixes
-from acmi_core.coordination.wake import url_allowed
+from acmi_core.base.settings import Settings, wake_buses, wake_url_prefixes
+from acmi_core.coordination.wake import bus_allowed, url_allowed
 
 if TYPE_CHECKING:
     import httpx
@@ -106,6 +110,18 @@ def webhook_target(
         "url": url,
         "secret": tenant_wake_secret(settings.wake_secret, tenant),
     }, None
+
+
+def eventbridge_target(
+    settings: Settings, tenant: str, target: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """``tenant``'s stored EventBridge target if its bus is still among the operator's
+    ``ACMI_WAKE_ALLOWED_BUSES`` (a write key can put any ``wake`` in a profile), or None
+    and why it is not delivered."""
+    bus = str(target.get("bus", ""))
+    if not bus_allowed(bus, wake_buses(settings.wake_allowed_buses), tenant):
+        return None, f"refused: bus {bus[:80]} is not within ACMI_WAKE_ALLOWED_BUSES"
+    return {"type": "eventbridge", "bus": bus}, None
 
 
 def sign(secret: str, body: bytes, timestamp_s: int) -> dict[str, str]:

@@ -9,22 +9,28 @@ tenant -> ms, kept by the writes in the same script run as the index they summar
 
 - ``since``: the tenants whose latest change (or heartbeat) is after the job's floor:
   the lowest watermark a served tenant reached last run. A tenant whose changes were all
-  handled is out of the read without being removed, which is what lets four jobs with
-  their own watermarks share one index; a write landing while a job drains has a later
-  score than that floor, so the next run finds its tenant.
+  handled is out of the read; a write landing while a job drains has a later score than
+  that floor, so the next run finds its tenant. Four jobs with their own floors share
+  ``changed`` (two share ``activity``: ``readers``), so a tenant leaves such an index only
+  when all of them have passed it: each run records ``keep_after`` (its floor; for a
+  ``window`` job the window's start) and then removes the entries at or below the lowest
+  ``keep_after`` of the jobs reading that index (``_prune``; none until each has run once).
 - ``due``: the tenants whose earliest due time (wake, hygiene) has come. After serving a
   tenant, one ``ZHEAD`` per tenant resets its score to the earliest due left in its own
   index, or removes it when that is empty: read and written in one script run, so a
   schedule written meanwhile keeps the tenant indexed.
 - ``window``: the tenants changed in the last ``window_ms`` before the scheduled time
   (standup-brief's day).
+- ``held``: the tenants with anything in their own index, whatever its scores (the open
+  HITL queues standup-brief reads: a tenant whose only work is an open item is briefed
+  every day until it is resolved), re-synced by ``ZHEAD`` after serving as ``due`` is.
 
 Each tenant runs through :func:`~acmi_core.jobs.runner.run_job` on a client of its own:
 its watermark and record under its own keys, the schedule's ``max`` per tenant, a
 retried execution replaying the tenants that finished. Cost: O(tenants with work +
 their changes): one pipeline of index reads, one run of the job per tenant served, one
-write of this state (``Keys.job_tenants``), and one script run of ``ZHEAD`` for a job
-with ``due`` sources.
+write of this state (``Keys.job_tenants``), one script run of ``ZHEAD`` for a job
+with ``due`` sources, and one pipeline of the prune for a job with ``since`` sources.
 
 The result is the default tenant's summary, unchanged, plus ``tenants`` (each other
 tenant's summary, or ``{"error": ...}``) and ``waiting`` (tenant -> why it waits) when
@@ -39,8 +45,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.keys import ACTIVITY, CHANGED, HYGIENE, WAKE, Keys
-from acmi_core.base.model import check_tenant, dumps
+from acmi_core.base.keys import ACTIVITY, CHANGED, HITL_OPERATOR, HITL_SHARED, HYGIENE, WAKE, Keys
+from acmi_core.base.model import EntityId, check_tenant, dumps
+from acmi_core.base.settings import Settings
 from acmi_core.base.stored import Unreadable, load_stored, scored
 from acmi_core.jobs.runner import Job, JobRun, int_param, job_state, pending, run_job
 from acmi_core.store.writes import WritePlan
@@ -61,13 +68,26 @@ class Sources:
     since: tuple[str, ...] = ()
     due: tuple[tuple[str, Callable[[Keys], str]], ...] = ()  # (tenant index, its own index)
     window_ms: int | None = None  # ``since`` read from scheduled_ms - window_ms instead
+    held: tuple[tuple[str, Callable[[Keys, Settings], str]], ...] = ()  # read whole
+
+
+def _shared_hitl(keys: Keys, settings: Settings) -> str:
+    return keys.hitl_queue(None, "open")
+
+
+def _operator_hitl(keys: Keys, settings: Settings) -> str:
+    return keys.hitl_queue(EntityId.parse(settings.operator, "operator"), "open")
 
 
 SOURCES: Final[dict[str, Sources]] = {
     "rollup-cron": Sources(since=(CHANGED,)),
     "drift-diff": Sources(since=(CHANGED, ACTIVITY)),
     "hygiene": Sources(since=(CHANGED,), due=((HYGIENE, Keys.hygiene_due),)),
-    "standup-brief": Sources(since=(CHANGED,), window_ms=DAY_MS),
+    "standup-brief": Sources(
+        since=(CHANGED,),
+        window_ms=DAY_MS,
+        held=((HITL_SHARED, _shared_hitl), (HITL_OPERATOR, _operator_hitl)),
+    ),
     "sweep": Sources(since=(ACTIVITY,)),
     "wake": Sources(due=((WAKE, Keys.wake_due),)),
 }
@@ -78,30 +98,64 @@ def sources(job: str) -> Sources:
     return SOURCES.get(job, DEFAULT_SOURCES)
 
 
-def tenants_state(acmi: Acmi, job: str) -> dict[str, Any]:
-    """``{"floor": ms | None, "waiting": {tenant: why}}`` after the job's last run."""
-    raw = acmi.store.execute(("GET", acmi.keys.job_tenants(job)))
+def readers(kind: str) -> tuple[str, ...]:
+    """The jobs that read the index of tenants ``kind`` from a floor (``Sources.since``)."""
+    return tuple(job for job, spec in SOURCES.items() if kind in spec.since)
+
+
+def _ms(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _decode_state(raw: object) -> dict[str, Any]:
     try:
         state = load_stored(raw) if isinstance(raw, bytes) else {}
     except Unreadable:
         state = {}
     if not isinstance(state, dict):
         state = {}
-    floor = state.get("floor")
     waiting = state.get("waiting")
     return {
-        "floor": floor if isinstance(floor, int) and not isinstance(floor, bool) else None,
+        "floor": _ms(state.get("floor")),
         "waiting": {str(t): str(w) for t, w in waiting.items()}
         if isinstance(waiting, dict)
         else {},
+        "keep_after": _ms(state.get("keep_after")),
     }
+
+
+def tenants_state(acmi: Acmi, job: str) -> dict[str, Any]:
+    """``{"floor": ms | None, "waiting": {tenant: why}, "keep_after": ms | None}`` after
+    the job's last run (``keep_after``: its next run reads no index entry at or below)."""
+    return _decode_state(acmi.store.execute(("GET", acmi.keys.job_tenants(job))))
+
+
+def _states(acmi: Acmi, jobs: list[str]) -> dict[str, dict[str, Any]]:
+    """``tenants_state`` of each of ``jobs``: one pipeline."""
+    replies = acmi.store.pipeline([("GET", acmi.keys.job_tenants(job)) for job in jobs])
+    return {job: _decode_state(reply) for job, reply in zip(jobs, replies, strict=True)}
+
+
+def _prune_through(kind: str, states: dict[str, dict[str, Any]]) -> int | None:
+    """The score at or below which no job reading ``kind`` reads an entry again: the
+    lowest ``keep_after`` of them, None while any has none (it never ran here)."""
+    marks = [_ms(states.get(job, {}).get("keep_after")) for job in readers(kind)]
+    known = [mark for mark in marks if mark is not None]
+    return min(known) if known and len(known) == len(marks) else None
+
+
+def pruned_through(acmi: Acmi, kind: str) -> int | None:
+    """Up to which score the jobs may have pruned the index of tenants ``kind`` (a tenant
+    whose latest work is at or below it is out of the index by design: ``acmi doctor``
+    finds no gap there); None: nothing is pruned."""
+    return _prune_through(kind, _states(acmi, list(readers(kind))))
 
 
 def indexed(acmi: Acmi, job: str, *, limit: int = MAX_MAX_TENANTS) -> list[str]:
     """Every tenant the job's indexes name (at most ``limit`` each): for
     ``acmi jobs status``, not for a run."""
     spec = sources(job)
-    kinds = (*spec.since, *(kind for kind, _ in spec.due))
+    kinds = (*spec.since, *(kind for kind, _ in (*spec.due, *spec.held)))
     replies = acmi.store.pipeline(
         [("ZRANGE", acmi.keys.tenants_with(kind), 0, limit - 1) for kind in kinds]
     )
@@ -132,6 +186,10 @@ def _candidates(acmi: Acmi, spec: Sources, floor: int | None, run: JobRun, now: 
         ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", now, "BYSCORE", "WITHSCORES")
         for kind, _ in spec.due
     ]
+    commands += [
+        ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", "+inf", "BYSCORE", "WITHSCORES")
+        for kind, _ in spec.held
+    ]
     scored_tenants: dict[str, int] = {}
     for reply in acmi.store.pipeline(commands) if commands else []:
         if isinstance(reply, Exception):
@@ -160,7 +218,10 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
     spec = sources(run.job)
     max_tenants = int_param(run.params, "max_tenants", DEFAULT_MAX_TENANTS, MAX_MAX_TENANTS)
     tenant_run = replace(run, params={k: v for k, v in run.params.items() if k != "max_tenants"})
-    state = tenants_state(acmi, run.job)
+    # this job's state and those of the jobs sharing its indexes (for the prune), one read
+    sharing = [run.job, *(j for k in spec.since for j in readers(k) if j != run.job)]
+    states = _states(acmi, list(dict.fromkeys(sharing)))
+    state = states[run.job]
     default = acmi.tenant
     # those left waiting first (a cap's deferred tenants get their turn), then the default
     order: dict[str, None] = dict.fromkeys(t for t in state["waiting"] if _valid(t))
@@ -197,14 +258,8 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
         if isinstance(mark, int | float) and not isinstance(mark, bool):
             marks.append(int(mark))
 
-    plan = WritePlan()
-    for kind, own in spec.due:  # each served tenant's earliest due left, or none
-        for tenant in served:
-            keys = Keys(tenant, acmi.settings.default_tenant)
-            plan.zhead(acmi.keys.tenants_with(kind), tenant, own(keys))
     floor = min(marks) if marks else state["floor"]
-    plan.set(acmi.keys.job_tenants(run.job), dumps({"floor": floor, "waiting": waiting}))
-    plan.apply(acmi.store)
+    _record(acmi, run, spec, served, {"floor": floor, "waiting": waiting}, states)
     if failure is not None:
         raise failure
 
@@ -215,6 +270,51 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
     if waiting:
         summary["waiting"] = waiting
     return summary
+
+
+def _record(
+    acmi: Acmi,
+    run: JobRun,
+    spec: Sources,
+    served: list[str],
+    record: dict[str, Any],
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """The due indexes re-synced for the served tenants and the job's state, one
+    WritePlan; then the prune of its ``since`` indexes."""
+    plan = WritePlan()
+    for kind, own in spec.due:  # each served tenant's earliest due left, or none
+        for tenant in served:
+            keys = Keys(tenant, acmi.settings.default_tenant)
+            plan.zhead(acmi.keys.tenants_with(kind), tenant, own(keys))
+    for kind, held in spec.held:  # each served tenant's earliest open item, or none
+        for tenant in served:
+            keys = Keys(tenant, acmi.settings.default_tenant)
+            plan.zhead(acmi.keys.tenants_with(kind), tenant, held(keys, acmi.settings))
+    # what the next run reads from: its floor, or for a window its start, which only moves
+    # on with the schedule
+    keep = record["floor"] if spec.window_ms is None else run.scheduled_ms - spec.window_ms
+    plan.set(acmi.keys.job_tenants(run.job), dumps({**record, "keep_after": keep}))
+    plan.apply(acmi.store)
+    states[run.job] = {**states[run.job], "keep_after": keep}
+    _prune(acmi, spec, states)
+
+
+def _prune(acmi: Acmi, spec: Sources, states: dict[str, dict[str, Any]]) -> None:
+    """Each ``since`` index loses the tenants whose latest work is at or below what every
+    job reading it has passed (``_prune_through``): one pipeline, O(log N + removed).
+    ZREMRANGEBYSCORE decides in Redis, so a write landing meanwhile (ZMAX: a later score)
+    keeps its tenant; a tenant that works again is added back by that write. A tenant
+    left waiting (backlog, failure) is carried by its job's ``waiting``, not the index."""
+    commands: list[tuple[str | int, ...]] = []
+    for kind in spec.since:
+        through = _prune_through(kind, states)
+        if through is not None:
+            commands.append(("ZREMRANGEBYSCORE", acmi.keys.tenants_with(kind), "-inf", through))
+    if commands:
+        for reply in acmi.store.pipeline(commands):
+            if isinstance(reply, Exception):
+                raise reply
 
 
 def tenant_status(acmi: Acmi, job: str) -> dict[str, Any]:

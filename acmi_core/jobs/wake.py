@@ -54,7 +54,7 @@ from acmi_core.coordination.wake import (
     next_due,
     read_slot,
 )
-from acmi_core.jobs.deliver import DELIVERERS, DeliveryResult, webhook_target
+from acmi_core.jobs.deliver import DELIVERERS, DeliveryResult, eventbridge_target, webhook_target
 from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import Replayed, WritePlan
 
@@ -234,6 +234,9 @@ def _deliver(
     refused: str | None = None
     if target["type"] == "webhook":  # the allow-list again, and this tenant's own secret
         delivered, refused = webhook_target(acmi.settings, acmi.tenant, target)
+        target = delivered or target
+    elif target["type"] == "eventbridge":  # the bus allow-list again, for this tenant
+        delivered, refused = eventbridge_target(acmi.settings, acmi.tenant, target)
         target = delivered or target
     if refused is not None:
         result = DeliveryResult(False, refused, 0)

@@ -1,6 +1,7 @@
-"""The one check of a JSON-RPC message before the SDK decodes it: what the SDK cannot
-decode is answered here, a tool error naming the argument and the rule, instead of the
-SDK's HTTP 500 / -32603.
+"""The one check of a JSON-RPC message before the SDK decodes it, for both transports (a
+POST body of the mcp function, ``mcp/http.py``; a line of ``acmi mcp``, ``mcp/stdio.py``):
+what the SDK cannot decode is answered here, a tool error naming the argument and the
+rule, instead of the SDK's HTTP 500 / -32603 (or, over stdio, no answer at all).
 
 The SDK's transport parses with ``json.loads`` and pydantic: nesting near 1,000 levels is a
 RecursionError, an integer past 4,300 digits a ValueError, and a lone surrogate (``"\\udfff"``,

@@ -40,6 +40,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import pydantic_rule
 from acmi_core.base.stored import LONE_SURROGATE, render_json
+from acmi_core.mcp import stdio
 from acmi_core.mcp.shapes import SHAPES
 from acmi_core.operations import OPERATIONS, Access, Operation, operation
 from acmi_core.operations.params import Params
@@ -208,6 +209,10 @@ class _Server(FastMCP):
             if isinstance(cause, ToolError):  # ours (field and rule): without the SDK's prefix
                 raise cause from cause.__cause__
             raise
+
+    async def run_stdio_async(self) -> None:
+        # the stdio transport that checks each line as the HTTP one checks each body
+        await stdio.serve(protocol_server(self))
 
 
 def protocol_server(server: FastMCP) -> Server[Any, Any]:

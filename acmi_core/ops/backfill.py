@@ -16,6 +16,8 @@ from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
     ACTIVITY,
     CHANGED,
+    HITL_OPERATOR,
+    HITL_SHARED,
     HYGIENE,
     INTERNAL_MARK,
     MENTIONS_KEPT,
@@ -28,6 +30,7 @@ from acmi_core.base.keys import (
 from acmi_core.base.model import TENANT_RE
 from acmi_core.base.stored import scored
 from acmi_core.client import Acmi
+from acmi_core.jobs.tenants import pruned_through
 from acmi_core.ops.findings import MEMBER_CHUNK, Finding, Kind, Repair
 from acmi_core.ops.keyspace import ParsedKey
 from acmi_core.store.base import Command, Reply, Store
@@ -47,7 +50,9 @@ MENTION_AGENTS: Final = 100
 # Per tenant index: the tenant's own index and whether its tenants_with score is the
 # latest (ZMAX: changes, heartbeats) or the earliest (ZMIN: dues) of that index.
 TENANT_SOURCES: Final = {CHANGED: "max", ACTIVITY: "max", WAKE: "min", HYGIENE: "min"}
-assert set(TENANT_SOURCES) == set(TENANT_INDEXES)
+# The HITL ones summarize queues (no internal key of a tenant this SCAN check meets): the
+# standup-brief job re-syncs them from the queues after each brief
+assert set(TENANT_SOURCES) == set(TENANT_INDEXES) - {HITL_SHARED, HITL_OPERATOR}
 
 
 def memory_index_findings(doctor: Doctor, infos: list[ParsedKey]) -> list[Finding]:
@@ -157,6 +162,7 @@ def tenant_findings(doctor: Doctor, raw_keys: Sequence[bytes]) -> list[Finding]:
         commands.append(("ZSCORE", keys.tenants_with(kind), keys.tenant))
     replies = doctor.store.pipeline(commands)
     found = []
+    pruned: dict[str, int | None] = {}  # the jobs prune what all of them passed: no gap
     for position, (keys, kind) in enumerate(targets):
         head = scored(replies[2 * position])
         score = _score(replies[2 * position + 1])
@@ -166,6 +172,12 @@ def tenant_findings(doctor: Doctor, raw_keys: Sequence[bytes]) -> list[Finding]:
         latest = TENANT_SOURCES[kind] == "max"
         if score is not None and (score >= ms if latest else score <= ms):
             continue
+        if score is None and latest:
+            if kind not in pruned:
+                pruned[kind] = pruned_through(doctor.acmi, kind)
+            through = pruned[kind]
+            if through is not None and ms <= through:
+                continue
         index = keys.tenants_with(kind)
         # a latest-change index: now, past every job's floor, so the next run serves
         # the tenant (ZMAX: a newer write's time stays); a due: its earliest (ZMIN)

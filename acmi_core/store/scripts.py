@@ -466,8 +466,8 @@ HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
-            ("items", "queue", REPLAY_KEY),
-            ("op", "cid", "deadline", "record_header", "member", "prefix"),
+            ("items", "queue", "tenants", REPLAY_KEY),
+            ("op", "cid", "deadline", "record_header", "member", "tenant", "prefix"),
             {"OK": (), "EXISTS": ("record",)},
         ),
         "resolve": Call(

@@ -195,6 +195,7 @@ IDEMPOTENT_SCRIPTS = {
     "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, SADD, SREM, HSET, HDEL, OBJ",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
+    "merge": "a read",
 }
 
 

@@ -36,7 +36,11 @@ DEPLOYMENT_SECRET = "the-deployment-wake-secret-0001"  # ACMI_WAKE_SECRET
 SECRET = "wake-secret-0001"  # what the job hands the deliverer in the direct tests below
 HOOK = {"type": "webhook", "url": "https://agent.example/wake"}
 SIGNED = {**HOOK, "secret": SECRET}  # the target as the job gives it to the deliverer
-WAKE_SETTINGS = Settings(wake_secret=DEPLOYMENT_SECRET, wake_allowed_urls="https://agent.example/")
+WAKE_SETTINGS = Settings(
+    wake_secret=DEPLOYMENT_SECRET,
+    wake_allowed_urls="https://agent.example/",
+    wake_allowed_buses="agents",
+)
 
 
 @pytest.fixture
@@ -155,6 +159,7 @@ def test_a_deleted_agent_leaves_the_wake_index(fleet: Acmi) -> None:
         ({"minute": 15, "target": {**HOOK, "url": "https://elsewhere.example/wake"}}, "target.url"),
         ({"minute": 15, "target": {**HOOK, "secret": "s3cret"}}, "target.secret"),
         ({"minute": 15, "target": {"type": "eventbridge", "bus": "a bus"}}, "target.bus"),
+        ({"minute": 15, "target": {"type": "eventbridge", "bus": "elsewhere"}}, "target.bus"),
     ],
 )
 def test_bad_slots_are_refused_and_store_nothing(

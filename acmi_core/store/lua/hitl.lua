@@ -15,9 +15,11 @@
 --: ARGV[2] cid: the correlationId
 --: ARGV[#] prefix: keys.prefix (below)
 --: create KEYS[2] queue: the addressee's open queue
+--: create KEYS[3] tenants: the index of tenants with open items in such a queue (keys.tenants_with)
 --: create ARGV[3] deadline
 --: create ARGV[4] record_header: the record up to its item
 --: create ARGV[5] member
+--: create ARGV[6] tenant: marked in KEYS[3] at its earliest deadline; "": not marked
 --: create reply OK
 --: create reply EXISTS record
 -- resolve and adopt: the queues the caller named are only used to adopt an item another
@@ -87,13 +89,17 @@ local err = check_type(items, 'hash')
 if err then return err end
 
 if op == 'create' then
-  err = check_type(KEYS[2], 'zset')
-  if err then return err end
+  for _, key in ipairs({KEYS[2], KEYS[3]}) do
+    err = check_type(key, 'zset')
+    if err then return err end
+  end
   local existing = redis.call('HGET', items, cid)
   if existing then return recorded({'EXISTS', existing}) end
   local member = ARGV[5]
   redis.call('ZADD', KEYS[2], 'NX', ARGV[3], member)
   redis.call('HSET', items, cid, ARGV[4] .. member .. '}')
+  -- the standup brief finds the tenant by it (the queue's earliest, as its ZHEAD re-syncs)
+  if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], 'LT', ARGV[3], ARGV[6]) end
   return recorded({'OK'})
 end
 

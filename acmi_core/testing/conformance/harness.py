@@ -17,11 +17,12 @@ from typing import Literal, NoReturn, TypeVar
 
 from acmi_core import create_acmi
 from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
-from acmi_core.base.keys import TENANT_INDEXES, mentioned
+from acmi_core.base.keys import HITL_OPERATOR, HITL_SHARED, TENANT_INDEXES, mentioned
 from acmi_core.base.model import EntityId, js_number
 from acmi_core.client import Acmi
 from acmi_core.entities import api as client
 from acmi_core.store.base import Arg, Command, NoStore, Reply, Script
+from acmi_core.store.writes import WritePlan
 
 # --- checks and their registry --------------------------------------------------------------
 
@@ -330,6 +331,17 @@ class Context:
         for tenant in self._tenants:  # its own tenants leave the indexes of tenants with work
             for kind in TENANT_INDEXES:
                 self.acmi.store.execute(("ZREM", self.acmi.keys.tenants_with(kind), tenant))
+        # the tenant under test keeps its HITL marks only for the items still open
+        queues = {
+            HITL_SHARED: self.acmi.keys.hitl_queue(None, "open"),
+            HITL_OPERATOR: self.acmi.keys.hitl_queue(
+                EntityId.parse(self.acmi.settings.operator), "open"
+            ),
+        }
+        plan = WritePlan()
+        for kind, queue in queues.items():
+            plan.zhead(self.acmi.keys.tenants_with(kind), self.acmi.tenant, queue)
+        plan.apply(self.acmi.store)
 
     def __enter__(self) -> Context:
         return self
