@@ -19,6 +19,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId
+from acmi_core.memory.results import ActiveRead, Exported, Handoff, HandoffTakenTool, Imported
 from acmi_core.memory.tree import parse_texts, tree_texts
 from acmi_core.operations import params as p
 
@@ -172,21 +173,23 @@ def hitl_create(acmi: Acmi, scope: Scope, q: p.HitlCreateParams) -> dict[str, An
     return {"item": created.item, "created": created.created}
 
 
-def memory_active(acmi: Acmi, scope: Scope, q: p.MemoryActiveGetParams) -> dict[str, Any]:
+def memory_active(acmi: Acmi, scope: Scope, q: p.MemoryActiveGetParams) -> ActiveRead:
     if q.text is not None:
         acmi.memory.set_active(q.entity, q.text)
     return acmi.memory.active(q.entity)
 
 
-def memory_export(acmi: Acmi, scope: Scope, q: p.MemoryExportParams) -> dict[str, Any]:
+def memory_export(acmi: Acmi, scope: Scope, q: p.MemoryExportParams) -> Exported:
     return {"entity": q.entity, "files": tree_texts(acmi.memory.export_snapshot(q.entity))}
 
 
-def memory_import(acmi: Acmi, scope: Scope, q: p.MemoryImportParams) -> dict[str, Any]:
+def memory_import(acmi: Acmi, scope: Scope, q: p.MemoryImportParams) -> Imported:
     return acmi.memory.import_snapshot(q.entity, parse_texts(q.files), strict=q.strict)
 
 
-def memory_handoff(acmi: Acmi, scope: Scope, q: p.MemoryHandoffParams) -> dict[str, Any]:
+def memory_handoff(
+    acmi: Acmi, scope: Scope, q: p.MemoryHandoffParams
+) -> Handoff | HandoffTakenTool:
     if q.text is not None:
         return acmi.memory.handoff(q.entity, q.text)
     return {"entity": _entity(q.entity), "handoff": acmi.memory.take_handoff(q.entity)}
