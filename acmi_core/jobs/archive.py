@@ -25,8 +25,8 @@ archived events (one sink GET per quarter it searches, ``service.ARCHIVED_QUARTE
 most); a sink that fails gives None and the search reports the quarter unread.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: on Python 3.11 a TypedDict's NotRequired
+# written as a string is taken for a required key at run time.
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Final, NotRequired, TypedDict

@@ -3,8 +3,8 @@ answer is still the plain dict whose JSON is the contract while mypy checks ever
 commands write and every key a surface reads. ``Json`` marks a value read back from stored
 JSON as it is (heartbeat-state's fields: any JSON a tool or a seed tree wrote)."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: on Python 3.11 a TypedDict's NotRequired
+# written as a string is taken for a required key at run time.
 from typing import Literal, NotRequired, TypedDict
 
 from pydantic import JsonValue
