@@ -133,7 +133,7 @@ class LocalBackend:
         return self.acmi.timeline.append(entity, event).to_dict()
 
     def get(self, entity: str, events: int) -> dict[str, Any]:
-        return self.acmi.get(entity, events=events).to_dict()
+        return {**self.acmi.get(entity, events=events).to_dict()}  # as a JSON object
 
     def list_page(self, category: str, cursor: str | None, limit: int) -> dict[str, Any]:
         page = self.acmi.list_page(category, cursor=cursor, limit=limit)

@@ -19,6 +19,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId
+from acmi_core.entities.results import EntityBody, EntityListBody
 from acmi_core.memory.results import ActiveRead, Exported, Handoff, HandoffTakenTool, Imported
 from acmi_core.memory.tree import parse_texts, tree_texts
 from acmi_core.operations import params as p
@@ -73,7 +74,7 @@ def events_append(acmi: Acmi, scope: Scope, q: p.EventsAppendParams) -> dict[str
     return acmi.timeline.append(q.entity, q.event).to_dict()
 
 
-def get(acmi: Acmi, scope: Scope, q: p.GetParams) -> dict[str, Any]:
+def get(acmi: Acmi, scope: Scope, q: p.GetParams) -> EntityBody:
     if not 0 <= q.events <= MAX_GET_EVENTS:
         raise AcmiValidationError(
             "events", "range", f"must be an integer from 0 to {MAX_GET_EVENTS}"
@@ -81,7 +82,7 @@ def get(acmi: Acmi, scope: Scope, q: p.GetParams) -> dict[str, Any]:
     return acmi.get(q.entity, events=q.events).to_dict()
 
 
-def list_page(acmi: Acmi, scope: Scope, q: p.ListParams) -> dict[str, Any]:
+def list_page(acmi: Acmi, scope: Scope, q: p.ListParams) -> EntityListBody:
     page = acmi.list_page(q.category, cursor=q.cursor, limit=q.limit)
     return {"category": q.category, "entities": page.entities, "next_cursor": page.next_cursor}
 
