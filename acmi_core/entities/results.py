@@ -9,6 +9,8 @@ from typing import NotRequired, TypedDict
 
 from pydantic import JsonValue
 
+from acmi_core.base.model import Event
+
 Json = JsonValue
 
 
@@ -58,3 +60,7 @@ class Deleted(TypedDict):
     """The API's answer to a delete (the core answers None): what was deleted, as a path."""
 
     deleted: str
+
+
+# ``TimelineAPI.cat``: each merged event with the entity whose timeline it is, newest first
+CatEvents = list[tuple[str, Event]]

@@ -172,6 +172,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="cat",
         params="acmi_core.operations.params:CatParams",
         cli="cat",
+        result="acmi_core.entities.results:CatEvents",
     ),
     Operation(
         "tenants.list",

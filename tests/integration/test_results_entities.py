@@ -145,3 +145,11 @@ def test_a_list_page_that_goes_on(tenant: Acmi, http: RouteClient) -> None:
     listed = tool(tenant, "list", {"category": "user", "limit": 5})
     assert listed["next_cursor"] is None and len(listed["entities"]) == 3
     held(EntityListBody, listed, "list tool")
+
+
+def test_several_timelines_merged(tenant: Acmi) -> None:
+    tenant.timeline.extend("user:c1", [event(1), event(3)])
+    tenant.timeline.extend("user:c2", [event(2)])
+    merged = tenant.timeline.cat(["user:c1", "user:c2", "user:none"], limit=2)
+    assert [(entity, e.ts) for entity, e in merged] == [("user:c1", 1_003), ("user:c2", 1_002)]
+    assert_result("entities.cat", merged)
