@@ -55,8 +55,8 @@ def _portable(kind: Any) -> Any:
     origin, args = get_origin(kind), get_args(kind)
     if is_typeddict(kind):
         fields: dict[str, Any] = {}
-        for name, declared in typing.get_type_hints(kind, include_extras=True).items():
-            hint = declared
+        for name, given in typing.get_type_hints(kind, include_extras=True).items():
+            hint = given
             while get_origin(hint) in (typing.Required, typing.NotRequired):
                 hint = get_args(hint)[0]
             required = name in kind.__required_keys__
