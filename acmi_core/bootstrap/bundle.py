@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from acmi_core.bootstrap.results import BundleBody, BundleMemory
 from acmi_core.bootstrap.text import estimate_tokens, iso, utf8_len
 
 Scope = Literal["main", "group", "subagent"]
@@ -109,7 +110,7 @@ class Bundle:
     max_bytes: int | None = None
     text: str = ""
     # the memory read: the day it calls today, its zone, level-3 sections not loaded
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: BundleMemory = field(default_factory=BundleMemory)
     # what the script took from the timeline (members for the timeline and the daily notes,
     # daily-note stamps): the cost figure tests hold, not part of the bundle's JSON
     reads: dict[str, int] = field(default_factory=dict)
@@ -124,7 +125,7 @@ class Bundle:
     def cut(self) -> dict[str, int]:
         return {s.name: s.cut for s in self.sections if s.cut}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BundleBody:
         return {
             "agent": self.agent,
             "tenant": self.tenant,

@@ -133,7 +133,7 @@ class LocalBackend:
         return self.acmi.timeline.append(entity, event).to_dict()
 
     def get(self, entity: str, events: int) -> dict[str, Any]:
-        return self.acmi.get(entity, events=events).to_dict()
+        return {**self.acmi.get(entity, events=events).to_dict()}  # as a JSON object
 
     def list_page(self, category: str, cursor: str | None, limit: int) -> dict[str, Any]:
         page = self.acmi.list_page(category, cursor=cursor, limit=limit)
@@ -257,42 +257,47 @@ class LocalBackend:
     def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
         return self.acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict()
 
+    # The protocol speaks JSON objects (the HTTP backend has only decoded JSON): each
+    # memory answer, typed by the core, is given as one.
     def memory_status(self, entity: str) -> dict[str, Any]:
-        return self.acmi.memory.status(entity)
+        return {**self.acmi.memory.status(entity)}
 
     def memory_review(self, entity: str) -> dict[str, Any]:
-        return self.acmi.memory.review(entity)
+        return {**self.acmi.memory.review(entity)}
 
     def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]:
-        return self.acmi.memory.search(entity, query, limit=limit)
+        return {**self.acmi.memory.search(entity, query, limit=limit)}
 
     def memory_remember(
         self, entity: str, text: str, layer: str, section: str | None, topic: str | None
     ) -> dict[str, Any]:
-        return self.acmi.memory.remember(entity, text, layer=layer, section=section, topic=topic)
+        return {
+            **self.acmi.memory.remember(entity, text, layer=layer, section=section, topic=topic)
+        }
 
     def memory_active(self, entity: str, text: str | None) -> dict[str, Any]:
         if text is not None:
             self.acmi.memory.set_active(entity, text)
-        return self.acmi.memory.active(entity)
+        return {**self.acmi.memory.active(entity)}
 
     def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]:
-        return self.acmi.memory.daily_summary(entity, date)
+        return {**self.acmi.memory.daily_summary(entity, date)}
 
     def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]:
-        return self.acmi.memory.topic_create(entity, slug, name)
+        return {**self.acmi.memory.topic_create(entity, slug, name)}
 
     def memory_prune(self, entity: str, days: int) -> dict[str, Any]:
-        return self.acmi.memory.prune(entity, days)
+        return {**self.acmi.memory.prune(entity, days)}
 
     def memory_handoff(self, entity: str, text: str) -> dict[str, Any]:
-        return self.acmi.memory.handoff(entity, text)
+        return {**self.acmi.memory.handoff(entity, text)}
 
     def memory_take_handoff(self, entity: str) -> dict[str, Any] | None:
-        return self.acmi.memory.take_handoff(entity)
+        taken = self.acmi.memory.take_handoff(entity)
+        return None if taken is None else {**taken}
 
     def memory_debug(self, entity: str) -> dict[str, Any]:
-        return self.acmi.memory.debug(entity)
+        return {**self.acmi.memory.debug(entity)}
 
     def memory_export(self, entity: str) -> dict[str, str]:
         from acmi_core.memory.tree import tree_texts
@@ -302,7 +307,7 @@ class LocalBackend:
     def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
         from acmi_core.memory.tree import parse_texts
 
-        return self.acmi.memory.import_snapshot(entity, parse_texts(files), strict=strict)
+        return {**self.acmi.memory.import_snapshot(entity, parse_texts(files), strict=strict)}
 
     def close(self) -> None:
         self.acmi.store.close()

@@ -63,6 +63,7 @@ from acmi_core.base.pages import (
 )
 from acmi_core.base.stored import decode_events, decode_object, stored_dict
 from acmi_core.entities.context import Context
+from acmi_core.entities.results import EntityBody, EventPageBody, LegacyEvent, SkippedMember
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Command, Reply, Store, is_noscript
 from acmi_core.store.writes import WritePlan
@@ -126,7 +127,7 @@ class Events(list[Event]):
             dicts.append(ordered)
         return dicts
 
-    def legacy_report(self) -> list[dict[str, Any]]:
+    def legacy_report(self) -> list[LegacyEvent]:
         """``[{"index": i, "reasons": ["kind: required", ...]}]`` for each legacy event,
         ``i`` its position in this list (and in ``to_dicts()``)."""
         return [
@@ -134,6 +135,10 @@ class Events(list[Event]):
             for index, event in enumerate(self)
             if event.legacy
         ]
+
+    def skipped_report(self) -> list[SkippedMember]:
+        """The skipped members, as the bodies list them (the dataclass's fields, in order)."""
+        return [{"key": s.key, "position": s.position, "reason": s.reason} for s in self.skipped]
 
 
 @dataclass(frozen=True)
@@ -149,14 +154,14 @@ class EntityContext:
     # cursor of timeline.page(reverse=True) to the older ones (in the body only then).
     next_cursor: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        body = {
+    def to_dict(self) -> EntityBody:
+        body: EntityBody = {
             "entity": self.entity,
             "profile": self.profile,
             "signals": self.signals,
             "timeline": self.timeline.to_dicts(),
             "legacy": self.timeline.legacy_report(),
-            "skipped": [s.__dict__ for s in self.timeline.skipped],
+            "skipped": self.timeline.skipped_report(),
             "problems": self.problems,
         }
         if self.next_cursor is not None:
@@ -179,11 +184,11 @@ class EventPage:
     events: Events
     next_cursor: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EventPageBody:
         return {
             "events": self.events.to_dicts(),
             "legacy": self.events.legacy_report(),
-            "skipped": [s.__dict__ for s in self.events.skipped],
+            "skipped": self.events.skipped_report(),
             "next_cursor": self.next_cursor,
         }
 

@@ -44,6 +44,7 @@ from acmi_core.base.errors import AcmiValidationError, CorruptData, IdempotencyK
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.client import Acmi
 from acmi_core.ingest.config import SourceConfig
+from acmi_core.ingest.results import IngestBody, StoredEvents
 from acmi_core.ingest.sources import source_spec
 from acmi_core.ingest.webhook import Delivery, WebhookBody, body_digest
 from acmi_core.store.writes import Replayed, WritePlan
@@ -73,13 +74,14 @@ EVENT_ID_FIELDS: Final = ("entity", "ts", "correlationId")
 
 @dataclass(frozen=True)
 class IngestResult:
-    body: dict[str, Any]
+    body: IngestBody
     replayed: bool
     status: int = 201
 
     @property
     def count(self) -> int:
-        return int(self.body.get("stored", 0))
+        # a key test, not .get: it tells mypy which of the two bodies this is
+        return int(self.body["stored"]) if "stored" in self.body else 0
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ def idempotency_from_header(acmi: Acmi, raw: str | None, request: str) -> Idempo
     return Idempotency("header", key, request, acmi.settings.idempotency_ttl_s)
 
 
-def _minimal(response: Mapping[str, Any]) -> dict[str, Any]:
+def _minimal(response: Mapping[str, Any]) -> StoredEvents:
     """The count and each event's ids: what a record keeps and a replay answers."""
     events = response.get("events")
     return {
@@ -241,7 +243,7 @@ def store_deliveries(
         event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
         acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
-    body = {"stored": len(stored), "events": stored}
+    body: StoredEvents = {"stored": len(stored), "events": stored}
     if also_set is not None:
         plan.set(*also_set)  # staged before the record: the record's ONCE guards it too
     if idempotency is None:
@@ -258,7 +260,7 @@ def store_deliveries(
 
 
 def _replayed(
-    previous: bytes, idempotency: Idempotency, nonce: str, body: dict[str, Any]
+    previous: bytes, idempotency: Idempotency, nonce: str, body: StoredEvents
 ) -> IngestResult:
     try:
         record = json.loads(previous)

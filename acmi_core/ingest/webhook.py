@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import MAX_SUMMARY_LEN, utf16_len
+from acmi_core.ingest.results import Challenge
 
 ENTITY_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -51,7 +52,7 @@ class Mapped:
     deliveries: list[Delivery]
     sender_id: str | None = None
     # A handshake's reply (Slack's url_verification): answered as is, nothing stored.
-    answer: dict[str, Any] | None = None
+    answer: Challenge | None = None
 
 
 Mapper = Callable[[WebhookBody], Mapped]

@@ -25,25 +25,23 @@ archived events (one sink GET per quarter it searches, ``service.ARCHIVED_QUARTE
 most); a sink that fails gives None and the search reports the quarter unread.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: on Python 3.11 a TypedDict's NotRequired
+# written as a string is taken for a required key at run time.
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final, NotRequired, TypedDict
 
 from acmi_core.base.errors import AcmiValidationError, Conflict
 from acmi_core.base.keys import MEMORY_HEARTBEAT
 from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.base.stored import load_object
+from acmi_core.client import Acmi  # at run time: a test resolves the row's signature
 from acmi_core.jobs import quarterly
 from acmi_core.jobs.quarters import DAY_MS
 from acmi_core.jobs.sink import Destination, SinkError, archived_events
 from acmi_core.jobs.summarizers import Summarizer, build
 from acmi_core.memory.slots import HEARTBEAT
 from acmi_core.store.writes import FieldMode, WritePlan
-
-if TYPE_CHECKING:
-    from acmi_core.client import Acmi
 
 LEASE_MS: Final = 5 * 60_000  # longer than an archive of MAX_EVENTS_MAX events takes
 ARCHIVED_THROUGH: Final = HEARTBEAT + "archived_through"
@@ -57,6 +55,25 @@ def _int(value: object, name: str, default: int, high: int) -> int:
     return value
 
 
+class ArchivedNow(TypedDict):
+    """What ``archive_now`` did (module docstring); ``notes``: why there is no sink."""
+
+    entity: str
+    archive: str | None
+    retention_days: int
+    cutoff_ms: int
+    read: int
+    archived: int
+    trimmed: int
+    kept: int
+    documents: list[str]
+    objects: list[quarterly.ArchivedObject]
+    backlog: bool
+    why: str
+    problems: list[str]
+    notes: NotRequired[list[str]]
+
+
 def archive_now(
     acmi: Acmi,
     entity: str | EntityId,
@@ -66,7 +83,7 @@ def archive_now(
     dest: Destination | None = None,
     no_sink: str | None = None,
     summarizer: Summarizer | None = None,
-) -> dict[str, Any]:
+) -> ArchivedNow:
     """Archive ``entity``'s events older than ``retention_days`` (default 30) now, at
     most ``max_events`` (default 1,000) of them; ``no_sink`` is why there is no
     destination when a URL was given. Returns what was done (module docstring)."""
@@ -123,7 +140,7 @@ def archive_now(
             ]
             plan.edit_object(beat_key, edit, field=MEMORY_HEARTBEAT)
             plan.apply(acmi.store)
-    return {
+    done: ArchivedNow = {
         "entity": str(eid),
         "archive": dest.url if dest else None,
         "retention_days": days,
@@ -137,8 +154,10 @@ def archive_now(
         "backlog": out.backlog,
         "why": _why(out, dest, notes),
         "problems": out.problems,
-        **({"notes": notes} if notes else {}),
     }
+    if notes:
+        done["notes"] = notes
+    return done
 
 
 def _why(out: quarterly.ArchiveOutcome, dest: Destination | None, notes: Sequence[str]) -> str:
@@ -175,4 +194,4 @@ def archived_reader(acmi: Acmi, dest: Destination) -> ArchivedReader:
     return read
 
 
-__all__ = ["LEASE_MS", "ArchivedReader", "archive_now", "archived_reader"]
+__all__ = ["LEASE_MS", "ArchivedNow", "ArchivedReader", "archive_now", "archived_reader"]

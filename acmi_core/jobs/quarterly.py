@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import MEMORY_ARCHIVE, MEMORY_STAMPS
@@ -148,6 +148,15 @@ def archive_document(
 # --- archiving one entity ---------------------------------------------------------------------
 
 
+class ArchivedObject(TypedDict):
+    """One verified object an archive wrote: its quarter, sink key, line count, digest."""
+
+    quarter: str
+    key: str
+    count: int
+    sha256: str
+
+
 @dataclass
 class ArchiveOutcome:
     """What :func:`archive_entity` did for one entity."""
@@ -157,7 +166,7 @@ class ArchiveOutcome:
     trimmed: int = 0  # removed from the live timeline
     kept: int = 0  # members that are not archivable events (a newline, not an event): kept
     documents: list[str] = field(default_factory=list)  # quarters whose document was written
-    objects: list[dict[str, Any]] = field(default_factory=list)
+    objects: list[ArchivedObject] = field(default_factory=list)
     backlog: bool = False
     archived_through: int | None = None  # without a sink: documented up to here (ms)
     problems: list[str] = field(default_factory=list)

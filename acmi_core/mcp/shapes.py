@@ -19,6 +19,8 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId
+from acmi_core.entities.results import EntityBody, EntityListBody
+from acmi_core.memory.results import ActiveRead, Exported, Handoff, HandoffTakenTool, Imported
 from acmi_core.memory.tree import parse_texts, tree_texts
 from acmi_core.operations import params as p
 
@@ -72,7 +74,7 @@ def events_append(acmi: Acmi, scope: Scope, q: p.EventsAppendParams) -> dict[str
     return acmi.timeline.append(q.entity, q.event).to_dict()
 
 
-def get(acmi: Acmi, scope: Scope, q: p.GetParams) -> dict[str, Any]:
+def get(acmi: Acmi, scope: Scope, q: p.GetParams) -> EntityBody:
     if not 0 <= q.events <= MAX_GET_EVENTS:
         raise AcmiValidationError(
             "events", "range", f"must be an integer from 0 to {MAX_GET_EVENTS}"
@@ -80,7 +82,7 @@ def get(acmi: Acmi, scope: Scope, q: p.GetParams) -> dict[str, Any]:
     return acmi.get(q.entity, events=q.events).to_dict()
 
 
-def list_page(acmi: Acmi, scope: Scope, q: p.ListParams) -> dict[str, Any]:
+def list_page(acmi: Acmi, scope: Scope, q: p.ListParams) -> EntityListBody:
     page = acmi.list_page(q.category, cursor=q.cursor, limit=q.limit)
     return {"category": q.category, "entities": page.entities, "next_cursor": page.next_cursor}
 
@@ -179,21 +181,23 @@ def hitl_create(acmi: Acmi, scope: Scope, q: p.HitlCreateParams) -> dict[str, An
     return {"item": created.item, "created": created.created}
 
 
-def memory_active(acmi: Acmi, scope: Scope, q: p.MemoryActiveGetParams) -> dict[str, Any]:
+def memory_active(acmi: Acmi, scope: Scope, q: p.MemoryActiveGetParams) -> ActiveRead:
     if q.text is not None:
         acmi.memory.set_active(q.entity, q.text)
     return acmi.memory.active(q.entity)
 
 
-def memory_export(acmi: Acmi, scope: Scope, q: p.MemoryExportParams) -> dict[str, Any]:
+def memory_export(acmi: Acmi, scope: Scope, q: p.MemoryExportParams) -> Exported:
     return {"entity": q.entity, "files": tree_texts(acmi.memory.export_snapshot(q.entity))}
 
 
-def memory_import(acmi: Acmi, scope: Scope, q: p.MemoryImportParams) -> dict[str, Any]:
+def memory_import(acmi: Acmi, scope: Scope, q: p.MemoryImportParams) -> Imported:
     return acmi.memory.import_snapshot(q.entity, parse_texts(q.files), strict=q.strict)
 
 
-def memory_handoff(acmi: Acmi, scope: Scope, q: p.MemoryHandoffParams) -> dict[str, Any]:
+def memory_handoff(
+    acmi: Acmi, scope: Scope, q: p.MemoryHandoffParams
+) -> Handoff | HandoffTakenTool:
     if q.text is not None:
         return acmi.memory.handoff(q.entity, q.text)
     return {"entity": _entity(q.entity), "handoff": acmi.memory.take_handoff(q.entity)}

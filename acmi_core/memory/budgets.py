@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from acmi_core.memory.layers import Layer, MemorySnapshot
+from acmi_core.memory.results import BudgetCheck
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class BudgetReport:
     def ok(self) -> bool:
         return not self.over
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> BudgetCheck:
         return {
             "path": self.path,
             "layer": self.layer,

@@ -12,6 +12,7 @@ import re
 from typing import Final
 
 from acmi_core.memory.layers import CONFLICT_RULES, ActiveContext, LongTermMemory
+from acmi_core.memory.results import HotWarmConflict
 
 # a MEMORY.md project note that says the project is over
 DONE_WORDS: Final = re.compile(r"\b(done|complete|completed|shipped|closed|cancel+ed)\b", re.I)
@@ -20,13 +21,13 @@ FIX: Final = "update the project in MEMORY.md (hot wins for current state)"
 
 def hot_warm_conflicts(
     active: ActiveContext | None, memory: LongTermMemory | None
-) -> list[dict[str, str]]:
+) -> list[HotWarmConflict]:
     """The conflicts between ACTIVE-CONTEXT.md and MEMORY.md, one per project, in
     MEMORY.md's order: ``{about, hot, warm, rule, wins, fix}``. None on either side: none."""
     if active is None or memory is None:
         return []
     hot_lines = active.render().split("\n")
-    found = []
+    found: list[HotWarmConflict] = []
     for project in memory.projects:
         closed = [n for n in project.notes if DONE_WORDS.search(n)]
         if not closed:

@@ -16,6 +16,17 @@ from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
 from acmi_core.memory.conflicts import hot_warm_conflicts
 from acmi_core.memory.layers import LAYERS, SEARCH_ORDER, DailyNote, MemorySnapshot
+from acmi_core.memory.results import (
+    ActiveRead,
+    LayerStatus,
+    MemoryDebug,
+    MemorySearch,
+    MemoryStatus,
+    Missing,
+    SearchHit,
+    Stale,
+    Staleness,
+)
 from acmi_core.memory.slots import HOT, from_signals, heartbeat_from_signals
 from acmi_core.memory.state import (
     DAY_MS,
@@ -79,7 +90,7 @@ class Hit:
     matched: int
     terms: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SearchHit:
         return {
             "layer": self.layer,
             "path": self.path,
@@ -99,7 +110,7 @@ def _window(snapshot: MemorySnapshot, today: dt.date) -> MemorySnapshot:
 class MemoryReads(MemoryCommands):
     """Status, the hot layer, search and debug: reads only."""
 
-    def status(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+    def status(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryStatus:
         """``/memory-status``: each file's size, lines, estimated tokens and budget verdict
         (with the seed's fix), per layer; staleness from heartbeat-state; what maintenance
         is next. Daily notes: the retention window (30 days). 2 round trips."""
@@ -112,7 +123,7 @@ class MemoryReads(MemoryCommands):
         snap = state.snapshot(include_foreign=True)
         snap = _window(snap, today)
         reports = check_snapshot(snap)
-        layers: dict[str, Any] = {}
+        layers: dict[str, LayerStatus] = {}
         for layer in LAYERS:
             mine = [r for r in reports if r.layer == layer]
             over = [r for r in mine if not r.ok]
@@ -131,7 +142,7 @@ class MemoryReads(MemoryCommands):
             }
         heartbeat = heartbeat_from_signals(state.memory)
         data: Mapping[str, Any] = {} if heartbeat is None else heartbeat.data
-        stale: dict[str, Any] = {}
+        stale: dict[str, Staleness] = {}
         for key in ("last_memory_review", "last_archive", "last_active_context_prune"):
             raw = data.get(key)
             when = dt.date.fromisoformat(raw) if isinstance(raw, str) else None
@@ -149,7 +160,7 @@ class MemoryReads(MemoryCommands):
             "heartbeat_state": dict(data),
         }
 
-    def active(self, entity: str | EntityId) -> dict[str, Any]:
+    def active(self, entity: str | EntityId) -> ActiveRead:
         """``/active-context``: ACTIVE-CONTEXT.md, its sections and budget. 1 round trip."""
         eid = EntityId.parse(entity)
         signals = self._memory_fields(eid)
@@ -171,7 +182,7 @@ class MemoryReads(MemoryCommands):
         limit: int = 20,
         now_ms: int | None = None,
         archived: ArchivedReader | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemorySearch:
         """``/memory-search``: every line of every layer that holds a term of ``query``
         (case-insensitive), in the seed's order fast to slow (hot, warm, today,
         yesterday, topics, older daily notes, archives) and ranked: lines holding every
@@ -237,17 +248,19 @@ class MemoryReads(MemoryCommands):
                     full = 0 if matched == len(terms) else 1
                     hits.append(((full, order.index(layer), -matched, rank), hit))
         hits.sort(key=lambda h: h[0])
-        return {
+        found: MemorySearch = {
             "entity": str(state.entity),
             "query": query,
             "order": order,
             "hits": [h.to_dict() for _, h in hits[:limit]],
             "total": len(hits),
             "truncated": state.truncated,
-            **({"archived_unread": unread} if unread else {}),
         }
+        if unread:
+            found["archived_unread"] = unread
+        return found
 
-    def debug(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+    def debug(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryDebug:
         """``/memory-debug``: missing pieces, conflicts between the hot and warm layers
         (``CONFLICT_RULES``: hot wins for current state), stale items, budgets over.
         2 round trips."""
@@ -259,7 +272,7 @@ class MemoryReads(MemoryCommands):
         today = local_time(now, tz).date()
         snap = state.snapshot(include_foreign=False)
         snap = _window(snap, today)
-        missing: list[dict[str, str]] = []
+        missing: list[Missing] = []
         if snap.active_context is None:
             missing.append({"piece": "ACTIVE-CONTEXT.md", "fix": "set it: memory active --set"})
         if snap.memory is None:
@@ -279,7 +292,7 @@ class MemoryReads(MemoryCommands):
                     }
                 )
         conflicts = hot_warm_conflicts(snap.active_context, snap.memory)
-        stale: list[dict[str, Any]] = []
+        stale: list[Stale] = []
         if snap.active_context is not None:
             updated = first_date(snap.active_context.last_updated or "")
             if updated is not None and updated < today:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from acmi_core.base.model import EntityId
 from acmi_core.memory.layers import MemorySnapshot
@@ -57,6 +57,21 @@ from acmi_core.memory.reads import (
     ArchivedReader,
     Hit,
     MemoryReads,
+)
+from acmi_core.memory.results import (
+    ActiveRead,
+    ActiveSet,
+    DailySummary,
+    Handoff,
+    Imported,
+    MemoryDebug,
+    MemorySearch,
+    MemoryStatus,
+    Pruned,
+    Remembered,
+    Reviewed,
+    StoredHandoff,
+    TopicCreated,
 )
 from acmi_core.memory.state import (
     DEFAULT_PRUNE_DAYS,
@@ -124,11 +139,11 @@ class MemoryAPI:
             extras=extras,
         )
 
-    def status(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+    def status(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryStatus:
         """``/memory-status`` (``MemoryReads.status``)."""
         return self._reads.status(entity, now_ms)
 
-    def active(self, entity: str | EntityId) -> dict[str, Any]:
+    def active(self, entity: str | EntityId) -> ActiveRead:
         """``/active-context`` (``MemoryReads.active``)."""
         return self._reads.active(entity)
 
@@ -140,17 +155,17 @@ class MemoryAPI:
         limit: int = 20,
         now_ms: int | None = None,
         archived: ArchivedReader | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemorySearch:
         """``/memory-search`` (``MemoryReads.search``)."""
         return self._reads.search(entity, query, limit=limit, now_ms=now_ms, archived=archived)
 
-    def debug(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+    def debug(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryDebug:
         """``/memory-debug`` (``MemoryReads.debug``)."""
         return self._reads.debug(entity, now_ms)
 
     # -- writes (memory/writes.py)
 
-    def set_active(self, entity: str | EntityId, text: object) -> dict[str, Any]:
+    def set_active(self, entity: str | EntityId, text: object) -> ActiveSet:
         """The hot layer replaced (``MemoryWrites.set_active``)."""
         return self._writes.set_active(entity, text)
 
@@ -163,7 +178,7 @@ class MemoryAPI:
         section: str | None = None,
         topic: str | None = None,
         now_ms: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> Remembered:
         """``/remember`` (``MemoryWrites.remember``)."""
         return self._writes.remember(
             entity, text, layer=layer, section=section, topic=topic, now_ms=now_ms
@@ -171,17 +186,15 @@ class MemoryAPI:
 
     def topic_create(
         self, entity: str | EntityId, slug: object, name: object, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    ) -> TopicCreated:
         """``/topic-create`` (``MemoryWrites.topic_create``)."""
         return self._writes.topic_create(entity, slug, name, now_ms)
 
-    def handoff(
-        self, entity: str | EntityId, text: object, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    def handoff(self, entity: str | EntityId, text: object, now_ms: int | None = None) -> Handoff:
         """``/handoff`` (``MemoryWrites.handoff``)."""
         return self._writes.handoff(entity, text, now_ms)
 
-    def take_handoff(self, entity: str | EntityId) -> dict[str, Any] | None:
+    def take_handoff(self, entity: str | EntityId) -> StoredHandoff | None:
         """The pending handoff, read and cleared atomically (``MemoryWrites.take_handoff``)."""
         return self._writes.take_handoff(entity)
 
@@ -189,17 +202,17 @@ class MemoryAPI:
 
     def prune(
         self, entity: str | EntityId, days: int = DEFAULT_PRUNE_DAYS, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    ) -> Pruned:
         """``/memory-prune`` (``MemoryUpkeep.prune``)."""
         return self._upkeep.prune(entity, days, now_ms)
 
-    def review(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+    def review(self, entity: str | EntityId, now_ms: int | None = None) -> Reviewed:
         """``/memory-review`` (``MemoryUpkeep.review``)."""
         return self._upkeep.review(entity, now_ms)
 
     def daily_summary(
         self, entity: str | EntityId, date: str | None = None, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    ) -> DailySummary:
         """``/daily-summary`` (``MemoryUpkeep.daily_summary``)."""
         return self._upkeep.daily_summary(entity, date, now_ms)
 
@@ -216,7 +229,7 @@ class MemoryAPI:
         *,
         progress: Progress | None = None,
         strict: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """A tree imported, idempotently (``MemoryTransfer.import_snapshot``)."""
         return self._transfer.import_snapshot(entity, snapshot, progress=progress, strict=strict)
 
@@ -227,7 +240,7 @@ class MemoryAPI:
         *,
         progress: Progress | None = None,
         strict: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """``/memory-migrate`` (``MemoryTransfer.migrate``)."""
         return self._transfer.migrate(entity, root, progress=progress, strict=strict)
 

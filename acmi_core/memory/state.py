@@ -34,6 +34,7 @@ from acmi_core.memory.layers import (
     Quarter,
     Template,
 )
+from acmi_core.memory.results import Due
 from acmi_core.memory.slots import (
     HOT,
     LAYER_SLOTS,
@@ -200,7 +201,7 @@ def day_note(
     return found or DailyNote.parse(f"# {day.isoformat()} — Daily Notes\n", day)
 
 
-def next_due(data: Mapping[str, Any], today: dt.date) -> dict[str, dict[str, Any]]:
+def next_due(data: Mapping[str, Any], today: dt.date) -> dict[str, Due]:
     """heartbeat-state's next_scheduled, else what the seed's rhythm gives (weekly from
     the last review, the 1st of next month, the quarter's last day)."""
     schedule = data.get("next_scheduled") if isinstance(data.get("next_scheduled"), dict) else {}
@@ -215,7 +216,7 @@ def next_due(data: Mapping[str, Any], today: dt.date) -> dict[str, dict[str, Any
         "monthly_audit": next_month(today),
         "quarterly_archive": quarter_end(today),
     }
-    out = {}
+    out: dict[str, Due] = {}
     for job, default in defaults.items():
         raw = schedule.get(job) if isinstance(schedule, dict) else None
         due = dt.date.fromisoformat(raw) if isinstance(raw, str) else default

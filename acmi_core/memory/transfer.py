@@ -34,6 +34,7 @@ from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
 from acmi_core.memory.daily import DAILY, HEADER_KIND, zone
 from acmi_core.memory.layers import MemorySnapshot
+from acmi_core.memory.results import Imported
 from acmi_core.memory.slots import (
     HEARTBEAT,
     TOPIC_LINKS,
@@ -159,7 +160,7 @@ class MemoryTransfer(MemoryCommands):
         *,
         progress: Progress | None = None,
         strict: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """Migrate a tree into ACMI, idempotently: what the store already holds is not
         written again (a re-run sends no write at all). A day's note replaces what an
         earlier import stored for that day (its header, lines edited or removed since);
@@ -238,18 +239,13 @@ class MemoryTransfer(MemoryCommands):
             "ignored": list(snapshot.ignored),
             "over_budget": [r.to_dict() for r in over],
             "writes": written,
-            **{
-                k: counts[k]
-                for k in (
-                    "events_added",
-                    "events_removed",
-                    "events_unchanged",
-                    "signals_written",
-                    "profile_written",
-                    "topics_written",
-                    "archives_written",
-                )
-            },
+            "events_added": counts["events_added"],
+            "events_removed": counts["events_removed"],
+            "events_unchanged": counts["events_unchanged"],
+            "signals_written": counts["signals_written"],
+            "profile_written": counts["profile_written"],
+            "topics_written": counts["topics_written"],
+            "archives_written": counts["archives_written"],
             "files_written": files_written,
         }
 
@@ -374,7 +370,7 @@ class MemoryTransfer(MemoryCommands):
         *,
         progress: Progress | None = None,
         strict: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """``/memory-migrate``: the seed's tree under ``root`` imported into ACMI."""
         return self.import_snapshot(entity, read_tree(root), progress=progress, strict=strict)
 

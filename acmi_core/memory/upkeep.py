@@ -17,6 +17,7 @@ from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import check, count_lines
 from acmi_core.memory.daily import DAILY, entry_event
 from acmi_core.memory.layers import ACTIVE_CONTEXT
+from acmi_core.memory.results import DailySummary, Moved, Pruned, Reviewed
 from acmi_core.memory.slots import HEARTBEAT, HOT, WARM, from_profile, heartbeat_from_signals
 from acmi_core.memory.state import (
     DAY_MS,
@@ -79,7 +80,7 @@ class MemoryUpkeep(MemoryCommands):
 
     def _prune_plan(
         self, state: MemoryState, now: int, days: int, plan: WritePlan, extra: Sequence[Event] = ()
-    ) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    ) -> tuple[list[Moved], dict[str, Any]]:
         """What a prune moves: completed tasks, items dated more than ``days`` ago, and
         yesterday's "Key Decisions Made Today". Adds the moves to ``plan`` (the entries
         to today's note; the new hot sections are returned, with the prune date)."""
@@ -88,7 +89,7 @@ class MemoryUpkeep(MemoryCommands):
         today = local.date()
         cutoff = today - dt.timedelta(days=days)
         updated = first_date(str(state.memory.get(HOT + "updated", "")))
-        moved: list[dict[str, str]] = []
+        moved: list[Moved] = []
         new: dict[str, Any] = {}
         for key in ("in_progress", "waiting_on", "decisions_today"):
             value = state.memory.get(HOT + key)
@@ -134,7 +135,7 @@ class MemoryUpkeep(MemoryCommands):
 
     def prune(
         self, entity: str | EntityId, days: int = DEFAULT_PRUNE_DAYS, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    ) -> Pruned:
         """``/memory-prune`` of the hot layer (seed §2 "Move completed items to daily
         notes", §10 "Prune ACTIVE-CONTEXT.md (remove stale items)"): completed tasks,
         items whose date is more than ``days`` ago and yesterday's decisions move to
@@ -154,7 +155,7 @@ class MemoryUpkeep(MemoryCommands):
             plan.apply(self._ctx.store)
         return {"entity": str(state.entity), "moved": moved, "written": bool(len(plan))}
 
-    def review(self, entity: str | EntityId, now_ms: int | None = None) -> dict[str, Any]:
+    def review(self, entity: str | EntityId, now_ms: int | None = None) -> Reviewed:
         """``/memory-review``, the weekly review (seed §10): the last 7 days' lessons,
         decisions and takeaways promoted to MEMORY.md's Lessons Learned as ``YYYY-MM-DD —
         text`` (once: a bullet already there is not added again), the hot layer pruned,
@@ -216,7 +217,7 @@ class MemoryUpkeep(MemoryCommands):
 
     def daily_summary(
         self, entity: str | EntityId, date: str | None = None, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    ) -> DailySummary:
         """``/daily-summary``: a day's note (default today) and what it holds: entries,
         decisions, lessons, takeaways, open tasks for tomorrow. Other events of that day
         (webhooks, agents) are in it as entries. 1 round trip."""

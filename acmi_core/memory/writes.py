@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_WARM
@@ -23,6 +23,7 @@ from acmi_core.memory.layers import (
     ActiveContext,
     Layer,
 )
+from acmi_core.memory.results import ActiveSet, Handoff, Remembered, StoredHandoff, TopicCreated
 from acmi_core.memory.slots import (
     HOT,
     TOPIC_LINKS,
@@ -90,7 +91,7 @@ def _heading_key(event: Event) -> str:
     return next((k for k, h in DAILY_SECTIONS.items() if h == heading), heading.lower())
 
 
-def _remembered(eid: EntityId, layer: Layer, section: str, report: BudgetReport) -> dict[str, Any]:
+def _remembered(eid: EntityId, layer: Layer, section: str, report: BudgetReport) -> Remembered:
     return {
         "entity": str(eid),
         "layer": layer,
@@ -111,7 +112,7 @@ def _topic_slug(value: object, name: str = "topic") -> str:
 class MemoryWrites(MemoryCommands):
     """Remember, the hot layer replaced, topics and the handoff."""
 
-    def set_active(self, entity: str | EntityId, text: object) -> dict[str, Any]:
+    def set_active(self, entity: str | EntityId, text: object) -> ActiveSet:
         """Replace the hot layer with an ACTIVE-CONTEXT.md text (checked against its
         budget first). 1 round trip."""
         eid = EntityId.parse(entity)
@@ -138,7 +139,7 @@ class MemoryWrites(MemoryCommands):
         section: str | None = None,
         topic: str | None = None,
         now_ms: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> Remembered:
         """``/remember``, write-ahead: stored (one script) before it returns. ``layer``:
         ``warm`` (MEMORY.md, default section ``lessons``), ``hot`` (ACTIVE-CONTEXT.md,
         default ``in_progress``: an open task), ``daily`` (today's note, ``- [HH:MM]
@@ -164,7 +165,7 @@ class MemoryWrites(MemoryCommands):
             return self._remember_warm(eid, key, line)
         return self._remember_topic(eid, key, line, topic, now)
 
-    def _remember_hot(self, eid: EntityId, key: str, line: str, now: int) -> dict[str, Any]:
+    def _remember_hot(self, eid: EntityId, key: str, line: str, now: int) -> Remembered:
         signals = self._memory_fields(eid)
         local = local_time(now, signals_zone(signals))
         current = signals.get(HOT + key)
@@ -188,7 +189,7 @@ class MemoryWrites(MemoryCommands):
         plan.apply(self._ctx.store)
         return _remembered(eid, "hot", key, report)
 
-    def _remember_warm(self, eid: EntityId, key: str, line: str) -> dict[str, Any]:
+    def _remember_warm(self, eid: EntityId, key: str, line: str) -> Remembered:
         profile = self._memory_fields(eid)
         new = {WARM + key: append_item(profile.get(WARM + key), line)}
         memory = from_profile({**profile, **new})
@@ -203,7 +204,7 @@ class MemoryWrites(MemoryCommands):
 
     def _remember_topic(
         self, eid: EntityId, key: str, line: str, topic: str | None, now: int
-    ) -> dict[str, Any]:
+    ) -> Remembered:
         if topic is None:
             raise AcmiValidationError("topic", "required", "the topic's slug is required")
         slug = _topic_slug(topic)
@@ -237,7 +238,7 @@ class MemoryWrites(MemoryCommands):
 
     def _remember_daily(
         self, eid: EntityId, line: str, section: str | None, now: int
-    ) -> dict[str, Any]:
+    ) -> Remembered:
         heading = None
         if section is not None:
             heading = DAILY_SECTIONS.get(section)
@@ -264,7 +265,7 @@ class MemoryWrites(MemoryCommands):
 
     def topic_create(
         self, entity: str | EntityId, slug: object, name: object, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    ) -> TopicCreated:
         """``/topic-create``: the ``topic:<slug>`` entity from the seed's template, linked
         from the owner's profile (``warm.topics``). An existing topic not yet linked is
         linked; one already linked is a Conflict (409). 2 round trips."""
@@ -303,9 +304,7 @@ class MemoryWrites(MemoryCommands):
             "text": topic_file.render(),
         }
 
-    def handoff(
-        self, entity: str | EntityId, text: object, now_ms: int | None = None
-    ) -> dict[str, Any]:
+    def handoff(self, entity: str | EntityId, text: object, now_ms: int | None = None) -> Handoff:
         """``/handoff``: the seed's HANDOFF.md (what was done, in progress, next steps,
         decisions, gotchas), kept until the next session takes it. 1 round trip."""
         eid = EntityId.parse(entity)
@@ -316,14 +315,14 @@ class MemoryWrites(MemoryCommands):
             raise AcmiValidationError(
                 "text", "max_bytes", f"must be at most {MAX_HANDOFF_BYTES} bytes"
             )
-        doc = {"text": text, "ts": self._now(now_ms)}
+        ts = self._now(now_ms)
         plan = WritePlan()
         _, key = self._slots(eid)
-        plan.set(key, dumps(doc, "text"))
+        plan.set(key, dumps({"text": text, "ts": ts}, "text"))
         plan.apply(self._ctx.store)
-        return {"entity": str(eid), **doc}
+        return {"entity": str(eid), "text": text, "ts": ts}
 
-    def take_handoff(self, entity: str | EntityId) -> dict[str, Any] | None:
+    def take_handoff(self, entity: str | EntityId) -> StoredHandoff | None:
         """The pending handoff, read and cleared in one atomic step (GETDEL): two
         sessions starting at once cannot both take it. None when there is none. The
         request's record keeps what it took, so a retry after a lost reply gets the
@@ -332,4 +331,7 @@ class MemoryWrites(MemoryCommands):
         _, key = self._slots(eid)
         plan = WritePlan(record=self._ctx.keys.request(scripts.new_request_id()))
         taken = plan.take(key)
-        return stored_object(plan.apply(self._ctx.store)[taken], key) or None
+        stored = stored_object(plan.apply(self._ctx.store)[taken], key)
+        # decoded JSON: the object ``handoff`` wrote ({text, ts}), or another writer's,
+        # answered as it is
+        return cast(StoredHandoff, stored) if stored else None

@@ -17,6 +17,8 @@ _SIGNALS: Final = "acmi_core.entities.api:SignalsAPI"
 _TIMELINE: Final = "acmi_core.entities.api:TimelineAPI"
 
 _ENTITY: Final = "/v1/entities/{entity}"
+# what a write that answers nothing returns
+_NONE: Final = "types:NoneType"
 
 OPERATIONS: Final[tuple[Operation, ...]] = (
     INGEST.write(
@@ -48,6 +50,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="delete",
         params="acmi_core.operations.params:DeleteParams",
         cli="delete",
+        result=_NONE,
     ),
     ENTITIES.read(
         "entities.list",
@@ -93,6 +96,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/profile",
         "Delete the profile",
         f"{_PROFILE}.delete",
+        result=_NONE,
     ),
     ENTITIES.read(
         "entities.signals.get",
@@ -119,6 +123,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Set the given signals, keep the others (atomic)",
         f"{_SIGNALS}.update",
+        result=_NONE,
     ),
     ENTITIES.write(
         "entities.signals.delete",
@@ -126,6 +131,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Delete all signals",
         f"{_SIGNALS}.clear",
+        result=_NONE,
     ),
     ENTITIES.read(
         "entities.signal.get",
@@ -149,6 +155,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "Delete one signal",
         f"{_SIGNALS}.delete",
+        result=_NONE,
     ),
     ENTITIES.read(
         "entities.timeline",
@@ -165,6 +172,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="cat",
         params="acmi_core.operations.params:CatParams",
         cli="cat",
+        result="acmi_core.entities.results:CatEvents",
     ),
     Operation(
         "tenants.list",

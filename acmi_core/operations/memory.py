@@ -43,6 +43,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_status",
         params="acmi_core.operations.params:MemoryStatusParams",
         cli="memory status",
+        result="acmi_core.memory.results:MemoryStatus",
     ),
     MEMORY.write(
         "memory.review",
@@ -53,6 +54,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_review",
         params="acmi_core.operations.params:MemoryReviewParams",
         cli="memory review",
+        result="acmi_core.memory.results:Reviewed",
     ),
     MEMORY.read(
         "memory.search",
@@ -64,6 +66,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_search",
         params="acmi_core.operations.params:MemorySearchParams",
         cli="memory search",
+        result="acmi_core.memory.results:MemorySearch",
     ),
     MEMORY.write(
         "memory.remember",
@@ -74,6 +77,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_remember",
         params="acmi_core.operations.params:MemoryRememberParams",
         cli="memory remember",
+        result="acmi_core.memory.results:Remembered",
     ),
     MEMORY.read(
         "memory.active.get",
@@ -84,6 +88,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_active",
         params="acmi_core.operations.params:MemoryActiveGetParams",
         cli="memory active",
+        result="acmi_core.memory.results:ActiveRead",
     ),
     MEMORY.write(
         "memory.active.put",
@@ -91,6 +96,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/active",
         "Replace ACTIVE-CONTEXT.md (checked against its 50 lines / 2 KB budget)",
         f"{_MEMORY}.set_active",
+        result="acmi_core.memory.results:ActiveSet",
     ),
     MEMORY.read(
         "memory.daily_summary",
@@ -101,6 +107,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_daily_summary",
         params="acmi_core.operations.params:MemoryDailySummaryParams",
         cli="memory daily-summary",
+        result="acmi_core.memory.results:DailySummary",
     ),
     MEMORY.write(
         "memory.topics.create",
@@ -112,6 +119,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_topic_create",
         params="acmi_core.operations.params:MemoryTopicsCreateParams",
         cli="memory topic-create",
+        result="acmi_core.memory.results:TopicCreated",
     ),
     MEMORY.write(
         "memory.prune",
@@ -122,6 +130,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_prune",
         params="acmi_core.operations.params:MemoryPruneParams",
         cli="memory prune",
+        result="acmi_core.memory.results:Pruned",
     ),
     MEMORY.write(
         "memory.handoff",
@@ -132,6 +141,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_handoff",
         params="acmi_core.operations.params:MemoryHandoffParams",
         cli="memory handoff",
+        result="acmi_core.memory.results:Handoff",
     ),
     MEMORY.write(
         "memory.handoff.take",
@@ -139,6 +149,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/handoff/take",
         "Read and clear the pending handoff, atomically (null when none)",
         f"{_MEMORY}.take_handoff",
+        result="acmi_core.memory.results:StoredHandoff",
     ),
     MEMORY.read(
         "memory.debug",
@@ -149,6 +160,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_debug",
         params="acmi_core.operations.params:MemoryDebugParams",
         cli="memory debug",
+        result="acmi_core.memory.results:MemoryDebug",
     ),
     MEMORY.read(
         "memory.export",
@@ -169,6 +181,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_import",
         params="acmi_core.operations.params:MemoryImportParams",
         cli="memory import",
+        result="acmi_core.memory.results:Imported",
     ),
     MEMORY.write(
         "memory.archive",
@@ -179,6 +192,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.jobs.archive:archive_now",
         cli="memory archive",
         store_only=True,  # the command may name its own archive; the API never lets it
+        result="acmi_core.jobs.archive:ArchivedNow",
     ),
 )
 

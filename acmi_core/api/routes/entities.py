@@ -19,6 +19,7 @@ from acmi_core.base.errors import NotFound
 from acmi_core.base.model import MAX_SIGNAL_KEY_LEN, check_json_object
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE
 from acmi_core.client import Acmi
+from acmi_core.entities.results import Deleted, EntityListBody
 
 router = APIRouter(tags=["entities"], default_response_class=StoredJSON)
 route = registrar(router, "entities")
@@ -50,7 +51,8 @@ async def get_entity(
 async def delete_entity(req: Authorized, entity: Entity) -> Response:
     acmi = req.acmi
     await req.call(acmi.delete, entity)
-    return StoredJSON({"deleted": entity})
+    deleted: Deleted = {"deleted": entity}
+    return StoredJSON(deleted)
 
 
 @route("entities.list", response_model=Json)
@@ -62,9 +64,12 @@ async def list_entities(
 ) -> Response:
     acmi = req.acmi
     page = await req.call(acmi.list_page, category, cursor=cursor, limit=limit)
-    return StoredJSON(
-        {"category": category, "entities": page.entities, "next_cursor": page.next_cursor}
-    )
+    listed: EntityListBody = {
+        "category": category,
+        "entities": page.entities,
+        "next_cursor": page.next_cursor,
+    }
+    return StoredJSON(listed)
 
 
 # --- profile --------------------------------------------------------------------------------
@@ -99,7 +104,8 @@ async def patch_profile(req: Authorized, entity: Entity) -> Response:
 async def delete_profile(req: Authorized, entity: Entity) -> Response:
     acmi = req.acmi
     await req.call(acmi.profile.delete, entity)
-    return StoredJSON({"deleted": f"{entity}/profile"})
+    deleted: Deleted = {"deleted": f"{entity}/profile"}
+    return StoredJSON(deleted)
 
 
 # --- signals --------------------------------------------------------------------------------
@@ -134,7 +140,8 @@ async def patch_signals(req: Authorized, entity: Entity) -> Response:
 async def delete_signals(req: Authorized, entity: Entity) -> Response:
     acmi = req.acmi
     await req.call(acmi.signals.clear, entity)
-    return StoredJSON({"deleted": f"{entity}/signals"})
+    deleted: Deleted = {"deleted": f"{entity}/signals"}
+    return StoredJSON(deleted)
 
 
 _MISSING = object()
@@ -167,7 +174,8 @@ async def put_signal(req: Authorized, entity: Entity, key: SignalKey) -> Respons
 async def delete_signal(req: Authorized, entity: Entity, key: SignalKey) -> Response:
     acmi = req.acmi
     await req.call(acmi.signals.delete, entity, key)
-    return StoredJSON({"deleted": f"{entity}/signals/{key}"})
+    deleted: Deleted = {"deleted": f"{entity}/signals/{key}"}
+    return StoredJSON(deleted)
 
 
 # --- timeline -------------------------------------------------------------------------------

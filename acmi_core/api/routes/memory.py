@@ -21,6 +21,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.jobs import quarterly
 from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.archive import archive_now, archived_reader
+from acmi_core.memory.results import Exported, HandoffTaken
 from acmi_core.memory.service import (
     DEFAULT_PRUNE_DAYS,
     MAX_QUERY_LEN,
@@ -187,7 +188,8 @@ async def handoff(req: Authorized, entity: Entity) -> JSONResponse:
 @route("memory.handoff.take", response_model=Json)
 async def take_handoff(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    return JSONResponse({"handoff": await req.call(acmi.memory.take_handoff, entity)})
+    taken: HandoffTaken = {"handoff": await req.call(acmi.memory.take_handoff, entity)}
+    return JSONResponse(taken)
 
 
 @route("memory.debug", response_model=Json)
@@ -201,7 +203,8 @@ async def export(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
     snapshot = await req.call(acmi.memory.export_snapshot, entity)
     files = {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
-    return JSONResponse({"entity": entity, "files": files})
+    exported: Exported = {"entity": entity, "files": files}
+    return JSONResponse(exported)
 
 
 @route(
