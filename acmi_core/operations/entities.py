@@ -30,6 +30,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="event",
         params="acmi_core.operations.params:EventsAppendParams",
         cli="event",
+        result="acmi_core.ingest.service:IngestResult",
     ),
     ENTITIES.read(
         "entities.get",
@@ -40,6 +41,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="get",
         params="acmi_core.operations.params:GetParams",
         cli="get",
+        result="acmi_core.entities.api:EntityContext",
     ),
     ENTITIES.write(
         "entities.delete",
@@ -61,6 +63,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="list",
         params="acmi_core.operations.params:ListParams",
         cli="list",
+        result="acmi_core.entities.api:EntityPage",
     ),
     ENTITIES.read(
         "entities.profile.get",
@@ -163,6 +166,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/timeline",
         "Events, oldest first, a page at a time (follow next_cursor until null); bounds inclusive",
         f"{_TIMELINE}.page",
+        result="acmi_core.entities.api:EventPage",
     ),
     Operation(
         "entities.cat",

@@ -18,5 +18,6 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "POST",
         "/v1/ingest/{source}",
         "ingest",
+        result="acmi_core.ingest.service:IngestResult",
     ),
 )

@@ -23,6 +23,7 @@ BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="bootstrap",
         params="acmi_core.operations.params:BootstrapReadParams",
         cli="bootstrap",
+        result="acmi_core.bootstrap.bundle:Bundle",
     ),
     BOOTSTRAP.write(
         "bootstrap.spawn",
@@ -30,6 +31,7 @@ BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/bootstrap",
         "Log a spawn and read the wake bundle in the same step: one round trip",
         _BUNDLE,
+        result="acmi_core.bootstrap.bundle:Bundle",
     ),
 )
 
@@ -171,6 +173,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="memory_export",
         params="acmi_core.operations.params:MemoryExportParams",
         cli="memory export",
+        result="acmi_core.memory.layers:MemorySnapshot",
     ),
     MEMORY.write(
         "memory.import",

@@ -5,6 +5,7 @@ with ``tests.results.assert_result``.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from typing import Any, Union, get_args, get_origin, is_typeddict
@@ -17,7 +18,7 @@ from tests.results import assert_closed, resolve
 
 # Capabilities (the first part of a row's name) whose every row with a core callable
 # declares its result; a capability joins once all its rows do.
-TYPED: frozenset[str] = frozenset()
+TYPED: frozenset[str] = frozenset({"bootstrap", "ingest", "memory"})
 
 DECLARED = [row for row in OPERATIONS if row.result is not None]
 
@@ -27,9 +28,12 @@ def _unwrapped(kind: Any) -> set[Any]:
 
 
 def _typed(kind: Any) -> bool:
-    """A declared shape: a TypedDict or pydantic model, a str/bytes/None answer, or a
+    """A declared shape: a TypedDict, a pydantic model or a dataclass (its fields typed;
+    its JSON body, ``to_dict``, a TypedDict of its own), a str/bytes/None answer, or a
     list, tuple or optional of those; never ``Any`` or a bare ``dict[str, Any]``."""
     if kind in (str, bytes, type(None), bool, int) or is_typeddict(kind):
+        return True
+    if dataclasses.is_dataclass(kind):
         return True
     if isinstance(kind, type) and issubclass(kind, BaseModel):
         return True
