@@ -118,6 +118,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/work/{id}/owner",
         "Assign the item to an owner (moves it between owners' open indexes)",
         f"{_WORK}.assign",
+        params="acmi_core.operations.params:WorkOwnerParams",
     ),
     WORK.read(
         "work.sessions",
@@ -158,6 +159,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/spawns",
         "The newest spawns, newest first",
         f"{_AGENT}.spawns",
+        params="acmi_core.operations.params:AgentsSpawnsParams",
     ),
     AGENTS.write(
         "agents.join",
@@ -165,6 +167,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/threads/{thread:path}",
         "Join a thread (active context), with a role (default participant)",
         f"{_AGENT}.join",
+        params="acmi_core.operations.params:AgentsJoinParams",
     ),
     AGENTS.write(
         "agents.leave",
@@ -172,6 +175,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/threads/{thread:path}",
         "Leave a thread",
         f"{_AGENT}.leave",
+        params="acmi_core.operations.params:AgentsLeaveParams",
     ),
     AGENTS.read(
         "agents.threads",
@@ -209,6 +213,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AGENT}.invite",
         cli="invite-agent",
         store_only=True,
+        params="acmi_core.operations.params:AgentsInviteParams",
     ),
     Operation(
         "agents.wake",
@@ -217,6 +222,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.coordination.wake:WakeAPI.set",
         cli="agents wake",
         store_only=True,
+        params="acmi_core.operations.params:AgentsWakeParams",
     ),
 )
 
@@ -260,6 +266,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/executions",
         "Log that an agent executed a step (kind step-executed)",
         f"{_WORKFLOW}.execute",
+        params="acmi_core.operations.params:WorkflowsExecuteParams",
     ),
     WORKFLOWS.write(
         "workflows.assess",
@@ -285,6 +292,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/lessons",
         "The newest lessons of a workflow, newest first",
         f"{_WORKFLOW}.lessons",
+        params="acmi_core.operations.params:WorkflowsLessonsParams",
     ),
     WORKFLOWS.read(
         "workflows.unassessed",
@@ -292,6 +300,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/unassessed",
         "Executed steps no assessment covers, newest first (bounded scan)",
         f"{_WORKFLOW}.unassessed",
+        params="acmi_core.operations.params:WorkflowsUnassessedParams",
     ),
     WORKFLOWS.read(
         "workflows.assessments",
@@ -299,6 +308,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/assessments",
         "Scores per step: count, mean, last (bounded scan)",
         f"{_WORKFLOW}.assessments",
+        params="acmi_core.operations.params:WorkflowsAssessmentsParams",
     ),
     WORKFLOWS.read(
         "workflows.agent_lessons",
@@ -306,6 +316,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/lessons",
         "The newest lessons of the workflows an agent works on (what seeds its next run)",
         f"{_WORKFLOW}.lessons",
+        params="acmi_core.operations.params:WorkflowsLessonsParams",
     ),
 )
 

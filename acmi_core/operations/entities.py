@@ -93,6 +93,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/profile",
         "Delete the profile",
         f"{_PROFILE}.delete",
+        params="acmi_core.operations.params:ProfileDeleteParams",
     ),
     ENTITIES.read(
         "entities.signals.get",
@@ -119,6 +120,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Set the given signals, keep the others (atomic)",
         f"{_SIGNALS}.update",
+        params="acmi_core.operations.params:SignalsPatchParams",
     ),
     ENTITIES.write(
         "entities.signals.delete",
@@ -126,6 +128,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Delete all signals",
         f"{_SIGNALS}.clear",
+        params="acmi_core.operations.params:SignalsDeleteParams",
     ),
     ENTITIES.read(
         "entities.signal.get",
@@ -133,6 +136,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "One signal (404 when missing)",
         f"{_SIGNALS}.get",
+        params="acmi_core.operations.params:SignalGetParams",
     ),
     ENTITIES.write(
         "entities.signal.put",
@@ -149,6 +153,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "Delete one signal",
         f"{_SIGNALS}.delete",
+        params="acmi_core.operations.params:SignalDeleteParams",
     ),
     ENTITIES.read(
         "entities.timeline",
@@ -156,6 +161,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/timeline",
         "Events, oldest first, a page at a time (follow next_cursor until null); bounds inclusive",
         f"{_TIMELINE}.page",
+        params="acmi_core.operations.params:TimelineParams",
     ),
     Operation(
         "entities.cat",

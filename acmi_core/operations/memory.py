@@ -30,6 +30,7 @@ BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/bootstrap",
         "Log a spawn and read the wake bundle in the same step: one round trip",
         _BUNDLE,
+        params="acmi_core.operations.params:BootstrapSpawnParams",
     ),
 )
 
@@ -91,6 +92,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/active",
         "Replace ACTIVE-CONTEXT.md (checked against its 50 lines / 2 KB budget)",
         f"{_MEMORY}.set_active",
+        params="acmi_core.operations.params:MemoryActivePutParams",
     ),
     MEMORY.read(
         "memory.daily_summary",
@@ -139,6 +141,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/handoff/take",
         "Read and clear the pending handoff, atomically (null when none)",
         f"{_MEMORY}.take_handoff",
+        params="acmi_core.operations.params:MemoryHandoffTakeParams",
     ),
     MEMORY.read(
         "memory.debug",
@@ -179,6 +182,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.jobs.archive:archive_now",
         cli="memory archive",
         store_only=True,  # the command may name its own archive; the API never lets it
+        params="acmi_core.operations.params:MemoryArchiveParams",
     ),
 )
 

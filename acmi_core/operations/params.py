@@ -12,7 +12,12 @@ the tenancy sentence appended); ``tool_function`` keeps the name today's input s
 title is made of (``<tool_function>Arguments``) where it is not the tool's.
 
 ``writes`` says when a read operation's call writes after all (a bundle that logs a spawn,
-a hot layer replaced before it is read): the surface then asks for write access."""
+a hot layer replaced before it is read): the surface then asks for write access.
+
+The models below the MCP ones are the rows without a tool: the same rule, their fields
+the core callable's parameters (what the surface supplies itself, such as the client, a
+clock or an output stream, is not a field), their defaults the core's
+(``tests/unit/test_params.py`` holds each to its callable's signature)."""
 
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tool_function: ClassVar[str | None] = None
+    # fields the MCP tool does not take (its arguments are a contract older than them)
+    not_tool_arguments: ClassVar[frozenset[str]] = frozenset()
 
     def writes(self) -> bool:
         """Whether this call writes although its operation reads (see the module)."""
@@ -286,9 +293,11 @@ class HitlCreateParams(Params):
 
     topic: str
     request: str
+    not_tool_arguments: ClassVar[frozenset[str]] = frozenset({"correlation_id"})
     asked_by: str
     urgency: str = "P1"
     addressee: str | None = None
+    correlation_id: str | None = None
 
 
 class HitlListParams(Params):
@@ -424,3 +433,261 @@ class MemoryHandoffParams(Params):
 
     entity: str
     text: str | None = None
+
+
+# --- rows without an MCP tool ---------------------------------------------------------------
+
+
+class IngestWebhookParams(Params):
+    """A webhook as the route received it: the source's name, the raw body and its JSON,
+    the query, the idempotency key and the headers (the route loads the source's config)."""
+
+    source: str
+    raw_body: bytes
+    body: Any
+    query: dict[str, str]
+    idempotency_key: str | None
+    headers: dict[str, str] | None = None
+
+
+class ProfileDeleteParams(Params):
+    """Delete an entity's profile."""
+
+    entity: str
+
+
+class SignalsPatchParams(Params):
+    """Set the given signals of an entity, keep the others."""
+
+    entity: str
+    values: dict[str, Any]
+
+
+class SignalsDeleteParams(Params):
+    """Delete all signals of an entity."""
+
+    entity: str
+
+
+class SignalGetParams(Params):
+    """One signal of an entity."""
+
+    entity: str
+    key: str
+
+
+class SignalDeleteParams(Params):
+    """Delete one signal of an entity."""
+
+    entity: str
+    key: str
+
+
+class TimelineParams(Params):
+    """One page of an entity's timeline, oldest first (reverse: newest first)."""
+
+    entity: str
+    cursor: str | None = None
+    limit: int = DEFAULT_PAGE_SIZE
+    reverse: bool = False
+    since_ms: float | None = None
+    until_ms: float | None = None
+
+
+class WorkOwnerParams(Params):
+    """Assign a work item to an owner."""
+
+    id: str
+    owner: str
+
+
+class AgentsSpawnsParams(Params):
+    """An agent's newest spawns, newest first."""
+
+    agent: str
+    limit: int = 5
+
+
+class AgentsJoinParams(Params):
+    """An agent joins a thread with a role."""
+
+    agent: str
+    thread: str
+    role: str = "participant"
+
+
+class AgentsLeaveParams(Params):
+    """An agent leaves a thread."""
+
+    agent: str
+    thread: str
+
+
+class AgentsInviteParams(Params):
+    """Onboard an agent: tier and permissions, signals, `agent-onboarded` (idempotent)."""
+
+    agent: str
+    tier: str = "Utility"
+    name: str | None = None
+    model: str | None = None
+    role: str | None = None
+    lane: str | None = None
+    invited_by: str = "system:acmi-invite"
+
+
+class AgentsWakeParams(Params):
+    """An agent's wake slot: the minute of the hour, every so many hours, its target."""
+
+    agent: str
+    minute: int
+    every_hours: int = 1
+    target: dict[str, Any] | None = None
+
+
+class WorkflowsExecuteParams(Params):
+    """Log that an agent executed a workflow step."""
+
+    workflow: str
+    step: str
+    agent: str
+    summary: str | None = None
+    correlation_id: str | None = None
+    payload: dict[str, Any] | None = None
+
+
+class WorkflowsLessonsParams(Params):
+    """The newest lessons of a workflow (or of an agent's workflows), newest first."""
+
+    workflow: str | None = None
+    agent: str | None = None
+    limit: int = 10
+
+
+class WorkflowsUnassessedParams(Params):
+    """Executed steps of a workflow no assessment covers, newest first."""
+
+    workflow: str
+    since_ms: float | None = None
+    limit: int = 50
+
+
+class WorkflowsAssessmentsParams(Params):
+    """Scores per step of a workflow: count, mean, last."""
+
+    workflow: str
+    step: str | None = None
+    since_ms: float | None = None
+
+
+class BootstrapSpawnParams(BootstrapReadParams):
+    """Log a spawn and read the wake bundle in the same step."""
+
+    format: str = "json"
+
+
+class MemoryActivePutParams(Params):
+    """Replace an entity's ACTIVE-CONTEXT.md."""
+
+    entity: str
+    text: str
+
+
+class MemoryHandoffTakeParams(Params):
+    """Read and clear an entity's pending handoff (null when none)."""
+
+    entity: str
+
+
+class MemoryArchiveParams(Params):
+    """Archive an entity's events older than the retention now."""
+
+    entity: str
+    retention_days: int | None = None
+    max_events: int | None = None
+
+
+class DoctorParams(Params):
+    """Check a keyspace (read-only), one category or all."""
+
+    as_json: bool = False
+    category: str | None = None
+
+
+class MigrateParams(Params):
+    """Repair what doctor finds (dry_run: say what it would do)."""
+
+    as_json: bool = False
+    dry_run: bool = False
+    tenant_id: str | None = None
+    category: str | None = None
+
+
+class KeysCreateParams(Params):
+    """Mint a key of a tenant with a scope and a name."""
+
+    tenant: str
+    scope: str
+    name: str
+
+
+class KeysListParams(Params):
+    """The keys of a tenant (or every tenant's), never the key itself."""
+
+    tenant: str | None = None
+
+
+class KeysRevokeParams(Params):
+    """Revoke a key by its id."""
+
+    key_id: str
+
+
+class SourcesSetParams(Params):
+    """Configure a source: its secrets, push token, OIDC audience, entity and mapping."""
+
+    source: str
+    hmac_secret: str | None = None
+    remove_hmac_secret: bool = False
+    new_push_token: bool = False
+    remove_push_token: bool = False
+    oidc_audience: str | None = None
+    oidc_email: str | None = None
+    remove_oidc: bool = False
+    entity: str | None = None
+    remove_entity: bool = False
+    mapping: dict[str, str] | None = None
+    remove_mapping: bool = False
+    gmail_credentials_secret: str | None = None
+    remove_gmail_credentials_secret: bool = False
+    replace: bool = False
+
+
+class JobsRunParams(Params):
+    """Run a scheduled job now, by its name (the runner makes its run and its clock)."""
+
+    job: str
+
+
+class JobsStatusParams(Params):
+    """A job's last run and what waits."""
+
+    job: str
+
+
+class QuotaMonitorParams(Params):
+    """Each provider's quota health (record: keep the readings; alert_to: who hears)."""
+
+    record: bool = True
+    alert_to: str | None = None
+    max_age_ms: int | None = 86_400_000
+
+
+class QuotaReportParams(Params):
+    """Post a quota reading of a provider's meter."""
+
+    provider: str
+    meter: str
+    remaining: Any
+    limit: Any
+    unit: str | None = None
+    resets_at: str | int | None = None
