@@ -378,7 +378,7 @@ def test_every_params_model_resolves_and_has_no_rule_of_its_own() -> None:
 
 
 def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
-    """``HttpBackend.call`` builds every key-scoped route's request from its row: the
+    """``HttpBackend.send`` builds every key-scoped route's request from its row: the
     row's method, its path with the path parameters filled (checked as the core checks
     them, percent-encoded), the other values as the query of a read or a delete and as
     the JSON body of the rest."""
@@ -393,7 +393,7 @@ def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
         if not (row.http and row.access.keyed) or row.path is None:
             continue
         names = re.findall(r"\{(\w+)(?::\w+)?\}", row.path)
-        backend.call(row.name, **{name: PARAMETER_VALUES[name] for name in names}, extra="v")
+        backend.send(row.name, **{name: PARAMETER_VALUES[name] for name in names}, extra="v")
         request = sent[-1]
         path = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: PARAMETER_VALUES[m.group(1)], row.path)
         assert (request.method, request.url.path) == (row.method, path), row.name
@@ -404,7 +404,7 @@ def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
     assert len(sent) >= 60
     before = len(sent)
     with pytest.raises(AcmiValidationError, match="<category>:<id>"):
-        backend.call("entities.get", entity="nocolon")
+        backend.send("entities.get", entity="nocolon")
     assert len(sent) == before, "a path parameter the core refuses is never sent"
 
 
