@@ -26,7 +26,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Append one Comms v1.1 event or a list of up to 100, atomically",
         "acmi_core.ingest.service:append_events",
         mcp="event",
-        params="acmi_core.operations.params:EventsAppendParams",
+        params="acmi_core.operations.params.entities:EventsAppendParams",
         cli="event",
     ),
     ENTITIES.read(
@@ -36,7 +36,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Profile, signals and newest events: one round trip",
         f"{_ACMI}.get",
         mcp="get",
-        params="acmi_core.operations.params:GetParams",
+        params="acmi_core.operations.params.entities:GetParams",
         cli="get",
     ),
     ENTITIES.write(
@@ -46,7 +46,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Delete every key of the entity and its index entry",
         f"{_ACMI}.delete",
         mcp="delete",
-        params="acmi_core.operations.params:DeleteParams",
+        params="acmi_core.operations.params.entities:DeleteParams",
         cli="delete",
     ),
     ENTITIES.read(
@@ -56,7 +56,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Entities of a category, a page at a time (follow next_cursor until null)",
         f"{_ACMI}.list_page",
         mcp="list",
-        params="acmi_core.operations.params:ListParams",
+        params="acmi_core.operations.params.entities:ListParams",
         cli="list",
     ),
     ENTITIES.read(
@@ -66,7 +66,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The profile (404 when none)",
         f"{_PROFILE}.get",
         mcp="profile_get",
-        params="acmi_core.operations.params:ProfileGetParams",
+        params="acmi_core.operations.params.entities:ProfileGetParams",
     ),
     ENTITIES.write(
         "entities.profile.put",
@@ -75,7 +75,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace the profile (a JSON object)",
         f"{_PROFILE}.set",
         mcp="profile",
-        params="acmi_core.operations.params:ProfilePutParams",
+        params="acmi_core.operations.params.entities:ProfilePutParams",
         cli="profile",
     ),
     ENTITIES.write(
@@ -85,7 +85,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Shallow-merge into the profile, atomically; returns the merged profile",
         f"{_PROFILE}.merge",
         mcp="profile_merge",
-        params="acmi_core.operations.params:ProfilePatchParams",
+        params="acmi_core.operations.params.entities:ProfilePatchParams",
     ),
     ENTITIES.write(
         "entities.profile.delete",
@@ -93,7 +93,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/profile",
         "Delete the profile",
         f"{_PROFILE}.delete",
-        params="acmi_core.operations.params:ProfileDeleteParams",
+        params="acmi_core.operations.params.entities:ProfileDeleteParams",
     ),
     ENTITIES.read(
         "entities.signals.get",
@@ -102,7 +102,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "All signals ({} when none)",
         f"{_SIGNALS}.all",
         mcp="signal_get",
-        params="acmi_core.operations.params:SignalsGetParams",
+        params="acmi_core.operations.params.entities:SignalsGetParams",
     ),
     ENTITIES.write(
         "entities.signals.put",
@@ -111,7 +111,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace all signals",
         f"{_SIGNALS}.replace",
         mcp="signal",
-        params="acmi_core.operations.params:SignalsPutParams",
+        params="acmi_core.operations.params.entities:SignalsPutParams",
         cli="signal",
     ),
     ENTITIES.write(
@@ -120,7 +120,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Set the given signals, keep the others (atomic)",
         f"{_SIGNALS}.update",
-        params="acmi_core.operations.params:SignalsPatchParams",
+        params="acmi_core.operations.params.entities:SignalsPatchParams",
     ),
     ENTITIES.write(
         "entities.signals.delete",
@@ -128,7 +128,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Delete all signals",
         f"{_SIGNALS}.clear",
-        params="acmi_core.operations.params:SignalsDeleteParams",
+        params="acmi_core.operations.params.entities:SignalsDeleteParams",
     ),
     ENTITIES.read(
         "entities.signal.get",
@@ -136,7 +136,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "One signal (404 when missing)",
         f"{_SIGNALS}.get",
-        params="acmi_core.operations.params:SignalGetParams",
+        params="acmi_core.operations.params.entities:SignalGetParams",
     ),
     ENTITIES.write(
         "entities.signal.put",
@@ -145,7 +145,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Set one signal (the body is its JSON value)",
         f"{_SIGNALS}.set",
         mcp="signal_set",
-        params="acmi_core.operations.params:SignalPutParams",
+        params="acmi_core.operations.params.entities:SignalPutParams",
     ),
     ENTITIES.write(
         "entities.signal.delete",
@@ -153,7 +153,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "Delete one signal",
         f"{_SIGNALS}.delete",
-        params="acmi_core.operations.params:SignalDeleteParams",
+        params="acmi_core.operations.params.entities:SignalDeleteParams",
     ),
     ENTITIES.read(
         "entities.timeline",
@@ -161,7 +161,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/timeline",
         "Events, oldest first, a page at a time (follow next_cursor until null); bounds inclusive",
         f"{_TIMELINE}.page",
-        params="acmi_core.operations.params:TimelineParams",
+        params="acmi_core.operations.params.entities:TimelineParams",
     ),
     Operation(
         "entities.cat",
@@ -169,7 +169,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         Access.READ,
         f"{_TIMELINE}.cat",
         mcp="cat",
-        params="acmi_core.operations.params:CatParams",
+        params="acmi_core.operations.params.entities:CatParams",
         cli="cat",
     ),
     Operation(
@@ -177,6 +177,6 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The caller's tenant (only its own) and its key's scope",
         Access.READ,
         mcp="tenant_list",
-        params="acmi_core.operations.params:TenantsListParams",
+        params="acmi_core.operations.params.entities:TenantsListParams",
     ),
 )

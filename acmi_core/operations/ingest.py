@@ -18,6 +18,6 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "POST",
         "/v1/ingest/{source}",
         "ingest",
-        params="acmi_core.operations.params:IngestWebhookParams",
+        params="acmi_core.operations.params.entities:IngestWebhookParams",
     ),
 )

@@ -21,7 +21,7 @@ BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The agent's wake bundle, every section labelled: one round trip",
         _BUNDLE,
         mcp="bootstrap",
-        params="acmi_core.operations.params:BootstrapReadParams",
+        params="acmi_core.operations.params.memory:BootstrapReadParams",
         cli="bootstrap",
     ),
     BOOTSTRAP.write(
@@ -30,7 +30,7 @@ BOOTSTRAP_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/bootstrap",
         "Log a spawn and read the wake bundle in the same step: one round trip",
         _BUNDLE,
-        params="acmi_core.operations.params:BootstrapSpawnParams",
+        params="acmi_core.operations.params.memory:BootstrapSpawnParams",
     ),
 )
 
@@ -42,7 +42,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Sizes, lines, tokens and budget verdict per layer, staleness, next maintenance",
         f"{_MEMORY}.status",
         mcp="memory_status",
-        params="acmi_core.operations.params:MemoryStatusParams",
+        params="acmi_core.operations.params.memory:MemoryStatusParams",
         cli="memory status",
     ),
     MEMORY.write(
@@ -52,7 +52,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The weekly review: promote the last 7 days' lessons and decisions, prune hot",
         f"{_MEMORY}.review",
         mcp="memory_review",
-        params="acmi_core.operations.params:MemoryReviewParams",
+        params="acmi_core.operations.params.memory:MemoryReviewParams",
         cli="memory review",
     ),
     MEMORY.read(
@@ -63,7 +63,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "raw events last)",
         f"{_MEMORY}.search",
         mcp="memory_search",
-        params="acmi_core.operations.params:MemorySearchParams",
+        params="acmi_core.operations.params.memory:MemorySearchParams",
         cli="memory search",
     ),
     MEMORY.write(
@@ -73,7 +73,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Write a line to a layer before acting (write-ahead): stored when this answers",
         f"{_MEMORY}.remember",
         mcp="memory_remember",
-        params="acmi_core.operations.params:MemoryRememberParams",
+        params="acmi_core.operations.params.memory:MemoryRememberParams",
         cli="memory remember",
     ),
     MEMORY.read(
@@ -83,7 +83,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "ACTIVE-CONTEXT.md: its text, sections and budget",
         f"{_MEMORY}.active",
         mcp="memory_active",
-        params="acmi_core.operations.params:MemoryActiveGetParams",
+        params="acmi_core.operations.params.memory:MemoryActiveGetParams",
         cli="memory active",
     ),
     MEMORY.write(
@@ -92,7 +92,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/active",
         "Replace ACTIVE-CONTEXT.md (checked against its 50 lines / 2 KB budget)",
         f"{_MEMORY}.set_active",
-        params="acmi_core.operations.params:MemoryActivePutParams",
+        params="acmi_core.operations.params.memory:MemoryActivePutParams",
     ),
     MEMORY.read(
         "memory.daily_summary",
@@ -101,7 +101,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "A day's note (default today) and its entries, decisions, lessons, open tasks",
         f"{_MEMORY}.daily_summary",
         mcp="memory_daily_summary",
-        params="acmi_core.operations.params:MemoryDailySummaryParams",
+        params="acmi_core.operations.params.memory:MemoryDailySummaryParams",
         cli="memory daily-summary",
     ),
     MEMORY.write(
@@ -112,7 +112,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "an existing one)",
         f"{_MEMORY}.topic_create",
         mcp="memory_topic_create",
-        params="acmi_core.operations.params:MemoryTopicsCreateParams",
+        params="acmi_core.operations.params.memory:MemoryTopicsCreateParams",
         cli="memory topic-create",
     ),
     MEMORY.write(
@@ -122,7 +122,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Move completed and stale hot items to today's note",
         f"{_MEMORY}.prune",
         mcp="memory_prune",
-        params="acmi_core.operations.params:MemoryPruneParams",
+        params="acmi_core.operations.params.memory:MemoryPruneParams",
         cli="memory prune",
     ),
     MEMORY.write(
@@ -132,7 +132,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Write HANDOFF.md for the next session (replaces a pending one)",
         f"{_MEMORY}.handoff",
         mcp="memory_handoff",
-        params="acmi_core.operations.params:MemoryHandoffParams",
+        params="acmi_core.operations.params.memory:MemoryHandoffParams",
         cli="memory handoff",
     ),
     MEMORY.write(
@@ -141,7 +141,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AT}/handoff/take",
         "Read and clear the pending handoff, atomically (null when none)",
         f"{_MEMORY}.take_handoff",
-        params="acmi_core.operations.params:MemoryHandoffTakeParams",
+        params="acmi_core.operations.params.memory:MemoryHandoffTakeParams",
     ),
     MEMORY.read(
         "memory.debug",
@@ -150,7 +150,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Missing pieces, hot/warm conflicts, stale items, files over budget",
         f"{_MEMORY}.debug",
         mcp="memory_debug",
-        params="acmi_core.operations.params:MemoryDebugParams",
+        params="acmi_core.operations.params.memory:MemoryDebugParams",
         cli="memory debug",
     ),
     MEMORY.read(
@@ -160,7 +160,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The seed's file tree: {files: {relative path: text}}",
         f"{_MEMORY}.export_snapshot",
         mcp="memory_export",
-        params="acmi_core.operations.params:MemoryExportParams",
+        params="acmi_core.operations.params.memory:MemoryExportParams",
         cli="memory export",
     ),
     MEMORY.write(
@@ -170,7 +170,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Migrate a tree ({files: {path: text}}) into ACMI; idempotent",
         f"{_MEMORY}.import_snapshot",
         mcp="memory_import",
-        params="acmi_core.operations.params:MemoryImportParams",
+        params="acmi_core.operations.params.memory:MemoryImportParams",
         cli="memory import",
     ),
     MEMORY.write(
@@ -182,7 +182,7 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.jobs.archive:archive_now",
         cli="memory archive",
         store_only=True,  # the command may name its own archive; the API never lets it
-        params="acmi_core.operations.params:MemoryArchiveParams",
+        params="acmi_core.operations.params.memory:MemoryArchiveParams",
     ),
 )
 

@@ -8,7 +8,7 @@ from typing import Final
 
 from acmi_core.operations.model import Access, Operation
 
-_PARAMS: Final = "acmi_core.operations.params"
+_PARAMS: Final = "acmi_core.operations.params.service"
 
 
 def _operator(name: str, summary: str, call: str, cli: str, params: str) -> Operation:

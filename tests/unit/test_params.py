@@ -13,6 +13,7 @@ from acmi_core.base.model import pydantic_rule
 from acmi_core.bootstrap.bundle import DEFAULT_EVENTS
 from acmi_core.memory.state import DEFAULT_PRUNE_DAYS
 from acmi_core.operations import OPERATIONS, Operation, bind, operation, params
+from tests.kit import run_fresh
 
 
 def test_the_defaults_are_the_cores() -> None:
@@ -84,3 +85,26 @@ def test_a_validation_failure_is_an_acmi_error_naming_field_and_rule() -> None:
     with pytest.raises(AcmiValidationError) as caught:
         bind.validated(operation("entities.get"), {"entity": "user:a", "tenant": "t"})
     assert (caught.value.field, caught.value.rule) == ("tenant", "extra_forbidden")
+
+
+def test_each_rows_model_is_the_packages_attribute_in_its_capabilitys_module() -> None:
+    for row in OPERATIONS:
+        if row.params is None:
+            continue
+        model = bind.params_model(row)
+        assert getattr(params, model.__name__) is model, row.name
+        assert model.__name__ in params.__all__, row.name
+
+
+def test_a_command_builds_only_its_capabilitys_models() -> None:
+    """Building a model costs cold start time: validating an entity read imports the
+    entity models only, never the other capabilities' (nor the MCP server)."""
+    code = (
+        "import json, sys\n"
+        "from acmi_core.operations import bind, operation\n"
+        "bind.validated(operation('entities.get'), {'entity': 'user:a'})\n"
+        "prefixes = ('acmi_core.operations.params.', 'acmi_core.mcp')\n"
+        "print(json.dumps({'modules': sorted(m for m in sys.modules if m.startswith(prefixes))}))\n"
+    )
+    modules = run_fresh(code, {})["modules"]
+    assert modules == ["acmi_core.operations.params.base", "acmi_core.operations.params.entities"]
