@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from acmi_core import Acmi
-from acmi_core.operations import operation
 
 if TYPE_CHECKING:
     from acmi_core.operations import params as p
@@ -155,7 +154,8 @@ class LocalBackend:
         self.acmi, self.label = acmi, label
 
     def call(self, name: str, /, **fields: Any) -> Any:
-        from acmi_core.operations import bind
+        # imported at the first call: --help and the store-only commands need no table
+        from acmi_core.operations import bind, operation
 
         row = operation(name)
         params = bind.validated(row, fields)
