@@ -52,8 +52,9 @@ def bootstrap(
     text = (
         state()
         .backend()
-        .bootstrap(
-            agent,
+        .call(
+            "bootstrap.read",
+            agent=agent,
             format=format,
             scope=scope,
             events=events,
@@ -108,7 +109,12 @@ def spawn(
     host: Annotated[str | None, typer.Option(help="where it runs")] = None,
 ) -> None:
     """Log an agent session start (kept with the spawns, never in the timeline)."""
-    emit(state().backend().spawn(agent, session, model, host), state().output, pairs)
+    spawned = (
+        state()
+        .backend()
+        .call("agents.spawn", agent=agent, session_id=session, model_id=model, host=host)
+    )
+    emit(spawned, state().output, pairs)
 
 
 @app.command()
@@ -121,7 +127,7 @@ def active(
     """An agent's active threads: add, remove or list."""
     backend = state().backend()
     if action == "list":
-        threads = backend.active(agent)
+        threads = backend.call("agents.threads", agent=agent)
         emit(threads, state().output, _threads)
         return
     if action not in ("add", "remove"):
@@ -129,9 +135,10 @@ def active(
     if not thread:
         raise AcmiValidationError("THREAD", "required", f"is needed to {action}")
     if action == "add":
-        emit(backend.join(agent, thread, role), state().output, pairs)
+        joined = backend.call("agents.join", agent=agent, thread=thread, role=role)
+        emit(joined, state().output, pairs)
     else:
-        backend.leave(agent, thread)
+        backend.call("agents.leave", agent=agent, thread=thread)
         emit({"removed": thread}, state().output)
 
 
@@ -148,7 +155,8 @@ def rollup_set(
 ) -> None:
     """Set an agent's rollup summary (what the next wake reads first)."""
     summary = sys.stdin.read() if text == "-" else text
-    emit(state().backend().rollup_set(agent, summary), state().output, pairs)
+    rollup = state().backend().call("agents.rollup.put", agent=agent, summary=summary)
+    emit(rollup, state().output, pairs)
 
 
 @app.command()
@@ -160,7 +168,8 @@ def heartbeat(
     note: Annotated[str | None, typer.Option(help="one line on what it is doing")] = None,
 ) -> None:
     """Record that an agent is alive (the silence check reads it)."""
-    emit(state().backend().heartbeat(agent, status, note), state().output, pairs)
+    beat = state().backend().call("agents.heartbeat", agent=agent, status=status, note=note)
+    emit(beat, state().output, pairs)
 
 
 @agents.command("wake")

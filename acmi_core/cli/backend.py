@@ -1,35 +1,37 @@
 """What the CLI's agent-facing commands run on: the store itself or a deployed API.
 
-Both sides answer with JSON-ready values (what ``--json`` prints), so a command is the
-same code whichever is behind it. :class:`LocalBackend` calls the client; the HTTP
-side (``acmi_core/cli/remote.py``) calls the API's routes with a key. Operator
-commands (keys, sources, jobs, doctor, serve...) work on the store only.
+A command calls one operation by its row's name, ``backend.call("<row>", **fields)``,
+with the fields of the row's params model; both sides validate them through that model
+and answer the same JSON-ready value (what ``--json`` prints): the row's core callable's
+answer. :class:`LocalBackend` calls that callable on the client; the HTTP side
+(``acmi_core/cli/remote.py``) makes the row's request with a key. So a new operation
+needs no backend code: its row (params model, core callable, route) is enough, unless
+its command's answer is not its core callable's (``ANSWERS`` below). Operator commands
+(keys, sources, jobs, doctor, serve...) work on the store only (``store_only`` rows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from acmi_core import Acmi
 
+if TYPE_CHECKING:
+    from acmi_core.operations import params as p
+
 
 class Backend(Protocol):
-    """The agent-facing operations, each the one call the API makes for it."""
+    """One call per operation row, and the one operation that differs between sides."""
 
     label: str  # what the CLI shows on stderr as where it works
 
-    def profile_get(self, entity: str) -> dict[str, Any] | None: ...
-    def profile_set(
-        self, entity: str, doc: Mapping[str, Any], *, merge: bool
-    ) -> dict[str, Any] | None: ...
-    def signals_set(
-        self, entity: str, values: Mapping[str, Any], *, merge: bool
-    ) -> dict[str, Any]: ...
-    def append(self, entity: str, event: Mapping[str, Any]) -> dict[str, Any]: ...
-    def get(self, entity: str, events: int) -> dict[str, Any]: ...
-    def list_page(self, category: str, cursor: str | None, limit: int) -> dict[str, Any]: ...
-    def delete(self, entity: str) -> None: ...
+    def call(self, name: str, /, **fields: Any) -> Any:
+        """The operation ``name`` (a row with a params model) given its params' fields:
+        checked by the model (a failure names the field and the rule), then the core
+        callable's answer, JSON-ready."""
+        ...
+
     def cat(
         self,
         entities: Sequence[str],
@@ -37,75 +39,112 @@ class Backend(Protocol):
         limit: int,
         since_ms: int | None,
         until_ms: int | None,
-    ) -> list[dict[str, Any]]: ...
-    def bootstrap(
-        self,
-        agent: str,
-        *,
-        format: str,
-        scope: str,
-        events: int,
-        include: str | None,
-        topic: str | None,
-        max_tokens: int | None,
-        spawn: Mapping[str, Any] | None,
-    ) -> str: ...
-    def spawn(
-        self, agent: str, session_id: str, model_id: str, host: str | None
-    ) -> dict[str, Any]: ...
-    def active(self, agent: str) -> dict[str, Any]: ...
-    def join(self, agent: str, thread: str, role: str) -> dict[str, Any]: ...
-    def leave(self, agent: str, thread: str) -> None: ...
-    def rollup_set(self, agent: str, summary: str) -> dict[str, Any]: ...
-    def heartbeat(self, agent: str, status: str, note: str | None) -> dict[str, Any]: ...
-    def work_create(
-        self, id: str, profile: Mapping[str, Any], owner: str | None
-    ) -> dict[str, Any]: ...
-    def work_get(self, id: str, events: int) -> dict[str, Any]: ...
-    def work_event(
-        self, id: str, event: Mapping[str, Any], session_id: str | None
-    ) -> dict[str, Any]: ...
-    def work_signal(self, id: str, signals: Mapping[str, Any]) -> dict[str, Any]: ...
-    def work_sessions(self, id: str, cursor: str | None, limit: int) -> dict[str, Any]: ...
-    def work_list(
-        self, owner: str | None, status: str | None, cursor: str | None, limit: int
-    ) -> dict[str, Any]: ...
-    def lock_claim(self, resource: str, owner: str, ttl_ms: int) -> dict[str, Any]: ...
-    def lock_renew(self, resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]: ...
-    def lock_release(self, resource: str, owner_token: str) -> dict[str, Any]: ...
-    def lock_get(self, resource: str) -> dict[str, Any]: ...
-    def hitl_create(
-        self,
-        topic: str,
-        request: str,
-        *,
-        asked_by: str,
-        urgency: str,
-        addressee: str | None,
-        correlation_id: str | None,
-    ) -> dict[str, Any]: ...
-    def hitl_list(
-        self, addressee: str | None, state: str, cursor: str | None, limit: int
-    ) -> dict[str, Any]: ...
-    def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]: ...
-    # the memory layers (acmi.memory; routes/memory.py): what an agent does with its memory
-    def memory_status(self, entity: str) -> dict[str, Any]: ...
-    def memory_review(self, entity: str) -> dict[str, Any]: ...
-    def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]: ...
-    def memory_remember(
-        self, entity: str, text: str, layer: str, section: str | None, topic: str | None
-    ) -> dict[str, Any]: ...
-    def memory_active(self, entity: str, text: str | None) -> dict[str, Any]: ...
-    def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]: ...
-    def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]: ...
-    def memory_prune(self, entity: str, days: int) -> dict[str, Any]: ...
-    def memory_handoff(self, entity: str, text: str) -> dict[str, Any]: ...
-    def memory_take_handoff(self, entity: str) -> dict[str, Any] | None: ...
-    def memory_debug(self, entity: str) -> dict[str, Any]: ...
-    # the seed's file tree as {relative path: text}, as GET/POST /v1/memory/{e}/export|import
-    def memory_export(self, entity: str) -> dict[str, str]: ...
-    def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]: ...
+    ) -> list[dict[str, Any]]:
+        """Several timelines merged newest first. Not a ``call``: its row's params are
+        durations the MCP tool resolves on the server's clock, while the command resolves
+        them here (``--since``/``--until``, this machine's clock) into a window; and the
+        API has no multi-entity read, so the remote side reads each timeline and merges."""
+        ...
+
     def close(self) -> None: ...
+
+
+# The rows whose command answers other than its core callable does with the params'
+# fields by name: the params choose between two calls (a replace or a merge), carry a
+# value the callable takes in another form (a file tree, a profile with its title),
+# or the answer is one field of what the callable returns (a bundle's text).
+Answer = Callable[[Acmi, Any], Any]
+
+
+def _profile_put(acmi: Acmi, q: p.ProfilePutParams) -> Any:
+    profile = acmi.profile
+    return profile.merge(q.entity, q.profile) if q.merge else profile.set(q.entity, q.profile)
+
+
+def _signals_put(acmi: Acmi, q: p.SignalsPutParams) -> Any:
+    if q.merge:
+        acmi.signals.update(q.entity, q.signals)
+        return acmi.signals.all(q.entity)
+    return dict(acmi.signals.replace(q.entity, q.signals))
+
+
+def _append(acmi: Acmi, q: p.EventsAppendParams) -> Any:
+    # the row's callable is the route's (raw body, idempotency key): the client's append
+    return acmi.timeline.append(q.entity, q.event).to_dict()
+
+
+def deletes(q: p.DeleteParams) -> None:
+    """The command deletes: a dry run (the MCP tool's default) is refused on both sides."""
+    if q.dry_run:
+        from acmi_core.base.errors import AcmiValidationError
+
+        raise AcmiValidationError("dry_run", "deletes", "must be false: this call deletes")
+
+
+def _delete(acmi: Acmi, q: p.DeleteParams) -> None:
+    deletes(q)
+    acmi.delete(q.entity)
+
+
+def _bootstrap(acmi: Acmi, q: p.BootstrapReadParams) -> str:
+    return acmi.bootstrap(
+        q.agent,
+        format=q.format,
+        scope=q.scope,
+        events=q.events,
+        include=q.include,
+        topic=q.topic,
+        max_tokens=q.max_tokens,
+        max_bytes=q.max_bytes,
+        spawn=q.spawn,
+    ).text
+
+
+def _threads(acmi: Acmi, q: p.AgentsThreadsParams) -> Any:
+    from acmi_core.base.errors import AcmiValidationError
+
+    if q.action != "list":  # joining and leaving are their own rows
+        raise AcmiValidationError("action", "enum", "is list here: add and remove are rows")
+    return acmi.agents.active(q.agent)
+
+
+def _work_create(acmi: Acmi, q: p.WorkCreateParams) -> Any:
+    doc = dict(q.profile or {})
+    if q.title is not None:
+        doc["title"] = q.title
+    return acmi.work.create(q.id, doc, owner=q.owner, status=q.status).to_dict()
+
+
+def _memory_active(acmi: Acmi, q: p.MemoryActiveGetParams) -> Any:
+    if q.text is not None:
+        acmi.memory.set_active(q.entity, q.text)
+    return acmi.memory.active(q.entity)
+
+
+def _memory_export(acmi: Acmi, q: p.MemoryExportParams) -> dict[str, str]:
+    from acmi_core.memory.tree import tree_texts
+
+    return tree_texts(acmi.memory.export_snapshot(q.entity))
+
+
+def _memory_import(acmi: Acmi, q: p.MemoryImportParams) -> Any:
+    from acmi_core.memory.tree import parse_texts
+
+    return acmi.memory.import_snapshot(q.entity, parse_texts(q.files), strict=q.strict)
+
+
+ANSWERS: Final[dict[str, Answer]] = {
+    "entities.profile.put": _profile_put,
+    "entities.signals.put": _signals_put,
+    "entities.events.append": _append,
+    "entities.delete": _delete,
+    "bootstrap.read": _bootstrap,
+    "agents.threads": _threads,
+    "work.create": _work_create,
+    "memory.active.get": _memory_active,
+    "memory.export": _memory_export,
+    "memory.import": _memory_import,
+}
 
 
 class LocalBackend:
@@ -114,33 +153,16 @@ class LocalBackend:
     def __init__(self, acmi: Acmi, label: str) -> None:
         self.acmi, self.label = acmi, label
 
-    def profile_get(self, entity: str) -> dict[str, Any] | None:
-        return self.acmi.profile.get(entity)
+    def call(self, name: str, /, **fields: Any) -> Any:
+        # imported at the first call: --help and the store-only commands need no table
+        from acmi_core.operations import bind, operation
 
-    def profile_set(
-        self, entity: str, doc: Mapping[str, Any], *, merge: bool
-    ) -> dict[str, Any] | None:
-        profile = self.acmi.profile
-        return profile.merge(entity, doc) if merge else profile.set(entity, doc)
-
-    def signals_set(self, entity: str, values: Mapping[str, Any], *, merge: bool) -> dict[str, Any]:
-        if merge:
-            self.acmi.signals.update(entity, values)
-            return self.acmi.signals.all(entity)
-        return dict(self.acmi.signals.replace(entity, values))
-
-    def append(self, entity: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        return self.acmi.timeline.append(entity, event).to_dict()
-
-    def get(self, entity: str, events: int) -> dict[str, Any]:
-        return {**self.acmi.get(entity, events=events).to_dict()}  # as a JSON object
-
-    def list_page(self, category: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        page = self.acmi.list_page(category, cursor=cursor, limit=limit)
-        return {"entities": page.entities, "next_cursor": page.next_cursor}
-
-    def delete(self, entity: str) -> None:
-        self.acmi.delete(entity)
+        row = operation(name)
+        params = bind.validated(row, fields)
+        answer = ANSWERS.get(name)
+        if answer is not None:
+            return answer(self.acmi, params)
+        return bind.call_core(self.acmi, row, params)
 
     def cat(
         self,
@@ -152,162 +174,6 @@ class LocalBackend:
     ) -> list[dict[str, Any]]:
         merged = self.acmi.timeline.cat(entities, limit=limit, since_ms=since_ms, until_ms=until_ms)
         return [{"entity": entity, **event.to_dict()} for entity, event in merged]
-
-    def bootstrap(
-        self,
-        agent: str,
-        *,
-        format: str,
-        scope: str,
-        events: int,
-        include: str | None,
-        topic: str | None,
-        max_tokens: int | None,
-        spawn: Mapping[str, Any] | None,
-    ) -> str:
-        bundle = self.acmi.bootstrap(
-            agent,
-            format=format,
-            scope=scope,
-            events=events,
-            include=include,
-            topic=topic,
-            max_tokens=max_tokens,
-            spawn=spawn,
-        )
-        return bundle.text
-
-    def spawn(self, agent: str, session_id: str, model_id: str, host: str | None) -> dict[str, Any]:
-        return self.acmi.agents.spawn(agent, session_id, model_id, host)
-
-    def active(self, agent: str) -> dict[str, Any]:
-        return self.acmi.agents.active(agent)
-
-    def join(self, agent: str, thread: str, role: str) -> dict[str, Any]:
-        return self.acmi.agents.join(agent, thread, role)
-
-    def leave(self, agent: str, thread: str) -> None:
-        self.acmi.agents.leave(agent, thread)
-
-    def rollup_set(self, agent: str, summary: str) -> dict[str, Any]:
-        return self.acmi.agents.set_rollup(agent, summary)
-
-    def heartbeat(self, agent: str, status: str, note: str | None) -> dict[str, Any]:
-        return self.acmi.agents.heartbeat(agent, status, note)
-
-    def work_create(self, id: str, profile: Mapping[str, Any], owner: str | None) -> dict[str, Any]:
-        return self.acmi.work.create(id, profile, owner=owner).to_dict()
-
-    def work_get(self, id: str, events: int) -> dict[str, Any]:
-        return self.acmi.work.get(id, events).to_dict()
-
-    def work_event(
-        self, id: str, event: Mapping[str, Any], session_id: str | None
-    ) -> dict[str, Any]:
-        return self.acmi.work.event(id, event, session_id)
-
-    def work_signal(self, id: str, signals: Mapping[str, Any]) -> dict[str, Any]:
-        return self.acmi.work.signal(id, signals)
-
-    def work_sessions(self, id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        return self.acmi.work.sessions_page(id, cursor=cursor, limit=limit).to_dict()
-
-    def work_list(
-        self, owner: str | None, status: str | None, cursor: str | None, limit: int
-    ) -> dict[str, Any]:
-        return self.acmi.work.list(owner, status, cursor=cursor, limit=limit).to_dict()
-
-    def lock_claim(self, resource: str, owner: str, ttl_ms: int) -> dict[str, Any]:
-        return self.acmi.locks.claim(resource, owner, ttl_ms).to_dict()
-
-    def lock_renew(self, resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]:
-        return self.acmi.locks.renew(resource, owner_token, ttl_ms).to_dict()
-
-    def lock_release(self, resource: str, owner_token: str) -> dict[str, Any]:
-        return self.acmi.locks.release(resource, owner_token).to_dict()
-
-    def lock_get(self, resource: str) -> dict[str, Any]:
-        return self.acmi.locks.get(resource).to_dict()
-
-    def hitl_create(
-        self,
-        topic: str,
-        request: str,
-        *,
-        asked_by: str,
-        urgency: str,
-        addressee: str | None,
-        correlation_id: str | None,
-    ) -> dict[str, Any]:
-        created = self.acmi.hitl.create(
-            topic,
-            request,
-            asked_by=asked_by,
-            urgency=urgency,
-            addressee=addressee,
-            correlation_id=correlation_id,
-        )
-        return {"item": created.item, "created": created.created}
-
-    def hitl_list(
-        self, addressee: str | None, state: str, cursor: str | None, limit: int
-    ) -> dict[str, Any]:
-        return self.acmi.hitl.list(addressee, state, limit=limit, cursor=cursor).to_dict()
-
-    def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
-        return self.acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict()
-
-    # The protocol speaks JSON objects (the HTTP backend has only decoded JSON): each
-    # memory answer, typed by the core, is given as one.
-    def memory_status(self, entity: str) -> dict[str, Any]:
-        return {**self.acmi.memory.status(entity)}
-
-    def memory_review(self, entity: str) -> dict[str, Any]:
-        return {**self.acmi.memory.review(entity)}
-
-    def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]:
-        return {**self.acmi.memory.search(entity, query, limit=limit)}
-
-    def memory_remember(
-        self, entity: str, text: str, layer: str, section: str | None, topic: str | None
-    ) -> dict[str, Any]:
-        return {
-            **self.acmi.memory.remember(entity, text, layer=layer, section=section, topic=topic)
-        }
-
-    def memory_active(self, entity: str, text: str | None) -> dict[str, Any]:
-        if text is not None:
-            self.acmi.memory.set_active(entity, text)
-        return {**self.acmi.memory.active(entity)}
-
-    def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]:
-        return {**self.acmi.memory.daily_summary(entity, date)}
-
-    def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]:
-        return {**self.acmi.memory.topic_create(entity, slug, name)}
-
-    def memory_prune(self, entity: str, days: int) -> dict[str, Any]:
-        return {**self.acmi.memory.prune(entity, days)}
-
-    def memory_handoff(self, entity: str, text: str) -> dict[str, Any]:
-        return {**self.acmi.memory.handoff(entity, text)}
-
-    def memory_take_handoff(self, entity: str) -> dict[str, Any] | None:
-        taken = self.acmi.memory.take_handoff(entity)
-        return None if taken is None else {**taken}
-
-    def memory_debug(self, entity: str) -> dict[str, Any]:
-        return {**self.acmi.memory.debug(entity)}
-
-    def memory_export(self, entity: str) -> dict[str, str]:
-        from acmi_core.memory.tree import tree_texts
-
-        return tree_texts(self.acmi.memory.export_snapshot(entity))
-
-    def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
-        from acmi_core.memory.tree import parse_texts
-
-        return {**self.acmi.memory.import_snapshot(entity, parse_texts(files), strict=strict)}
 
     def close(self) -> None:
         self.acmi.store.close()

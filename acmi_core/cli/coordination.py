@@ -25,25 +25,32 @@ def claim(
     ttl_ms: Ttl = 60_000,
 ) -> None:
     """Claim a lease; exits 4 when another owner holds it."""
-    emit(state().backend().lock_claim(resource, owner, ttl_ms), state().output, pairs)
+    lease = state().backend().call("locks.claim", resource=resource, owner=owner, ttl_ms=ttl_ms)
+    emit(lease, state().output, pairs)
 
 
 @locks.command()
 def renew(resource: Resource, owner_token: Token, ttl_ms: Ttl = 60_000) -> None:
     """Extend a lease you hold."""
-    emit(state().backend().lock_renew(resource, owner_token, ttl_ms), state().output, pairs)
+    lease = (
+        state()
+        .backend()
+        .call("locks.renew", resource=resource, owner_token=owner_token, ttl_ms=ttl_ms)
+    )
+    emit(lease, state().output, pairs)
 
 
 @locks.command()
 def release(resource: Resource, owner_token: Token) -> None:
     """Give a lease back."""
-    emit(state().backend().lock_release(resource, owner_token), state().output, pairs)
+    lease = state().backend().call("locks.release", resource=resource, owner_token=owner_token)
+    emit(lease, state().output, pairs)
 
 
 @locks.command()
 def show(resource: Resource) -> None:
     """Who holds a lease (never its token) and the last fence issued."""
-    emit(state().backend().lock_get(resource), state().output, pairs)
+    emit(state().backend().call("locks.get", resource=resource), state().output, pairs)
 
 
 @hitl.command()
@@ -60,9 +67,9 @@ def create(
     ] = None,
 ) -> None:
     """Ask a human: queue a request."""
-    created = state().backend().hitl_create(
-        topic, request, asked_by=asked_by, urgency=urgency, addressee=to,
-        correlation_id=correlation_id,
+    created = state().backend().call(
+        "hitl.create", topic=topic, request=request, asked_by=asked_by, urgency=urgency,
+        addressee=to, correlation_id=correlation_id,
     )  # fmt: skip
     emit(
         created, state().output, lambda v: pairs(v["item"], "created" if v["created"] else "exists")
@@ -77,7 +84,9 @@ def list_(
     limit: Annotated[int, typer.Option(help="items a page")] = 50,
 ) -> None:
     """One page of a queue: open by deadline, closed newest first."""
-    page = state().backend().hitl_list(to, state_, cursor, limit)
+    page = (
+        state().backend().call("hitl.list", addressee=to, state=state_, cursor=cursor, limit=limit)
+    )
     emit(
         page,
         state().output,
@@ -92,4 +101,9 @@ def resolve(
     by: Annotated[str, typer.Option(help="who resolved it, e.g. user:mikey")],
 ) -> None:
     """Answer a request: closes it and posts `hitl-resolved` on the coordination thread."""
-    emit(state().backend().hitl_resolve(correlation_id, resolution, by), state().output, pairs)
+    resolved = (
+        state()
+        .backend()
+        .call("hitl.resolve", correlation_id=correlation_id, resolution=resolution, by=by)
+    )
+    emit(resolved, state().output, pairs)

@@ -66,9 +66,10 @@ def profile(
     backend = state().backend()
     entity = entity_of(ns, id)
     if doc is None:
-        value = backend.profile_get(entity)
+        value = backend.call("entities.profile.get", entity=entity)
     else:
-        value = backend.profile_set(entity, json_object(doc, "json"), merge=merge)
+        given = json_object(doc, "json")
+        value = backend.call("entities.profile.put", entity=entity, profile=given, merge=merge)
     emit(value, state().output, lambda v: pairs(v or {}, entity))
 
 
@@ -81,7 +82,10 @@ def signal(
 ) -> None:
     """Replace an entity's signals with a JSON object (--merge to set only these keys)."""
     entity = entity_of(ns, id)
-    shown = state().backend().signals_set(entity, json_object(values, "json"), merge=merge)
+    given = json_object(values, "json")
+    shown = (
+        state().backend().call("entities.signals.put", entity=entity, signals=given, merge=merge)
+    )
     emit(shown, state().output, lambda v: pairs(v, entity))
 
 
@@ -114,7 +118,9 @@ def event(
         record["parentCorrelationId"] = parent
     if payload is not None:
         record["payload"] = json_arg(payload, "--payload")
-    stored = state().backend().append(entity_of(ns, id), record)
+    stored = (
+        state().backend().call("entities.events.append", entity=entity_of(ns, id), event=record)
+    )
     emit(stored, state().output, pairs)
 
 
@@ -127,7 +133,7 @@ def get(
     ] = 50,
 ) -> None:
     """An entity's profile, signals and newest events: one round trip."""
-    context = state().backend().get(entity_of(ns, id), events)
+    context = state().backend().call("entities.get", entity=entity_of(ns, id), events=events)
     emit(context, state().output, render_context)
 
 
@@ -140,7 +146,7 @@ def list_(ns: Ns) -> None:
     people = mode is Output.TABLE or (mode is Output.AUTO and sys.stdout.isatty())
     count, cursor = 0, None
     while True:
-        page = backend.list_page(ns, cursor, 1000)
+        page = backend.call("entities.list", category=ns, cursor=cursor, limit=1000)
         for entity in page["entities"]:
             if people:
                 print(entity)
@@ -157,7 +163,7 @@ def list_(ns: Ns) -> None:
 @app.command()
 def delete(ns: Ns, id: Id) -> None:
     """Delete an entity: all its keys and its index entries, atomically."""
-    state().backend().delete(entity_of(ns, id))
+    state().backend().call("entities.delete", entity=entity_of(ns, id), dry_run=False)
     emit({"deleted": entity_of(ns, id)}, state().output)
 
 

@@ -43,13 +43,13 @@ def _memory() -> tuple[Acmi, MemoryAPI]:
 @app.command()
 def status(entity: Entity) -> None:
     """Sizes, lines, budgets, staleness and the next maintenance of each layer."""
-    emit(state().backend().memory_status(entity), state().output)
+    emit(state().backend().call("memory.status", entity=entity), state().output)
 
 
 @app.command()
 def review(entity: Entity) -> None:
     """The weekly review: promote lessons and decisions, prune the hot layer."""
-    emit(state().backend().memory_review(entity), state().output)
+    emit(state().backend().call("memory.review", entity=entity), state().output)
 
 
 def _archive(acmi: Acmi, url: str | None) -> tuple[Any, str | None]:
@@ -84,7 +84,12 @@ def search(
             raise AcmiValidationError(
                 "--archive", "store_only", "the API searches its own archive: give no --archive"
             )
-        emit(state().backend().memory_search(entity, " ".join(query), limit), state().output)
+        found = (
+            state()
+            .backend()
+            .call("memory.search", entity=entity, query=" ".join(query), limit=limit)
+        )
+        emit(found, state().output)
         return
     from acmi_core.jobs.archive import archived_reader
 
@@ -130,7 +135,13 @@ def remember(
     """Write a line now (write-ahead: before the answer, not after)."""
     if layer not in ("daily", "hot", "warm", "topic"):
         raise AcmiValidationError("--layer", "enum", "must be daily, hot, warm or topic")
-    kept = state().backend().memory_remember(entity, text, layer, section, topic)
+    kept = (
+        state()
+        .backend()
+        .call(
+            "memory.remember", entity=entity, text=text, layer=layer, section=section, topic=topic
+        )
+    )
     emit(kept, state().output)
 
 
@@ -157,7 +168,7 @@ def active(
 ) -> None:
     """Show (or --set FILE) ACTIVE-CONTEXT.md, the hot layer."""
     given = None if set_ is None else _read_text(set_, "--set")
-    shown = state().backend().memory_active(entity, given)
+    shown = state().backend().call("memory.active.get", entity=entity, text=given)
     if text:
         print(shown["text"] or "", end="")
         return
@@ -170,7 +181,7 @@ def daily_summary(
     date: Annotated[str | None, typer.Option(help="YYYY-MM-DD (default today)")] = None,
 ) -> None:
     """A day's note and what it holds."""
-    emit(state().backend().memory_daily_summary(entity, date), state().output)
+    emit(state().backend().call("memory.daily_summary", entity=entity, date=date), state().output)
 
 
 @app.command("topic-create")
@@ -180,7 +191,10 @@ def topic_create(
     name: Annotated[str | None, typer.Option(help="its title (default the slug)")] = None,
 ) -> None:
     """A topic file from the seed's template."""
-    emit(state().backend().memory_topic_create(entity, slug, name or slug), state().output)
+    created = (
+        state().backend().call("memory.topics.create", entity=entity, slug=slug, name=name or slug)
+    )
+    emit(created, state().output)
 
 
 @app.command()
@@ -188,7 +202,7 @@ def prune(
     entity: Entity, days: Annotated[int, typer.Option(help="dated items older than this move")] = 7
 ) -> None:
     """Move completed and stale hot items to today's note."""
-    emit(state().backend().memory_prune(entity, days), state().output)
+    emit(state().backend().call("memory.prune", entity=entity, days=days), state().output)
 
 
 @app.command()
@@ -199,17 +213,19 @@ def handoff(
 ) -> None:
     """Write HANDOFF.md (--file) for the next session, or --take it."""
     if take:
-        emit({"handoff": state().backend().memory_take_handoff(entity)}, state().output)
+        taken = state().backend().call("memory.handoff.take", entity=entity)
+        emit({"handoff": taken}, state().output)
         return
     if file is None:
         raise AcmiValidationError("--file", "required", "give the handoff's text file (or --take)")
-    emit(state().backend().memory_handoff(entity, _read_text(file, "--file")), state().output)
+    text = _read_text(file, "--file")
+    emit(state().backend().call("memory.handoff", entity=entity, text=text), state().output)
 
 
 @app.command()
 def debug(entity: Entity) -> None:
     """Missing pieces, conflicts, stale items (exit 1 if any)."""
-    report = state().backend().memory_debug(entity)
+    report = state().backend().call("memory.debug", entity=entity)
     emit(report, state().output)
     if not report["ok"]:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -220,7 +236,7 @@ def export(entity: Entity, dir: Dir) -> None:
     """Write the seed's file tree."""
     from acmi_core.memory.tree import write_files
 
-    written = write_files(state().backend().memory_export(entity), dir)
+    written = write_files(state().backend().call("memory.export", entity=entity), dir)
     emit({"entity": entity, "dir": dir, "files": written}, state().output)
 
 
@@ -236,7 +252,10 @@ def import_(
         from acmi_core.memory.tree import read_files
 
         files = read_files(dir)
-        emit(state().backend().memory_import(entity, files, strict), state().output)
+        imported = (
+            state().backend().call("memory.import", entity=entity, files=files, strict=strict)
+        )
+        emit(imported, state().output)
         return
     memory = _memory()[1]
     with _Progress(quiet) as progress:

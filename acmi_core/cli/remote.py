@@ -1,17 +1,19 @@
 """The CLI's agent-facing commands on a deployed API: :class:`HttpBackend`.
 
-One module: it is one class, HttpBackend, whose Backend calls are each one request made
-by one generic call (``HttpBackend.call``: the operation row's method and path, the path
-parameters checked as the core checks them, the rest as query or body);
-tests/integration/test_cli_remote.py holds it to LocalBackend call by call, and the calls
-share one request, error and key-handling path.
+One module: it is one class, HttpBackend, and the table of the rows whose request it
+builds otherwise than from the row alone (``REQUESTS``); every call shares one request,
+error and key-handling path. tests/integration/test_cli_remote.py holds it to
+LocalBackend row by row, and test_cli_rows.py reaches every command's row through both.
 
-Each Backend call is one HTTP request to the route the API has for it, answering
-exactly what :class:`~acmi_core.cli.backend.LocalBackend` answers for the same store
-state (the route's extra keys, such as ``category`` or ``released``, are dropped). The
-one exception is ``cat``: the API has no multi-entity read, so it reads each entity's
-timeline newest first (one request each; another only when a page stops at the API's
-1 MiB page cap) and merges them here as ``acmi.timeline.cat`` does.
+``HttpBackend.call(row, **fields)`` checks the fields with the row's params model (as
+the store's side does), then makes the row's request (``send``: the row's method and
+path, the path parameters checked as the core checks them, the rest as query or body),
+answering exactly what :class:`~acmi_core.cli.backend.LocalBackend` answers for the
+same store state (the route's extra keys, such as ``category`` or ``released``, are
+dropped). The one operation that is not a call is ``cat``: the API has no multi-entity
+read, so it reads each entity's timeline newest first (one request each; another only
+when a page stops at the API's 1 MiB page cap) and merges them here as
+``acmi.timeline.cat`` does.
 
 Errors: an API error body (``{error, message, field, rule}``) becomes the AcmiError of
 that ``code`` with the same message, field and rule, so the CLI prints and exits the
@@ -32,7 +34,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -46,12 +48,16 @@ from acmi_core.base.errors import (
 )
 from acmi_core.base.model import EntityId, check_category, dumps
 from acmi_core.base.pages import page_size
+from acmi_core.cli.backend import deletes
 from acmi_core.coordination.agents import agent_id
 from acmi_core.coordination.hitl import check_cid
 from acmi_core.coordination.locks import check_resource
 from acmi_core.coordination.work import work_entity
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.operations import operation
+
+if TYPE_CHECKING:
+    from acmi_core.operations import params as p
 
 # Connect fails fast (a wrong host or port); a read may wait on a bootstrap or a page
 # of 1,000 events. Always set: DESIGN.md section 8 (the reference's client had none).
@@ -373,7 +379,7 @@ class HttpBackend:
 
         return row.method, _PATH_PARAM.sub(segment, row.path), rest
 
-    def call(
+    def send(
         self, name: str, /, *, body: Any = _NOTHING, field: str = "body", **values: Any
     ) -> dict[str, Any]:
         """The operation ``name`` (a row of the table) as one request: ``values`` fill its
@@ -386,48 +392,19 @@ class HttpBackend:
             body = {k: v for k, v in rest.items() if v is not None}
         return self._object(method, path, body=body, field=field)
 
-    # --- entities ----------------------------------------------------------------------------
+    def call(self, name: str, /, **fields: Any) -> Any:
+        """The operation ``name`` given its params' fields, checked by the row's params
+        model as on the store, then its request (``REQUESTS``, else the row's route with
+        the fields as they are): the answer the store's side gives."""
+        from acmi_core.operations import bind
 
-    def profile_get(self, entity: str) -> dict[str, Any] | None:
-        try:
-            return self.call("entities.profile.get", entity=entity)
-        except NotFound as exc:
-            if exc.field == "profile":  # the route's "has no profile", not a wrong URL
-                return None
-            raise
+        params = bind.validated(operation(name), fields)
+        request = REQUESTS.get(name)
+        if request is not None:
+            return request(self, params)
+        return self.send(name, **bind.fields(params))
 
-    def profile_set(
-        self, entity: str, doc: Mapping[str, Any], *, merge: bool
-    ) -> dict[str, Any] | None:
-        name = "entities.profile.patch" if merge else "entities.profile.put"
-        return self.call(name, entity=entity, body=dict(doc), field="profile")
-
-    def signals_set(self, entity: str, values: Mapping[str, Any], *, merge: bool) -> dict[str, Any]:
-        name = "entities.signals.patch" if merge else "entities.signals.put"
-        return self.call(name, entity=entity, body=dict(values), field="signals")
-
-    def append(self, entity: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        answer = self.call("entities.events.append", entity=entity, body=dict(event), field="event")
-        stored = answer.get("events")
-        if not isinstance(stored, list) or len(stored) != 1 or not isinstance(stored[0], dict):
-            raise Unavailable(
-                f"api: {self.url} answered an append without the stored event",
-                field=URL_FIELD,
-                rule="acmi_api",
-            )
-        # The route adds the entity to each stored event; an event's own "entity" field
-        # (kept as an unknown field) is the one it shows, so it stays.
-        return stored[0] if "entity" in event else _without(stored[0], "entity")
-
-    def get(self, entity: str, events: int) -> dict[str, Any]:
-        return self.call("entities.get", entity=entity, events=events)
-
-    def list_page(self, category: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        page = self.call("entities.list", category=category, cursor=cursor, limit=page_size(limit))
-        return {"entities": page.get("entities"), "next_cursor": page.get("next_cursor")}
-
-    def delete(self, entity: str) -> None:
-        self.call("entities.delete", entity=entity)
+    # --- the operation that is not a call ----------------------------------------------------
 
     def cat(
         self,
@@ -459,7 +436,7 @@ class HttpBackend:
         cursor: str | None = None
         left = limit
         while left > 0:
-            page = self.call(
+            page = self.send(
                 "entities.timeline",
                 entity=str(eid),
                 reverse=True,
@@ -475,199 +452,219 @@ class HttpBackend:
             if not isinstance(cursor, str):
                 return
 
-    # --- bootstrap and agents ----------------------------------------------------------------
-
-    def bootstrap(
-        self,
-        agent: str,
-        *,
-        format: str,
-        scope: str,
-        events: int,
-        include: str | None,
-        topic: str | None,
-        max_tokens: int | None,
-        spawn: Mapping[str, Any] | None,
-    ) -> str:
-        options = {
-            "format": format,
-            "scope": scope,
-            "events": events,
-            "include": include,
-            "topic": topic,
-            "max_tokens": max_tokens,
-        }
-        if spawn is None:
-            method, path, query = self._route("bootstrap.read", {"agent": agent, **options})
-            response = self._request(method, path, params=query)
-        else:
-            method, path, _ = self._route("bootstrap.spawn", {"agent": agent})
-            body = {"spawn": spawn, **{k: v for k, v in options.items() if v is not None}}
-            response = self._request(method, path, body=body)
-        return response.content.decode("utf-8", "replace")
-
-    def spawn(self, agent: str, session_id: str, model_id: str, host: str | None) -> dict[str, Any]:
-        return self.call(
-            "agents.spawn", agent=agent, session_id=session_id, model_id=model_id, host=host
-        )
-
-    def active(self, agent: str) -> dict[str, Any]:
-        threads = self.call("agents.threads", agent=agent).get("threads")
-        return threads if isinstance(threads, dict) else {}
-
-    def join(self, agent: str, thread: str, role: str) -> dict[str, Any]:
-        return _without(self.call("agents.join", agent=agent, thread=thread, role=role), "thread")
-
-    def leave(self, agent: str, thread: str) -> None:
-        self.call("agents.leave", agent=agent, thread=thread)
-
-    def rollup_set(self, agent: str, summary: str) -> dict[str, Any]:
-        return self.call("agents.rollup.put", agent=agent, summary=summary)
-
-    def heartbeat(self, agent: str, status: str, note: str | None) -> dict[str, Any]:
-        return self.call("agents.heartbeat", agent=agent, status=status, note=note)
-
-    # --- work --------------------------------------------------------------------------------
-
-    def work_create(self, id: str, profile: Mapping[str, Any], owner: str | None) -> dict[str, Any]:
-        return self.call("work.create", id=id, profile=profile, owner=owner)
-
-    def work_get(self, id: str, events: int) -> dict[str, Any]:
-        return self.call("work.get", id=id, events=events)
-
-    def work_event(
-        self, id: str, event: Mapping[str, Any], session_id: str | None
-    ) -> dict[str, Any]:
-        body = dict(event)
-        if session_id is not None:
-            stated = body.get("session_id")
-            if stated is not None and stated != session_id:
-                # the route reads the session from the body: say what the client says
-                raise AcmiValidationError(
-                    "event.session_id", "matches", "differs from the session_id given"
-                )
-            body["session_id"] = session_id
-        return self.call("work.event", id=id, body=body, field="event")
-
-    def work_signal(self, id: str, signals: Mapping[str, Any]) -> dict[str, Any]:
-        answer = self.call("work.signals", id=id, body=dict(signals), field="signals")
-        stored = answer.get("signals")
-        return stored if isinstance(stored, dict) else {}
-
-    def work_sessions(self, id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        page = self.call("work.sessions", id=id, cursor=cursor, limit=page_size(limit))
-        return _without(page, "id")
-
-    def work_list(
-        self, owner: str | None, status: str | None, cursor: str | None, limit: int
-    ) -> dict[str, Any]:
-        if status not in ("open", None):
-            # the client's rule (the route spells "any status" as status=any instead)
-            raise AcmiValidationError("status", "enum", "must be 'open' or None (any status)")
-        return self.call(
-            "work.list", owner=owner, status=status or "any", cursor=cursor, limit=page_size(limit)
-        )
-
-    # --- locks -------------------------------------------------------------------------------
-
-    def lock_claim(self, resource: str, owner: str, ttl_ms: int) -> dict[str, Any]:
-        return self.call("locks.claim", resource=resource, owner=owner, ttl_ms=ttl_ms)
-
-    def lock_renew(self, resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]:
-        return self.call("locks.renew", resource=resource, owner_token=owner_token, ttl_ms=ttl_ms)
-
-    def lock_release(self, resource: str, owner_token: str) -> dict[str, Any]:
-        released = self.call("locks.release", resource=resource, owner_token=owner_token)
-        return _without(released, "released")
-
-    def lock_get(self, resource: str) -> dict[str, Any]:
-        return self.call("locks.get", resource=resource)
-
-    # --- hitl --------------------------------------------------------------------------------
-
-    def hitl_create(
-        self,
-        topic: str,
-        request: str,
-        *,
-        asked_by: str,
-        urgency: str,
-        addressee: str | None,
-        correlation_id: str | None,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"topic": topic, "request": request, "asked_by": asked_by}
-        body["urgency"] = urgency
-        body |= {"addressee": addressee, "correlationId": correlation_id}
-        return self.call("hitl.create", body={k: v for k, v in body.items() if v is not None})
-
-    def hitl_list(
-        self, addressee: str | None, state: str, cursor: str | None, limit: int
-    ) -> dict[str, Any]:
-        return self.call(
-            "hitl.list", addressee=addressee, state=state, cursor=cursor, limit=page_size(limit)
-        )
-
-    def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
-        return self.call("hitl.resolve", correlationId=correlation_id, resolution=resolution, by=by)
-
-    # --- memory (routes/memory.py: one route per MemoryAPI call) -----------------------
-
-    def memory_status(self, entity: str) -> dict[str, Any]:
-        return self.call("memory.status", entity=entity)
-
-    def memory_review(self, entity: str) -> dict[str, Any]:
-        return self.call("memory.review", entity=entity)
-
-    def memory_search(self, entity: str, query: str, limit: int) -> dict[str, Any]:
-        # archived: the API's own archive (its ACMI_ARCHIVE_URL), as the store's default
-        return self.call("memory.search", entity=entity, q=query, limit=limit, archived=True)
-
-    def memory_remember(
-        self, entity: str, text: str, layer: str, section: str | None, topic: str | None
-    ) -> dict[str, Any]:
-        return self.call(
-            "memory.remember", entity=entity, text=text, layer=layer, section=section, topic=topic
-        )
-
-    def memory_active(self, entity: str, text: str | None) -> dict[str, Any]:
-        if text is not None:
-            self.call("memory.active.put", entity=entity, text=text)
-        return self.call("memory.active.get", entity=entity)
-
-    def memory_daily_summary(self, entity: str, date: str | None) -> dict[str, Any]:
-        return self.call("memory.daily_summary", entity=entity, date=date)
-
-    def memory_topic_create(self, entity: str, slug: str, name: str) -> dict[str, Any]:
-        return self.call("memory.topics.create", entity=entity, slug=slug, name=name)
-
-    def memory_prune(self, entity: str, days: int) -> dict[str, Any]:
-        return self.call("memory.prune", entity=entity, days=days)
-
-    def memory_handoff(self, entity: str, text: str) -> dict[str, Any]:
-        return self.call("memory.handoff", entity=entity, text=text)
-
-    def memory_take_handoff(self, entity: str) -> dict[str, Any] | None:
-        taken = self.call("memory.handoff.take", entity=entity).get("handoff")
-        return taken if isinstance(taken, dict) else None
-
-    def memory_debug(self, entity: str) -> dict[str, Any]:
-        return self.call("memory.debug", entity=entity)
-
-    def memory_export(self, entity: str) -> dict[str, str]:
-        files = self.call("memory.export", entity=entity).get("files")
-        if not isinstance(files, dict) or not all(isinstance(t, str) for t in files.values()):
-            raise Unavailable(
-                f"api: {self.url} answered an export without its files",
-                field=URL_FIELD,
-                rule="acmi_api",
-            )
-        return files
-
-    def memory_import(self, entity: str, files: dict[str, str], strict: bool) -> dict[str, Any]:
-        return self.call("memory.import", entity=entity, files=files, strict=strict)
+    def unexpected(self, what: str) -> Unavailable:
+        """An answer without what the route always carries."""
+        return Unavailable(f"api: {self.url} answered {what}", field=URL_FIELD, rule="acmi_api")
 
     def close(self) -> None:
         self._client.close()
+
+
+# --- the rows whose request is not their route with the fields as they are --------------
+# Each makes the request the route takes from the validated params (a body that is the
+# document itself, a field the route names otherwise, a page size checked first) and
+# answers what the store's side answers (the route's extra keys, such as ``category`` or
+# ``released``, dropped; a wrapped answer unwrapped).
+
+Request = Callable[[HttpBackend, Any], Any]
+
+
+def _profile_get(b: HttpBackend, q: p.ProfileGetParams) -> Any:
+    try:
+        return b.send("entities.profile.get", entity=q.entity)
+    except NotFound as exc:
+        if exc.field == "profile":  # the route's "has no profile", not a wrong URL
+            return None
+        raise
+
+
+def _profile_put(b: HttpBackend, q: p.ProfilePutParams) -> Any:
+    name = "entities.profile.patch" if q.merge else "entities.profile.put"
+    return b.send(name, entity=q.entity, body=dict(q.profile), field="profile")
+
+
+def _profile_patch(b: HttpBackend, q: p.ProfilePatchParams) -> Any:
+    return b.send("entities.profile.patch", entity=q.entity, body=dict(q.partial), field="profile")
+
+
+def _signals_put(b: HttpBackend, q: p.SignalsPutParams) -> Any:
+    name = "entities.signals.patch" if q.merge else "entities.signals.put"
+    return b.send(name, entity=q.entity, body=dict(q.signals), field="signals")
+
+
+def _append(b: HttpBackend, q: p.EventsAppendParams) -> Any:
+    answer = b.send("entities.events.append", entity=q.entity, body=dict(q.event), field="event")
+    stored = answer.get("events")
+    if not isinstance(stored, list) or len(stored) != 1 or not isinstance(stored[0], dict):
+        raise b.unexpected("an append without the stored event")
+    # The route adds the entity to each stored event; an event's own "entity" field
+    # (kept as an unknown field) is the one it shows, so it stays.
+    return stored[0] if "entity" in q.event else _without(stored[0], "entity")
+
+
+def _list(b: HttpBackend, q: p.ListParams) -> Any:
+    page = b.send("entities.list", category=q.category, cursor=q.cursor, limit=page_size(q.limit))
+    return {"entities": page.get("entities"), "next_cursor": page.get("next_cursor")}
+
+
+def _delete(b: HttpBackend, q: p.DeleteParams) -> None:
+    deletes(q)
+    b.send("entities.delete", entity=q.entity)
+
+
+def _bootstrap(b: HttpBackend, q: p.BootstrapReadParams) -> str:
+    options = {
+        "format": q.format,
+        "scope": q.scope,
+        "events": q.events,
+        "include": q.include,
+        "topic": q.topic,
+        "max_tokens": q.max_tokens,
+        "max_bytes": q.max_bytes,
+    }
+    if q.spawn is None:
+        method, path, query = b._route("bootstrap.read", {"agent": q.agent, **options})
+        response = b._request(method, path, params=query)
+    else:
+        method, path, _ = b._route("bootstrap.spawn", {"agent": q.agent})
+        body = {"spawn": q.spawn, **{k: v for k, v in options.items() if v is not None}}
+        response = b._request(method, path, body=body)
+    return response.content.decode("utf-8", "replace")
+
+
+def _threads(b: HttpBackend, q: p.AgentsThreadsParams) -> Any:
+    if q.action != "list":  # joining and leaving are their own rows
+        raise AcmiValidationError("action", "enum", "is list here: add and remove are rows")
+    threads = b.send("agents.threads", agent=q.agent).get("threads")
+    return threads if isinstance(threads, dict) else {}
+
+
+def _join(b: HttpBackend, q: p.AgentsJoinParams) -> Any:
+    return _without(b.send("agents.join", agent=q.agent, thread=q.thread, role=q.role), "thread")
+
+
+def _leave(b: HttpBackend, q: p.AgentsLeaveParams) -> None:
+    b.send("agents.leave", agent=q.agent, thread=q.thread)
+
+
+def _work_create(b: HttpBackend, q: p.WorkCreateParams) -> Any:
+    doc = dict(q.profile or {})
+    if q.title is not None:
+        doc["title"] = q.title
+    return b.send("work.create", id=q.id, profile=doc, owner=q.owner, status=q.status)
+
+
+def _work_event(b: HttpBackend, q: p.WorkEventParams) -> Any:
+    body = dict(q.event)
+    if q.session_id is not None:
+        stated = body.get("session_id")
+        if stated is not None and stated != q.session_id:
+            # the route reads the session from the body: say what the client says
+            raise AcmiValidationError(
+                "event.session_id", "matches", "differs from the session_id given"
+            )
+        body["session_id"] = q.session_id
+    return b.send("work.event", id=q.id, body=body, field="event")
+
+
+def _work_signals(b: HttpBackend, q: p.WorkSignalsParams) -> Any:
+    stored = b.send("work.signals", id=q.id, body=dict(q.signals), field="signals").get("signals")
+    return stored if isinstance(stored, dict) else {}
+
+
+def _work_sessions(b: HttpBackend, q: p.WorkSessionsParams) -> Any:
+    page = b.send("work.sessions", id=q.id, cursor=q.cursor, limit=page_size(q.limit))
+    return _without(page, "id")
+
+
+def _work_list(b: HttpBackend, q: p.WorkListParams) -> Any:
+    if q.status not in ("open", None):
+        # the client's rule (the route spells "any status" as status=any instead)
+        raise AcmiValidationError("status", "enum", "must be 'open' or None (any status)")
+    return b.send(
+        "work.list",
+        owner=q.owner,
+        status=q.status or "any",
+        cursor=q.cursor,
+        limit=page_size(q.limit),
+    )
+
+
+def _lock_release(b: HttpBackend, q: p.LocksReleaseParams) -> Any:
+    released = b.send("locks.release", resource=q.resource, owner_token=q.owner_token)
+    return _without(released, "released")
+
+
+def _hitl_create(b: HttpBackend, q: p.HitlCreateParams) -> Any:
+    body: dict[str, Any] = {"topic": q.topic, "request": q.request, "asked_by": q.asked_by}
+    body["urgency"] = q.urgency
+    body |= {"addressee": q.addressee, "correlationId": q.correlation_id}
+    return b.send("hitl.create", body={k: v for k, v in body.items() if v is not None})
+
+
+def _hitl_list(b: HttpBackend, q: p.HitlListParams) -> Any:
+    return b.send(
+        "hitl.list",
+        addressee=q.addressee,
+        state=q.state,
+        cursor=q.cursor,
+        limit=page_size(q.limit),
+    )
+
+
+def _hitl_resolve(b: HttpBackend, q: p.HitlResolveParams) -> Any:
+    return b.send("hitl.resolve", correlationId=q.correlation_id, resolution=q.resolution, by=q.by)
+
+
+def _memory_search(b: HttpBackend, q: p.MemorySearchParams) -> Any:
+    # archived: the API's own archive (its ACMI_ARCHIVE_URL), as the store's default
+    return b.send("memory.search", entity=q.entity, q=q.query, limit=q.limit, archived=True)
+
+
+def _memory_active(b: HttpBackend, q: p.MemoryActiveGetParams) -> Any:
+    if q.text is not None:
+        b.send("memory.active.put", entity=q.entity, text=q.text)
+    return b.send("memory.active.get", entity=q.entity)
+
+
+def _take_handoff(b: HttpBackend, q: p.MemoryHandoffTakeParams) -> Any:
+    taken = b.send("memory.handoff.take", entity=q.entity).get("handoff")
+    return taken if isinstance(taken, dict) else None
+
+
+def _memory_export(b: HttpBackend, q: p.MemoryExportParams) -> Any:
+    files = b.send("memory.export", entity=q.entity).get("files")
+    if not isinstance(files, dict) or not all(isinstance(t, str) for t in files.values()):
+        raise b.unexpected("an export without its files")
+    return files
+
+
+REQUESTS: Final[dict[str, Request]] = {
+    "entities.profile.get": _profile_get,
+    "entities.profile.put": _profile_put,
+    "entities.profile.patch": _profile_patch,
+    "entities.signals.put": _signals_put,
+    "entities.events.append": _append,
+    "entities.list": _list,
+    "entities.delete": _delete,
+    "bootstrap.read": _bootstrap,
+    "agents.threads": _threads,
+    "agents.join": _join,
+    "agents.leave": _leave,
+    "work.create": _work_create,
+    "work.event": _work_event,
+    "work.signals": _work_signals,
+    "work.sessions": _work_sessions,
+    "work.list": _work_list,
+    "locks.release": _lock_release,
+    "hitl.create": _hitl_create,
+    "hitl.list": _hitl_list,
+    "hitl.resolve": _hitl_resolve,
+    "memory.search": _memory_search,
+    "memory.active.get": _memory_active,
+    "memory.handoff.take": _take_handoff,
+    "memory.export": _memory_export,
+}
 
 
 _ERRORS: Final = _error_classes()

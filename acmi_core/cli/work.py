@@ -27,7 +27,8 @@ def create(
     owner: Annotated[str | None, typer.Option(help="the owning agent")] = None,
 ) -> None:
     """Create a work item from a JSON profile."""
-    item = state().backend().work_create(id, json_object(profile, "json"), owner)
+    doc = json_object(profile, "json")
+    item = state().backend().call("work.create", id=id, profile=doc, owner=owner)
     emit(item, state().output, render_context)
 
 
@@ -39,7 +40,7 @@ def get(
     ] = 50,
 ) -> None:
     """A work item: profile, signals, newest events and sessions."""
-    emit(state().backend().work_get(id, events), state().output, render_context)
+    emit(state().backend().call("work.get", id=id, events=events), state().output, render_context)
 
 
 @app.command()
@@ -61,7 +62,8 @@ def event(
     }
     if payload is not None:
         record["payload"] = json_arg(payload, "--payload")
-    emit(state().backend().work_event(id, record, session), state().output, pairs)
+    stored = state().backend().call("work.event", id=id, event=record, session_id=session)
+    emit(stored, state().output, pairs)
 
 
 @app.command()
@@ -69,13 +71,14 @@ def signal(
     id: Id, values: Annotated[str, typer.Argument(metavar="JSON", help="signals (- for stdin)")]
 ) -> None:
     """Merge signals into a work item (a status opens or closes it)."""
-    emit(state().backend().work_signal(id, json_object(values, "json")), state().output, pairs)
+    signals = state().backend().call("work.signals", id=id, signals=json_object(values, "json"))
+    emit(signals, state().output, pairs)
 
 
 @app.command()
 def sessions(id: Id, cursor: Cursor = None, limit: Limit = 100) -> None:
     """The sessions that worked on an item, a page at a time."""
-    page = state().backend().work_sessions(id, cursor, limit)
+    page = state().backend().call("work.sessions", id=id, cursor=cursor, limit=limit)
     emit(
         page, state().output, lambda p: table(({"session": s} for s in p["sessions"]), ("session",))
     )
@@ -89,5 +92,15 @@ def list_(
     limit: Limit = 100,
 ) -> None:
     """Work items, a page at a time (open ones by default, most recently updated first)."""
-    page = state().backend().work_list(owner, None if status == "all" else status, cursor, limit)
+    page = (
+        state()
+        .backend()
+        .call(
+            "work.list",
+            owner=owner,
+            status=None if status == "all" else status,
+            cursor=cursor,
+            limit=limit,
+        )
+    )
     emit(page, state().output, lambda p: table(p["items"], ("id", "owner", "status", "updated_at")))

@@ -22,7 +22,6 @@ does not take (``tenant`` among them: it is never an argument)."""
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -43,6 +42,7 @@ from acmi_core.base.stored import LONE_SURROGATE, render_json
 from acmi_core.mcp import stdio
 from acmi_core.mcp.shapes import SHAPES
 from acmi_core.operations import OPERATIONS, Access, Operation, operation
+from acmi_core.operations.bind import call_core, params_model
 from acmi_core.operations.params import Params
 
 P = ParamSpec("P")
@@ -258,16 +258,6 @@ def tool_rows() -> tuple[Operation, ...]:
     return tuple(sorted(rows, key=lambda row: rank.get(row.mcp or "", len(rank))))
 
 
-@functools.cache
-def params_model(row: Operation) -> type[Params]:
-    """The row's params model (``Operation.params``), imported on first use."""
-    assert row.params is not None, row.name
-    model = _resolve(row.params)
-    if not (isinstance(model, type) and issubclass(model, Params)):
-        raise TypeError(f"operation {row.name!r}: {row.params} is not a params model")
-    return model
-
-
 def tool_description(row: Operation) -> str:
     """The tool's description: its params model's docstring on one line, then tenancy."""
     return " ".join((params_model(row).__doc__ or "").split()) + TENANCY
@@ -287,45 +277,9 @@ def tool_signature(row: Operation) -> inspect.Signature:
                 annotation=field.annotation,
             )
             for name, field in params_model(row).model_fields.items()
+            if name not in params_model(row).not_tool_arguments
         ]
     )
-
-
-def _resolve(name: str) -> Any:
-    module, _, qualname = name.partition(":")
-    value: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
-
-
-# Where the client keeps each API a row's call names ("<module>:<Class>.<method>"): the
-# attribute of ``Acmi`` holding it ("" for the facade itself).
-CLIENT_APIS: Final = {
-    "Acmi": "",
-    "EntityAPI": "entities",
-    "ProfileAPI": "profile",
-    "SignalsAPI": "signals",
-    "TimelineAPI": "timeline",
-    "AgentAPI": "agents",
-    "LockAPI": "locks",
-    "WorkAPI": "work",
-    "HitlAPI": "hitl",
-    "WorkflowAPI": "workflows",
-    "MemoryAPI": "memory",
-    "Bootstrapper": "bootstrap",
-    "WakeAPI": "wake",
-}
-
-
-def core_call(acmi: Acmi, row: Operation) -> Callable[..., Any]:
-    """The row's core callable, bound on the tenant's client."""
-    assert row.call is not None, row.name
-    owner, _, method = row.call.partition(":")[2].rpartition(".")
-    attribute = CLIENT_APIS[owner]
-    api = getattr(acmi, attribute) if attribute else acmi
-    bound: Callable[..., Any] = getattr(api, method)
-    return bound
 
 
 def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]:
@@ -337,9 +291,7 @@ def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]
 
     def direct(params: Params) -> Any:
         # bound at the call: building the server builds no sub-API it may never use
-        call = core_call(acmi, row)
-        result = call(**{name: getattr(params, name) for name in type(params).model_fields})
-        return result.to_dict() if hasattr(result, "to_dict") else result
+        return call_core(acmi, row, params)
 
     return direct
 

@@ -26,7 +26,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Claim the lease (409 names the holder and its expiry); returns the owner token",
         f"{_LOCK}.claim",
         mcp="lock_claim",
-        params="acmi_core.operations.params:LocksClaimParams",
+        params="acmi_core.operations.params.locks:LocksClaimParams",
         cli="lock claim",
     ),
     LOCKS.write(
@@ -36,7 +36,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Extend the lease to now + ttl_ms (owner token only)",
         f"{_LOCK}.renew",
         mcp="lock_renew",
-        params="acmi_core.operations.params:LocksRenewParams",
+        params="acmi_core.operations.params.locks:LocksRenewParams",
         cli="lock renew",
     ),
     LOCKS.write(
@@ -46,7 +46,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Release the lease (owner token only)",
         f"{_LOCK}.release",
         mcp="lock_release",
-        params="acmi_core.operations.params:LocksReleaseParams",
+        params="acmi_core.operations.params.locks:LocksReleaseParams",
         cli="lock release",
     ),
     LOCKS.read(
@@ -56,7 +56,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The lease now: holder and expiry (never the token), and the last fence",
         f"{_LOCK}.get",
         mcp="lock_get",
-        params="acmi_core.operations.params:LocksGetParams",
+        params="acmi_core.operations.params.locks:LocksGetParams",
         cli="lock show",
     ),
 )
@@ -69,7 +69,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Create a work item (409 if the id exists); owner and status optional",
         f"{_WORK}.create",
         mcp="work_create",
-        params="acmi_core.operations.params:WorkCreateParams",
+        params="acmi_core.operations.params.work:WorkCreateParams",
         cli="work create",
     ),
     WORK.read(
@@ -79,7 +79,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "List work items: an owner's open items (newest update first), or all",
         f"{_WORK}.list",
         mcp="work_list",
-        params="acmi_core.operations.params:WorkListParams",
+        params="acmi_core.operations.params.work:WorkListParams",
         cli="work list",
     ),
     WORK.read(
@@ -89,7 +89,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The work item: profile, signals, newest events, sessions, owner (one read)",
         f"{_WORK}.get",
         mcp="work_get",
-        params="acmi_core.operations.params:WorkGetParams",
+        params="acmi_core.operations.params.work:WorkGetParams",
         cli="work get",
     ),
     WORK.write(
@@ -99,7 +99,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Append a Comms v1.1 event; its session_id joins the item's sessions",
         f"{_WORK}.event",
         mcp="work_event",
-        params="acmi_core.operations.params:WorkEventParams",
+        params="acmi_core.operations.params.work:WorkEventParams",
         cli="work event",
     ),
     WORK.write(
@@ -109,7 +109,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Merge signals; a status change keeps the owner's open index exact",
         f"{_WORK}.signal",
         mcp="work_signal",
-        params="acmi_core.operations.params:WorkSignalsParams",
+        params="acmi_core.operations.params.work:WorkSignalsParams",
         cli="work signal",
     ),
     WORK.write(
@@ -118,6 +118,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/work/{id}/owner",
         "Assign the item to an owner (moves it between owners' open indexes)",
         f"{_WORK}.assign",
+        params="acmi_core.operations.params.work:WorkOwnerParams",
     ),
     WORK.read(
         "work.sessions",
@@ -126,7 +127,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "One page of the item's session ids",
         f"{_WORK}.sessions_page",
         mcp="work_sessions",
-        params="acmi_core.operations.params:WorkSessionsParams",
+        params="acmi_core.operations.params.work:WorkSessionsParams",
         cli="work sessions",
     ),
 )
@@ -139,7 +140,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "I am alive: last_heartbeat_ts, status and status_note signals + activity index",
         f"{_AGENT}.heartbeat",
         mcp="heartbeat",
-        params="acmi_core.operations.params:AgentsHeartbeatParams",
+        params="acmi_core.operations.params.agents:AgentsHeartbeatParams",
         cli="heartbeat",
     ),
     AGENTS.write(
@@ -149,7 +150,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Log a session start (the spawns log, never the timeline)",
         f"{_AGENT}.spawn",
         mcp="spawn",
-        params="acmi_core.operations.params:AgentsSpawnParams",
+        params="acmi_core.operations.params.agents:AgentsSpawnParams",
         cli="spawn",
     ),
     AGENTS.read(
@@ -158,6 +159,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/spawns",
         "The newest spawns, newest first",
         f"{_AGENT}.spawns",
+        params="acmi_core.operations.params.agents:AgentsSpawnsParams",
     ),
     AGENTS.write(
         "agents.join",
@@ -165,6 +167,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/threads/{thread:path}",
         "Join a thread (active context), with a role (default participant)",
         f"{_AGENT}.join",
+        params="acmi_core.operations.params.agents:AgentsJoinParams",
     ),
     AGENTS.write(
         "agents.leave",
@@ -172,6 +175,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/threads/{thread:path}",
         "Leave a thread",
         f"{_AGENT}.leave",
+        params="acmi_core.operations.params.agents:AgentsLeaveParams",
     ),
     AGENTS.read(
         "agents.threads",
@@ -180,7 +184,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The threads the agent is active in: thread -> {role, joined_at}",
         f"{_AGENT}.active",
         mcp="active",
-        params="acmi_core.operations.params:AgentsThreadsParams",
+        params="acmi_core.operations.params.agents:AgentsThreadsParams",
         cli="active",
     ),
     AGENTS.write(
@@ -190,7 +194,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace the latest rollup: {summary, ...any other fields}",
         f"{_AGENT}.set_rollup",
         mcp="rollup_set",
-        params="acmi_core.operations.params:AgentsRollupPutParams",
+        params="acmi_core.operations.params.agents:AgentsRollupPutParams",
         cli="rollup-set",
     ),
     AGENTS.read(
@@ -200,7 +204,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The latest rollup (404 when there is none)",
         f"{_AGENT}.rollup",
         mcp="rollup_get",
-        params="acmi_core.operations.params:AgentsRollupGetParams",
+        params="acmi_core.operations.params.agents:AgentsRollupGetParams",
     ),
     Operation(
         "agents.invite",
@@ -209,6 +213,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AGENT}.invite",
         cli="invite-agent",
         store_only=True,
+        params="acmi_core.operations.params.agents:AgentsInviteParams",
     ),
     Operation(
         "agents.wake",
@@ -217,6 +222,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.coordination.wake:WakeAPI.set",
         cli="agents wake",
         store_only=True,
+        params="acmi_core.operations.params.agents:AgentsWakeParams",
     ),
 )
 
@@ -228,7 +234,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Queue an item for a human (idempotent by correlationId: 201 new, 200 existing)",
         f"{_HITL}.create",
         mcp="hitl_create",
-        params="acmi_core.operations.params:HitlCreateParams",
+        params="acmi_core.operations.params.hitl:HitlCreateParams",
         cli="hitl create",
     ),
     HITL.read(
@@ -238,7 +244,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         "A queue, a page at a time: open by deadline (soonest first), closed newest first",
         f"{_HITL}.list",
         mcp="hitl_list",
-        params="acmi_core.operations.params:HitlListParams",
+        params="acmi_core.operations.params.hitl:HitlListParams",
         cli="hitl list",
     ),
     HITL.write(
@@ -248,7 +254,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Resolve: move the item to closed and post hitl-resolved (409 if resolved)",
         f"{_HITL}.resolve",
         mcp="hitl_resolve",
-        params="acmi_core.operations.params:HitlResolveParams",
+        params="acmi_core.operations.params.hitl:HitlResolveParams",
         cli="hitl resolve",
     ),
 )
@@ -260,6 +266,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/executions",
         "Log that an agent executed a step (kind step-executed)",
         f"{_WORKFLOW}.execute",
+        params="acmi_core.operations.params.workflows:WorkflowsExecuteParams",
     ),
     WORKFLOWS.write(
         "workflows.assess",
@@ -268,7 +275,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Score an executed step 0-100 with criteria (kind assessment)",
         f"{_WORKFLOW}.assess",
         mcp="assess",
-        params="acmi_core.operations.params:WorkflowsAssessParams",
+        params="acmi_core.operations.params.workflows:WorkflowsAssessParams",
     ),
     WORKFLOWS.write(
         "workflows.improve",
@@ -277,7 +284,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Record a lesson on a step (kind improvement); it seeds the next bootstrap",
         f"{_WORKFLOW}.improve",
         mcp="improve",
-        params="acmi_core.operations.params:WorkflowsImproveParams",
+        params="acmi_core.operations.params.workflows:WorkflowsImproveParams",
     ),
     WORKFLOWS.read(
         "workflows.lessons",
@@ -285,6 +292,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/lessons",
         "The newest lessons of a workflow, newest first",
         f"{_WORKFLOW}.lessons",
+        params="acmi_core.operations.params.workflows:WorkflowsLessonsParams",
     ),
     WORKFLOWS.read(
         "workflows.unassessed",
@@ -292,6 +300,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/unassessed",
         "Executed steps no assessment covers, newest first (bounded scan)",
         f"{_WORKFLOW}.unassessed",
+        params="acmi_core.operations.params.workflows:WorkflowsUnassessedParams",
     ),
     WORKFLOWS.read(
         "workflows.assessments",
@@ -299,6 +308,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/assessments",
         "Scores per step: count, mean, last (bounded scan)",
         f"{_WORKFLOW}.assessments",
+        params="acmi_core.operations.params.workflows:WorkflowsAssessmentsParams",
     ),
     WORKFLOWS.read(
         "workflows.agent_lessons",
@@ -306,6 +316,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/lessons",
         "The newest lessons of the workflows an agent works on (what seeds its next run)",
         f"{_WORKFLOW}.lessons",
+        params="acmi_core.operations.params.workflows:WorkflowsLessonsParams",
     ),
 )
 

@@ -28,7 +28,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Append one Comms v1.1 event or a list of up to 100, atomically",
         "acmi_core.ingest.service:append_events",
         mcp="event",
-        params="acmi_core.operations.params:EventsAppendParams",
+        params="acmi_core.operations.params.entities:EventsAppendParams",
         cli="event",
         result="acmi_core.ingest.service:IngestResult",
     ),
@@ -39,7 +39,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Profile, signals and newest events: one round trip",
         f"{_ACMI}.get",
         mcp="get",
-        params="acmi_core.operations.params:GetParams",
+        params="acmi_core.operations.params.entities:GetParams",
         cli="get",
         result="acmi_core.entities.api:EntityContext",
     ),
@@ -50,7 +50,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Delete every key of the entity and its index entry",
         f"{_ACMI}.delete",
         mcp="delete",
-        params="acmi_core.operations.params:DeleteParams",
+        params="acmi_core.operations.params.entities:DeleteParams",
         cli="delete",
         result=_NONE,
     ),
@@ -61,7 +61,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Entities of a category, a page at a time (follow next_cursor until null)",
         f"{_ACMI}.list_page",
         mcp="list",
-        params="acmi_core.operations.params:ListParams",
+        params="acmi_core.operations.params.entities:ListParams",
         cli="list",
         result="acmi_core.entities.api:EntityPage",
     ),
@@ -72,7 +72,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The profile (404 when none)",
         f"{_PROFILE}.get",
         mcp="profile_get",
-        params="acmi_core.operations.params:ProfileGetParams",
+        params="acmi_core.operations.params.entities:ProfileGetParams",
     ),
     ENTITIES.write(
         "entities.profile.put",
@@ -81,7 +81,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace the profile (a JSON object)",
         f"{_PROFILE}.set",
         mcp="profile",
-        params="acmi_core.operations.params:ProfilePutParams",
+        params="acmi_core.operations.params.entities:ProfilePutParams",
         cli="profile",
     ),
     ENTITIES.write(
@@ -91,7 +91,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Shallow-merge into the profile, atomically; returns the merged profile",
         f"{_PROFILE}.merge",
         mcp="profile_merge",
-        params="acmi_core.operations.params:ProfilePatchParams",
+        params="acmi_core.operations.params.entities:ProfilePatchParams",
     ),
     ENTITIES.write(
         "entities.profile.delete",
@@ -99,6 +99,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/profile",
         "Delete the profile",
         f"{_PROFILE}.delete",
+        params="acmi_core.operations.params.entities:ProfileDeleteParams",
         result=_NONE,
     ),
     ENTITIES.read(
@@ -108,7 +109,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "All signals ({} when none)",
         f"{_SIGNALS}.all",
         mcp="signal_get",
-        params="acmi_core.operations.params:SignalsGetParams",
+        params="acmi_core.operations.params.entities:SignalsGetParams",
     ),
     ENTITIES.write(
         "entities.signals.put",
@@ -117,7 +118,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Replace all signals",
         f"{_SIGNALS}.replace",
         mcp="signal",
-        params="acmi_core.operations.params:SignalsPutParams",
+        params="acmi_core.operations.params.entities:SignalsPutParams",
         cli="signal",
     ),
     ENTITIES.write(
@@ -126,6 +127,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Set the given signals, keep the others (atomic)",
         f"{_SIGNALS}.update",
+        params="acmi_core.operations.params.entities:SignalsPatchParams",
         result=_NONE,
     ),
     ENTITIES.write(
@@ -134,6 +136,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals",
         "Delete all signals",
         f"{_SIGNALS}.clear",
+        params="acmi_core.operations.params.entities:SignalsDeleteParams",
         result=_NONE,
     ),
     ENTITIES.read(
@@ -142,6 +145,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "One signal (404 when missing)",
         f"{_SIGNALS}.get",
+        params="acmi_core.operations.params.entities:SignalGetParams",
     ),
     ENTITIES.write(
         "entities.signal.put",
@@ -150,7 +154,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Set one signal (the body is its JSON value)",
         f"{_SIGNALS}.set",
         mcp="signal_set",
-        params="acmi_core.operations.params:SignalPutParams",
+        params="acmi_core.operations.params.entities:SignalPutParams",
     ),
     ENTITIES.write(
         "entities.signal.delete",
@@ -158,6 +162,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/signals/{{key}}",
         "Delete one signal",
         f"{_SIGNALS}.delete",
+        params="acmi_core.operations.params.entities:SignalDeleteParams",
         result=_NONE,
     ),
     ENTITIES.read(
@@ -166,6 +171,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_ENTITY}/timeline",
         "Events, oldest first, a page at a time (follow next_cursor until null); bounds inclusive",
         f"{_TIMELINE}.page",
+        params="acmi_core.operations.params.entities:TimelineParams",
         result="acmi_core.entities.api:EventPage",
     ),
     Operation(
@@ -174,7 +180,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         Access.READ,
         f"{_TIMELINE}.cat",
         mcp="cat",
-        params="acmi_core.operations.params:CatParams",
+        params="acmi_core.operations.params.entities:CatParams",
         cli="cat",
         result="acmi_core.entities.results:CatEvents",
     ),
@@ -183,6 +189,6 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The caller's tenant (only its own) and its key's scope",
         Access.READ,
         mcp="tenant_list",
-        params="acmi_core.operations.params:TenantsListParams",
+        params="acmi_core.operations.params.entities:TenantsListParams",
     ),
 )

@@ -18,6 +18,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "POST",
         "/v1/ingest/{source}",
         "ingest",
+        params="acmi_core.operations.params.entities:IngestWebhookParams",
         result="acmi_core.ingest.service:IngestResult",
     ),
 )

@@ -8,9 +8,13 @@ from typing import Final
 
 from acmi_core.operations.model import Access, Operation
 
+_PARAMS: Final = "acmi_core.operations.params.service"
 
-def _operator(name: str, summary: str, call: str, cli: str) -> Operation:
-    return Operation(name, summary, Access.ADMIN, call, cli=cli, store_only=True)
+
+def _operator(name: str, summary: str, call: str, cli: str, params: str) -> Operation:
+    return Operation(
+        name, summary, Access.ADMIN, call, cli=cli, store_only=True, params=f"{_PARAMS}:{params}"
+    )
 
 
 DOCS_OPERATIONS: Final[tuple[Operation, ...]] = (
@@ -38,55 +42,70 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Check a keyspace other ACMI tools wrote (read-only)",
         "acmi_core.ops.doctor:doctor_report",
         "doctor",
+        "DoctorParams",
     ),
     _operator(
         "ops.migrate",
         "Repair what doctor finds (index, MCP layout, tenant_id)",
         "acmi_core.ops.migrate:migrate_report",
         "migrate",
+        "MigrateParams",
     ),
     _operator(
         "keys.create",
         "Mint a key (printed once; only its hash is stored)",
         "acmi_core.auth.apikeys:mint",
         "keys create",
+        "KeysCreateParams",
     ),
     _operator(
         "keys.list",
         "List keys (never the key itself)",
         "acmi_core.auth.apikeys:list_keys",
         "keys list",
+        "KeysListParams",
     ),
-    _operator("keys.revoke", "Revoke a key by id", "acmi_core.auth.apikeys:revoke", "keys revoke"),
+    _operator(
+        "keys.revoke",
+        "Revoke a key by id",
+        "acmi_core.auth.apikeys:revoke",
+        "keys revoke",
+        "KeysRevokeParams",
+    ),
     _operator(
         "sources.set",
         "Configure a source (auth and mapping)",
         "acmi_core.ingest.config:put_config",
         "sources set",
+        "SourcesSetParams",
     ),
     _operator(
         "jobs.run",
         "Run a scheduled job now, as its schedule would: once per execution id",
         "acmi_core.jobs.runner:run_job",
         "jobs run",
+        "JobsRunParams",
     ),
     _operator(
         "jobs.status",
         "Each job's last run and what waits",
         "acmi_core.jobs.runner:job_state",
         "jobs status",
+        "JobsStatusParams",
     ),
     _operator(
         "quota.monitor",
         "Each provider's quota health; the overall status is the worst",
         "acmi_core.ops.quota:monitor",
         "quota-monitor",
+        "QuotaMonitorParams",
     ),
     _operator(
         "quota.report",
         "Post a quota reading",
         "acmi_core.ops.quota:report",
         "quota report",
+        "QuotaReportParams",
     ),
 )
 

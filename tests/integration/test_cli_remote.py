@@ -192,7 +192,7 @@ def nothing(acmi: Acmi) -> None:
     return None
 
 
-# --- parity, method by method ----------------------------------------------------------------
+# --- parity, row by row ----------------------------------------------------------------
 
 
 def test_entity_writes_match(s: Served) -> None:
@@ -201,32 +201,90 @@ def test_entity_writes_match(s: Served) -> None:
         acmi.signals.replace("user:mikey", {"mood": "ok", "n": 1})
 
     doc = {"name": "Mikey", "n": 1.5, "deep": {"x": [1, None, "é"]}}
-    same_write(s, nothing, lambda b, _: b.profile_set("user:mikey", doc, merge=False))
-    same_write(s, profiled, lambda b, _: b.profile_set("user:mikey", {"age": 3}, merge=True))
-    same_write(s, profiled, lambda b, _: b.signals_set("user:mikey", {"n": 2}, merge=True))
-    same_write(s, profiled, lambda b, _: b.signals_set("user:mikey", {"z": [1]}, merge=False))
-    stored = same_write(s, nothing, lambda b, _: b.append("user:mikey", EVENT))
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("entities.profile.put", entity="user:mikey", profile=doc, merge=False),
+    )
+    same_write(
+        s,
+        profiled,
+        lambda b, _: b.call(
+            "entities.profile.put", entity="user:mikey", profile={"age": 3}, merge=True
+        ),
+    )
+    same_write(
+        s,
+        profiled,
+        lambda b, _: b.call(
+            "entities.signals.put", entity="user:mikey", signals={"n": 2}, merge=True
+        ),
+    )
+    same_write(
+        s,
+        profiled,
+        lambda b, _: b.call(
+            "entities.signals.put", entity="user:mikey", signals={"z": [1]}, merge=False
+        ),
+    )
+    stored = same_write(
+        s, nothing, lambda b, _: b.call("entities.events.append", entity="user:mikey", event=EVENT)
+    )
     assert "entity" not in stored and stored["summary"] == "hi"
     own = {**EVENT, "entity": "mine", "payload": {"k": 1}}
-    assert same_write(s, nothing, lambda b, _: b.append("user:mikey", own))["entity"] == "mine"
-    assert same_write(s, profiled, lambda b, _: b.delete("user:mikey")) is None
+    assert (
+        same_write(
+            s,
+            nothing,
+            lambda b, _: b.call("entities.events.append", entity="user:mikey", event=own),
+        )["entity"]
+        == "mine"
+    )
+    assert (
+        same_write(
+            s, profiled, lambda b, _: b.call("entities.delete", entity="user:mikey", dry_run=False)
+        )
+        is None
+    )
 
 
 def test_entity_reads_match(s: Served) -> None:
-    assert same_read(s, lambda b: b.profile_get("user:nobody")) is None
+    assert same_read(s, lambda b: b.call("entities.profile.get", entity="user:nobody")) is None
     s.acmi.profile.set("user:mikey", {"name": "Mikey"})
     s.acmi.signals.replace("user:mikey", {"mood": "ok"})
     for i in range(5):
         s.acmi.timeline.append("user:mikey", {**EVENT, "correlationId": f"c-{i}", "ts": 10 + i})
     s.acmi.profile.set("user:ann", {"name": "Ann"})
-    assert same_read(s, lambda b: b.profile_get("user:mikey"))["name"] == "Mikey"
-    assert len(same_read(s, lambda b: b.get("user:mikey", 3))["timeline"]) == 3
-    assert same_read(s, lambda b: b.get("user:mikey", 0))["timeline"] == []
-    first = same_read(s, lambda b: b.list_page("user", None, 1))
+    assert (
+        same_read(s, lambda b: b.call("entities.profile.get", entity="user:mikey"))["name"]
+        == "Mikey"
+    )
+    assert (
+        len(
+            same_read(s, lambda b: b.call("entities.get", entity="user:mikey", events=3))[
+                "timeline"
+            ]
+        )
+        == 3
+    )
+    assert (
+        same_read(s, lambda b: b.call("entities.get", entity="user:mikey", events=0))["timeline"]
+        == []
+    )
+    first = same_read(s, lambda b: b.call("entities.list", category="user", cursor=None, limit=1))
     assert set(first) == {"entities", "next_cursor"}
     if first["next_cursor"] is not None:
-        same_read(s, lambda b: b.list_page("user", first["next_cursor"], 1))
-    assert sorted(same_read(s, lambda b: b.list_page("user", None, 1000))["entities"]) == [
+        same_read(
+            s,
+            lambda b: b.call(
+                "entities.list", category="user", cursor=first["next_cursor"], limit=1
+            ),
+        )
+    assert sorted(
+        same_read(s, lambda b: b.call("entities.list", category="user", cursor=None, limit=1000))[
+            "entities"
+        ]
+    ) == [
         "user:ann",
         "user:mikey",
     ]
@@ -278,19 +336,57 @@ def test_agent_operations_match(s: Served) -> None:
         acmi.agents.join("claude", "room 1?x=#%/é", "lead")  # "/" in the route's last segment
         acmi.agents.join("claude", "room 2?x=#%é", "lead")
 
-    same_write(s, nothing, lambda b, _: b.spawn("claude", "s-1", "opus", None))
-    same_write(s, nothing, lambda b, _: b.spawn("agent:claude", "s-1", "opus", "box"))
-    same_write(s, nothing, lambda b, _: b.join("claude", "room 2?x=#%é", "lead"))
-    same_write(s, joined, lambda b, _: b.leave("claude", "room 2?x=#%é"))
-    same_write(s, nothing, lambda b, _: b.rollup_set("claude", "a summary"))
-    same_write(s, nothing, lambda b, _: b.heartbeat("claude", "ACTIVE", None))
-    same_write(s, nothing, lambda b, _: b.heartbeat("claude", "BUSY", "on it"))
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call(
+            "agents.spawn", agent="claude", session_id="s-1", model_id="opus", host=None
+        ),
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call(
+            "agents.spawn", agent="agent:claude", session_id="s-1", model_id="opus", host="box"
+        ),
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("agents.join", agent="claude", thread="room 2?x=#%é", role="lead"),
+    )
+    same_write(
+        s, joined, lambda b, _: b.call("agents.leave", agent="claude", thread="room 2?x=#%é")
+    )
+    same_write(
+        s, nothing, lambda b, _: b.call("agents.rollup.put", agent="claude", summary="a summary")
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("agents.heartbeat", agent="claude", status="ACTIVE", note=None),
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("agents.heartbeat", agent="claude", status="BUSY", note="on it"),
+    )
     joined(s.acmi)
-    assert len(same_read(s, lambda b: b.active("claude"))) == 2
+    assert len(same_read(s, lambda b: b.call("agents.threads", agent="claude"))) == 2
     # "/" travels too: the route's last segment takes the rest of the path
-    same_write(s, nothing, lambda b, _: b.join("claude", "team/room 1?x=#%é", "lead"))
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("agents.join", agent="claude", thread="team/room 1?x=#%é", role="lead"),
+    )
     left = same_write(
-        s, joined, lambda b, _: (b.leave("claude", "room 1?x=#%/é"), b.active("claude"))[1], 2
+        s,
+        joined,
+        lambda b, _: (
+            b.call("agents.leave", agent="claude", thread="room 1?x=#%/é"),
+            b.call("agents.threads", agent="claude"),
+        )[1],
+        2,
     )
     assert list(left) == ["room 2?x=#%é"]
 
@@ -307,37 +403,62 @@ def test_bootstrap_matches(s: Served) -> None:
         "max_tokens": None,
         "spawn": None,
     }
-    text = same_read(s, lambda b: b.bootstrap("claude", **options))
+    text = same_read(s, lambda b: b.call("bootstrap.read", agent="claude", **options))
     assert '"Claude"' in text
     markdown = {**options, "format": "markdown", "max_tokens": 4000, "scope": "subagent"}
-    same_read(s, lambda b: b.bootstrap("claude", **markdown))
+    same_read(s, lambda b: b.call("bootstrap.read", agent="claude", **markdown))
     spawn = {**options, "spawn": {"session_id": "s-9", "model_id": "opus"}}
-    same_write(s, nothing, lambda b, _: b.bootstrap("claude", **spawn))
+    same_write(s, nothing, lambda b, _: b.call("bootstrap.read", agent="claude", **spawn))
 
 
 def test_work_operations_match(s: Served) -> None:
     def item(acmi: Acmi) -> None:
         acmi.work.create("launch", {"title": "Launch"}, owner="claude")
 
-    same_write(s, nothing, lambda b, _: b.work_create("launch", {"title": "L"}, "claude"))
-    same_write(s, nothing, lambda b, _: b.work_create("..", {"title": "dots"}, None))
-    same_write(s, item, lambda b, _: b.work_event("launch", EVENT, "sess-1"))
-    same_write(s, item, lambda b, _: b.work_event("launch", EVENT, None))
-    same_write(s, item, lambda b, _: b.work_signal("launch", {"status": "done", "p": 1}))
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("work.create", id="launch", profile={"title": "L"}, owner="claude"),
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("work.create", id="..", profile={"title": "dots"}, owner=None),
+    )
+    same_write(
+        s, item, lambda b, _: b.call("work.event", id="launch", event=EVENT, session_id="sess-1")
+    )
+    same_write(
+        s, item, lambda b, _: b.call("work.event", id="launch", event=EVENT, session_id=None)
+    )
+    same_write(
+        s,
+        item,
+        lambda b, _: b.call("work.signals", id="launch", signals={"status": "done", "p": 1}),
+    )
     item(s.acmi)
     s.acmi.work.create("..", {"title": "dots"})
     s.acmi.work.event("launch", EVENT, "sess-1")
-    assert same_read(s, lambda b: b.work_get("launch", 10))["profile"]["title"] == "Launch"
-    assert same_read(s, lambda b: b.work_get("..", 0))["id"] == ".."
-    assert same_read(s, lambda b: b.work_sessions("launch", None, 10))["sessions"] == ["sess-1"]
+    assert (
+        same_read(s, lambda b: b.call("work.get", id="launch", events=10))["profile"]["title"]
+        == "Launch"
+    )
+    assert same_read(s, lambda b: b.call("work.get", id="..", events=0))["id"] == ".."
+    assert same_read(s, lambda b: b.call("work.sessions", id="launch", cursor=None, limit=10))[
+        "sessions"
+    ] == ["sess-1"]
     for owner, status in (("claude", "open"), ("claude", None), (None, None), (None, "open")):
         same_read(
             s,
-            lambda b, o=owner, st=status: b.work_list(o, st, None, 10),  # type: ignore[misc]
+            lambda b, o=owner, st=status: b.call(
+                "work.list", owner=o, status=st, cursor=None, limit=10
+            ),  # type: ignore[misc]
         )
-    error = same_error(s, lambda b: b.work_list(None, "any", None, 10), 0)
+    error = same_error(
+        s, lambda b: b.call("work.list", owner=None, status="any", cursor=None, limit=10), 0
+    )
     assert (error.field, error.rule) == ("status", "enum")
-    error = same_error(s, lambda b: b.work_get("nope", 1), 1)
+    error = same_error(s, lambda b: b.call("work.get", id="nope", events=1), 1)
     assert isinstance(error, NotFound)
 
 
@@ -348,28 +469,53 @@ def test_memory_operations_match(s: Served) -> None:
         acmi.memory.remember(entity, "Mikey prefers async updates", layer="warm")
         acmi.memory.remember(entity, "- [ ] ship the memory CLI", layer="hot")
 
-    same_write(s, nothing, lambda b, _: b.memory_remember(entity, "a lesson", "warm", None, None))
-    same_write(s, nothing, lambda b, _: b.memory_remember(entity, "today", "daily", None, None))
-    same_write(s, remembered, lambda b, _: b.memory_active(entity, "# Active\n- shipping\n"), 2)
-    same_write(s, nothing, lambda b, _: b.memory_topic_create(entity, "pricing", "Pricing"))
-    same_write(s, remembered, lambda b, _: b.memory_prune(entity, 7))
-    same_write(s, remembered, lambda b, _: b.memory_review(entity))
-    same_write(s, nothing, lambda b, _: b.memory_handoff(entity, "next: verify the deploy"))
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("memory.remember", entity=entity, text="a lesson", layer="warm"),
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("memory.remember", entity=entity, text="today", layer="daily"),
+    )
+    same_write(
+        s,
+        remembered,
+        lambda b, _: b.call("memory.active.get", entity=entity, text="# Active\n- shipping\n"),
+        2,
+    )
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("memory.topics.create", entity=entity, slug="pricing", name="Pricing"),
+    )
+    same_write(s, remembered, lambda b, _: b.call("memory.prune", entity=entity, days=7))
+    same_write(s, remembered, lambda b, _: b.call("memory.review", entity=entity))
+    same_write(
+        s,
+        nothing,
+        lambda b, _: b.call("memory.handoff", entity=entity, text="next: verify the deploy"),
+    )
     taken = same_write(
         s,
         lambda a: a.memory.handoff(entity, "next: verify"),
-        lambda b, _: b.memory_take_handoff(entity),
+        lambda b, _: b.call("memory.handoff.take", entity=entity),
     )
     assert taken is not None and "next: verify" in str(taken)
     remembered(s.acmi)
-    assert same_read(s, lambda b: b.memory_status(entity))["entity"] == entity
-    found = same_read(s, lambda b: b.memory_search(entity, "async updates", 5))
+    assert same_read(s, lambda b: b.call("memory.status", entity=entity))["entity"] == entity
+    found = same_read(
+        s, lambda b: b.call("memory.search", entity=entity, query="async updates", limit=5)
+    )
     assert found["hits"], found
-    same_read(s, lambda b: b.memory_active(entity, None))
-    same_read(s, lambda b: b.memory_daily_summary(entity, None))
-    same_read(s, lambda b: b.memory_debug(entity))
-    assert same_read(s, lambda b: b.memory_take_handoff(entity)) is None
-    error = same_error(s, lambda b: b.memory_remember(entity, "x", "cold", None, None), 1)
+    same_read(s, lambda b: b.call("memory.active.get", entity=entity, text=None))
+    same_read(s, lambda b: b.call("memory.daily_summary", entity=entity, date=None))
+    same_read(s, lambda b: b.call("memory.debug", entity=entity))
+    assert same_read(s, lambda b: b.call("memory.handoff.take", entity=entity)) is None
+    error = same_error(
+        s, lambda b: b.call("memory.remember", entity=entity, text="x", layer="cold"), 1
+    )
     assert error.field == "layer"
 
 
@@ -386,27 +532,40 @@ def test_lock_operations_match(s: Served) -> None:
         return lease
 
     def claim(b: Backend, _: Any) -> dict[str, Any]:
-        return masked(b.lock_claim("deploy:prod", "agent:claude", 60_000))
+        return masked(
+            b.call("locks.claim", resource="deploy:prod", owner="agent:claude", ttl_ms=60_000)
+        )
 
     same_write(s, nothing, claim, state=False)
     renew = same_write(
         s,
         claimed,
-        lambda b, token: masked(b.lock_renew("deploy:prod", token, 90_000)),
+        lambda b, token: masked(
+            b.call("locks.renew", resource="deploy:prod", owner_token=token, ttl_ms=90_000)
+        ),
         state=False,
     )
     assert renew["expires_at"] == 1_790_000_000_000 + 90_000
     same_write(
         s,
         claimed,
-        lambda b, token: masked(b.lock_release("deploy:prod", token)),
+        lambda b, token: masked(b.call("locks.release", resource="deploy:prod", owner_token=token)),
         state=False,
     )
     claimed(s.acmi)
-    assert same_read(s, lambda b: b.lock_get("deploy:prod"))["owner"] == "agent:claude"
-    error = same_error(s, lambda b: b.lock_claim("deploy:prod", "agent:other", 60_000), 1)
+    assert (
+        same_read(s, lambda b: b.call("locks.get", resource="deploy:prod"))["owner"]
+        == "agent:claude"
+    )
+    error = same_error(
+        s,
+        lambda b: b.call("locks.claim", resource="deploy:prod", owner="agent:other", ttl_ms=60_000),
+        1,
+    )
     assert (error.field, error.rule) == ("resource", "held")
-    error = same_error(s, lambda b: b.lock_claim("deploy:x", "agent:other", 5), 1)
+    error = same_error(
+        s, lambda b: b.call("locks.claim", resource="deploy:x", owner="agent:other", ttl_ms=5), 1
+    )
     assert (error.field, error.rule) == ("ttl_ms", "range")
 
 
@@ -421,9 +580,10 @@ def test_hitl_operations_match(s: Served) -> None:
         )
 
     def create(b: Backend, _: Any) -> dict[str, Any]:
-        return b.hitl_create(
-            "deploy",
-            "approve?",
+        return b.call(
+            "hitl.create",
+            topic="deploy",
+            request="approve?",
             asked_by="agent:claude",
             urgency="P0",
             addressee="user:mikey",
@@ -432,13 +592,28 @@ def test_hitl_operations_match(s: Served) -> None:
 
     assert same_write(s, nothing, create)["created"] is True
     assert same_write(s, queued, create)["created"] is False  # idempotent: 200 on the API
-    same_write(s, queued, lambda b, _: b.hitl_resolve("h-1", "yes", "user:mikey"))
+    same_write(
+        s,
+        queued,
+        lambda b, _: b.call(
+            "hitl.resolve", correlation_id="h-1", resolution="yes", by="user:mikey"
+        ),
+    )
     queued(s.acmi)
-    page = same_read(s, lambda b: b.hitl_list("user:mikey", "open", None, 10))
+    page = same_read(
+        s,
+        lambda b: b.call("hitl.list", addressee="user:mikey", state="open", cursor=None, limit=10),
+    )
     assert [i["correlationId"] for i in page["items"]] == ["h-1"]
-    same_read(s, lambda b: b.hitl_list(None, "closed", None, 10))
+    same_read(
+        s, lambda b: b.call("hitl.list", addressee=None, state="closed", cursor=None, limit=10)
+    )
     s.acmi.hitl.resolve("h-1", "yes", by="user:mikey")
-    assert same_error(s, lambda b: b.hitl_resolve("h-1", "again", "user:mikey"), 1).rule
+    assert same_error(
+        s,
+        lambda b: b.call("hitl.resolve", correlation_id="h-1", resolution="again", by="user:mikey"),
+        1,
+    ).rule
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -446,16 +621,25 @@ def test_hitl_operations_match(s: Served) -> None:
 
 def test_validation_errors_match(s: Served) -> None:
     missing = {k: v for k, v in EVENT.items() if k != "summary"}
-    error = same_error(s, lambda b: b.append("user:mikey", missing), 1)
+    error = same_error(
+        s, lambda b: b.call("entities.events.append", entity="user:mikey", event=missing), 1
+    )
     assert isinstance(error, AcmiValidationError)
     assert (error.field, error.rule) == ("events[0].summary", "required")
     # ids are checked by the core's own rules before a request (the API would 404 a "/")
     for bad in ("user:a b/c", "nocolon", "User:x"):
-        error = same_error(s, lambda b, e=bad: b.profile_get(e), 0)  # type: ignore[misc]
+        error = same_error(s, lambda b, e=bad: b.call("entities.profile.get", entity=e), 0)  # type: ignore[misc]
         assert error.field == "entity"
-    error = same_error(s, lambda b: b.profile_set("user:x", {"n": float("nan")}, merge=False))
+    error = same_error(
+        s,
+        lambda b: b.call(
+            "entities.profile.put", entity="user:x", profile={"n": float("nan")}, merge=False
+        ),
+    )
     assert error.field.startswith("profile")
-    error = same_error(s, lambda b: b.list_page("user", None, 0), 0)
+    error = same_error(
+        s, lambda b: b.call("entities.list", category="user", cursor=None, limit=0), 0
+    )
     assert (error.field, error.rule) == ("limit", "range")
     assert s.snapshot() == {}
 
@@ -464,14 +648,16 @@ def test_bad_key_and_read_only_key(s: Served) -> None:
     unknown = "acmi_" + "x" * 43
     with closing(HttpBackend(s.url, unknown)) as bad:
         with pytest.raises(Unauthenticated) as refused:
-            bad.profile_get("user:mikey")
+            bad.call("entities.profile.get", entity="user:mikey")
         assert (refused.value.field, refused.value.rule) == ("authorization", "known_key")
         assert unknown not in str(refused.value) and unknown not in repr(bad)
     with closing(s.backend("read")) as reader:
         with pytest.raises(Forbidden) as forbidden:
-            reader.profile_set("user:mikey", {"a": 1}, merge=False)
+            reader.call("entities.profile.put", entity="user:mikey", profile={"a": 1}, merge=False)
         assert forbidden.value.field == "authorization"
-        assert reader.profile_get("user:mikey") is None  # reading is allowed
+        assert (
+            reader.call("entities.profile.get", entity="user:mikey") is None
+        )  # reading is allowed
     assert s.snapshot() == {}
 
 
@@ -481,8 +667,8 @@ def test_server_down_is_unavailable_naming_the_url(s: Served) -> None:
     key = s.keys["write"]
     with closing(HttpBackend(f"http://localhost:{port}/", key, timeout=2.0)) as down:
         calls: list[Callable[[], Any]] = [
-            lambda: down.profile_get("user:a"),
-            lambda: down.append("user:a", EVENT),
+            lambda: down.call("entities.profile.get", entity="user:a"),
+            lambda: down.call("entities.events.append", entity="user:a", event=EVENT),
         ]
         for call in calls:
             with pytest.raises(Unavailable) as failed:
@@ -495,7 +681,7 @@ def test_server_down_is_unavailable_naming_the_url(s: Served) -> None:
 def test_wrong_base_url_names_the_route(s: Served) -> None:
     staging = HttpBackend(s.url + "/staging", s.keys["write"])
     with closing(staging), pytest.raises(NotFound) as missing:
-        staging.profile_get("user:mikey")
+        staging.call("entities.profile.get", entity="user:mikey")
     assert (missing.value.field, missing.value.rule) == ("--api", "route_exists")
 
 
@@ -536,7 +722,9 @@ def test_stage_path_and_trailing_slash(s: Served) -> None:
     s.acmi.profile.set("user:mikey", {"name": "Mikey"})
     for url in (s.url + "/", s.url + "/prod", s.url + "/prod/"):
         with closing(HttpBackend(url, s.keys["read"])) as staged:
-            assert staged.profile_get("user:mikey") == s.local.profile_get("user:mikey")
+            assert staged.call("entities.profile.get", entity="user:mikey") == s.local.call(
+                "entities.profile.get", entity="user:mikey"
+            )
 
 
 def test_one_request_per_call_and_the_key_only_in_the_header(s: Served) -> None:
@@ -544,9 +732,9 @@ def test_one_request_per_call_and_the_key_only_in_the_header(s: Served) -> None:
     sent: list[httpx.Request] = []
     key = s.keys["write"]
     with closing(HttpBackend(s.url, key, transport=_Recording(sent))) as remote:
-        remote.join("claude", "a b?c#d%e", "lead")
-        remote.profile_get("user:a")
-        remote.work_get("launch", 1)
+        remote.call("agents.join", agent="claude", thread="a b?c#d%e", role="lead")
+        remote.call("entities.profile.get", entity="user:a")
+        remote.call("work.get", id="launch", events=1)
     assert len(sent) == 3
     for request in sent:
         assert request.headers["authorization"] == f"Bearer {key}"

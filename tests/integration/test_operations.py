@@ -43,7 +43,7 @@ from acmi_core.cli.remote import HttpBackend
 from acmi_core.mcp import server as mcp_server
 from acmi_core.mcp.server import build_server
 from acmi_core.mcp.shapes import SHAPES
-from acmi_core.operations import KEYED, OPERATIONS, Access, Operation, of_function, operation
+from acmi_core.operations import KEYED, OPERATIONS, Access, Operation, bind, of_function, operation
 from acmi_core.store.memory import MemoryStore
 
 HTTP_FUNCTIONS: Final = tuple(spec for spec in FUNCTIONS if spec.kind == "http")
@@ -326,7 +326,7 @@ def test_each_tool_is_derived_from_its_row() -> None:
         model = mcp_server.params_model(row)
         tool = listed[row.mcp]
         assert tool.description == mcp_server.tool_description(row)
-        fields = model.model_fields
+        fields = {n: f for n, f in model.model_fields.items() if n not in model.not_tool_arguments}
         schema = tool.inputSchema
         assert list(schema["properties"]) == list(fields), row.name
         assert set(schema.get("required", [])) == {n for n, f in fields.items() if f.is_required()}
@@ -354,14 +354,14 @@ def test_a_tool_without_a_shape_calls_its_core_callable_with_its_params() -> Non
     direct = [row for row in mcp_server.tool_rows() if row.name not in SHAPES]
     assert len(direct) >= 20
     for row in direct:
-        call = mcp_server.core_call(acmi, row)
+        call = bind.core_call(acmi, row)
         assert row.call is not None and call.__qualname__ == row.call.partition(":")[2]
         taken = inspect.signature(call).parameters
         for name in mcp_server.params_model(row).model_fields:
             assert name in taken, f"{row.name}: {name} is not a parameter of {row.call}"
     named = {row.name for row in OPERATIONS if row.mcp}
     assert set(SHAPES) <= named, "a shape without a row with a tool"
-    for api, attribute in mcp_server.CLIENT_APIS.items():
+    for api, attribute in bind.CLIENT_APIS.items():
         assert type(getattr(acmi, attribute) if attribute else acmi).__name__ == api
 
 
@@ -378,7 +378,7 @@ def test_every_params_model_resolves_and_has_no_rule_of_its_own() -> None:
 
 
 def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
-    """``HttpBackend.call`` builds every key-scoped route's request from its row: the
+    """``HttpBackend.send`` builds every key-scoped route's request from its row: the
     row's method, its path with the path parameters filled (checked as the core checks
     them, percent-encoded), the other values as the query of a read or a delete and as
     the JSON body of the rest."""
@@ -393,7 +393,7 @@ def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
         if not (row.http and row.access.keyed) or row.path is None:
             continue
         names = re.findall(r"\{(\w+)(?::\w+)?\}", row.path)
-        backend.call(row.name, **{name: PARAMETER_VALUES[name] for name in names}, extra="v")
+        backend.send(row.name, **{name: PARAMETER_VALUES[name] for name in names}, extra="v")
         request = sent[-1]
         path = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: PARAMETER_VALUES[m.group(1)], row.path)
         assert (request.method, request.url.path) == (row.method, path), row.name
@@ -404,7 +404,7 @@ def test_the_remote_backend_makes_each_rows_request_from_the_row() -> None:
     assert len(sent) >= 60
     before = len(sent)
     with pytest.raises(AcmiValidationError, match="<category>:<id>"):
-        backend.call("entities.get", entity="nocolon")
+        backend.send("entities.get", entity="nocolon")
     assert len(sent) == before, "a path parameter the core refuses is never sent"
 
 

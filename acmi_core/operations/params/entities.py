@@ -1,0 +1,163 @@
+"""The entity operations' params (and the webhook's, the tenant list's)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.operations.params.base import Params
+
+
+class ProfilePutParams(Params):
+    """Replace an entity's profile (entity: ns:id) with a JSON object, or merge into it
+    with merge=true: {entity, profile (as stored), merged}."""
+
+    tool_function: ClassVar[str] = "profile_write"
+    entity: str
+    profile: dict[str, Any]
+    merge: bool = False
+
+
+class ProfileGetParams(Params):
+    """Read an entity's profile: {entity, profile: object or null}."""
+
+    entity: str
+
+
+class ProfilePatchParams(Params):
+    """Merge a JSON object into an entity's profile: {entity, profile (merged)}."""
+
+    entity: str
+    partial: dict[str, Any]
+
+
+class SignalsPutParams(Params):
+    """Replace an entity's signals with a JSON object (merge=true: set only these keys,
+    keep the others): {entity, signals (all of them now), merged}."""
+
+    tool_function: ClassVar[str] = "signal_write"
+    entity: str
+    signals: dict[str, Any]
+    merge: bool = False
+
+
+class SignalsGetParams(Params):
+    """Read an entity's signals: {entity, signals}; with key, {entity, key, value} (null if
+    unset)."""
+
+    entity: str
+    key: str | None = None
+
+
+class SignalPutParams(Params):
+    """Set one signal of an entity (others kept): {entity, key, value as stored}."""
+
+    entity: str
+    key: str
+    value: Any
+
+
+class EventsAppendParams(Params):
+    """Append a Comms v1.1 event to an entity's timeline (event: {source, summary, kind,
+    correlationId, ...}; ts defaults to now); returns the event as stored."""
+
+    entity: str
+    event: dict[str, Any]
+
+
+class GetParams(Params):
+    """An entity's context in one read: {profile, signals, timeline: the newest events
+    (0-1000, oldest first)}."""
+
+    entity: str
+    events: int = 20
+
+
+class ListParams(Params):
+    """One page of a category's entities: {category, entities: [ns:id], next_cursor}; pass
+    next_cursor back as cursor until it is null."""
+
+    tool_function: ClassVar[str] = "list_ids"
+    category: str
+    cursor: str | None = None
+    limit: int = DEFAULT_PAGE_SIZE
+
+
+class CatParams(Params):
+    """Several timelines merged, newest first: {since, until, events: [{entity, ...}]}.
+    since/until are durations ago (30m, 24h, 7d); until absent means now. At most 1 MiB
+    of events: when cut, next_cursor; pass it as cursor with the same entities."""
+
+    entities: list[str]
+    since: str = "24h"
+    until: str | None = None
+    limit: int = 50
+    cursor: str | None = None
+
+
+class DeleteParams(Params):
+    """Delete an entity of this tenant (entity: ns:id; never a key, pattern or other
+    tenant): a dry run unless dry_run=false. {entity, dry_run, deleted, found}."""
+
+    entity: str
+    dry_run: bool = True
+
+
+class TenantsListParams(Params):
+    """This server's tenant (only its own) and its key's scope: {tenants, scope}."""
+
+
+class IngestWebhookParams(Params):
+    """A webhook as the route received it: the source's name, the raw body and its JSON,
+    the query, the idempotency key and the headers (the route loads the source's config)."""
+
+    source: str
+    raw_body: bytes
+    body: Any
+    query: dict[str, str]
+    idempotency_key: str | None
+    headers: dict[str, str] | None = None
+
+
+class ProfileDeleteParams(Params):
+    """Delete an entity's profile."""
+
+    entity: str
+
+
+class SignalsPatchParams(Params):
+    """Set the given signals of an entity, keep the others."""
+
+    entity: str
+    values: dict[str, Any]
+
+
+class SignalsDeleteParams(Params):
+    """Delete all signals of an entity."""
+
+    entity: str
+
+
+class SignalGetParams(Params):
+    """One signal of an entity."""
+
+    entity: str
+    key: str
+
+
+class SignalDeleteParams(Params):
+    """Delete one signal of an entity."""
+
+    entity: str
+    key: str
+
+
+class TimelineParams(Params):
+    """One page of an entity's timeline, oldest first (reverse: newest first)."""
+
+    entity: str
+    cursor: str | None = None
+    limit: int = DEFAULT_PAGE_SIZE
+    reverse: bool = False
+    since_ms: float | None = None
+    until_ms: float | None = None

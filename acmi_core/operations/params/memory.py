@@ -1,0 +1,150 @@
+"""The wake bundle's and the memory layers' params."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acmi_core.operations.params.base import BUNDLE_EVENTS, PRUNE_DAYS, Params
+
+
+class BootstrapReadParams(Params):
+    """An agent's wake bundle as text (markdown, or format=json). scope: main | group |
+    subagent; include: topics,yesterday,archive; topic: one topic file; events: 0-200;
+    max_tokens/max_bytes: a budget. spawn {session_id, model_id} logs a session start (a
+    write; a main bundle then takes the handoff)."""
+
+    agent: str
+    scope: str = "main"
+    format: str = "markdown"
+    events: int = BUNDLE_EVENTS
+    include: str | None = None
+    topic: str | None = None
+    max_tokens: int | None = None
+    max_bytes: int | None = None
+    spawn: dict[str, Any] | None = None
+
+    def writes(self) -> bool:
+        return self.spawn is not None
+
+
+class MemoryRememberParams(Params):
+    """Remember a line in an entity's memory: layer warm (MEMORY.md), hot
+    (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional."""
+
+    entity: str
+    text: str
+    layer: str = "warm"
+    section: str | None = None
+    topic: str | None = None
+
+
+class MemorySearchParams(Params):
+    """Search an entity's memory layers, fast layers first: {hits, ...}."""
+
+    entity: str
+    query: str
+    limit: int = 20
+
+
+class MemoryStatusParams(Params):
+    """An entity's memory status: layers, budgets, handoff_pending."""
+
+    entity: str
+
+
+class MemoryActiveGetParams(Params):
+    """The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget};
+    with text, replace ACTIVE-CONTEXT.md first (needs a write key)."""
+
+    entity: str
+    text: str | None = None
+
+    def writes(self) -> bool:
+        return self.text is not None
+
+
+class MemoryReviewParams(Params):
+    """The weekly review: promote the last 7 days' lessons and decisions to MEMORY.md and
+    prune the hot layer."""
+
+    entity: str
+
+
+class MemoryPruneParams(Params):
+    """Prune the hot layer: completed tasks, items older than days (0-365) and yesterday's
+    decisions move to today's note. Idempotent."""
+
+    entity: str
+    days: int = PRUNE_DAYS
+
+
+class MemoryDailySummaryParams(Params):
+    """A day's note (date YYYY-MM-DD, default today in the entity's tz): entries,
+    decisions, lessons, takeaways, open tasks for tomorrow, the text."""
+
+    entity: str
+    date: str | None = None
+
+
+class MemoryTopicsCreateParams(Params):
+    """Create the topic:<slug> file from the seed's template, linked from MEMORY.md."""
+
+    entity: str
+    slug: str
+    name: str
+
+
+class MemoryDebugParams(Params):
+    """Missing pieces, hot-vs-warm conflicts and stale items: {ok, problems, ...}."""
+
+    entity: str
+
+
+class MemoryExportParams(Params):
+    """The seed's file tree of an entity's memory: {entity, files: {path: text}}."""
+
+    entity: str
+
+
+class MemoryImportParams(Params):
+    """Import a seed file tree ({path: text}; strict: refuse files over budget) into an
+    entity's memory. Idempotent: a second import writes nothing."""
+
+    entity: str
+    files: dict[str, str]
+    strict: bool = False
+
+
+class MemoryHandoffParams(Params):
+    """With text: leave a handoff (HANDOFF.md) for the next session; returns it. Without:
+    take the pending handoff (read and cleared at once): {entity, handoff or null}."""
+
+    entity: str
+    text: str | None = None
+
+
+class BootstrapSpawnParams(BootstrapReadParams):
+    """Log a spawn and read the wake bundle in the same step."""
+
+    format: str = "json"
+
+
+class MemoryActivePutParams(Params):
+    """Replace an entity's ACTIVE-CONTEXT.md."""
+
+    entity: str
+    text: str
+
+
+class MemoryHandoffTakeParams(Params):
+    """Read and clear an entity's pending handoff (null when none)."""
+
+    entity: str
+
+
+class MemoryArchiveParams(Params):
+    """Archive an entity's events older than the retention now."""
+
+    entity: str
+    retention_days: int | None = None
+    max_events: int | None = None

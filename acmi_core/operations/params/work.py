@@ -1,0 +1,68 @@
+"""The work items' params."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.operations.params.base import Params
+
+
+class WorkCreateParams(Params):
+    """Create a work item (id; title and/or a profile object; owner ns:id; status, default
+    open); returns the item. Refused if it exists."""
+
+    id: str
+    title: str | None = None
+    profile: dict[str, Any] | None = None
+    owner: str | None = None
+    status: str = "open"
+
+
+class WorkEventParams(Params):
+    """Append a Comms v1.1 event to a work item (session_id joins its sessions); returns
+    the event as stored."""
+
+    id: str
+    event: dict[str, Any]
+    session_id: str | None = None
+
+
+class WorkSignalsParams(Params):
+    """Merge signals into a work item's (status closes or reopens it); returns them."""
+
+    id: str
+    signals: dict[str, Any]
+
+
+class WorkGetParams(Params):
+    """A work item: {profile, signals, owner, status, timeline (newest events 0-1000,
+    oldest first), sessions}."""
+
+    id: str
+    events: int = 50
+
+
+class WorkListParams(Params):
+    """One page of work items: {items: [{id, ...}], next_cursor}. owner: ns:id; status open
+    (default) or null for any; pass next_cursor back as cursor."""
+
+    owner: str | None = None
+    status: str | None = "open"
+    cursor: str | None = None
+    limit: int = DEFAULT_PAGE_SIZE
+
+
+class WorkSessionsParams(Params):
+    """One page of a work item's session ids: {sessions, next_cursor}."""
+
+    id: str
+    cursor: str | None = None
+    limit: int = DEFAULT_PAGE_SIZE
+
+
+class WorkOwnerParams(Params):
+    """Assign a work item to an owner."""
+
+    id: str
+    owner: str
