@@ -109,7 +109,10 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    """The store, through the client (the same configuration as ``create_acmi()``)."""
+    """The store, through the client (the same configuration as ``create_acmi()``).
+
+    The client's typed answers (TypedDicts) are handed on as the plain JSON objects the
+    protocol prints (``dict(...)``: the HTTP backend's answers are decoded JSON)."""
 
     def __init__(self, acmi: Acmi, label: str) -> None:
         self.acmi, self.label = acmi, label
@@ -178,13 +181,13 @@ class LocalBackend:
         return bundle.text
 
     def spawn(self, agent: str, session_id: str, model_id: str, host: str | None) -> dict[str, Any]:
-        return self.acmi.agents.spawn(agent, session_id, model_id, host)
+        return dict(self.acmi.agents.spawn(agent, session_id, model_id, host))
 
     def active(self, agent: str) -> dict[str, Any]:
         return self.acmi.agents.active(agent)
 
     def join(self, agent: str, thread: str, role: str) -> dict[str, Any]:
-        return self.acmi.agents.join(agent, thread, role)
+        return dict(self.acmi.agents.join(agent, thread, role))
 
     def leave(self, agent: str, thread: str) -> None:
         self.acmi.agents.leave(agent, thread)
@@ -193,13 +196,13 @@ class LocalBackend:
         return self.acmi.agents.set_rollup(agent, summary)
 
     def heartbeat(self, agent: str, status: str, note: str | None) -> dict[str, Any]:
-        return self.acmi.agents.heartbeat(agent, status, note)
+        return dict(self.acmi.agents.heartbeat(agent, status, note))
 
     def work_create(self, id: str, profile: Mapping[str, Any], owner: str | None) -> dict[str, Any]:
-        return self.acmi.work.create(id, profile, owner=owner).to_dict()
+        return dict(self.acmi.work.create(id, profile, owner=owner).to_dict())
 
     def work_get(self, id: str, events: int) -> dict[str, Any]:
-        return self.acmi.work.get(id, events).to_dict()
+        return dict(self.acmi.work.get(id, events).to_dict())
 
     def work_event(
         self, id: str, event: Mapping[str, Any], session_id: str | None
@@ -210,24 +213,24 @@ class LocalBackend:
         return self.acmi.work.signal(id, signals)
 
     def work_sessions(self, id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        return self.acmi.work.sessions_page(id, cursor=cursor, limit=limit).to_dict()
+        return dict(self.acmi.work.sessions_page(id, cursor=cursor, limit=limit).to_dict())
 
     def work_list(
         self, owner: str | None, status: str | None, cursor: str | None, limit: int
     ) -> dict[str, Any]:
-        return self.acmi.work.list(owner, status, cursor=cursor, limit=limit).to_dict()
+        return dict(self.acmi.work.list(owner, status, cursor=cursor, limit=limit).to_dict())
 
     def lock_claim(self, resource: str, owner: str, ttl_ms: int) -> dict[str, Any]:
-        return self.acmi.locks.claim(resource, owner, ttl_ms).to_dict()
+        return dict(self.acmi.locks.claim(resource, owner, ttl_ms).to_dict())
 
     def lock_renew(self, resource: str, owner_token: str, ttl_ms: int) -> dict[str, Any]:
-        return self.acmi.locks.renew(resource, owner_token, ttl_ms).to_dict()
+        return dict(self.acmi.locks.renew(resource, owner_token, ttl_ms).to_dict())
 
     def lock_release(self, resource: str, owner_token: str) -> dict[str, Any]:
-        return self.acmi.locks.release(resource, owner_token).to_dict()
+        return dict(self.acmi.locks.release(resource, owner_token).to_dict())
 
     def lock_get(self, resource: str) -> dict[str, Any]:
-        return self.acmi.locks.get(resource).to_dict()
+        return dict(self.acmi.locks.get(resource).to_dict())
 
     def hitl_create(
         self,
@@ -252,10 +255,10 @@ class LocalBackend:
     def hitl_list(
         self, addressee: str | None, state: str, cursor: str | None, limit: int
     ) -> dict[str, Any]:
-        return self.acmi.hitl.list(addressee, state, limit=limit, cursor=cursor).to_dict()
+        return dict(self.acmi.hitl.list(addressee, state, limit=limit, cursor=cursor).to_dict())
 
     def hitl_resolve(self, correlation_id: str, resolution: str, by: str) -> dict[str, Any]:
-        return self.acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict()
+        return dict(self.acmi.hitl.resolve(correlation_id, resolution, by=by).to_dict())
 
     def memory_status(self, entity: str) -> dict[str, Any]:
         return self.acmi.memory.status(entity)

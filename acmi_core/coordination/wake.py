@@ -36,6 +36,7 @@ from acmi_core.base.model import dumps, profile_defaults
 from acmi_core.base.settings import wake_url_prefixes
 from acmi_core.base.stored import scored
 from acmi_core.coordination.agents import agent_id
+from acmi_core.coordination.results import WakeSet, WakeSlot, WakeTarget
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -68,9 +69,7 @@ SECRET_ENV_REMOVED: Final = (
 )
 
 
-def check_target(
-    target: object, allowed_urls: tuple[str, ...] | None = None
-) -> dict[str, Any] | None:
+def check_target(target: object, allowed_urls: tuple[str, ...] | None = None) -> WakeTarget | None:
     """The stored form of a wake target (module docstring); None: recorded only.
     ``allowed_urls``: a new target, whose webhook URL must be within them and which may
     not name ``secret_env``; None: a stored one, read tolerantly (``secret_env`` dropped)."""
@@ -95,7 +94,7 @@ def check_target(
             raise AcmiValidationError(
                 "target.bus", "event_bus", "must be an event bus name or ARN (1-1600 characters)"
             )
-        return {"type": kind, "bus": bus}
+        return {"type": "eventbridge", "bus": bus}
     url = target.get("url")
     if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL_LEN:
         raise AcmiValidationError(
@@ -113,7 +112,7 @@ def check_target(
             "must be within the URLs the operator allows (ACMI_WAKE_ALLOWED_URLS"
             + (f": {', '.join(allowed_urls)})" if allowed_urls else ", which is empty)"),
         )
-    return {"type": kind, "url": url}
+    return {"type": "webhook", "url": url}
 
 
 def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
@@ -176,7 +175,7 @@ class WakeAPI:
         *,
         every_hours: int = 1,
         target: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> WakeSet:
         """Store the slot in the profile and the next due time in the due index, in one
         step. Returns ``{agent, minute, every_hours, target, next_due}``."""
         eid = agent_id(agent)
@@ -187,7 +186,7 @@ class WakeAPI:
                 "every_hours", "enum", f"must divide 24: one of {', '.join(map(str, EVERY_HOURS))}"
             )
         allowed = wake_url_prefixes(self._ctx.settings.wake_allowed_urls)
-        slot = {
+        slot: WakeSlot = {
             "minute": minute,
             "every_hours": every_hours,
             "target": check_target(target, allowed),

@@ -118,6 +118,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/work/{id}/owner",
         "Assign the item to an owner (moves it between owners' open indexes)",
         f"{_WORK}.assign",
+        result="builtins:str",
     ),
     WORK.read(
         "work.sessions",
@@ -141,6 +142,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="heartbeat",
         params="acmi_core.operations.params:AgentsHeartbeatParams",
         cli="heartbeat",
+        result="acmi_core.coordination.results:Heartbeat",
     ),
     AGENTS.write(
         "agents.spawn",
@@ -151,6 +153,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="spawn",
         params="acmi_core.operations.params:AgentsSpawnParams",
         cli="spawn",
+        result="acmi_core.coordination.results:SpawnRecord",
     ),
     AGENTS.read(
         "agents.spawns",
@@ -158,6 +161,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/spawns",
         "The newest spawns, newest first",
         f"{_AGENT}.spawns",
+        result="acmi_core.coordination.results:SpawnLog",
     ),
     AGENTS.write(
         "agents.join",
@@ -165,6 +169,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/threads/{thread:path}",
         "Join a thread (active context), with a role (default participant)",
         f"{_AGENT}.join",
+        result="acmi_core.coordination.results:ThreadEntry",
     ),
     AGENTS.write(
         "agents.leave",
@@ -172,6 +177,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/agents/{agent}/threads/{thread:path}",
         "Leave a thread",
         f"{_AGENT}.leave",
+        result="types:NoneType",
     ),
     AGENTS.read(
         "agents.threads",
@@ -209,6 +215,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AGENT}.invite",
         cli="invite-agent",
         store_only=True,
+        result="acmi_core.coordination.results:Invite",
     ),
     Operation(
         "agents.wake",
@@ -217,6 +224,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.coordination.wake:WakeAPI.set",
         cli="agents wake",
         store_only=True,
+        result="acmi_core.coordination.results:WakeSet",
     ),
 )
 
@@ -260,6 +268,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/workflows/{workflow}/executions",
         "Log that an agent executed a step (kind step-executed)",
         f"{_WORKFLOW}.execute",
+        result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
         "workflows.assess",
@@ -269,6 +278,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.assess",
         mcp="assess",
         params="acmi_core.operations.params:WorkflowsAssessParams",
+        result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
         "workflows.improve",
@@ -278,6 +288,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.improve",
         mcp="improve",
         params="acmi_core.operations.params:WorkflowsImproveParams",
+        result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.read(
         "workflows.lessons",

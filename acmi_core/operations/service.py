@@ -9,8 +9,8 @@ from typing import Final
 from acmi_core.operations.model import Access, Operation
 
 
-def _operator(name: str, summary: str, call: str, cli: str) -> Operation:
-    return Operation(name, summary, Access.ADMIN, call, cli=cli, store_only=True)
+def _operator(name: str, summary: str, call: str, cli: str, result: str | None = None) -> Operation:
+    return Operation(name, summary, Access.ADMIN, call, cli=cli, store_only=True, result=result)
 
 
 DOCS_OPERATIONS: Final[tuple[Operation, ...]] = (
@@ -38,12 +38,14 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Check a keyspace other ACMI tools wrote (read-only)",
         "acmi_core.ops.doctor:doctor_report",
         "doctor",
+        "builtins:int",
     ),
     _operator(
         "ops.migrate",
         "Repair what doctor finds (index, MCP layout, tenant_id)",
         "acmi_core.ops.migrate:migrate_report",
         "migrate",
+        "builtins:int",
     ),
     _operator(
         "keys.create",
@@ -63,6 +65,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Configure a source (auth and mapping)",
         "acmi_core.ingest.config:put_config",
         "sources set",
+        "acmi_core.ingest.config:SourceSet",
     ),
     _operator(
         "jobs.run",
@@ -81,12 +84,14 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Each provider's quota health; the overall status is the worst",
         "acmi_core.ops.quota:monitor",
         "quota-monitor",
+        "acmi_core.ops.results:QuotaMonitor",
     ),
     _operator(
         "quota.report",
         "Post a quota reading",
         "acmi_core.ops.quota:report",
         "quota report",
+        "acmi_core.ops.results:QuotaReport",
     ),
 )
 
