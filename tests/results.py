@@ -7,11 +7,14 @@ against its declared type, nested TypedDicts held the same way."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import sys
 import types
 import typing
 from typing import Any, Union, get_args, get_origin, is_typeddict
 
+import typing_extensions
 from pydantic import TypeAdapter
 
 from acmi_core.operations import operation
@@ -36,8 +39,37 @@ def assert_result(row_name: str, value: Any) -> None:
     """``value`` (a core answer, or the JSON body a surface printed) is of ``row_name``'s
     declared result type."""
     kind = declared(row_name)
-    TypeAdapter(kind).validate_python(value)
+    TypeAdapter(portable(kind)).validate_python(value)
     assert_closed(kind, value, row_name)
+
+
+def portable(kind: Any) -> Any:
+    """``kind`` as pydantic validates it on this Python: before 3.12 it refuses a
+    ``typing.TypedDict`` (only ``typing_extensions``' will do), so each one, nested ones
+    too, is rebuilt as the same ``typing_extensions.TypedDict``."""
+    return kind if sys.version_info >= (3, 12) else _portable(kind)
+
+
+@functools.cache
+def _portable(kind: Any) -> Any:
+    origin, args = get_origin(kind), get_args(kind)
+    if is_typeddict(kind):
+        fields: dict[str, Any] = {}
+        for name, declared in typing.get_type_hints(kind, include_extras=True).items():
+            hint = declared
+            while get_origin(hint) in (typing.Required, typing.NotRequired):
+                hint = get_args(hint)[0]
+            required = name in kind.__required_keys__
+            wrap = typing_extensions.Required if required else typing_extensions.NotRequired
+            fields[name] = wrap[_portable(hint)]
+        return typing_extensions.TypedDict(kind.__name__, fields)  # type: ignore[operator]
+    if origin is typing.Annotated:
+        return typing.Annotated[(_portable(args[0]), *kind.__metadata__)]
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_portable(a) for a in args)]  # noqa: UP007  (built from a tuple)
+    if origin in (list, dict, tuple) and args:
+        return origin[tuple(a if a is Ellipsis else _portable(a) for a in args)]
+    return kind
 
 
 def assert_closed(kind: Any, value: Any, where: str) -> None:

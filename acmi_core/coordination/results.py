@@ -5,8 +5,8 @@ bodies, the CLI's JSON, the MCP tools' results); mypy checks each key the core w
 and each key a surface reads. The ``*Body`` types are what a result object's
 ``to_dict()`` gives (a lease, a work item, a queue page): the dict the surfaces print."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: on Python 3.11 a TypedDict's NotRequired keys
+# are only seen as such when the annotation is evaluated at class creation.
 from typing import Any, Literal, NotRequired, TypedDict
 
 # --- agents ----------------------------------------------------------------------------
@@ -38,6 +38,25 @@ class ThreadEntry(TypedDict):
 
     role: str
     joined_at: int
+
+
+class SpawnsBody(TypedDict):
+    """``GET /v1/agents/{agent}/spawns``: the log, under ``spawns``."""
+
+    spawns: list[SpawnRecord]
+
+
+class JoinedBody(ThreadEntry):
+    """``PUT /v1/agents/{agent}/threads/{thread}``: the entry, under the thread's name."""
+
+    thread: str
+
+
+class LeftBody(TypedDict):
+    """``DELETE /v1/agents/{agent}/threads/{thread}`` (the core answers None)."""
+
+    thread: str
+    left: Literal[True]
 
 
 class Permissions(TypedDict):
@@ -194,6 +213,13 @@ class SessionsBody(SessionPageBody):
     """``GET /v1/work/{id}/sessions``: the page, under the item's id."""
 
     id: str
+
+
+class OwnerBody(TypedDict):
+    """``PUT /v1/work/{id}/owner``: the item and its owner's entity id (the core's str)."""
+
+    id: str
+    owner: str
 
 
 # --- hitl ------------------------------------------------------------------------------

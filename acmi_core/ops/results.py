@@ -1,10 +1,11 @@
-"""What the operator tools return, key by key: the quota check and a posted reading.
+"""What the operator tools return, key by key: the quota check and a posted reading,
+and the lines ``acmi doctor --json`` and ``acmi migrate --json`` print.
 
 TypedDicts, so an answer is still the plain dict the CLI prints as JSON; mypy checks
 each key the tool writes and each key a caller reads."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: on Python 3.11 a TypedDict's NotRequired keys
+# are only seen as such when the annotation is evaluated at class creation.
 from typing import NotRequired, TypedDict
 
 
@@ -74,3 +75,26 @@ class QuotaMonitor(TypedDict):
     checked_at_ms: int
     providers: list[ProviderVerdict]
     recorded: bool
+
+
+class FindingLine(TypedDict):
+    """A doctor finding as ``--json`` prints it (``Finding.to_dict()``): unset values
+    are left out."""
+
+    kind: str  # a findings.Kind value
+    key: str
+    detail: str
+    entity: NotRequired[str]
+    tenant: NotRequired[str]
+    counts: NotRequired[dict[str, int]]  # timeline members: legacy, invalid, unreadable
+    destination: NotRequired[str]
+    state: NotRequired[str]  # an MCP key's McpState value
+
+
+class StepLine(TypedDict):
+    """A migrate step as ``--json`` prints it (``Step.to_dict()``)."""
+
+    action: str  # a migrate.Action value
+    key: str
+    detail: str
+    entity: NotRequired[str]
