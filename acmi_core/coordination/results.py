@@ -225,6 +225,14 @@ class OwnerBody(TypedDict):
 # --- hitl ------------------------------------------------------------------------------
 
 
+class CreatedBody(TypedDict):
+    """``POST /v1/hitl`` and the ``hitl_create`` tool: the stored item (its
+    ``hitl-required`` event as stored), and whether this call stored it."""
+
+    item: dict[str, Any]
+    created: bool
+
+
 class HitlPageBody(TypedDict):
     addressee: str | None
     state: str

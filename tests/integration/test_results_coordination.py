@@ -295,6 +295,14 @@ def test_queue_pages_and_resolutions(http: RouteClient, clock: FakeClock) -> Non
         clock.now += 1
         acmi.hitl.create(f"topic {n}", "approve?", asked_by="agent:claude", correlation_id=f"h-{n}")
     acmi.hitl.create("to mikey", "look", asked_by="agent:claude", addressee="user:mikey")
+    ask = {"topic": "deploy", "request": "go?", "asked_by": "agent:claude", "correlationId": "h-9"}
+    new = http.call("POST", "/v1/hitl", ask)
+    again = http.call("POST", "/v1/hitl", ask)  # idempotent: the stored item, 200
+    assert (new.status_code, again.status_code) == (201, 200) and not again.json()["created"]
+    holds(r.CreatedBody, new.json())
+    holds(r.CreatedBody, again.json())
+    tool = {"topic": "t", "request": "r", "asked_by": "agent:claude"}
+    holds(r.CreatedBody, structured(acmi, "hitl_create", tool))
     first = acmi.hitl.list(limit=2).to_dict()
     assert first["next_cursor"] is not None and first["addressee"] is None
     holds(r.HitlPageBody, first)
