@@ -29,9 +29,9 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final, TypedDict
 
 from acmi_core.base.cache import TtlCache
 from acmi_core.base.errors import AcmiValidationError, NotFound
@@ -68,6 +68,16 @@ class Scope(StrEnum):
         return order.index(self) >= order.index(needed)
 
 
+class ApiKeyBody(TypedDict):
+    """A key's record as stored and printed (``ApiKey.to_dict()``): never the key."""
+
+    id: str
+    tenant: str
+    scope: str  # a Scope's value: read, write or admin
+    name: str
+    created_ms: int
+
+
 @dataclass(frozen=True)
 class ApiKey:
     """What a key may do. The key itself is never stored."""
@@ -78,8 +88,14 @@ class ApiKey:
     name: str
     created_ms: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "scope": self.scope.value}
+    def to_dict(self) -> ApiKeyBody:
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "scope": self.scope.value,
+            "name": self.name,
+            "created_ms": self.created_ms,
+        }
 
 
 def key_hash(plaintext: str) -> str:

@@ -127,7 +127,7 @@ class Bootstrapper:
         _capped(bundle, reply["capped"])
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
-            bundle.spawn = record if reply["spawned"] == 1 else {**record, "duplicate": True}
+            bundle.spawn = {**record} if reply["spawned"] == 1 else {**record, "duplicate": True}
         bundle.max_bytes = budget
         bundle.text = render(bundle)
         if budget is not None and bundle.size_bytes > budget:

@@ -26,6 +26,7 @@ from acmi_core.base.keys import (
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.bootstrap.budget import CAPS, READ_BYTES
+from acmi_core.coordination.results import SpawnRecord
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply
 from acmi_core.store.writes import script_error
@@ -47,7 +48,7 @@ def run(
     events: int,
     wanted: frozenset[str],
     loaded: frozenset[str],
-    record: dict[str, Any] | None,
+    record: SpawnRecord | None,
     slug: str | None,
 ) -> scripts.Slots:
     """One run of bootstrap.lua for the sections ``wanted`` (``loaded``: those read now),

@@ -148,7 +148,10 @@ ANSWERS: Final[dict[str, Answer]] = {
 
 
 class LocalBackend:
-    """The store, through the client (the same configuration as ``create_acmi()``)."""
+    """The store, through the client (the same configuration as ``create_acmi()``).
+
+    The client's typed answers (TypedDicts) are handed on as the plain JSON objects the
+    protocol prints (``dict(...)``: the HTTP backend's answers are decoded JSON)."""
 
     def __init__(self, acmi: Acmi, label: str) -> None:
         self.acmi, self.label = acmi, label

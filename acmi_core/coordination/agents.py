@@ -50,7 +50,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from acmi_core.base.errors import AcmiValidationError, Conflict
 from acmi_core.base.keys import (
@@ -69,6 +69,14 @@ from acmi_core.base.model import (
     encode_event,
 )
 from acmi_core.base.stored import decode_object, scored
+from acmi_core.coordination.results import (
+    Heartbeat,
+    Invite,
+    Permissions,
+    SpawnRecord,
+    ThreadEntry,
+    Transition,
+)
 from acmi_core.entities.api import ProfileAPI, TimelineAPI
 from acmi_core.store import scripts
 from acmi_core.store.writes import Replayed, WritePlan
@@ -123,7 +131,7 @@ def _loads(raw: object) -> Any:
 SPAWN_FIELDS: Final = ("session_id", "model_id", "host")
 
 
-def spawn_record(fields: Mapping[str, Any], ts: int, *, field: str | None = None) -> dict[str, Any]:
+def spawn_record(fields: Mapping[str, Any], ts: int, *, field: str | None = None) -> SpawnRecord:
     """The spawns member of a session start, ``{ts, session_id, model_id, host?}`` (each
     1-256 characters). ``field`` prefixes the names an error reports (``spawn.model_id``)."""
 
@@ -139,11 +147,14 @@ def spawn_record(fields: Mapping[str, Any], ts: int, *, field: str | None = None
         raise AcmiValidationError(
             name(unknown[0]), "unknown", "is not a spawn field (session_id, model_id, host)"
         )
-    record: dict[str, Any] = {"ts": ts}
-    for part in ("session_id", "model_id"):
+
+    def required(part: str) -> str:
         if part not in fields:
             raise AcmiValidationError(name(part), "required", "is required")
-        record[part] = _text(fields[part], name(part))
+        return _text(fields[part], name(part))
+
+    session_id = required("session_id")  # checked in this order: the first error names it
+    record: SpawnRecord = {"ts": ts, "session_id": session_id, "model_id": required("model_id")}
     if fields.get("host") is not None:
         record["host"] = _text(fields["host"], name("host"))
     return record
@@ -160,7 +171,7 @@ class Tier:
     max_tokens_per_hour: int
     write_access: bool
 
-    def permissions(self, name: str) -> dict[str, Any]:
+    def permissions(self, name: str) -> Permissions:
         """The reference's permissions document (its field names, so its readers agree)."""
         return {
             "role_tier": name,
@@ -246,7 +257,7 @@ class AgentAPI:
 
     def spawn(
         self, agent: str, session_id: str, model_id: str, host: str | None = None
-    ) -> dict[str, Any]:
+    ) -> SpawnRecord:
         """Log a session start (only in the spawns ZSET, never in the timeline)."""
         eid = agent_id(agent)
         guard = self._ctx.guard
@@ -261,20 +272,21 @@ class AgentAPI:
         self._apply(eid, plan)
         return record
 
-    def spawns(self, agent: str, limit: int = 5) -> list[dict[str, Any]]:
+    def spawns(self, agent: str, limit: int = 5) -> list[SpawnRecord]:
         """The newest ``limit`` spawns, newest first."""
         key = self._keys.slot(agent_id(agent), SPAWNS)
         reply = self._ctx.store.execute(("ZRANGE", key, 0, limit - 1, "REV"))
         records = [_loads(m) for m in reply] if isinstance(reply, list) else []
-        return [r for r in records if isinstance(r, dict)]
+        # decoded JSON: the members spawn() wrote (another tool's are objects of its own)
+        return [cast(SpawnRecord, r) for r in records if isinstance(r, dict)]
 
     # active threads -------------------------------------------------------------------
 
-    def join(self, agent: str, thread: str, role: str = "participant") -> dict[str, Any]:
+    def join(self, agent: str, thread: str, role: str = "participant") -> ThreadEntry:
         eid = agent_id(agent)
         role = self._ctx.guard(role, "role")
         self._ctx.guard_ids((eid, "agent"), (thread, "thread"))  # ids: refused, never redacted
-        entry = {"role": _text(role, "role"), "joined_at": self._ctx.clock()}
+        entry: ThreadEntry = {"role": _text(role, "role"), "joined_at": self._ctx.clock()}
         plan = WritePlan()
         plan.hset(self._keys.slot(eid, ACTIVE_CONTEXT), _text(thread, "thread"), dumps(entry))
         self._apply(eid, plan)
@@ -322,7 +334,7 @@ class AgentAPI:
 
     def heartbeat(
         self, agent: str, status: str = "ACTIVE", note: str | None = None, *, now: int | None = None
-    ) -> dict[str, Any]:
+    ) -> Heartbeat:
         """Record that ``agent`` is alive (module docstring): signals + activity index in
         one WritePlan, one round trip. Returns ``{agent, ts, status}`` (and ``note``)."""
         eid = agent_id(agent)
@@ -342,7 +354,7 @@ class AgentAPI:
         plan.zset(self._keys.activity(), ts, str(eid))
         plan.zmax(self._keys.tenants_with(ACTIVITY), ts, self._keys.tenant)  # for the sweep
         self._apply(eid, plan)
-        beat: dict[str, Any] = {"agent": str(eid), "ts": ts, "status": status}
+        beat: Heartbeat = {"agent": str(eid), "ts": ts, "status": status}
         if note is not None:
             beat["note"] = note
         return beat
@@ -392,7 +404,7 @@ class AgentAPI:
         role: str | None = None,
         lane: str | None = None,
         invited_by: str = INVITER,
-    ) -> dict[str, Any]:
+    ) -> Invite:
         """Onboard ``agent`` with ``tier``, or change its tier (module docstring).
 
         Returns ``{agent, tier, previous_tier, created, action, changed, permissions,
@@ -416,7 +428,7 @@ class AgentAPI:
             previous = _stored_tier(profile)
             stored = profile or {}
             changed = [k for k, v in wanted.items() if k not in stored or not _same(stored[k], v)]
-            result: dict[str, Any] = {
+            result: Invite = {
                 "agent": str(eid),
                 "tier": tier,
                 "previous_tier": previous,
@@ -433,9 +445,16 @@ class AgentAPI:
                     result["profile"] = self._profile.merge(eid, {k: wanted[k] for k in changed})
                 return result
             try:
-                return result | self._transition(eid, tier, previous, version, wanted, source)
+                transition = self._transition(eid, tier, previous, version, wanted, source)
             except Replayed:
                 continue  # another invite moved this agent from `version` first: read again
+            # keys the answer has already: assigned in place, so the key order stays
+            result["created"] = transition["created"]
+            result["action"] = transition["action"]
+            result["changed"] = transition["changed"]
+            result["profile"] = transition["profile"]
+            result["event"] = transition["event"]
+            return result
         raise Conflict(
             f"agent {eid}: the tier kept changing under {INVITE_ATTEMPTS} invites",
             field="agent",
@@ -463,7 +482,7 @@ class AgentAPI:
         version: int,
         wanted: dict[str, Any],
         source: str,
-    ) -> dict[str, Any]:
+    ) -> Transition:
         """Onboard (no tier yet) or change the tier, as one WritePlan guarded by the
         once-record of ``version``; raises Replayed when another invite took it."""
         now = self._ctx.clock()

@@ -69,6 +69,7 @@ from acmi_core.base.keys import COORDINATION_THREAD, HITL_OPERATOR, HITL_SHARED
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.base.pages import MAX_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, load_stored, render_json
+from acmi_core.coordination.results import HitlPageBody, ResolvedBody
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg
 from acmi_core.store.writes import script_error
@@ -169,7 +170,7 @@ class Resolved:
     resolved_at: int
     deadline: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ResolvedBody:
         return {
             "correlationId": self.correlationId,
             "addressee": self.addressee,
@@ -191,7 +192,7 @@ class HitlPage:
     next_cursor: str | None
     skipped: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HitlPageBody:
         return {
             "addressee": self.addressee,
             "state": self.state,

@@ -32,13 +32,14 @@ import hashlib
 import re
 import secrets
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError
 from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import EntityId, parse_event
+from acmi_core.coordination.results import LeaseBody, LockStateBody
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg
 from acmi_core.store.writes import script_error
@@ -116,12 +117,26 @@ class Lease:
     correlationId: str
     owner_token: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self) -> LeaseBody:
+        iso = _iso(self.expires_at)
         if self.owner_token is None:
-            del data["owner_token"]
-        data["expires_at_iso"] = _iso(self.expires_at)
-        return data
+            return {
+                "resource": self.resource,
+                "owner": self.owner,
+                "fence": self.fence,
+                "expires_at": self.expires_at,
+                "correlationId": self.correlationId,
+                "expires_at_iso": iso,
+            }
+        return {  # the token before the iso time: the key order the JSON always had
+            "resource": self.resource,
+            "owner": self.owner,
+            "fence": self.fence,
+            "expires_at": self.expires_at,
+            "correlationId": self.correlationId,
+            "owner_token": self.owner_token,
+            "expires_at_iso": iso,
+        }
 
 
 @dataclass(frozen=True)
@@ -134,8 +149,14 @@ class LockState:
     expires_at: int | None
     fence: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> LockStateBody:
+        return {
+            "resource": self.resource,
+            "held": self.held,
+            "owner": self.owner,
+            "expires_at": self.expires_at,
+            "fence": self.fence,
+        }
 
 
 def parse_lease_entry(member: object) -> Lease | None:

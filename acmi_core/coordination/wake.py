@@ -38,6 +38,7 @@ from acmi_core.base.model import dumps, profile_defaults
 from acmi_core.base.settings import TENANT_PLACEHOLDER, wake_buses, wake_url_prefixes
 from acmi_core.base.stored import scored
 from acmi_core.coordination.agents import agent_id
+from acmi_core.coordination.results import WakeSet, WakeSlot, WakeTarget
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def check_target(
     *,
     allowed_buses: tuple[str, ...] = (),
     tenant: str = "",
-) -> dict[str, Any] | None:
+) -> WakeTarget | None:
     """The stored form of a wake target (module docstring); None: recorded only.
     ``allowed_urls``: a new target, whose webhook URL must be within them, whose bus must
     be among ``allowed_buses`` (for ``tenant``) and which may not name ``secret_env``;
@@ -127,7 +128,7 @@ def check_target(
             "must be within the URLs the operator allows (ACMI_WAKE_ALLOWED_URLS"
             + (f": {', '.join(allowed_urls)})" if allowed_urls else ", which is empty)"),
         )
-    return {"type": kind, "url": url}
+    return {"type": "webhook", "url": url}
 
 
 def bus_allowed(bus: str, entries: tuple[str, ...], tenant: str) -> bool:
@@ -196,7 +197,7 @@ class WakeAPI:
         *,
         every_hours: int = 1,
         target: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> WakeSet:
         """Store the slot in the profile and the next due time in the due index, in one
         step. Returns ``{agent, minute, every_hours, target, next_due}``."""
         eid = agent_id(agent)
@@ -214,7 +215,7 @@ class WakeAPI:
             allowed_buses=buses,
             tenant=self._keys.tenant,
         )
-        slot = {"minute": minute, "every_hours": every_hours, "target": checked}
+        slot: WakeSlot = {"minute": minute, "every_hours": every_hours, "target": checked}
         due = next_due(self._ctx.clock(), minute, every_hours)
         fields: list[tuple[Any, str, str]] = [("set", "wake", dumps(slot))]
         fields += [

@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import (
@@ -106,6 +106,14 @@ from acmi_core.base.model import (
 )
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, decode_event, load_stored
+from acmi_core.coordination.results import (
+    LegacyRow,
+    SessionPageBody,
+    SkippedMember,
+    WorkItemBody,
+    WorkPageBody,
+    WorkRefBody,
+)
 from acmi_core.entities.api import EntityAPI, newest_command, newest_members
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Command, Reply
@@ -179,12 +187,12 @@ def is_open(status: object) -> bool:
 
 def _timeline_rows(
     members: list[Reply], key: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], list[LegacyRow], list[SkippedMember]]:
     """A work item's events as stored (known fields first), the legacy ones by index,
     and the members that could not be read, by position."""
     timeline: list[dict[str, Any]] = []
-    legacy: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    legacy: list[LegacyRow] = []
+    skipped: list[SkippedMember] = []
     for position, member in enumerate(members):
         decoded = decode_event(member)
         if isinstance(decoded, str):
@@ -216,20 +224,34 @@ class WorkItem:
     status: Any
     open: bool
     timeline: list[dict[str, Any]] = field(default_factory=list)
-    legacy: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    legacy: list[LegacyRow] = field(default_factory=list)
+    skipped: list[SkippedMember] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
     sessions_total: int = 0
     problems: list[str] = field(default_factory=list)
     # the page byte cap stopped the events: GET .../timeline?reverse=true&cursor= goes on
     next_cursor: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> WorkItemBody:
         # Not asdict: it copies every nested value recursively, and a stored value another
         # tool nested ~500 deep (reads take 512) would pass Python's recursion limit.
-        body = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
-        if self.next_cursor is None:  # a key only when the cap cut the events
-            del body["next_cursor"]
+        body: WorkItemBody = {
+            "id": self.id,
+            "entity": self.entity,
+            "profile": copy.copy(self.profile),
+            "signals": copy.copy(self.signals),
+            "owner": self.owner,
+            "status": copy.copy(self.status),
+            "open": self.open,
+            "timeline": copy.copy(self.timeline),
+            "legacy": copy.copy(self.legacy),
+            "skipped": copy.copy(self.skipped),
+            "sessions": copy.copy(self.sessions),
+            "sessions_total": self.sessions_total,
+            "problems": copy.copy(self.problems),
+        }
+        if self.next_cursor is not None:  # a key only when the cap cut the events
+            body["next_cursor"] = self.next_cursor
         return body
 
 
@@ -243,8 +265,15 @@ class WorkRef:
     status: Any = None
     owner: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+    def to_dict(self) -> WorkRefBody:
+        body: WorkRefBody = {"id": self.id}
+        if self.updated_at is not None:
+            body["updated_at"] = self.updated_at
+        if self.status is not None:
+            body["status"] = copy.deepcopy(self.status)  # asdict's copy, as before
+        if self.owner is not None:
+            body["owner"] = self.owner
+        return body
 
 
 @dataclass(frozen=True)
@@ -252,7 +281,7 @@ class WorkPage:
     items: list[WorkRef]
     next_cursor: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> WorkPageBody:
         return {"items": [i.to_dict() for i in self.items], "next_cursor": self.next_cursor}
 
 
@@ -261,8 +290,8 @@ class SessionPage:
     sessions: list[str]
     next_cursor: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> SessionPageBody:
+        return {"sessions": list(self.sessions), "next_cursor": self.next_cursor}
 
 
 # --- the API --------------------------------------------------------------------------------

@@ -70,6 +70,12 @@ from acmi_core.base.model import (
     summary_too_long,
 )
 from acmi_core.base.stored import Unreadable, load_stored
+from acmi_core.coordination.results import (
+    AssessmentsBody,
+    StepScoresBody,
+    UnassessedBody,
+    WindowBody,
+)
 from acmi_core.entities.api import TimelineAPI
 from acmi_core.store.base import Reply
 from acmi_core.store.writes import WritePlan
@@ -255,7 +261,7 @@ class Window:
     complete: bool
     oldest_examined_ts: int | float | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> WindowBody:
         return {
             "examined": self.examined,
             "complete": self.complete,
@@ -272,7 +278,7 @@ class Unassessed:
     executions: list[dict[str, Any]]
     window: Window
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> UnassessedBody:
         return {
             "workflow": self.workflow,
             "unassessed": self.executions,
@@ -287,7 +293,7 @@ class StepScores:
     last: int | None = None
     last_ts: int | float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StepScoresBody:
         mean = round(self.total / self.count, 2) if self.count else None
         return {"count": self.count, "mean": mean, "last": self.last, "last_ts": self.last_ts}
 
@@ -298,7 +304,7 @@ class Assessments:
     steps: dict[str, StepScores] = field(default_factory=dict)
     window: Window = Window(0, True, None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AssessmentsBody:
         return {
             "workflow": self.workflow,
             "steps": {name: s.to_dict() for name, s in sorted(self.steps.items())},

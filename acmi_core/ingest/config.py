@@ -67,6 +67,10 @@ class SourceConfig(BaseModel):
         return None if mapping is None else check_mapping(mapping)
 
 
+# ``sources.set``'s answer: the config as stored, and a new push token (shown once) or None
+SourceSet = tuple[SourceConfig, str | None]
+
+
 class SourceConfigUnreadable(Unavailable):
     """The stored config of a source cannot be read: its deliveries are refused (503)
     rather than accepted without the checks it may hold. ``problems`` says what is wrong
@@ -170,7 +174,7 @@ def put_config(
     gmail_credentials_secret: str | None = None,
     remove_gmail_credentials_secret: bool = False,
     replace: bool = False,
-) -> tuple[SourceConfig, str | None]:
+) -> SourceSet:
     """Create or update a source's config. What is given changes, what a ``remove_*``
     flag names is removed, everything else stays as stored. ``replace``: start from an
     empty config instead (the way to overwrite one that cannot be read). Returns

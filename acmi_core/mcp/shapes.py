@@ -158,7 +158,7 @@ def threads(acmi: Acmi, scope: Scope, q: p.AgentsThreadsParams) -> dict[str, Any
     if not q.thread:
         raise AcmiValidationError("thread", "required", f"is needed to {q.action}")
     if q.action == "add":
-        return acmi.agents.join(q.agent, q.thread, q.role)
+        return dict(acmi.agents.join(q.agent, q.thread, q.role))
     acmi.agents.leave(q.agent, q.thread)
     return {"removed": q.thread}
 
@@ -171,7 +171,7 @@ def work_create(acmi: Acmi, scope: Scope, q: p.WorkCreateParams) -> dict[str, An
     doc = dict(q.profile or {})
     if q.title is not None:
         doc["title"] = q.title
-    return acmi.work.create(q.id, doc, owner=q.owner, status=q.status).to_dict()
+    return dict(acmi.work.create(q.id, doc, owner=q.owner, status=q.status).to_dict())
 
 
 def hitl_create(acmi: Acmi, scope: Scope, q: p.HitlCreateParams) -> dict[str, Any]:

@@ -119,6 +119,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Assign the item to an owner (moves it between owners' open indexes)",
         f"{_WORK}.assign",
         params="acmi_core.operations.params.work:WorkOwnerParams",
+        result="builtins:str",
     ),
     WORK.read(
         "work.sessions",
@@ -142,6 +143,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="heartbeat",
         params="acmi_core.operations.params.agents:AgentsHeartbeatParams",
         cli="heartbeat",
+        result="acmi_core.coordination.results:Heartbeat",
     ),
     AGENTS.write(
         "agents.spawn",
@@ -152,6 +154,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="spawn",
         params="acmi_core.operations.params.agents:AgentsSpawnParams",
         cli="spawn",
+        result="acmi_core.coordination.results:SpawnRecord",
     ),
     AGENTS.read(
         "agents.spawns",
@@ -160,6 +163,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The newest spawns, newest first",
         f"{_AGENT}.spawns",
         params="acmi_core.operations.params.agents:AgentsSpawnsParams",
+        result="acmi_core.coordination.results:SpawnLog",
     ),
     AGENTS.write(
         "agents.join",
@@ -168,6 +172,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Join a thread (active context), with a role (default participant)",
         f"{_AGENT}.join",
         params="acmi_core.operations.params.agents:AgentsJoinParams",
+        result="acmi_core.coordination.results:ThreadEntry",
     ),
     AGENTS.write(
         "agents.leave",
@@ -176,6 +181,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Leave a thread",
         f"{_AGENT}.leave",
         params="acmi_core.operations.params.agents:AgentsLeaveParams",
+        result="types:NoneType",
     ),
     AGENTS.read(
         "agents.threads",
@@ -214,6 +220,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         cli="invite-agent",
         store_only=True,
         params="acmi_core.operations.params.agents:AgentsInviteParams",
+        result="acmi_core.coordination.results:Invite",
     ),
     Operation(
         "agents.wake",
@@ -223,6 +230,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         cli="agents wake",
         store_only=True,
         params="acmi_core.operations.params.agents:AgentsWakeParams",
+        result="acmi_core.coordination.results:WakeSet",
     ),
 )
 
@@ -267,6 +275,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Log that an agent executed a step (kind step-executed)",
         f"{_WORKFLOW}.execute",
         params="acmi_core.operations.params.workflows:WorkflowsExecuteParams",
+        result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
         "workflows.assess",
@@ -276,6 +285,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.assess",
         mcp="assess",
         params="acmi_core.operations.params.workflows:WorkflowsAssessParams",
+        result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
         "workflows.improve",
@@ -285,6 +295,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.improve",
         mcp="improve",
         params="acmi_core.operations.params.workflows:WorkflowsImproveParams",
+        result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.read(
         "workflows.lessons",

@@ -11,10 +11,13 @@ from acmi_core.operations.model import Access, Operation
 _PARAMS: Final = "acmi_core.operations.params.service"
 
 
-def _operator(name: str, summary: str, call: str, cli: str, params: str) -> Operation:
+def _operator(
+    name: str, summary: str, call: str, cli: str, params: str, result: str | None = None
+) -> Operation:
     return Operation(
-        name, summary, Access.ADMIN, call, cli=cli, store_only=True, params=f"{_PARAMS}:{params}"
-    )
+        name, summary, Access.ADMIN, call, cli=cli, store_only=True,
+        params=f"{_PARAMS}:{params}", result=result,
+    )  # fmt: skip
 
 
 DOCS_OPERATIONS: Final[tuple[Operation, ...]] = (
@@ -43,6 +46,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ops.doctor:doctor_report",
         "doctor",
         "DoctorParams",
+        result="builtins:int",
     ),
     _operator(
         "ops.migrate",
@@ -50,6 +54,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ops.migrate:migrate_report",
         "migrate",
         "MigrateParams",
+        result="builtins:int",
     ),
     _operator(
         "keys.create",
@@ -78,6 +83,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ingest.config:put_config",
         "sources set",
         "SourcesSetParams",
+        result="acmi_core.ingest.config:SourceSet",
     ),
     _operator(
         "jobs.run",
@@ -99,6 +105,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ops.quota:monitor",
         "quota-monitor",
         "QuotaMonitorParams",
+        result="acmi_core.ops.results:QuotaMonitor",
     ),
     _operator(
         "quota.report",
@@ -106,6 +113,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ops.quota:report",
         "quota report",
         "QuotaReportParams",
+        result="acmi_core.ops.results:QuotaReport",
     ),
 )
 

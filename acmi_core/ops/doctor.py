@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Final, Protocol, TextIO
+from typing import Final, Protocol, TextIO
 
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
@@ -60,6 +60,7 @@ from acmi_core.ops.keyspace import (
     slot_rank,
     type_name,
 )
+from acmi_core.ops.results import FindingLine, StepLine
 from acmi_core.store.base import Command, Reply
 
 # Timeline members per pipeline (MEMBER_CHUNK: per ZRANGE, in findings.py).
@@ -490,7 +491,7 @@ class Reported(Protocol):
     @property
     def detail(self) -> str: ...
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> FindingLine | StepLine: ...
 
 
 def report_line(item: Reported) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 from acmi_core.ops.keyspace import ParsedKey
+from acmi_core.ops.results import FindingLine
 
 # Timeline members per ZRANGE: bounds what one reply holds in memory.
 MEMBER_CHUNK: Final = 1000
@@ -60,12 +61,18 @@ class Finding:
     def name(self) -> str:
         return self.kind.value
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind.value, "key": self.key, "detail": self.detail}
-        for name in ("entity", "tenant", "counts", "destination", "state"):
-            value = getattr(self, name)
-            if value is not None:
-                data[name] = value
+    def to_dict(self) -> FindingLine:
+        data: FindingLine = {"kind": self.kind.value, "key": self.key, "detail": self.detail}
+        if self.entity is not None:
+            data["entity"] = self.entity
+        if self.tenant is not None:
+            data["tenant"] = self.tenant
+        if self.counts is not None:
+            data["counts"] = self.counts
+        if self.destination is not None:
+            data["destination"] = self.destination
+        if self.state is not None:
+            data["state"] = self.state
         return data
 
 

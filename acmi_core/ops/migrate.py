@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
 from acmi_core.base.errors import Conflict, StoreCommandError
 from acmi_core.base.keys import Keys, Slot
@@ -36,6 +36,7 @@ from acmi_core.memory.slots import HEARTBEAT, HYGIENE_KEYS, memory_slot
 from acmi_core.ops.doctor import Doctor, stderr_progress, stream
 from acmi_core.ops.findings import Finding, Kind, McpCopy, McpState, Repair
 from acmi_core.ops.keyspace import ParsedKey, Progress, no_progress, object_problem
+from acmi_core.ops.results import StepLine
 from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import FieldMode, WritePlan
 
@@ -79,8 +80,8 @@ class Step:
     def name(self) -> str:
         return self.action.value
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {"action": self.action.value, "key": self.key, "detail": self.detail}
+    def to_dict(self) -> StepLine:
+        data: StepLine = {"action": self.action.value, "key": self.key, "detail": self.detail}
         if self.entity is not None:
             data["entity"] = self.entity
         return data

@@ -46,7 +46,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 
@@ -60,10 +60,17 @@ from acmi_core.base.model import (
     encode_event,
 )
 from acmi_core.base.stored import decode_object
+from acmi_core.client import Acmi  # at run time too: the operation table reads the hints
+from acmi_core.ops.results import (
+    CheckedReading,
+    Problem,
+    ProviderCheck,
+    ProviderVerdict,
+    QuotaMonitor,
+    QuotaReport,
+    ReadingDoc,
+)
 from acmi_core.store.writes import WritePlan
-
-if TYPE_CHECKING:
-    from acmi_core.client import Acmi
 
 GREEN: Final = "green"
 YELLOW: Final = "yellow"
@@ -321,9 +328,9 @@ def _resets_at(value: object, field: str) -> str | int | None:
     )
 
 
-def reading_doc(reading: Reading, field: str) -> dict[str, Any]:
+def reading_doc(reading: Reading, field: str) -> ReadingDoc:
     """A reading as its signal stores it; numbers checked (AcmiValidationError)."""
-    doc: dict[str, Any] = {
+    doc: ReadingDoc = {
         "remaining": quota_number(reading.remaining, f"{field}.remaining"),
         "limit": quota_number(reading.limit, f"{field}.limit"),
     }
@@ -360,7 +367,7 @@ def report(
     limit: object,
     unit: str | None = None,
     resets_at: str | int | None = None,
-) -> dict[str, Any]:
+) -> QuotaReport:
     """Post a reading (what a pipeline or an agent saw): the ``<meter>`` signal of
     ``quota:<provider>``, other signals kept; one round trip. Returns
     ``{provider, meter, reading}`` with the reading as stored."""
@@ -378,21 +385,28 @@ def _num(value: int | float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
 
 
-def _problem(exc: AcmiError, default_field: str) -> dict[str, str]:
+def _problem(exc: AcmiError, default_field: str) -> Problem:
     field = exc.field if isinstance(exc, AcmiValidationError) else default_field
     return {"field": field, "rule": exc.rule, "message": exc.message}
 
 
-def _check_reading(reading: Reading, now: int, max_age_ms: int | None) -> dict[str, Any]:
+def _check_reading(reading: Reading, now: int, max_age_ms: int | None) -> CheckedReading:
     """One reading classified: ``{meter, status, ratio, remaining, limit, unit,
     resets_at, observed_ms, problem?}``; a reading that breaks a rule is unknown."""
-    out: dict[str, Any] = {"meter": reading.meter, "status": UNKNOWN, "ratio": None}
+    out: CheckedReading = {"meter": reading.meter, "status": UNKNOWN, "ratio": None}
     try:
         doc = reading_doc(reading, reading.meter)
     except AcmiValidationError as exc:
         out["problem"] = _problem(exc, reading.meter)
         return out
-    out |= doc
+    # the reading's keys after the check's, in the reading's order
+    out["remaining"], out["limit"] = doc["remaining"], doc["limit"]
+    if "unit" in doc:
+        out["unit"] = doc["unit"]
+    if "resets_at" in doc:
+        out["resets_at"] = doc["resets_at"]
+    if "observed_ms" in doc:
+        out["observed_ms"] = doc["observed_ms"]
     observed = doc.get("observed_ms")
     if max_age_ms is not None and observed is not None and now - observed > max_age_ms:
         out["problem"] = {
@@ -411,13 +425,13 @@ def _check_reading(reading: Reading, now: int, max_age_ms: int | None) -> dict[s
     return out
 
 
-def _headline(status: str, readings: list[dict[str, Any]], problems: list[Any]) -> str:
-    known = [r for r in readings if r["ratio"] is not None]
+def _headline(status: str, readings: list[CheckedReading], problems: list[Problem]) -> str:
+    # a ratio is set only once the reading's numbers passed (remaining and limit are there)
+    known = [(r["ratio"], r) for r in readings if r["ratio"] is not None]
     if known:
-        low = min(known, key=lambda r: r["ratio"])
+        ratio, low = min(known, key=lambda pair: pair[0])
         return (
-            f"{low['meter']} {_num(low['remaining'])}/{_num(low['limit'])} "
-            f"({low['ratio']:.0%} remaining)"
+            f"{low['meter']} {_num(low['remaining'])}/{_num(low['limit'])} ({ratio:.0%} remaining)"
         )
     if problems:
         first = problems[0]
@@ -427,11 +441,11 @@ def _headline(status: str, readings: list[dict[str, Any]], problems: list[Any]) 
 
 def check_provider(
     provider: QuotaProvider, now: int, max_age_ms: int | None = DEFAULT_MAX_AGE_MS
-) -> dict[str, Any]:
+) -> ProviderCheck:
     """``{provider, status, ratio, headline, readings, problems}`` of one provider."""
     name = provider.name
-    problems: list[dict[str, str]] = []
-    readings: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    readings: list[CheckedReading] = []
     try:
         raw = list(provider.read())
     except AcmiError as exc:
@@ -464,7 +478,7 @@ def monitor(
     record: bool = True,
     alert_to: str | None = None,
     max_age_ms: int | None = DEFAULT_MAX_AGE_MS,
-) -> dict[str, Any]:
+) -> QuotaMonitor:
     """Check every provider (``default_providers`` when None) and, with ``record``,
     write each verdict and the events of the changes in one WritePlan.
 
@@ -482,14 +496,18 @@ def monitor(
     if len(set(names)) != len(names):
         raise AcmiValidationError("providers", "unique", "each provider name at most once")
     now = acmi.clock()
-    results = [check_provider(p, now, max_age_ms) for p in chosen]
+    checks = [check_provider(p, now, max_age_ms) for p in chosen]
     previous = _previous(acmi, names)
-    for result, before in zip(results, previous, strict=True):
-        result["previous"] = before
-        # a first verdict that is fine or unknown is not news; every other change is
-        result["changed"] = before != result["status"] and (
-            before is not None or result["status"] in (YELLOW, RED)
-        )
+    results: list[ProviderVerdict] = [
+        {
+            **check,
+            "previous": before,
+            # a first verdict that is fine or unknown is not news; every other change is
+            "changed": before != check["status"]
+            and (before is not None or check["status"] in (YELLOW, RED)),
+        }
+        for check, before in zip(checks, previous, strict=True)
+    ]
     if record and results:
         _record(acmi, chosen, results, now, alert)
     return {
@@ -520,7 +538,7 @@ def _previous(acmi: Acmi, names: list[str]) -> list[str | None]:
 def _record(
     acmi: Acmi,
     providers: list[QuotaProvider],
-    results: list[dict[str, Any]],
+    results: list[ProviderVerdict],
     now: int,
     alert: EntityId | None,
 ) -> None:
@@ -550,7 +568,7 @@ def _record(
     plan.apply(acmi.store)
 
 
-def _event(acmi: Acmi, result: dict[str, Any], now: int) -> tuple[Event, str]:
+def _event(acmi: Acmi, result: ProviderVerdict, now: int) -> tuple[Event, str]:
     name, status, before = result["provider"], result["status"], result["previous"]
     summary = f"[{status.upper()}] {name}: {result['headline']}"
     return encode_event(

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import Json, object_body, read_fields, request_body, require
 from acmi_core.base.errors import NotFound
+from acmi_core.coordination.results import JoinedBody, LeftBody, SpawnsBody
 
 router = APIRouter(tags=["agents"])
 route = registrar(router, "agents")
@@ -78,7 +79,8 @@ async def spawns(
 ) -> JSONResponse:
     acmi = req.acmi
     records = await req.call(acmi.agents.spawns, agent, limit)
-    return JSONResponse({"spawns": records})
+    body: SpawnsBody = {"spawns": records}
+    return JSONResponse(body)
 
 
 @route(
@@ -95,14 +97,16 @@ async def join(req: Authorized, agent: Agent, thread: Thread) -> JSONResponse:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, (), ("role",), empty_ok=True)
     entry = await req.call(acmi.agents.join, agent, thread, body.get("role", "participant"))
-    return JSONResponse({"thread": thread, **entry})
+    joined: JoinedBody = {"thread": thread, **entry}
+    return JSONResponse(joined)
 
 
 @route("agents.leave", response_model=Json)
 async def leave(req: Authorized, agent: Agent, thread: Thread) -> JSONResponse:
     acmi = req.acmi
     await req.call(acmi.agents.leave, agent, thread)
-    return JSONResponse({"thread": thread, "left": True})
+    left: LeftBody = {"thread": thread, "left": True}
+    return JSONResponse(left)
 
 
 @route("agents.threads", response_model=Json)

@@ -24,6 +24,7 @@ from acmi_core.api.shapes import (
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.pages import MAX_CURSOR_LEN, MAX_PAGE_SIZE
 from acmi_core.coordination.hitl import DEFAULT_LIST_SIZE
+from acmi_core.coordination.results import CreatedBody
 
 router = APIRouter(tags=["hitl"], default_response_class=StoredJSON)
 route = registrar(router, "hitl")
@@ -91,9 +92,8 @@ async def create(req: Authorized) -> StoredJSON:
         addressee=body.get("addressee"),
         correlation_id=body.get("correlationId"),
     )
-    return StoredJSON(
-        {"item": created.item, "created": created.created}, 201 if created.created else 200
-    )
+    answer: CreatedBody = {"item": created.item, "created": created.created}
+    return StoredJSON(answer, 201 if created.created else 200)
 
 
 @route("hitl.list", response_model=Json)

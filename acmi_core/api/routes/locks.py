@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import Json, object_body, request_body, require
+from acmi_core.coordination.results import ReleasedBody
 
 router = APIRouter(tags=["locks"])
 route = registrar(router, "locks")
@@ -63,7 +64,8 @@ async def release(req: Authorized, resource: Resource) -> JSONResponse:
     acmi = req.acmi
     (token,) = require(await object_body(req.request, acmi), "owner_token")
     lease = await req.call(acmi.locks.release, resource, token)
-    return JSONResponse({**lease.to_dict(), "released": True})
+    released: ReleasedBody = {**lease.to_dict(), "released": True}
+    return JSONResponse(released)
 
 
 @route("locks.get", response_model=Json)

@@ -24,6 +24,7 @@ from acmi_core.api.shapes import (
     require,
 )
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.coordination.results import OwnerBody, SessionsBody
 from acmi_core.coordination.work import MAX_ID_LEN
 
 router = APIRouter(tags=["work"], default_response_class=StoredJSON)
@@ -142,7 +143,8 @@ async def put_work_owner(req: Authorized, id: WorkId) -> StoredJSON:
     acmi = req.acmi
     (owner,) = require(await object_body(req.request, acmi), "owner")
     assigned = await req.call(acmi.work.assign, id, owner)
-    return StoredJSON({"id": id, "owner": assigned})
+    body: OwnerBody = {"id": id, "owner": assigned}
+    return StoredJSON(body)
 
 
 @route("work.sessions", response_model=Json)
@@ -154,4 +156,5 @@ async def get_work_sessions(
 ) -> StoredJSON:
     acmi = req.acmi
     page = await req.call(acmi.work.sessions_page, id, cursor=cursor, limit=limit)
-    return StoredJSON({"id": id, **page.to_dict()})
+    body: SessionsBody = {"id": id, **page.to_dict()}
+    return StoredJSON(body)
