@@ -161,7 +161,12 @@ def register(
     return record
 
 
-def mint(store: Store, *, tenant: str, scope: str, name: str, now_ms: int) -> tuple[str, ApiKey]:
+# What keys.create (the key, printed once, and its record) and keys.list answer.
+Minted = tuple[str, ApiKey]
+KeyList = list[ApiKey]
+
+
+def mint(store: Store, *, tenant: str, scope: str, name: str, now_ms: int) -> Minted:
     """A new random key. Returns (plaintext, record): show the plaintext once."""
     plaintext = f"{KEY_PREFIX}{secrets.token_urlsafe(32)}"
     return plaintext, register(
@@ -175,7 +180,7 @@ def lookup(store: Store, plaintext: str) -> ApiKey | None:
     return _decode(raw)
 
 
-def list_keys(store: Store, tenant: str | None = None) -> list[ApiKey]:
+def list_keys(store: Store, tenant: str | None = None) -> KeyList:
     raw = store.execute(("HGETALL", INDEX_KEY))
     items = raw if isinstance(raw, list) else []
     records = [_decode(value) for value in items[1::2]]

@@ -28,6 +28,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="lock_claim",
         params="acmi_core.operations.params.locks:LocksClaimParams",
         cli="lock claim",
+        result="acmi_core.coordination.locks:Lease",
     ),
     LOCKS.write(
         "locks.renew",
@@ -38,6 +39,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="lock_renew",
         params="acmi_core.operations.params.locks:LocksRenewParams",
         cli="lock renew",
+        result="acmi_core.coordination.locks:Lease",
     ),
     LOCKS.write(
         "locks.release",
@@ -48,6 +50,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="lock_release",
         params="acmi_core.operations.params.locks:LocksReleaseParams",
         cli="lock release",
+        result="acmi_core.coordination.locks:Lease",
     ),
     LOCKS.read(
         "locks.get",
@@ -58,6 +61,7 @@ LOCK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="lock_get",
         params="acmi_core.operations.params.locks:LocksGetParams",
         cli="lock show",
+        result="acmi_core.coordination.locks:LockState",
     ),
 )
 
@@ -71,6 +75,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="work_create",
         params="acmi_core.operations.params.work:WorkCreateParams",
         cli="work create",
+        result="acmi_core.coordination.work:WorkItem",
     ),
     WORK.read(
         "work.list",
@@ -81,6 +86,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="work_list",
         params="acmi_core.operations.params.work:WorkListParams",
         cli="work list",
+        result="acmi_core.coordination.work:WorkPage",
     ),
     WORK.read(
         "work.get",
@@ -91,6 +97,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="work_get",
         params="acmi_core.operations.params.work:WorkGetParams",
         cli="work get",
+        result="acmi_core.coordination.work:WorkItem",
     ),
     WORK.write(
         "work.event",
@@ -130,6 +137,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="work_sessions",
         params="acmi_core.operations.params.work:WorkSessionsParams",
         cli="work sessions",
+        result="acmi_core.coordination.work:SessionPage",
     ),
 )
 
@@ -244,6 +252,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="hitl_create",
         params="acmi_core.operations.params.hitl:HitlCreateParams",
         cli="hitl create",
+        result="acmi_core.coordination.hitl:Created",
     ),
     HITL.read(
         "hitl.list",
@@ -254,6 +263,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="hitl_list",
         params="acmi_core.operations.params.hitl:HitlListParams",
         cli="hitl list",
+        result="acmi_core.coordination.hitl:HitlPage",
     ),
     HITL.write(
         "hitl.resolve",
@@ -264,6 +274,7 @@ HITL_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="hitl_resolve",
         params="acmi_core.operations.params.hitl:HitlResolveParams",
         cli="hitl resolve",
+        result="acmi_core.coordination.hitl:Resolved",
     ),
 )
 
@@ -312,6 +323,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Executed steps no assessment covers, newest first (bounded scan)",
         f"{_WORKFLOW}.unassessed",
         params="acmi_core.operations.params.workflows:WorkflowsUnassessedParams",
+        result="acmi_core.coordination.workflows:Unassessed",
     ),
     WORKFLOWS.read(
         "workflows.assessments",
@@ -320,6 +332,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Scores per step: count, mean, last (bounded scan)",
         f"{_WORKFLOW}.assessments",
         params="acmi_core.operations.params.workflows:WorkflowsAssessmentsParams",
+        result="acmi_core.coordination.workflows:Assessments",
     ),
     WORKFLOWS.read(
         "workflows.agent_lessons",

@@ -62,6 +62,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.auth.apikeys:mint",
         "keys create",
         "KeysCreateParams",
+        result="acmi_core.auth.apikeys:Minted",
     ),
     _operator(
         "keys.list",
@@ -69,6 +70,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.auth.apikeys:list_keys",
         "keys list",
         "KeysListParams",
+        result="acmi_core.auth.apikeys:KeyList",
     ),
     _operator(
         "keys.revoke",
@@ -76,6 +78,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.auth.apikeys:revoke",
         "keys revoke",
         "KeysRevokeParams",
+        result="acmi_core.auth.apikeys:ApiKey",
     ),
     _operator(
         "sources.set",

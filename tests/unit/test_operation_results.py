@@ -19,7 +19,7 @@ from tests.results import assert_closed, resolve
 # Capabilities (the first part of a row's name) whose every row with a core callable
 # declares its result; a capability joins once all its rows do.
 TYPED: frozenset[str] = frozenset(
-    {"bootstrap", "ingest", "memory", "ops", "quota", "sources"}
+    {"bootstrap", "hitl", "ingest", "keys", "locks", "memory", "ops", "quota", "sources"}
 )
 
 DECLARED = [row for row in OPERATIONS if row.result is not None]
