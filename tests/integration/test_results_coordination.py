@@ -43,7 +43,7 @@ from tests.results import assert_closed, assert_result, portable
 
 OPS_DB = 8  # doctor and migrate scan a whole database: this module's own, flushed
 HOOKS = "https://agent.example/"
-WAKE_SETTINGS = Settings(auth_cache_s=0, wake_allowed_urls=HOOKS)
+WAKE_SETTINGS = Settings(auth_cache_s=0, wake_allowed_urls=HOOKS, wake_allowed_buses="ops")
 EVENT_BYTES = 200_000  # six of them pass a work item read's page byte cap
 
 
