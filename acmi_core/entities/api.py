@@ -274,28 +274,46 @@ def _decode_events(raw: Reply, key: str, *, max_bytes: int | None = None) -> Eve
     return Events([event for event, _ in decoded], skipped, decoded)
 
 
-def _newest_args(events: int) -> dict[str, Arg]:
+def _newest_args(
+    events: int, until: float | None = None, since: float | None = None, max_bytes: int = 0
+) -> dict[str, Arg]:
     return {
-        "score": "+inf",
+        "score": "+inf" if until is None else repr(float(until)),
         "offset": 0,
         "count": events,
-        "bound": "",
+        "bound": "" if since is None else repr(float(since)),
         "reverse": "1",
-        "max_bytes": MAX_PAGE_BYTES,
+        "max_bytes": max_bytes or MAX_PAGE_BYTES,
         "lead": 0,
     }
 
 
-def newest_command(key: str, events: int) -> Command:
+def newest_command(
+    key: str,
+    events: int,
+    *,
+    until: float | None = None,
+    since: float | None = None,
+    max_bytes: int = 0,
+) -> Command:
     """The EVALSHA (for a read's pipeline) of page.lua reading the newest ``events``
-    members of timeline ``key``, stopping at ``MAX_PAGE_BYTES``: a whole read stays under
-    Lambda's response limit however large the events (``newest_events`` reads the reply)."""
-    packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, _newest_args(events))
+    members of timeline ``key`` (with ts in ``[since, until]`` when given), stopping at
+    ``max_bytes`` (``MAX_PAGE_BYTES``): a whole read stays under Lambda's response limit
+    however large the events (``newest_members`` reads the reply, given the same bounds)."""
+    args = _newest_args(events, until, since, max_bytes)
+    packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, args)
     return ("EVALSHA", PAGE.sha, len(packed_keys), *packed_keys, *packed_args)
 
 
 def newest_members(
-    store: Store, reply: Reply | StoreCommandError, key: str, events: int
+    store: Store,
+    reply: Reply | StoreCommandError,
+    key: str,
+    events: int,
+    *,
+    until: float | None = None,
+    since: float | None = None,
+    max_bytes: int = 0,
 ) -> tuple[list[Reply], str | None]:
     """The stored members of a ``newest_command`` reply, oldest first, and, when the
     byte cap stopped the read, the cursor of ``timeline.page(reverse=True)`` to the
@@ -303,7 +321,8 @@ def newest_members(
     once more whole (EVAL, which loads it)."""
     try:
         if isinstance(reply, StoreCommandError) and is_noscript(reply):
-            packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, _newest_args(events))
+            args = _newest_args(events, until, since, max_bytes)
+            packed_keys, packed_args = scripts.PAGE.pack({"timeline": key}, args)
             reply = store.execute(
                 ("EVAL", PAGE.source, len(packed_keys), *packed_keys, *packed_args)
             )

@@ -35,12 +35,15 @@ O(entities changed in the window + threads read), never O(all entities).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from acmi_core.base.errors import CorruptData
 from acmi_core.base.keys import COORDINATION_THREAD, LAST_BRIEF
 from acmi_core.base.model import EntityId, dumps
+from acmi_core.entities.api import newest_command, newest_members
 from acmi_core.jobs.drift_checks import RESOLVING_KINDS
 from acmi_core.jobs.foreign import (
     correlation_of,
@@ -61,6 +64,7 @@ JOB: Final = "standup-brief"
 WINDOW_MS: Final = 24 * 3600 * 1000
 MAX_THREADS: Final = 50  # threads read in one run (the coordination thread first)
 MAX_EVENTS_PER_THREAD: Final = 200  # newest events of a thread in the window
+THREAD_READ_BYTES: Final = 256 * 1024  # of them, read per thread (the first one always)
 MAX_HITL: Final = 50  # open items read from each queue
 MAX_ITEMS: Final = 10  # per list in the brief
 MAX_TEXT: Final = 4000  # characters of the brief's text (a signal value)
@@ -238,29 +242,23 @@ def brief(acmi: Acmi, run: JobRun, *, summarizer: Summarizer | None = None) -> d
     threads = threads[:MAX_THREADS]
     hitl = decode_members(first[1]) + decode_members(first[2])
 
-    # 2. the threads' events in the window (one pipeline)
+    # 2. the threads' events in the window (one pipeline), each read stopping at
+    # THREAD_READ_BYTES inside Redis: a day of 256 KB events cannot take the job's memory
+    # (and with it every tenant after this one)
+    low = math.nextafter(since, math.inf)  # the window's start is exclusive
+    bounds: dict[str, Any] = {"until": until, "since": low, "max_bytes": THREAD_READ_BYTES}
+    timelines = [keys.timeline(EntityId.parse(thread)) for thread in threads]
     replies = acmi.store.pipeline(
-        [
-            (
-                "ZRANGE",
-                keys.timeline(EntityId.parse(thread)),
-                until,
-                f"({since}",
-                "BYSCORE",
-                "REV",
-                "LIMIT",
-                0,
-                MAX_EVENTS_PER_THREAD,
-            )
-            for thread in threads
-        ]
+        [newest_command(key, MAX_EVENTS_PER_THREAD, **bounds) for key in timelines]
     )
-    events = [
-        (thread, data)
-        for thread, reply in zip(threads, replies, strict=True)
-        for data in decode_members(reply)
-        if not is_noise(data)
-    ]
+    events, cut = [], 0
+    for thread, key, reply in zip(threads, timelines, replies, strict=True):
+        try:
+            members, more = newest_members(acmi.store, reply, key, MAX_EVENTS_PER_THREAD, **bounds)
+        except CorruptData:  # a key of another type, written by another tool: no events
+            continue
+        cut += more is not None
+        events += [(thread, data) for data in decode_members(members) if not is_noise(data)]
     events.sort(key=lambda pair: ts_of(pair[1]))
     wins, blockers, actions = extract(events, hitl)
     source = BriefInput(
@@ -314,7 +312,7 @@ def brief(acmi: Acmi, run: JobRun, *, summarizer: Summarizer | None = None) -> d
         "blockers": len(blockers),
         "actions": len(actions),
         "summarizer": used,
-        "truncated": len(changed) >= limit or len(threads) >= MAX_THREADS,
+        "truncated": len(changed) >= limit or len(threads) >= MAX_THREADS or cut > 0,
         "watermark": until,
         "backlog": 0,  # a brief covers its window or what fits: nothing is left for later
     }

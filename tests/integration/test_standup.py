@@ -15,6 +15,7 @@ import pytest
 from acmi_core import Acmi, AcmiValidationError, Settings, Store, create_acmi
 from acmi_core.base.keys import LAST_BRIEF
 from acmi_core.base.model import EntityId
+from acmi_core.entities.api import PAGE
 from acmi_core.jobs import standup as standup_job
 from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.jobs.standup import BriefInput
@@ -219,6 +220,39 @@ def test_round_trips_per_run(upstash_store: UpstashStore, upstash_double: Upstas
     assert upstash_double.requests == 5 and result["requests"] == 4
 
 
+def test_a_day_of_the_largest_events_is_read_to_a_cap_per_thread(
+    fleet: Acmi, clock: FakeClock
+) -> None:
+    """Each thread's events are read inside Redis up to THREAD_READ_BYTES (the newest
+    first, the first one whatever its size): 3 threads of 40 events of 200 KB in the
+    window made a 24 MB read (and a brief input of it) before; now well under 1 MB each."""
+    start = clock.now
+    pad = "x" * 200_000
+    for thread in (COORD, PM, "thread:ops"):
+        for n in range(40):
+            clock.now += 1
+            fleet.timeline.append(
+                thread, {**event("task-end", f"{thread}-{n}", "[done] big"), "payload": pad}
+            )
+    clock.now = start + HOUR
+    seen: list[BriefInput] = []
+
+    def summarizer(source: BriefInput) -> str:
+        seen.append(source)
+        return "short"
+
+    result = brief(fleet, clock, job=standup_job.run_with(summarizer))
+    (source,) = seen
+    read = sum(len(json.dumps(e)) for e in source.events)
+    per_thread = standup_job.THREAD_READ_BYTES + 210_000  # the cap, and the one over it
+    assert 3 <= len(source.events) <= 3 * 2 and read <= 3 * per_thread, (len(source.events), read)
+    assert result["truncated"] is True
+    # the newest of each thread are the ones read
+    assert {e["correlationId"] for e in source.events} >= {
+        f"{t}-39" for t in (COORD, PM, "thread:ops")
+    }
+
+
 @pytest.fixture(params=["memory", "redis"])
 def bulk(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[Acmi]:
     """The backends 10,000 entities are written to quickly."""
@@ -246,6 +280,7 @@ def commands_for_a_day(acmi: Acmi, clock: FakeClock, idle: int) -> int:
     clock.now = t0 + 2 * DAY
     for i in range(10):
         acmi.timeline.append(f"thread:active-{i}", event("task-end", f"a-{i}", "[done] now"))
+    acmi.store.execute(("SCRIPT", "LOAD", PAGE.source))  # cached, as after any first read
     result = brief(acmi, clock)
     assert result["threads"] == 11 and result["wins"] == 10
     commands: int = result["commands"]
