@@ -79,7 +79,15 @@ from acmi_core.jobs.drift_checks import (
     policy_agents,
 )
 from acmi_core.jobs.drift_state import Carried, Scan, bounded
-from acmi_core.jobs.foreign import decode_members, iso, kind_of, load_json, max_per_run, ts_of
+from acmi_core.jobs.foreign import (
+    NewestRead,
+    decode_members,
+    iso,
+    kind_of,
+    load_json,
+    max_per_run,
+    ts_of,
+)
 from acmi_core.store.base import Command, Reply
 from acmi_core.store.writes import WritePlan
 
@@ -163,21 +171,12 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         candidates.update(sorted(expected)[:MAX_POLICY_AGENTS])
     agents = sorted(candidates)
     flagged = sorted(set(carried.heartbeats) - {a for a, _ in window.newly_silent})
-    low = f"({max(0, window.since - SKEW_MS)}"
-    commands: list[Command] = [
-        (
-            "ZRANGE",
-            keys.timeline(EntityId.parse(entity)),
-            "+inf",
-            low,
-            "BYSCORE",
-            "REV",
-            "LIMIT",
-            0,
-            MAX_EVENTS_PER_ENTITY,
-        )
+    after = max(0, window.since - SKEW_MS)
+    reads = [  # each read stops at JOB_READ_BYTES inside Redis, the newest first
+        NewestRead(keys.timeline(EntityId.parse(entity)), MAX_EVENTS_PER_ENTITY, after=after)
         for entity, _ in window.changed
     ]
+    commands: list[Command] = [read.command() for read in reads]
     for agent in agents:
         eid = EntityId.parse(agent)
         commands += [("GET", keys.profile(eid)), ("GET", keys.signals(eid))]
@@ -187,7 +186,10 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
     replies = _pipeline(acmi, commands)
 
     scan = Scan(now, carried)
-    _scan_events(scan, window.changed, replies)
+    timelines = [
+        read.members(acmi.store, reply)[0] for read, reply in zip(reads, replies, strict=False)
+    ]
+    _scan_events(scan, window.changed, timelines)
     at = len(window.changed)
     _judge_models(scan, agents, replies[at : at + 2 * len(agents)], expected)
     at += 2 * len(agents)

@@ -5,19 +5,25 @@ ISO time they print). Nothing here raises on a foreign shape: it reads as empty.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError, StoreCommandError
+from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.base.stored import Unreadable, decode_event, load_stored
+from acmi_core.entities.api import newest_command, newest_members
 from acmi_core.jobs.runner import MAX_PER_RUN
-from acmi_core.store.base import Reply
+from acmi_core.store.base import Command, Reply, Store
 
 if TYPE_CHECKING:
     from acmi_core.jobs.runner import JobRun
 
 MAX_RUN_LIMIT: Final = 10_000  # the highest ``max`` a run accepts
+# of a timeline's newest events, what a job reads per entity (the first one whatever its
+# size): a job's input stays bounded by bytes, not only by counts, however large events are
+JOB_READ_BYTES: Final = 256 * 1024
 SUMMARY_CHARS: Final = 140  # of an event summary quoted in a report
 
 
@@ -91,3 +97,34 @@ def max_per_run(run: JobRun) -> int:
             "max", "range", f"must be an integer from 1 to {MAX_RUN_LIMIT} (items a run handles)"
         )
     return value
+
+
+@dataclass(frozen=True)
+class NewestRead:
+    """The newest ``count`` events of a timeline with ts in (``after``, ``until``] (None:
+    unbounded), read inside Redis up to ``max_bytes`` (page.lua): one command of a job's
+    pipeline (``command``) and the members of its reply (``members``)."""
+
+    key: str
+    count: int
+    until: float | None = None
+    after: float | None = None
+    max_bytes: int = JOB_READ_BYTES
+
+    def _bounds(self) -> dict[str, Any]:
+        since = None if self.after is None else math.nextafter(self.after, math.inf)
+        return {"until": self.until, "since": since, "max_bytes": self.max_bytes}
+
+    def command(self) -> Command:
+        return newest_command(self.key, self.count, **self._bounds())
+
+    def members(
+        self, store: Store, reply: Reply | StoreCommandError
+    ) -> tuple[list[Reply] | None, bool]:
+        """The members, newest first (None: a key of another type, another tool's), and
+        whether the byte cap cut the read."""
+        try:
+            members, more = newest_members(store, reply, self.key, self.count, **self._bounds())
+        except CorruptData:
+            return None, False
+        return members[::-1], more is not None

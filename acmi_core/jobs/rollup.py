@@ -55,6 +55,7 @@ from acmi_core.base.keys import ROLLUP_LATEST
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.base.settings import SUMMARIZER, SUMMARIZER_RULE
 from acmi_core.base.stored import decode_event, load_object
+from acmi_core.jobs.foreign import NewestRead
 from acmi_core.jobs.runner import MAX_PER_RUN, JobRun, changed_since, int_param, job_state
 from acmi_core.jobs.summarizers import (
     Digest,
@@ -267,24 +268,25 @@ def _roll_batch(
     previous_raw = acmi.store.pipeline([("GET", key) for key in rollup_keys])
     previous: list[dict[str, Any] | None] = []
     reads: list[Command] = []
+    newest: list[NewestRead] = []
     for eid, raw in zip(entities, previous_raw, strict=True):
         doc = _previous(raw)
         previous.append(doc)
         low = "-inf" if (since := _since(doc)) is None else _bound(since)
         timeline = keys.timeline(eid)
-        reads.append(("ZCOUNT", timeline, low, until))
-        reads.append(("ZRANGE", timeline, until, low, "BYSCORE", "REV", "LIMIT", 0, params.events))
+        # the newest events read stop at JOB_READ_BYTES inside Redis (page.lua)
+        newest.append(NewestRead(timeline, params.events, until, since))
+        reads += [("ZCOUNT", timeline, low, until), newest[-1].command()]
     windows = acmi.store.pipeline(reads)
     plan = WritePlan()
     plan_bytes = 0
     for index, eid in enumerate(entities):
         total, members_raw = windows[2 * index], windows[2 * index + 1]
-        if isinstance(previous_raw[index], StoreCommandError) or isinstance(
-            members_raw, StoreCommandError
-        ):
+        read, _ = newest[index].members(acmi.store, members_raw)
+        if isinstance(previous_raw[index], StoreCommandError) or read is None:
             tally.problems += 1  # a key of another type (another tool's): left alone
             continue
-        events = _events(members_raw)
+        events = _events(read)
         if not events:
             tally.empty += 1  # nothing new (or nothing readable): the old rollup stands
             continue

@@ -35,17 +35,15 @@ O(entities changed in the window + threads read), never O(all entities).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import CorruptData
 from acmi_core.base.keys import COORDINATION_THREAD, LAST_BRIEF
 from acmi_core.base.model import EntityId, dumps
-from acmi_core.entities.api import newest_command, newest_members
 from acmi_core.jobs.drift_checks import RESOLVING_KINDS
 from acmi_core.jobs.foreign import (
+    NewestRead,
     correlation_of,
     decode_members,
     iso,
@@ -64,7 +62,6 @@ JOB: Final = "standup-brief"
 WINDOW_MS: Final = 24 * 3600 * 1000
 MAX_THREADS: Final = 50  # threads read in one run (the coordination thread first)
 MAX_EVENTS_PER_THREAD: Final = 200  # newest events of a thread in the window
-THREAD_READ_BYTES: Final = 256 * 1024  # of them, read per thread (the first one always)
 MAX_HITL: Final = 50  # open items read from each queue
 MAX_ITEMS: Final = 10  # per list in the brief
 MAX_TEXT: Final = 4000  # characters of the brief's text (a signal value)
@@ -243,22 +240,18 @@ def brief(acmi: Acmi, run: JobRun, *, summarizer: Summarizer | None = None) -> d
     hitl = decode_members(first[1]) + decode_members(first[2])
 
     # 2. the threads' events in the window (one pipeline), each read stopping at
-    # THREAD_READ_BYTES inside Redis: a day of 256 KB events cannot take the job's memory
+    # JOB_READ_BYTES inside Redis: a day of 256 KB events cannot take the job's memory
     # (and with it every tenant after this one)
-    low = math.nextafter(since, math.inf)  # the window's start is exclusive
-    bounds: dict[str, Any] = {"until": until, "since": low, "max_bytes": THREAD_READ_BYTES}
-    timelines = [keys.timeline(EntityId.parse(thread)) for thread in threads]
-    replies = acmi.store.pipeline(
-        [newest_command(key, MAX_EVENTS_PER_THREAD, **bounds) for key in timelines]
-    )
+    windows = [
+        NewestRead(keys.timeline(EntityId.parse(t)), MAX_EVENTS_PER_THREAD, until, since)
+        for t in threads
+    ]
+    replies = acmi.store.pipeline([w.command() for w in windows])
     events, cut = [], 0
-    for thread, key, reply in zip(threads, timelines, replies, strict=True):
-        try:
-            members, more = newest_members(acmi.store, reply, key, MAX_EVENTS_PER_THREAD, **bounds)
-        except CorruptData:  # a key of another type, written by another tool: no events
-            continue
-        cut += more is not None
-        events += [(thread, data) for data in decode_members(members) if not is_noise(data)]
+    for thread, window, reply in zip(threads, windows, replies, strict=True):
+        members, more = window.members(acmi.store, reply)
+        cut += more
+        events += [(thread, data) for data in decode_members(members or []) if not is_noise(data)]
     events.sort(key=lambda pair: ts_of(pair[1]))
     wins, blockers, actions = extract(events, hitl)
     source = BriefInput(

@@ -14,6 +14,7 @@ import pytest
 
 from acmi_core import Acmi, AcmiValidationError, Settings, Store, create_acmi
 from acmi_core.base.model import EntityId
+from acmi_core.entities.api import PAGE
 from acmi_core.jobs import drift as drift_job
 from acmi_core.jobs.drift import POLICY_REGISTRY, REPORT_THREAD
 from acmi_core.jobs.runner import JobRun, run_job
@@ -532,6 +533,7 @@ def commands_for_active_run(acmi: Acmi, clock: FakeClock, idle: int) -> int:
         acmi.timeline.append(f"thread:active-{i}", event("handoff-request", f"a-{i}", "[handoff]"))
     acmi.agents.heartbeat("gemini-cli")
     clock.now += HOUR
+    acmi.store.execute(("SCRIPT", "LOAD", PAGE.source))  # cached, as after any first read
     result = drift(acmi, clock, "measured")
     assert result["entities"] == 10
     commands: int = result["commands"]

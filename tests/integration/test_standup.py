@@ -17,6 +17,7 @@ from acmi_core.base.keys import LAST_BRIEF
 from acmi_core.base.model import EntityId
 from acmi_core.entities.api import PAGE
 from acmi_core.jobs import standup as standup_job
+from acmi_core.jobs.foreign import JOB_READ_BYTES
 from acmi_core.jobs.runner import JobRun, run_job
 from acmi_core.jobs.standup import BriefInput
 from acmi_core.store.memory import MemoryStore
@@ -223,7 +224,7 @@ def test_round_trips_per_run(upstash_store: UpstashStore, upstash_double: Upstas
 def test_a_day_of_the_largest_events_is_read_to_a_cap_per_thread(
     fleet: Acmi, clock: FakeClock
 ) -> None:
-    """Each thread's events are read inside Redis up to THREAD_READ_BYTES (the newest
+    """Each thread's events are read inside Redis up to JOB_READ_BYTES (the newest
     first, the first one whatever its size): 3 threads of 40 events of 200 KB in the
     window made a 24 MB read (and a brief input of it) before; now well under 1 MB each."""
     start = clock.now
@@ -244,7 +245,7 @@ def test_a_day_of_the_largest_events_is_read_to_a_cap_per_thread(
     result = brief(fleet, clock, job=standup_job.run_with(summarizer))
     (source,) = seen
     read = sum(len(json.dumps(e)) for e in source.events)
-    per_thread = standup_job.THREAD_READ_BYTES + 210_000  # the cap, and the one over it
+    per_thread = JOB_READ_BYTES + 210_000  # the cap, and the one over it
     assert 3 <= len(source.events) <= 3 * 2 and read <= 3 * per_thread, (len(source.events), read)
     assert result["truncated"] is True
     # the newest of each thread are the ones read
