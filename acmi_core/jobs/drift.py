@@ -86,6 +86,7 @@ from acmi_core.jobs.foreign import (
     kind_of,
     load_json,
     max_per_run,
+    read_pipeline,
     ts_of,
 )
 from acmi_core.store.base import Command, Reply
@@ -111,7 +112,7 @@ MAX_POLICY_AGENTS: Final = 500  # agents of a changed policy checked in one run
 
 
 def _pipeline(acmi: Acmi, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
-    return acmi.store.pipeline(commands) if commands else []
+    return read_pipeline(acmi.store, list(commands)) if commands else []
 
 
 _PAGE: Final = ("LIMIT", 0, MAX_CARRIED, "WITHSCORES")

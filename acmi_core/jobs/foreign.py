@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.base.stored import Unreadable, decode_event, load_stored
-from acmi_core.entities.api import newest_command, newest_members
+from acmi_core.entities.api import PAGE, newest_command, newest_members
 from acmi_core.jobs.runner import MAX_PER_RUN
-from acmi_core.store.base import Command, Reply, Store
+from acmi_core.store.base import Command, Reply, Store, is_noscript
 
 if TYPE_CHECKING:
     from acmi_core.jobs.runner import JobRun
@@ -128,3 +128,18 @@ class NewestRead:
         except CorruptData:
             return None, False
         return members[::-1], more is not None
+
+
+def read_pipeline(store: Store, commands: list[Command]) -> list[Reply | StoreCommandError]:
+    """``store.pipeline``, with a cold script cache (a restarted or failed-over server)
+    costing one more request, not one per read: the page reads that met NOSCRIPT are sent
+    again together, the first as EVAL, which loads page.lua for the rest."""
+    replies = list(store.pipeline(commands))
+    cold = [i for i, r in enumerate(replies) if isinstance(r, StoreCommandError) and is_noscript(r)]
+    if cold:
+        again = [commands[i] for i in cold]
+        if again[0][:2] == ("EVALSHA", PAGE.sha):
+            again[0] = ("EVAL", PAGE.source, *again[0][2:])
+        for i, reply in zip(cold, store.pipeline(again), strict=True):
+            replies[i] = reply
+    return replies

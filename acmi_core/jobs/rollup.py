@@ -55,7 +55,7 @@ from acmi_core.base.keys import ROLLUP_LATEST
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.base.settings import SUMMARIZER, SUMMARIZER_RULE
 from acmi_core.base.stored import decode_event, load_object
-from acmi_core.jobs.foreign import NewestRead
+from acmi_core.jobs.foreign import NewestRead, read_pipeline
 from acmi_core.jobs.runner import MAX_PER_RUN, JobRun, changed_since, int_param, job_state
 from acmi_core.jobs.summarizers import (
     Digest,
@@ -277,7 +277,7 @@ def _roll_batch(
         # the newest events read stop at JOB_READ_BYTES inside Redis (page.lua)
         newest.append(NewestRead(timeline, params.events, until, since))
         reads += [("ZCOUNT", timeline, low, until), newest[-1].command()]
-    windows = acmi.store.pipeline(reads)
+    windows = read_pipeline(acmi.store, reads)
     plan = WritePlan()
     plan_bytes = 0
     for index, eid in enumerate(entities):

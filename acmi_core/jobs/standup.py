@@ -49,6 +49,7 @@ from acmi_core.jobs.foreign import (
     iso,
     kind_of,
     max_per_run,
+    read_pipeline,
     summary_of,
     ts_of,
 )
@@ -246,7 +247,7 @@ def brief(acmi: Acmi, run: JobRun, *, summarizer: Summarizer | None = None) -> d
         NewestRead(keys.timeline(EntityId.parse(t)), MAX_EVENTS_PER_THREAD, until, since)
         for t in threads
     ]
-    replies = acmi.store.pipeline([w.command() for w in windows])
+    replies = read_pipeline(acmi.store, [w.command() for w in windows])
     events, cut = [], 0
     for thread, window, reply in zip(threads, windows, replies, strict=True):
         members, more = window.members(acmi.store, reply)
