@@ -8,7 +8,6 @@ against its declared type, nested TypedDicts held the same way."""
 from __future__ import annotations
 
 import functools
-import importlib
 import sys
 import types
 import typing
@@ -18,15 +17,7 @@ import typing_extensions
 from pydantic import TypeAdapter
 
 from acmi_core.operations import operation
-
-
-def resolve(name: str) -> Any:
-    """``"<module>:<qualname>"`` -> the object it names."""
-    module, _, qualname = name.partition(":")
-    value: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
+from acmi_core.operations.bind import resolve
 
 
 def declared(row_name: str) -> Any:

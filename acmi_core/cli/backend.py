@@ -87,17 +87,9 @@ def _delete(acmi: Acmi, q: p.DeleteParams) -> None:
 
 
 def _bootstrap(acmi: Acmi, q: p.BootstrapReadParams) -> str:
-    return acmi.bootstrap(
-        q.agent,
-        format=q.format,
-        scope=q.scope,
-        events=q.events,
-        include=q.include,
-        topic=q.topic,
-        max_tokens=q.max_tokens,
-        max_bytes=q.max_bytes,
-        spawn=q.spawn,
-    ).text
+    from acmi_core.operations import bind  # imported already by the call that got here
+
+    return acmi.bootstrap(**bind.fields(q)).text  # the bundle's text, in its format
 
 
 def _threads(acmi: Acmi, q: p.AgentsThreadsParams) -> Any:

@@ -22,6 +22,7 @@ from acmi_core.base.model import EntityId
 from acmi_core.entities.results import EntityBody, EntityListBody
 from acmi_core.memory.results import ActiveRead, Exported, Handoff, HandoffTakenTool, Imported
 from acmi_core.memory.tree import parse_texts, tree_texts
+from acmi_core.operations import bind
 from acmi_core.operations import params as p
 
 MAX_GET_EVENTS: Final = 1000  # as GET /v1/entities/{entity}
@@ -103,17 +104,7 @@ def cat(acmi: Acmi, scope: Scope, q: p.CatParams) -> dict[str, Any]:
 
 
 def bootstrap(acmi: Acmi, scope: Scope, q: p.BootstrapReadParams) -> str:
-    return acmi.bootstrap(
-        q.agent,
-        scope=q.scope,
-        format=q.format,
-        events=q.events,
-        include=q.include,
-        topic=q.topic,
-        max_tokens=q.max_tokens,
-        max_bytes=q.max_bytes,
-        spawn=q.spawn,
-    ).text
+    return acmi.bootstrap(**bind.fields(q)).text  # the bundle's text, in its format
 
 
 def _delete_target(entity: str) -> EntityId:
