@@ -302,3 +302,16 @@ __all__ = [
     "same_json",
     "serving",
 ]
+
+
+class MemorySink:
+    """An archive sink (``acmi_core.jobs.sink.ArchiveSink``: get, put) in a dict."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self.objects.get(key)
+
+    def put(self, key: str, body: bytes, *, sha256: str, count: int) -> None:
+        self.objects[key] = body

@@ -15,25 +15,12 @@ from acmi_core.jobs import quarterly
 from acmi_core.jobs import sink as archive_sink
 from acmi_core.memory import read_tree
 from acmi_core.memory.service import MemoryAPI
-from tests.kit import FakeClock
+from tests.kit import FakeClock, MemorySink
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"
 AGENT = "agent:atlas"
 NOW = int(dt.datetime(2026, 2, 3, 15, 0, tzinfo=dt.UTC).timestamp()) * 1000
 DAY = 86_400_000
-
-
-class Sink:
-    """An object store in a dict (the archive's destination)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {}
-
-    def get(self, key: str) -> bytes | None:
-        return self.objects.get(key)
-
-    def put(self, key: str, body: bytes, *, sha256: str, count: int) -> None:
-        self.objects[key] = body
 
 
 def _stamps(acmi: Acmi) -> list[float]:
@@ -53,7 +40,10 @@ def test_a_trim_drops_the_trimmed_days_stamps_and_keeps_todays(acmi: Acmi) -> No
     cutoff = NOW - 14 * DAY
     assert min(before) < cutoff < max(before)
     out = quarterly.archive_entity(
-        view, AGENT, cutoff_ms=cutoff, dest=archive_sink.Destination(Sink(), "archive", "mem://b/a")
+        view,
+        AGENT,
+        cutoff_ms=cutoff,
+        dest=archive_sink.Destination(MemorySink(), "archive", "mem://b/a"),
     )
     assert out.trimmed > 0
     left = [e.ts for e in view.timeline.read(AGENT)]

@@ -41,7 +41,7 @@ from acmi_core.ops.migrate import Action, Migrate
 from acmi_core.store import scripts
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import FakeClock
+from tests.kit import FakeClock, MemorySink
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = resources.files("acmi_core").joinpath("store/lua")
@@ -322,19 +322,6 @@ def test_a_job_whose_run_record_reply_is_lost_is_not_replayed(
     assert {k: v for k, v in again.items() if k != "replayed"} == done
 
 
-class _Sink:
-    """An in-memory archive sink (the jobs' Sink protocol: get, put)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {}
-
-    def get(self, key: str) -> bytes | None:
-        return self.objects.get(key)
-
-    def put(self, key: str, body: bytes, *, sha256: str, count: int) -> None:
-        self.objects[key] = body
-
-
 @pytest.mark.parametrize("lost", ['"trim"', '"release"'])
 def test_an_archive_trim_whose_reply_is_lost_reports_the_trim(
     up: Acmi, upstash_double: UpstashDouble, clock: FakeClock, lost: str
@@ -348,7 +335,7 @@ def test_an_archive_trim_whose_reply_is_lost_reports_the_trim(
         for i in range(40)
     ]
     up.timeline.extend(entity, [{**e, "summary": "s"} for e in events])
-    dest = archive_sink.Destination(_Sink(), "acmi-archive", "mem://b/acmi-archive")
+    dest = archive_sink.Destination(MemorySink(), "acmi-archive", "mem://b/acmi-archive")
     archive_now(up, f"agent:{_name('warm')}", dest=dest)  # loads hygiene.lua
     upstash_double.reset_counts()
     upstash_double.lose_reply_matching(lost)

@@ -34,7 +34,7 @@ from acmi_core.store.upstash import UpstashStore
 from acmi_core.store.writes import WritePlan
 from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import DB, FakeClock
+from tests.kit import DB, FakeClock, MemorySink
 
 
 @pytest.fixture
@@ -322,19 +322,6 @@ def test_the_redis_store_makes_one_attempt_and_a_rerun_of_a_request_replays(
 # --- a plain command that is not idempotent: the archive lease's SET NX ---------------------
 
 
-class _Sink:
-    """An in-memory archive sink (the jobs' Sink protocol: get, put)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {}
-
-    def get(self, key: str) -> bytes | None:
-        return self.objects.get(key)
-
-    def put(self, key: str, body: bytes, *, sha256: str, count: int) -> None:
-        self.objects[key] = body
-
-
 def test_an_archive_whose_lease_reply_is_lost_still_archives(
     up: Acmi, upstash_double: UpstashDouble, clock: FakeClock
 ) -> None:
@@ -347,7 +334,7 @@ def test_an_archive_whose_lease_reply_is_lost_still_archives(
         for i in range(40)
     ]
     up.timeline.extend(entity, [{**e, "summary": "s"} for e in events])
-    sink = _Sink()
+    sink = MemorySink()
     dest = archive_sink.Destination(sink, "acmi-archive", "mem://b/acmi-archive")
     _lost_once(upstash_double)  # the lease, archive_now's first request
     done = archive_now(up, entity, dest=dest)
