@@ -16,9 +16,10 @@ import secrets
 import sys
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import TypeAliasType
 
 from acmi_core.base.errors import CorruptData
 from acmi_core.base.model import MAX_SUMMARY_LEN, Event, event_from_stored, summary_too_long
@@ -39,6 +40,18 @@ class JsonNumber(Decimal):
         number = super().__new__(cls, text)
         number.text = text
         return number
+
+
+# A stored JSON value as any writer left it, which is the answer of the operations that
+# serve a document as written (a profile, the signals, a rollup, a lesson): its shape is the
+# writer's, so the type says "JSON" and no more. A TypeAliasType so pydantic can check a
+# real answer against it (tests/results.py); a number no double holds is a JsonNumber (a
+# Decimal).
+StoredValue = TypeAliasType(
+    "StoredValue",
+    "bool | int | float | str | Decimal | list[StoredValue] | dict[str, StoredValue] | None",
+)
+StoredObject: TypeAlias = dict[str, StoredValue]
 
 
 class Unreadable(Exception):

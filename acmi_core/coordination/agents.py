@@ -68,7 +68,7 @@ from acmi_core.base.model import (
     dumps,
     encode_event,
 )
-from acmi_core.base.stored import decode_object, scored
+from acmi_core.base.stored import StoredObject, Unreadable, decode_object, load_stored, scored
 from acmi_core.coordination.results import (
     Heartbeat,
     Invite,
@@ -120,11 +120,14 @@ def _text(value: object, field: str, max_len: int = 256) -> str:
 
 
 def _loads(raw: object) -> Any:
-    """Tolerant decode: what another tool wrote must never break a read (nesting too
-    deep for the decoder included: json.loads raises RecursionError, not ValueError)."""
+    """Tolerant decode: what another tool wrote must never break a read (``load_stored``:
+    too deep, NaN, not UTF-8 are None here; a number no double holds stays as written, so
+    the surfaces render it back digit for digit instead of failing on an infinity)."""
+    if not isinstance(raw, bytes):
+        return None
     try:
-        return json.loads(raw) if isinstance(raw, bytes) else None
-    except (ValueError, RecursionError):
+        return load_stored(raw)
+    except Unreadable:
         return None
 
 
@@ -298,13 +301,13 @@ class AgentAPI:
         plan.hdel(self._keys.slot(eid, ACTIVE_CONTEXT), _text(thread, "thread"))
         plan.apply(self._ctx.store)
 
-    def active(self, agent: str) -> dict[str, Any]:
+    def active(self, agent: str) -> StoredObject:
         """thread -> {role, joined_at}; a value that is not JSON is kept as its text."""
         reply = self._ctx.store.execute(
             ("HGETALL", self._keys.slot(agent_id(agent), ACTIVE_CONTEXT))
         )
         items = reply if isinstance(reply, list) else []
-        threads: dict[str, Any] = {}
+        threads: StoredObject = {}
         for field, value in zip(items[::2], items[1::2], strict=True):
             if isinstance(field, bytes) and isinstance(value, bytes):
                 decoded = _loads(value)
@@ -315,17 +318,20 @@ class AgentAPI:
 
     # rollup ---------------------------------------------------------------------------
 
-    def set_rollup(self, agent: str, summary: str, **extra: Any) -> dict[str, Any]:
+    def set_rollup(self, agent: str, summary: str, **extra: Any) -> StoredObject:
         eid = agent_id(agent)
         summary = self._ctx.guard(summary, "summary")
-        doc = {"ts": self._ctx.clock(), "summary": _text(summary, "summary", 20 * MAX_SUMMARY_LEN)}
+        doc: StoredObject = {
+            "ts": self._ctx.clock(),
+            "summary": _text(summary, "summary", 20 * MAX_SUMMARY_LEN),
+        }
         doc.update(check_json_object(self._ctx.guard(extra, "rollup"), "rollup"))
         plan = WritePlan()
         plan.set(self._keys.slot(eid, ROLLUP_LATEST), dumps(doc))
         self._apply(eid, plan)
         return doc
 
-    def rollup(self, agent: str) -> dict[str, Any] | None:
+    def rollup(self, agent: str) -> StoredObject | None:
         reply = self._ctx.store.execute(("GET", self._keys.slot(agent_id(agent), ROLLUP_LATEST)))
         doc = _loads(reply)
         return doc if isinstance(doc, dict) else None

@@ -9,6 +9,8 @@ and each key a surface reads. The ``*Body`` types are what a result object's
 # are only seen as such when the annotation is evaluated at class creation.
 from typing import Any, Literal, NotRequired, TypedDict
 
+from acmi_core.base.stored import StoredObject
+
 # --- agents ----------------------------------------------------------------------------
 
 
@@ -31,6 +33,7 @@ class SpawnRecord(TypedDict):
 
 
 SpawnLog = list[SpawnRecord]  # ``agents.spawns``: the newest first
+Lessons = list[StoredObject]  # ``workflows.lessons``: improvement events as stored, newest first
 
 
 class ThreadEntry(TypedDict):

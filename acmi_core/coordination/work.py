@@ -105,7 +105,7 @@ from acmi_core.base.model import (
     profile_defaults,
 )
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE, decode_cursor, encode_cursor, page_size
-from acmi_core.base.stored import Unreadable, decode_event, load_stored
+from acmi_core.base.stored import StoredObject, Unreadable, decode_event, load_stored
 from acmi_core.coordination.results import (
     LegacyRow,
     SessionPageBody,
@@ -469,7 +469,7 @@ class WorkAPI:
 
     def event(
         self, id: str, event: Mapping[str, Any] | Event, session_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> StoredObject:
         """Append a Comms v1.1 event to the item's timeline. With a session id (the
         argument, or the event's own ``session_id``, the reference field) the event
         carries ``session_id`` and the session joins the item's sessions, in the same
@@ -513,7 +513,7 @@ class WorkAPI:
         self._run("event", eid, "", [build(False), build(True)])
         return parsed.to_dict()
 
-    def signal(self, id: str, signals: Mapping[str, Any]) -> dict[str, Any]:
+    def signal(self, id: str, signals: Mapping[str, Any]) -> StoredObject:
         """Merge ``signals`` into the item's signals (other signals are kept), atomically.
         A ``status`` adds the item to its owner's open index or removes it (a closed
         status: ``CLOSED_STATUSES``); other signals bump an open item's score. One round

@@ -72,6 +72,7 @@ from acmi_core.base.model import (
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.coordination.results import (
     AssessmentsBody,
+    Lessons,
     StepScoresBody,
     UnassessedBody,
     WindowBody,
@@ -519,7 +520,7 @@ class WorkflowAPI:
 
     def lessons(
         self, workflow: str | None = None, agent: str | None = None, limit: int = 10
-    ) -> list[dict[str, Any]]:
+    ) -> Lessons:
         """The newest ``limit`` (1-200) lessons (``improvement`` events as stored),
         newest first: of one workflow (among its newest ``SCAN_EVENTS`` events), or of
         the workflows ``agent`` works on (its newest ``MAX_AGENT_WORKFLOWS`` workflows,

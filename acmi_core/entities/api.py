@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.base.keys import COORDINATION_THREAD, MENTIONS_KEPT, mentioned
@@ -61,7 +61,13 @@ from acmi_core.base.pages import (
     member_digest,
     page_size,
 )
-from acmi_core.base.stored import decode_events, decode_object, stored_dict
+from acmi_core.base.stored import (
+    StoredObject,
+    StoredValue,
+    decode_events,
+    decode_object,
+    stored_dict,
+)
 from acmi_core.entities.context import Context
 from acmi_core.entities.results import EntityBody, EventPageBody, LegacyEvent, SkippedMember
 from acmi_core.store import scripts
@@ -69,6 +75,7 @@ from acmi_core.store.base import Arg, Command, Reply, Store, is_noscript
 from acmi_core.store.writes import WritePlan
 
 log = logging.getLogger("acmi")
+_Default = TypeVar("_Default")  # what a signal read answers for a missing signal
 
 DEFAULT_BUNDLE_EVENTS = 50
 MAX_CAT_ENTITIES: Final = 20  # timelines one cat merges
@@ -403,11 +410,11 @@ class _Slot:
 class ProfileAPI(_Slot):
     """Who: a stable JSON object per entity."""
 
-    def get(self, entity: str | EntityId) -> dict[str, Any] | None:
+    def get(self, entity: str | EntityId) -> StoredObject | None:
         key = self._keys.profile(EntityId.parse(entity))
         return decode_object(_read(self._ctx.store, ("GET", key), key), key)
 
-    def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> StoredObject | None:
         """Overwrite the profile. actor_type/tenant_id are filled when absent."""
         eid = EntityId.parse(entity)
         stored = dict(check_profile(self._ctx.guard(doc, "profile")))
@@ -422,7 +429,7 @@ class ProfileAPI(_Slot):
         self._write(build)
         return stored if self._plan is None else None
 
-    def merge(self, entity: str | EntityId, partial: Mapping[str, Any]) -> dict[str, Any] | None:
+    def merge(self, entity: str | EntityId, partial: Mapping[str, Any]) -> StoredObject | None:
         """Shallow merge, atomically; creates the profile when missing. Returns the merged
         doc (None inside a batch). Auto-filled actor_type/tenant_id never overwrite
         stored values; explicit values in ``partial`` do."""
@@ -455,20 +462,23 @@ class ProfileAPI(_Slot):
 class SignalsAPI(_Slot):
     """Now: a flat map of key -> any JSON value per entity."""
 
-    def all(self, entity: str | EntityId) -> dict[str, Any]:
+    def all(self, entity: str | EntityId) -> StoredObject:
         key = self._keys.signals(EntityId.parse(entity))
         return decode_object(_read(self._ctx.store, ("GET", key), key), key) or {}
 
-    def get(self, entity: str | EntityId, key: str, default: Any = None) -> Any:
+    def get(
+        self, entity: str | EntityId, key: str, default: _Default | None = None
+    ) -> StoredValue | _Default:
         """The signal's value, or ``default`` when it is missing."""
         check_signal_key(key)
         return self.all(entity).get(key, default)
 
-    def set(self, entity: str | EntityId, key: str, value: Any) -> Any:
+    def set(self, entity: str | EntityId, key: str, value: Any) -> StoredValue:
         """Set one signal; returns its value as stored (redacted under that policy)."""
         values = self._ctx.guard({key: value}, "signals")
         self.update(entity, values, guarded=True)
-        return values[key]
+        stored: StoredValue = values[key]
+        return stored
 
     def update(
         self, entity: str | EntityId, values: Mapping[str, Any], *, guarded: bool = False
@@ -491,7 +501,7 @@ class SignalsAPI(_Slot):
 
         self._write(build)
 
-    def replace(self, entity: str | EntityId, values: Mapping[str, Any]) -> Mapping[str, Any]:
+    def replace(self, entity: str | EntityId, values: Mapping[str, Any]) -> StoredObject:
         """Replace the whole signals map; returns it as stored (redacted under that policy)."""
         eid = EntityId.parse(entity)
         values = self._ctx.guard(values, "signals")
@@ -504,7 +514,7 @@ class SignalsAPI(_Slot):
             return plan.set(self._keys.signals(eid), text)
 
         self._write(build)
-        return values
+        return dict(values)
 
     def clear(self, entity: str | EntityId) -> None:
         """Delete every signal of the entity."""

@@ -142,7 +142,8 @@ def roll(
     until = started - SETTLE_MS
     state = job_state(acmi, run.job)
     watermark = _int(state.get("watermark"), 0)
-    after = state.get("after") if isinstance(state.get("after"), str) else None
+    stated = state.get("after")
+    after = stated if isinstance(stated, str) else None
     tally = _Tally(fallback=unavailable)
     items: list[tuple[str, int]] = []
     if watermark < until:

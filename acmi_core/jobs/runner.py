@@ -37,17 +37,15 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import dumps
-from acmi_core.base.stored import Unreadable, load_stored, scored
+from acmi_core.base.stored import StoredObject, Unreadable, load_stored, scored
+from acmi_core.client import Acmi
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import Replayed, WritePlan
-
-if TYPE_CHECKING:
-    from acmi_core.client import Acmi
 
 MAX_EXECUTION_ID_LEN = 256
 
@@ -107,13 +105,13 @@ def _parse_time(raw: object) -> int:
     )
 
 
-Job = Callable[["Acmi", JobRun], dict[str, Any]]
+Job = Callable[[Acmi, JobRun], dict[str, Any]]
 
 RUN_RECORD_TTL_MS = 7 * 24 * 3600 * 1000  # longer than Scheduler retries an execution
 MAX_PER_RUN = 500  # items a run handles at most by default; the rest is the backlog
 
 
-def job_state(acmi: Acmi, job: str) -> dict[str, Any]:
+def job_state(acmi: Acmi, job: str) -> StoredObject:
     """The last run's record (``{}`` before the first run): ``watermark`` (ms: what
     changed up to then was handled), ``last_run_ms``, ``execution_id``, the job's own
     counts, ``requests``, ``commands``, ``duration_ms``, ``backlog``."""
@@ -170,7 +168,7 @@ def pending(acmi: Acmi, job: str, state: Mapping[str, Any]) -> dict[str, Any]:
     return {"changed_since_watermark": changed}
 
 
-def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
+def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> StoredObject:
     """Run ``job`` once per execution id, counting its store traffic, and record the run.
 
     ``job`` gets a client whose store counts requests and commands, and returns its
@@ -205,7 +203,7 @@ def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) ->
     return summary
 
 
-def _replayed(raw: bytes) -> dict[str, Any]:
+def _replayed(raw: bytes) -> StoredObject:
     try:
         data = load_stored(raw)
     except Unreadable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from acmi_core.operations.model import Access, Capability, Operation
+from acmi_core.operations.model import NONE, STORED, Access, Capability, Operation
 
 LOCKS: Final = Capability("locks", reads="LockReads", writes="LockOperations")
 WORK: Final = Capability("work", reads="WorkReads", writes="WorkWrites")
@@ -108,6 +108,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="work_event",
         params="acmi_core.operations.params.work:WorkEventParams",
         cli="work event",
+        result=STORED,
     ),
     WORK.write(
         "work.signals",
@@ -118,6 +119,7 @@ WORK_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="work_signal",
         params="acmi_core.operations.params.work:WorkSignalsParams",
         cli="work signal",
+        result=STORED,
     ),
     WORK.write(
         "work.owner",
@@ -189,7 +191,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Leave a thread",
         f"{_AGENT}.leave",
         params="acmi_core.operations.params.agents:AgentsLeaveParams",
-        result="types:NoneType",
+        result=NONE,
     ),
     AGENTS.read(
         "agents.threads",
@@ -200,6 +202,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="active",
         params="acmi_core.operations.params.agents:AgentsThreadsParams",
         cli="active",
+        result=STORED,
     ),
     AGENTS.write(
         "agents.rollup.put",
@@ -210,6 +213,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="rollup_set",
         params="acmi_core.operations.params.agents:AgentsRollupPutParams",
         cli="rollup-set",
+        result=STORED,
     ),
     AGENTS.read(
         "agents.rollup.get",
@@ -219,6 +223,7 @@ AGENT_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_AGENT}.rollup",
         mcp="rollup_get",
         params="acmi_core.operations.params.agents:AgentsRollupGetParams",
+        result=STORED,
     ),
     Operation(
         "agents.invite",
@@ -315,6 +320,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The newest lessons of a workflow, newest first",
         f"{_WORKFLOW}.lessons",
         params="acmi_core.operations.params.workflows:WorkflowsLessonsParams",
+        result="acmi_core.coordination.results:Lessons",
     ),
     WORKFLOWS.read(
         "workflows.unassessed",
@@ -341,6 +347,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The newest lessons of the workflows an agent works on (what seeds its next run)",
         f"{_WORKFLOW}.lessons",
         params="acmi_core.operations.params.workflows:WorkflowsLessonsParams",
+        result="acmi_core.coordination.results:Lessons",
     ),
 )
 

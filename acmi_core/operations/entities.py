@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from acmi_core.operations.model import Access, Capability, Operation
+from acmi_core.operations.model import NONE, STORED, STORED_VALUE, Access, Capability, Operation
 
 ENTITIES: Final = Capability("entities", reads="EntityReads", writes="EntityWrites")
 # Appends count what they store (EventsStored), not the call.
@@ -18,7 +18,6 @@ _TIMELINE: Final = "acmi_core.entities.api:TimelineAPI"
 
 _ENTITY: Final = "/v1/entities/{entity}"
 # what a write that answers nothing returns
-_NONE: Final = "types:NoneType"
 
 OPERATIONS: Final[tuple[Operation, ...]] = (
     INGEST.write(
@@ -52,7 +51,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="delete",
         params="acmi_core.operations.params.entities:DeleteParams",
         cli="delete",
-        result=_NONE,
+        result=NONE,
     ),
     ENTITIES.read(
         "entities.list",
@@ -73,6 +72,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_PROFILE}.get",
         mcp="profile_get",
         params="acmi_core.operations.params.entities:ProfileGetParams",
+        result=STORED,
     ),
     ENTITIES.write(
         "entities.profile.put",
@@ -83,6 +83,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="profile",
         params="acmi_core.operations.params.entities:ProfilePutParams",
         cli="profile",
+        result=STORED,
     ),
     ENTITIES.write(
         "entities.profile.patch",
@@ -92,6 +93,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_PROFILE}.merge",
         mcp="profile_merge",
         params="acmi_core.operations.params.entities:ProfilePatchParams",
+        result=STORED,
     ),
     ENTITIES.write(
         "entities.profile.delete",
@@ -100,7 +102,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Delete the profile",
         f"{_PROFILE}.delete",
         params="acmi_core.operations.params.entities:ProfileDeleteParams",
-        result=_NONE,
+        result=NONE,
     ),
     ENTITIES.read(
         "entities.signals.get",
@@ -110,6 +112,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_SIGNALS}.all",
         mcp="signal_get",
         params="acmi_core.operations.params.entities:SignalsGetParams",
+        result=STORED,
     ),
     ENTITIES.write(
         "entities.signals.put",
@@ -120,6 +123,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         mcp="signal",
         params="acmi_core.operations.params.entities:SignalsPutParams",
         cli="signal",
+        result=STORED,
     ),
     ENTITIES.write(
         "entities.signals.patch",
@@ -128,7 +132,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Set the given signals, keep the others (atomic)",
         f"{_SIGNALS}.update",
         params="acmi_core.operations.params.entities:SignalsPatchParams",
-        result=_NONE,
+        result=NONE,
     ),
     ENTITIES.write(
         "entities.signals.delete",
@@ -137,7 +141,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Delete all signals",
         f"{_SIGNALS}.clear",
         params="acmi_core.operations.params.entities:SignalsDeleteParams",
-        result=_NONE,
+        result=NONE,
     ),
     ENTITIES.read(
         "entities.signal.get",
@@ -146,6 +150,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "One signal (404 when missing)",
         f"{_SIGNALS}.get",
         params="acmi_core.operations.params.entities:SignalGetParams",
+        result=STORED_VALUE,
     ),
     ENTITIES.write(
         "entities.signal.put",
@@ -155,6 +160,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_SIGNALS}.set",
         mcp="signal_set",
         params="acmi_core.operations.params.entities:SignalPutParams",
+        result=STORED_VALUE,
     ),
     ENTITIES.write(
         "entities.signal.delete",
@@ -163,7 +169,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Delete one signal",
         f"{_SIGNALS}.delete",
         params="acmi_core.operations.params.entities:SignalDeleteParams",
-        result=_NONE,
+        result=NONE,
     ),
     ENTITIES.read(
         "entities.timeline",

@@ -32,6 +32,11 @@ class Access(StrEnum):
 
 
 KEYED: Final = frozenset({Access.READ, Access.WRITE, Access.ADMIN})
+# The results of the operations that serve stored JSON as written (a profile, the
+# signals, a rollup, a lesson): its shape is the writer's, so the type is "JSON".
+STORED: Final = "acmi_core.base.stored:StoredObject"
+STORED_VALUE: Final = "acmi_core.base.stored:StoredValue"
+NONE: Final = "types:NoneType"
 HTTP_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 _CONVERTER: Final = re.compile(r"\{(\w+):\w+\}")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from acmi_core.operations.model import Access, Operation
+from acmi_core.operations.model import STORED, Access, Operation
 
 _PARAMS: Final = "acmi_core.operations.params.service"
 
@@ -94,6 +94,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.jobs.runner:run_job",
         "jobs run",
         "JobsRunParams",
+        result=STORED,
     ),
     _operator(
         "jobs.status",
@@ -101,6 +102,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.jobs.runner:job_state",
         "jobs status",
         "JobsStatusParams",
+        result=STORED,
     ),
     _operator(
         "quota.monitor",

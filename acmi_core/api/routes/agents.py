@@ -8,10 +8,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
-from fastapi.responses import JSONResponse
 
 from acmi_core.api.access import Authorized, registrar
-from acmi_core.api.shapes import Json, object_body, read_fields, request_body, require
+from acmi_core.api.shapes import (
+    Json,
+    StoredJSON,
+    object_body,
+    read_fields,
+    request_body,
+    require,
+)
 from acmi_core.base.errors import NotFound
 from acmi_core.coordination.results import JoinedBody, LeftBody, SpawnsBody
 
@@ -39,13 +45,13 @@ STATUS = {
     ),
     response_model=Json,
 )
-async def heartbeat(req: Authorized, agent: Agent) -> JSONResponse:
+async def heartbeat(req: Authorized, agent: Agent) -> StoredJSON:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, (), ("status", "note"), empty_ok=True)
     beat = await req.call(
         acmi.agents.heartbeat, agent, body.get("status", "ACTIVE"), body.get("note")
     )
-    return JSONResponse(beat)
+    return StoredJSON(beat)
 
 
 @route(
@@ -62,13 +68,13 @@ async def heartbeat(req: Authorized, agent: Agent) -> JSONResponse:
     response_model=Json,
     status_code=201,
 )
-async def spawn(req: Authorized, agent: Agent) -> JSONResponse:
+async def spawn(req: Authorized, agent: Agent) -> StoredJSON:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, ("session_id", "model_id"), ("host",))
     record = await req.call(
         acmi.agents.spawn, agent, body["session_id"], body["model_id"], body.get("host")
     )
-    return JSONResponse(record, status_code=201)
+    return StoredJSON(record, status_code=201)
 
 
 @route("agents.spawns", response_model=Json)
@@ -76,11 +82,11 @@ async def spawns(
     req: Authorized,
     agent: Agent,
     limit: Annotated[int, Query(ge=1, le=1000)] = 5,
-) -> JSONResponse:
+) -> StoredJSON:
     acmi = req.acmi
     records = await req.call(acmi.agents.spawns, agent, limit)
     body: SpawnsBody = {"spawns": records}
-    return JSONResponse(body)
+    return StoredJSON(body)
 
 
 @route(
@@ -93,27 +99,27 @@ async def spawns(
     ),
     response_model=Json,
 )
-async def join(req: Authorized, agent: Agent, thread: Thread) -> JSONResponse:
+async def join(req: Authorized, agent: Agent, thread: Thread) -> StoredJSON:
     acmi = req.acmi
     body = await read_fields(req.request, acmi, (), ("role",), empty_ok=True)
     entry = await req.call(acmi.agents.join, agent, thread, body.get("role", "participant"))
     joined: JoinedBody = {"thread": thread, **entry}
-    return JSONResponse(joined)
+    return StoredJSON(joined)
 
 
 @route("agents.leave", response_model=Json)
-async def leave(req: Authorized, agent: Agent, thread: Thread) -> JSONResponse:
+async def leave(req: Authorized, agent: Agent, thread: Thread) -> StoredJSON:
     acmi = req.acmi
     await req.call(acmi.agents.leave, agent, thread)
     left: LeftBody = {"thread": thread, "left": True}
-    return JSONResponse(left)
+    return StoredJSON(left)
 
 
 @route("agents.threads", response_model=Json)
-async def threads(req: Authorized, agent: Agent) -> JSONResponse:
+async def threads(req: Authorized, agent: Agent) -> StoredJSON:
     acmi = req.acmi
     active = await req.call(acmi.agents.active, agent)
-    return JSONResponse({"threads": active})
+    return StoredJSON({"threads": active})
 
 
 @route(
@@ -123,19 +129,19 @@ async def threads(req: Authorized, agent: Agent) -> JSONResponse:
     ),
     response_model=Json,
 )
-async def set_rollup(req: Authorized, agent: Agent) -> JSONResponse:
+async def set_rollup(req: Authorized, agent: Agent) -> StoredJSON:
     acmi = req.acmi
     body = await object_body(req.request, acmi)
     (summary,) = require(body, "summary")
     extra = {k: v for k, v in body.items() if k not in ("summary", "ts")}
     doc = await req.call(acmi.agents.set_rollup, agent, summary, **extra)
-    return JSONResponse(doc)
+    return StoredJSON(doc)
 
 
 @route("agents.rollup.get", response_model=Json)
-async def rollup(req: Authorized, agent: Agent) -> JSONResponse:
+async def rollup(req: Authorized, agent: Agent) -> StoredJSON:
     acmi = req.acmi
     doc = await req.call(acmi.agents.rollup, agent)
     if doc is None:
         raise NotFound(f"rollup: {agent} has no rollup yet", field="agent", rule="has_rollup")
-    return JSONResponse(doc)
+    return StoredJSON(doc)

@@ -82,7 +82,9 @@ def profile_copies(ctx: Context) -> None:
     returned["name"] = "changed return"
     read = acmi.profile.get(entity) or {"list": [], "obj": {}}
     read["name"] = "changed read"
-    read["list"].append(3)
-    read["obj"]["k"] = "changed nested"
+    listed, nested = read["list"], read["obj"]
+    assert isinstance(listed, list) and isinstance(nested, dict)
+    listed.append(3)
+    nested["k"] = "changed nested"
     read["new"] = True
     expect_equal(acmi.profile.get(entity), expected, "profile after mutating dicts")

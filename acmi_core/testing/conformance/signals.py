@@ -117,9 +117,12 @@ def signals_copies(ctx: Context) -> None:
     acmi.signals.set(entity, "v", value)
     value["list"].append("changed input")
     got = acmi.signals.get(entity, "v")
+    assert isinstance(got, dict) and isinstance(got["obj"], dict)
     got["obj"]["k"] = "changed get"
     everything = acmi.signals.all(entity)
-    everything["v"]["list"].append("changed all")
+    stored = everything["v"]
+    assert isinstance(stored, dict) and isinstance(stored["list"], list)
+    stored["list"].append("changed all")
     everything["new"] = 1
     expected = {"v": {"list": [1], "obj": {"k": "v"}}}
     expect_equal(acmi.signals.all(entity), expected, "signals after mutating dicts")
