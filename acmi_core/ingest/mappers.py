@@ -53,6 +53,19 @@ SUMMARY_FIELDS: Final = (
     "description",
     "snippet",
 )
+# When no summary field is given: what the item is about (a deal's or a contact's name),
+# found the same way, joined to the event's name ("deal.updated: Acme renewal"), so a
+# timeline line says something rather than "n8n webhook". An email address last: a contact
+# with no name is still someone.
+NAME_FIELDS: Final = (
+    "name",
+    "displayName",
+    "display_name",
+    "fullName",
+    "full_name",
+    "dealname",  # HubSpot's deal property
+    "email",
+)
 # The item's own id. An execution id is no such id: n8n and Make share it across the
 # items of one run (it only ever makes part of a correlationId, below).
 CORRELATION_FIELDS: Final = ("correlationId", "correlation_id", "id")
@@ -136,6 +149,14 @@ def _run_ids(item: dict[str, Any]) -> tuple[str | None, str | None]:
     return scenario, execution
 
 
+def derived_summary(item: dict[str, Any], levels: Levels, kind: str | None, source: str) -> str:
+    """A summary for an item that has no summary field: its event name (``kind``, as
+    given or found) and what it is about (``NAME_FIELDS``), each when there is one, else
+    ``<source> webhook``."""
+    parts = [part for part in (kind, find_nested(item, NAME_FIELDS, levels)) if part]
+    return ": ".join(parts) or f"{source} webhook"
+
+
 def _automation_correlation(
     item: dict[str, Any], levels: Levels, source: str, sha: str, index: int
 ) -> str:
@@ -172,13 +193,16 @@ def map_automation(webhook: WebhookBody) -> Mapped:
     for index, (where, item) in enumerate(body_items(webhook)):
         mapped = MappedItem(mapping, item, where)
         levels = nested_levels(item)
-        kind, summary = mapped.text("kind"), mapped.get("summary")
+        kind = mapped.text("kind") or find_nested(item, KIND_FIELDS, levels)
+        summary = mapped.get("summary")
         if summary is MISSING:
-            summary = find_nested(item, SUMMARY_FIELDS, levels) or f"{source} webhook"
+            summary = find_nested(item, SUMMARY_FIELDS, levels) or derived_summary(
+                item, levels, kind, source
+            )
         payload = mapped.get("payload")
         event: dict[str, Any] = {
             "source": item["source"] if isinstance(item.get("source"), str) else source,
-            "kind": kind or find_nested(item, KIND_FIELDS, levels) or f"{source}-webhook",
+            "kind": kind or f"{source}-webhook",
             "correlationId": mapped.text("correlationId")
             or _automation_correlation(item, levels, source, sha, index),
             # not a string: kept, so validation names the rule

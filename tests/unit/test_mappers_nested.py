@@ -448,3 +448,35 @@ def test_github_rejections_name_the_field(headers: dict[str, str], body: Any, fi
     with pytest.raises(AcmiValidationError) as err:
         map_github(webhook(body, source="github", headers=headers))
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("item", "summary"),
+    [
+        # n8n's Webhook node, as a CRM posts it: the event's name and what it is about
+        (
+            {"event": "deal.updated", "deal": {"name": "Acme renewal", "stage": "won"}},
+            "deal.updated: Acme renewal",
+        ),
+        (
+            {"type": "contact.created", "contact": {"email": "priya@acme.example"}},
+            "contact.created: priya@acme.example",
+        ),
+        (
+            {"deal": {"properties": {"dealname": "Acme Corp - Platform renewal"}}},
+            "Acme Corp - Platform renewal",
+        ),
+        ({"event": "ping"}, "ping"),
+        ({"note": "row"}, "n8n webhook"),  # nothing says what: the sender's name, as before
+        # a summary field still wins over a derived one
+        (
+            {"event": "deal.updated", "deal": {"name": "Acme"}, "title": "Renewal signed"},
+            "Renewal signed",
+        ),
+    ],
+)
+def test_an_item_without_a_summary_field_is_summarised_by_its_event_and_name(
+    item: dict[str, Any], summary: str
+) -> None:
+    _, event = one(item, source="n8n", entity="deal:acme")
+    assert event["summary"] == summary
