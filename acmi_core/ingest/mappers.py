@@ -339,11 +339,17 @@ def _one_event(
     sender_id: str,
     named: tuple[tuple[str, str | None], ...],
     lacking: tuple[str, str],
+    *,
+    keep_case: bool = False,
 ) -> Mapped:
     """One event for the entity the URL or the source's config names, else the first of
-    ``named`` (category, the id the body gives, if any) as ``<category>:<sanitized id>``;
-    ``lacking``: the field and what the body lacks when it names none."""
-    fallback = next((f"{category}:{sanitized(id_)}" for category, id_ in named if id_), None)
+    ``named`` (category, the id the body gives, if any) as ``<category>:<sanitized id>``
+    (``sanitized``'s ``keep_case``); ``lacking``: the field and what the body lacks when
+    it names none."""
+    fallback = next(
+        (f"{category}:{sanitized(id_, keep_case=keep_case)}" for category, id_ in named if id_),
+        None,
+    )
     entity = webhook.entity or webhook.default_entity or fallback
     if entity is None:
         field, lacks = lacking
@@ -408,7 +414,8 @@ def map_slack(webhook: WebhookBody) -> Mapped:
         out["ts"] = event_time * 1000  # Slack sends unix seconds
     named = (("slack-channel", channel), ("slack-user", user))
     lacking = ("body.event.channel", "the event names no channel or user")
-    return _one_event(webhook, out, event_id, named, lacking)
+    # Slack's ids keep their case: `acmi get slack-channel C0LAN2Q65` is what a user types
+    return _one_event(webhook, out, event_id, named, lacking, keep_case=True)
 
 
 # --- GitHub webhooks ----------------------------------------------------------------------

@@ -110,7 +110,8 @@ def item_entity(explicit: str | None, item: dict[str, Any], default: str | None,
     return entity
 
 
-def sanitized(text: str) -> str:
-    """An id as an entity's local id: lower-cased, each run of characters outside
-    ``[A-Za-z0-9_.-]`` replaced by one ``_``."""
-    return ENTITY_UNSAFE.sub("_", text.lower())
+def sanitized(text: str, *, keep_case: bool = False) -> str:
+    """An id as an entity's local id: each run of characters outside ``[A-Za-z0-9_.-]``
+    replaced by one ``_``, lower-cased unless ``keep_case`` (a sender whose ids are
+    case-sensitive: Slack's ``C0LAN2Q65`` is what its users type and paste)."""
+    return ENTITY_UNSAFE.sub("_", text if keep_case else text.lower())

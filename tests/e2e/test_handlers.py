@@ -131,7 +131,7 @@ STORED: dict[str, tuple[str, int]] = {
     "ingest.n8n": ("ticket:zd-18342", 1),
     "ingest.generic": ("customer:cus_R8fT2nVbX1", 1),
     "ingest.gmail-pubsub": ("user:mikey", 1),
-    "ingest.slack": ("slack-channel:c0lan2q65", 1),
+    "ingest.slack": ("slack-channel:C0LAN2Q65", 1),
     "ingest.github": ("github-repo:acme-corp_platform", 1),
 }
 

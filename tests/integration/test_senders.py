@@ -104,7 +104,7 @@ def slack_message(event_id: str, channel: str, text: str = "Acme says SSO loops 
 
 def test_slack_signed_event_is_stored_once_and_its_retries_replay(senders: Senders) -> None:
     event_id, channel = unique("Ev"), unique("C")
-    entity = f"slack-channel:{channel.lower()}"
+    entity = f"slack-channel:{channel}"
     body = slack_message(event_id, channel)
     first = senders.post("/v1/ingest/slack", body, sign_slack(SLACK_SECRET, body, NOW_S - 1))
     assert first.status_code == 201, first.text

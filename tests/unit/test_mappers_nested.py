@@ -326,7 +326,7 @@ def test_slack_event_callback_maps_to_its_channel_with_the_event_id() -> None:
     mapped = map_slack(webhook(SLACK_MESSAGE, source="slack"))
     (delivery,) = mapped.deliveries
     assert mapped.sender_id == "Ev08MFMKH6" and mapped.answer is None
-    assert delivery.entity == "slack-channel:c0lan2q65"
+    assert delivery.entity == "slack-channel:C0LAN2Q65"
     assert delivery.event["kind"] == "message"
     assert delivery.event["summary"] == "Acme says SSO loops again"
     assert delivery.event["correlationId"] == "slack-Ev08MFMKH6"
@@ -348,7 +348,7 @@ def test_slack_reaction_has_no_text_and_its_channel_in_the_item() -> None:
         },
     }
     (delivery,) = map_slack(webhook(body, source="slack")).deliveries
-    assert delivery.entity == "slack-channel:c0lan2q65"
+    assert delivery.entity == "slack-channel:C0LAN2Q65"
     assert delivery.event["summary"] == "Slack reaction_added by U061F7AUR in C0LAN2Q65"
 
 
