@@ -292,15 +292,22 @@ def invoke(
 
 
 @app.command()
-def mcp() -> None:
-    """Serve the MCP tools over stdio (tenant and scope: ACMI_API_KEY)."""
+def mcp(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="log each request on stderr")
+    ] = False,
+) -> None:
+    """Serve the MCP tools over stdio (tenant and scope: ACMI_API_KEY; the tool set:
+    ACMI_MCP_TOOLS, ours, reference or all)."""
     try:
         from acmi_core.mcp.server import build_server, resolve_scope
     except ModuleNotFoundError as exc:  # the SDK is an extra: say which, not a traceback
         raise _missing_extra(exc, "acmi mcp") from None
     acmi = state().acmi()
     bound, scope = resolve_scope(acmi, acmi.settings.api_key)
-    build_server(bound, scope).run("stdio")
+    level = "INFO" if verbose else "WARNING"  # the SDK's INFO is a line per request
+    logging.getLogger("mcp").setLevel(level)
+    build_server(bound, scope, acmi.settings.mcp_tools, log_level=level).run("stdio")
 
 
 @app.command()

@@ -198,7 +198,8 @@ class McpHttpApp:
         if server is None:
             # FastMCP offers no public handle on the low-level server it wraps, and its
             # own streamable_http_app() keeps a single session manager (usable once).
-            server = protocol_server(build_server(self._acmi.for_tenant(tenant), scope))
+            bound = self._acmi.for_tenant(tenant)
+            server = protocol_server(build_server(bound, scope, self._acmi.settings.mcp_tools))
             self._servers[key] = server
             while len(self._servers) > MAX_SERVERS:
                 self._servers.popitem(last=False)
