@@ -203,8 +203,7 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
         shared = acmi.store.serve(avoid=port)  # the HTTP port is bound later
         print(f"# store: other acmi commands reach it at {shared[0]}:{shared[1]}", file=sys.stderr)
     print(f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs", file=sys.stderr)
-    # offload: uvicorn serves requests concurrently, so store calls go to worker threads
-    api = create_app(ApiContext(acmi, offload=True))
+    api = serve_app(acmi, create_app(ApiContext(acmi, offload=True)))
     # uvicorn re-raises SIGTERM once it has shut down, which would end the process before
     # main closes the store (the embedded one saves its last writes then): exit via main
     previous = signal.signal(signal.SIGTERM, _exit_on_signal)
@@ -212,6 +211,19 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
         uvicorn.run(api, host=host, port=port, log_level="info", log_config=serve_log_config())
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def serve_app(acmi: Acmi, api: Any) -> Any:
+    """What ``acmi serve`` runs: the HTTP API (its store calls offloaded to worker
+    threads: uvicorn serves requests concurrently) and, with the mcp extra, the MCP
+    endpoint at ``/mcp`` as the mcp function serves it."""
+    try:
+        from acmi_core.mcp.http import McpHttpApp, with_mcp
+    except ModuleNotFoundError:  # without the mcp extra: the API alone
+        print(f"# no /mcp: {install_hint('mcp')}", file=sys.stderr)
+        return api
+    print("# MCP (streamable HTTP): POST /mcp with Authorization: Bearer <key>", file=sys.stderr)
+    return with_mcp(api, McpHttpApp(acmi))
 
 
 def _exit_on_signal(signum: int, frame: object) -> NoReturn:

@@ -37,7 +37,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from acmi_core import Acmi
 from acmi_core.api.status import error_answer, error_body
@@ -205,6 +205,20 @@ class McpHttpApp:
                 self._servers.popitem(last=False)
         self._servers.move_to_end(key)
         return server
+
+
+def with_mcp(app: ASGIApp, mcp: McpHttpApp) -> ASGIApp:
+    """``app`` with ``mcp`` answering ``/mcp`` (``acmi serve``: the HTTP API and the
+    endpoint the mcp function serves, with the same key auth, on one port)."""
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and (path.rstrip("/") == MCP_PATH):
+            await mcp(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return dispatch
 
 
 def _headers(scope: Scope) -> dict[str, str]:

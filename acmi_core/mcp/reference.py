@@ -16,7 +16,11 @@ read-only key gets a tool error from a write, and ``acmi_delete`` reaches only t
 profile or signals of one entity of the caller's tenant (``_delete_target``). A failure
 is the reference's ``{"ok": false, "tool", "error"}`` text, flagged ``isError`` (the
 reference answered it as a success). The README's migration note lists every difference
-from the reference and from our own tools."""
+from the reference and from our own tools.
+
+One module: the 17 tools' listing and their answers are one contract, read side by side
+with mcp-server.mjs (``REFERENCE`` in its order); split, each half would be checked
+against the reference without the other."""
 
 from __future__ import annotations
 
@@ -253,8 +257,19 @@ def bootstrap(acmi: Acmi, a: Mapping[str, Any]) -> Answer:
         "active_context": active,
         "rollup_latest": rollup,
         "timeline_recent": _newest(body["timeline"]),
-        "recent_spawns": spawns,
+        "recent_spawns": [_spawn_data(record) for record in spawns],
     }
+
+
+def _spawn_data(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A spawn record in the reference's names (``acmi_spawn``'s ``data``): ts,
+    sessionId and modelId when they were given, host when there is one."""
+    data: dict[str, Any] = {"ts": record.get("ts")}
+    for ours, theirs in (("session_id", "sessionId"), ("model_id", "modelId"), ("host", "host")):
+        value = record.get(ours)
+        if value is not None and value != UNSPECIFIED:
+            data[theirs] = value
+    return data
 
 
 def spawn(acmi: Acmi, a: Mapping[str, Any]) -> Answer:
@@ -266,10 +281,7 @@ def spawn(acmi: Acmi, a: Mapping[str, Any]) -> Answer:
         session_id=a.get("sessionId") or UNSPECIFIED,
         model_id=a.get("modelId") or UNSPECIFIED,
     )
-    data: dict[str, Any] = {"ts": record["ts"]}
-    for name in ("sessionId", "modelId"):
-        if a.get(name):
-            data[name] = a[name]
+    data = _spawn_data(record)
     return {"ok": True, "tenant": acmi.tenant, "key": acmi.keys.slot(eid, "spawns"), "data": data}
 
 
