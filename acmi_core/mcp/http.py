@@ -24,6 +24,9 @@ A request goes through, in order:
    JSON-RPC parse error, HTTP 400), the call.
 
 Errors of steps 1-3 have the API's JSON error body: error, message, field, rule.
+
+The tools are the set ``ACMI_MCP_TOOLS`` names (``build_server``). ``acmi serve`` answers
+``/mcp`` with this same app beside the HTTP API (``with_mcp``).
 """
 
 from __future__ import annotations

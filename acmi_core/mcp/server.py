@@ -15,7 +15,9 @@ tool answers in another shape, its entry in ``mcp/shapes.py``. Arguments are dec
 
 The reference's 17 tools (``REFERENCE_TOOLS``; it served them as ``acmi_<name>``) are all
 here under their plain names, beside the tools for what the reference lacked (leases,
-HITL, workflows, memory). Every failure is a tool error (``isError``) naming the field
+HITL, workflows, memory). ``ACMI_MCP_TOOLS=reference`` serves the reference's own set
+instead (``mcp/reference.py``: its ``acmi_*`` names, arguments and answers), ``all``
+both. Every failure is a tool error (``isError``) naming the field
 and the rule: ACMI errors, bad arguments (the SDK's pydantic check) and arguments a tool
 does not take (``tenant`` among them: it is never an argument)."""
 

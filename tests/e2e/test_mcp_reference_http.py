@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, TextContent
 from acmi_core import Acmi, Settings, __version__
 from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
+from acmi_core.base.settings import MCP_TOOL_SETS
 from acmi_core.cli.local import serve_app
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
@@ -27,7 +28,7 @@ from functions.mcp import handler as mcp_handler
 from functions.runtime import LambdaFunction
 from tests.e2e.test_mcp_http import LambdaTransport, mcp_session, mint
 from tests.e2e.test_mcp_http import store as store  # noqa: PLC0414  (a fixture, by name)
-from tests.kit import configured
+from tests.kit import configured, load_template
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -150,3 +151,12 @@ def test_acmi_serve_applies_the_tool_set_setting(redis_server: RedisServer) -> N
         assert len(asyncio.run(main())) == REFERENCE_NAMES
     finally:
         acmi.store.close()
+
+
+def test_the_template_passes_the_tool_set_to_the_mcp_function_only() -> None:
+    template = load_template()
+    parameter = template["Parameters"]["McpTools"]
+    assert parameter["Default"] == "ours" and tuple(parameter["AllowedValues"]) == MCP_TOOL_SETS
+    env = template["Resources"]["McpFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["ACMI_MCP_TOOLS"] == {"Ref": "McpTools"}
+    assert "ACMI_MCP_TOOLS" not in template["Globals"]["Function"]["Environment"]["Variables"]
