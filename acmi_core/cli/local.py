@@ -223,6 +223,8 @@ def serve_app(acmi: Acmi, api: Any) -> Any:
         print(f"# no /mcp: {install_hint('mcp')}", file=sys.stderr)
         return api
     print("# MCP (streamable HTTP): POST /mcp with Authorization: Bearer <key>", file=sys.stderr)
+    # the SDK logs a request's lifecycle at INFO (as in the mcp function, its warnings stay)
+    logging.getLogger("mcp").setLevel(logging.WARNING)
     return with_mcp(api, McpHttpApp(acmi))
 
 

@@ -237,14 +237,15 @@ TOOL_SETS: Final = ("ours", "reference", "all")  # ACMI_MCP_TOOLS
 
 
 def build_server(
-    acmi: Acmi, scope: Scope, tools: str = "ours", *, log_level: str = "WARNING"
+    acmi: Acmi, scope: Scope, tools: str = "ours", *, log_level: str = "INFO"
 ) -> FastMCP:
     """The server for one principal: ``acmi`` is already bound to its tenant. ``tools``
     (``ACMI_MCP_TOOLS``): ``ours``, one tool per row of the operation table with an MCP
     tool, in table order, and the bootstrap prompt and resource; ``reference``, the
     reference server's 17 tools (``mcp/reference.py``); ``all``, both (their names never
-    clash: the reference's all start ``acmi_``). ``log_level``: the SDK's (its INFO is a
-    line per request)."""
+    clash: the reference's all start ``acmi_``). ``log_level``: the level the SDK gives the
+    root logger when nothing configured it (its INFO is a line per request; ``acmi mcp``
+    passes WARNING unless -v)."""
     if tools not in TOOL_SETS:
         raise AcmiValidationError(
             "ACMI_MCP_TOOLS", "enum", f"must be one of {', '.join(TOOL_SETS)}"
