@@ -219,7 +219,10 @@ def serve_app(acmi: Acmi, api: Any) -> Any:
     endpoint at ``/mcp`` as the mcp function serves it."""
     try:
         from acmi_core.mcp.http import McpHttpApp, with_mcp
-    except ModuleNotFoundError:  # without the mcp extra: the API alone
+    except ModuleNotFoundError as exc:
+        if missing_extra(exc) != "mcp":
+            raise
+        # without the mcp extra: the API alone, and how to add the endpoint
         print(f"# no /mcp: {install_hint('mcp')}", file=sys.stderr)
         return api
     print("# MCP (streamable HTTP): POST /mcp with Authorization: Bearer <key>", file=sys.stderr)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -160,3 +162,33 @@ def test_the_template_passes_the_tool_set_to_the_mcp_function_only() -> None:
     env = template["Resources"]["McpFunction"]["Properties"]["Environment"]["Variables"]
     assert env["ACMI_MCP_TOOLS"] == {"Ref": "McpTools"}
     assert "ACMI_MCP_TOOLS" not in template["Globals"]["Function"]["Environment"]["Variables"]
+
+
+WITHOUT_MCP = """
+import sys
+
+class NoMcp:  # the `mcp` extra not installed
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp" or name.startswith("mcp."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoMcp())
+from acmi_core import Acmi
+from acmi_core.cli.local import serve_app
+from acmi_core.store.memory import MemoryStore
+api = object()
+assert serve_app(Acmi(MemoryStore()), api) is api
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_acmi_serve_without_the_mcp_extra_serves_the_api_and_says_what_to_install() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MCP],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "# no /mcp: pip install 'acmi[mcp]'" in result.stderr
