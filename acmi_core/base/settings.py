@@ -150,6 +150,16 @@ def _summarizer(value: Any, name: str) -> None:
         raise AcmiValidationError(name, "summarizer", SUMMARIZER_RULE)
 
 
+MCP_TOOL_SETS: Final = ("ours", "reference", "all")
+
+
+def _mcp_tools(value: Any, name: str) -> None:
+    if value not in MCP_TOOL_SETS:
+        raise AcmiValidationError(
+            name, "enum", f"must be one of {', '.join(MCP_TOOL_SETS)}, got {str(value)[:40]!r}"
+        )
+
+
 ARCHIVE_URL: Final = re.compile(r"([a-z][a-z0-9+.-]*)://([^/\s]+)(?:/(\S*))?")
 ARCHIVE_URL_RULE: Final = "must be <scheme>://<bucket>[/<prefix>], e.g. s3://my-bucket/acmi-archive"
 SECRET_POLICIES: Final = ("reject", "redact")
@@ -291,6 +301,12 @@ class Settings(BaseSettings):
         30.0,
         "how long a warm process trusts a key or source-config lookup",
         ge=0,
+    )
+    mcp_tools: Annotated[str, _rule(_mcp_tools)] = _var(
+        "ACMI_MCP_TOOLS",
+        "ours",
+        "the MCP tools served (acmi mcp, the mcp function): ours, reference (the reference"
+        " server's 17 acmi_* tools, names, arguments and answers) or all (both)",
     )
     max_body_bytes: Integer = _var(
         "ACMI_MAX_BODY_BYTES", 256 * 1024, "request body cap (413 beyond)", ge=1

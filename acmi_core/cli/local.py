@@ -203,8 +203,7 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
         shared = acmi.store.serve(avoid=port)  # the HTTP port is bound later
         print(f"# store: other acmi commands reach it at {shared[0]}:{shared[1]}", file=sys.stderr)
     print(f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs", file=sys.stderr)
-    # offload: uvicorn serves requests concurrently, so store calls go to worker threads
-    api = create_app(ApiContext(acmi, offload=True))
+    api = serve_app(acmi, create_app(ApiContext(acmi, offload=True)))
     # uvicorn re-raises SIGTERM once it has shut down, which would end the process before
     # main closes the store (the embedded one saves its last writes then): exit via main
     previous = signal.signal(signal.SIGTERM, _exit_on_signal)
@@ -212,6 +211,24 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
         uvicorn.run(api, host=host, port=port, log_level="info", log_config=serve_log_config())
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def serve_app(acmi: Acmi, api: Any) -> Any:
+    """What ``acmi serve`` runs: the HTTP API (its store calls offloaded to worker
+    threads: uvicorn serves requests concurrently) and, with the mcp extra, the MCP
+    endpoint at ``/mcp`` as the mcp function serves it."""
+    try:
+        from acmi_core.mcp.http import McpHttpApp, with_mcp
+    except ModuleNotFoundError as exc:
+        if missing_extra(exc) != "mcp":
+            raise
+        # without the mcp extra: the API alone, and how to add the endpoint
+        print(f"# no /mcp: {install_hint('mcp')}", file=sys.stderr)
+        return api
+    print("# MCP (streamable HTTP): POST /mcp with Authorization: Bearer <key>", file=sys.stderr)
+    # the SDK logs a request's lifecycle at INFO (as in the mcp function, its warnings stay)
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    return with_mcp(api, McpHttpApp(acmi))
 
 
 def _exit_on_signal(signum: int, frame: object) -> NoReturn:
@@ -292,15 +309,22 @@ def invoke(
 
 
 @app.command()
-def mcp() -> None:
-    """Serve the MCP tools over stdio (tenant and scope: ACMI_API_KEY)."""
+def mcp(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="log each request on stderr")
+    ] = False,
+) -> None:
+    """Serve the MCP tools over stdio (tenant and scope: ACMI_API_KEY; the tool set:
+    ACMI_MCP_TOOLS, ours, reference or all)."""
     try:
         from acmi_core.mcp.server import build_server, resolve_scope
     except ModuleNotFoundError as exc:  # the SDK is an extra: say which, not a traceback
         raise _missing_extra(exc, "acmi mcp") from None
     acmi = state().acmi()
     bound, scope = resolve_scope(acmi, acmi.settings.api_key)
-    build_server(bound, scope).run("stdio")
+    level = "INFO" if verbose else "WARNING"  # the SDK's INFO is a line per request
+    logging.getLogger("mcp").setLevel(level)
+    build_server(bound, scope, acmi.settings.mcp_tools, log_level=level).run("stdio")
 
 
 @app.command()

@@ -24,6 +24,9 @@ A request goes through, in order:
    JSON-RPC parse error, HTTP 400), the call.
 
 Errors of steps 1-3 have the API's JSON error body: error, message, field, rule.
+
+The tools are the set ``ACMI_MCP_TOOLS`` names (``build_server``). ``acmi serve`` answers
+``/mcp`` with this same app beside the HTTP API (``with_mcp``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from acmi_core import Acmi
 from acmi_core.api.status import error_answer, error_body
@@ -198,12 +201,27 @@ class McpHttpApp:
         if server is None:
             # FastMCP offers no public handle on the low-level server it wraps, and its
             # own streamable_http_app() keeps a single session manager (usable once).
-            server = protocol_server(build_server(self._acmi.for_tenant(tenant), scope))
+            bound = self._acmi.for_tenant(tenant)
+            server = protocol_server(build_server(bound, scope, self._acmi.settings.mcp_tools))
             self._servers[key] = server
             while len(self._servers) > MAX_SERVERS:
                 self._servers.popitem(last=False)
         self._servers.move_to_end(key)
         return server
+
+
+def with_mcp(app: ASGIApp, mcp: McpHttpApp) -> ASGIApp:
+    """``app`` with ``mcp`` answering ``/mcp`` (``acmi serve``: the HTTP API and the
+    endpoint the mcp function serves, with the same key auth, on one port)."""
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and (path.rstrip("/") == MCP_PATH):
+            await mcp(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return dispatch
 
 
 def _headers(scope: Scope) -> dict[str, str]:

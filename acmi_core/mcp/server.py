@@ -15,7 +15,9 @@ tool answers in another shape, its entry in ``mcp/shapes.py``. Arguments are dec
 
 The reference's 17 tools (``REFERENCE_TOOLS``; it served them as ``acmi_<name>``) are all
 here under their plain names, beside the tools for what the reference lacked (leases,
-HITL, workflows, memory). Every failure is a tool error (``isError``) naming the field
+HITL, workflows, memory). ``ACMI_MCP_TOOLS=reference`` serves the reference's own set
+instead (``mcp/reference.py``: its ``acmi_*`` names, arguments and answers), ``all``
+both. Every failure is a tool error (``isError``) naming the field
 and the rule: ACMI errors, bad arguments (the SDK's pydantic check) and arguments a tool
 does not take (``tenant`` among them: it is never an argument)."""
 
@@ -30,16 +32,17 @@ from typing import Any, Final, ParamSpec, TypeVar
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.lowlevel import Server
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, ToolExecution
+from mcp.types import Tool as ListedTool
 from pydantic import ValidationError
 
-from acmi_core import Acmi, AcmiError
+from acmi_core import Acmi, AcmiError, __version__
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import pydantic_rule
 from acmi_core.base.stored import LONE_SURROGATE, render_json
-from acmi_core.mcp import stdio
+from acmi_core.mcp import reference, stdio
 from acmi_core.mcp.shapes import SHAPES
 from acmi_core.operations import OPERATIONS, Access, Operation, operation
 from acmi_core.operations.bind import call_core, params_model
@@ -183,7 +186,15 @@ def _carried(value: Any, depth: int) -> bool:
 
 class _Server(FastMCP):
     """FastMCP whose tool calls refuse arguments the tool does not take and report the
-    SDK's argument validation like an ACMI error (field and rule), both as isError."""
+    SDK's argument validation like an ACMI error (field and rule), both as isError; the
+    reference's tools are listed with the reference's own schemas (``reference_listing``)."""
+
+    listed_as: dict[str, ListedTool]
+
+    async def list_tools(self) -> list[ListedTool]:
+        # the SDK would list the schema it derives from the function (titles, anyOf
+        # null): a reference tool is listed byte for byte as the reference lists it
+        return [self.listed_as.get(t.name, t) for t in await super().list_tools()]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any]
@@ -222,10 +233,111 @@ def protocol_server(server: FastMCP) -> Server[Any, Any]:
     return server._mcp_server
 
 
-def build_server(acmi: Acmi, scope: Scope) -> FastMCP:
-    """The server for one principal: ``acmi`` is already bound to its tenant. One tool per
-    row of the operation table with an MCP tool, in table order."""
-    mcp = _Server("acmi", instructions="ACMI: profiles, signals and timelines." + TENANCY)
+TOOL_SETS: Final = ("ours", "reference", "all")  # ACMI_MCP_TOOLS
+
+
+def build_server(
+    acmi: Acmi, scope: Scope, tools: str = "ours", *, log_level: str = "INFO"
+) -> FastMCP:
+    """The server for one principal: ``acmi`` is already bound to its tenant. ``tools``
+    (``ACMI_MCP_TOOLS``): ``ours``, one tool per row of the operation table with an MCP
+    tool, in table order, and the bootstrap prompt and resource; ``reference``, the
+    reference server's 17 tools (``mcp/reference.py``); ``all``, both (their names never
+    clash: the reference's all start ``acmi_``). ``log_level``: the level the SDK gives the
+    root logger when nothing configured it (its INFO is a line per request; ``acmi mcp``
+    passes WARNING unless -v)."""
+    if tools not in TOOL_SETS:
+        raise AcmiValidationError(
+            "ACMI_MCP_TOOLS", "enum", f"must be one of {', '.join(TOOL_SETS)}"
+        )
+    mcp = _Server(
+        "acmi",
+        instructions="ACMI: profiles, signals and timelines." + TENANCY,
+        log_level=log_level,  # type: ignore[arg-type]
+    )
+    mcp.listed_as = {}
+    # serverInfo.version: ours (the SDK reports its own version when given none)
+    protocol_server(mcp).version = __version__
+    if tools != "reference":
+        _add_ours(mcp, acmi, scope)
+    if tools != "ours":
+        for tool in reference.REFERENCE:
+            mcp.add_tool(
+                _reference_tool(acmi, scope, tool),
+                name=tool.name,
+                description=tool.description,
+                structured_output=False,
+            )
+            mcp.listed_as[tool.name] = reference_listing(tool)
+    return mcp
+
+
+def reference_listing(tool: reference.RefTool) -> ListedTool:
+    """What tools/list shows for a reference tool: the reference's own entry."""
+    return ListedTool(
+        name=tool.name,
+        description=tool.description,
+        inputSchema=tool.input_schema(),
+        execution=ToolExecution(taskSupport="forbidden"),
+    )
+
+
+def _reference_tool(
+    acmi: Acmi, scope: Scope, tool: reference.RefTool
+) -> Callable[..., CallToolResult]:
+    """The reference tool's function: the SDK checks the arguments against its signature
+    (``reference_signature``); the answer is the reference's JSON text, a failure its
+    ``{ok: false, ...}`` text flagged isError."""
+
+    def call(**arguments: Any) -> CallToolResult:
+        given = {name: value for name, value in arguments.items() if value is not None}
+        writes = tool.writes and (tool.name != "acmi_delete" or bool(given.get("confirm")))
+        if writes and not scope.allows(Scope.WRITE):
+            message = "scope: this key is read-only (rule: write_scope)"
+            return _text_result(
+                reference.text({"ok": False, "tool": tool.name, "error": message}), True
+            )
+        try:
+            answer = tool.run(acmi, given)
+        except reference.RefusedAnswer as refused:
+            return _text_result(reference.text(refused.answer), True)
+        except AcmiError as exc:
+            return _text_result(reference.failure(tool.name, exc), True)
+        return _text_result(reference.text(answer), False)
+
+    call.__name__ = call.__qualname__ = tool.name  # the SDK names its model after it
+    call.__signature__ = reference_signature(tool)  # type: ignore[attr-defined]
+    return call
+
+
+_ARG_TYPES: Final[dict[str, Any]] = {
+    "string": str,
+    "number": float,
+    "boolean": bool,
+    "array": list[str],
+}
+
+
+def reference_signature(tool: reference.RefTool) -> inspect.Signature:
+    """The reference tool's arguments as keyword arguments (optional ones default None)."""
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if required else None,
+                annotation=_ARG_TYPES[kind] if required else _ARG_TYPES[kind] | None,
+            )
+            for name, kind, required, _ in tool.args
+        ]
+    )
+
+
+def _text_result(text: str, error: bool) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], isError=error)
+
+
+def _add_ours(mcp: FastMCP, acmi: Acmi, scope: Scope) -> None:
     for row in tool_rows():
         mcp.add_tool(
             _tool(acmi, scope, row),
@@ -246,8 +358,6 @@ def build_server(acmi: Acmi, scope: Scope) -> FastMCP:
     @mcp.resource("acmi://agents/{agent}/bootstrap", name="bootstrap", mime_type="text/markdown")
     def bootstrap_resource(agent: str) -> str:
         return bootstrap(agent)
-
-    return mcp
 
 
 @functools.cache
