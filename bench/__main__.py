@@ -1,7 +1,7 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
 Runs every section (round_trips, latency, cold_start, throughput, write_limits,
-coordination, jobs, client_cpu, lambda_path, scaling), prints its tables as it goes,
+coordination, jobs, client_cpu, lambda_path, scaling, cluster), prints its tables as it goes,
 writes all figures to JSON (default bench/results/latest.json, git-ignored) and, after a
 full run of every section, the committed summary bench/RESULTS.md."""
 
@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import (
     client_cpu,
+    cluster,
     cold_start,
     coordination,
     jobs,
@@ -45,6 +46,7 @@ SECTIONS = (
     "client_cpu",
     "lambda_path",
     "scaling",
+    "cluster",
 )
 TITLES = {
     "round_trips": round_trips.TITLE,
@@ -57,6 +59,7 @@ TITLES = {
     "client_cpu": client_cpu.TITLE,
     "lambda_path": lambda_path.TITLE,
     "scaling": scaling.TITLE,
+    "cluster": cluster.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -140,6 +143,7 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "client_cpu": lambda s: client_cpu.run(s, quick=args.quick),
         "lambda_path": lambda s: lambda_path.run(s, quick=args.quick),
         "scaling": lambda s: scaling.run(s, quick=args.quick),
+        "cluster": lambda s: cluster.run(s, quick=args.quick),
     }
 
 

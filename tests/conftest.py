@@ -13,6 +13,8 @@ from acmi_core.base.settings import Settings
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
+from acmi_core.testing.redis_cluster import RedisCluster
+from acmi_core.testing.redis_cluster import redis_cluster as start_redis_cluster
 from acmi_core.testing.redis_server import RedisServer, RedisServerError
 from acmi_core.testing.redis_server import redis_server as start_redis_server
 from acmi_core.testing.upstash_double import UpstashDouble
@@ -36,6 +38,27 @@ def redis_server() -> Iterator[RedisServer]:
     try:
         with start_redis_server() as server:
             yield server
+    except RedisServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster3() -> Iterator[RedisCluster]:
+    """A real Redis Cluster of 3 masters (no replicas), once per xdist worker."""
+    try:
+        with start_redis_cluster(3) as cluster:
+            yield cluster
+    except RedisServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster1() -> Iterator[RedisCluster]:
+    """One cluster-enabled node holding all 16384 slots: the shape ElastiCache Serverless
+    presents (cluster semantics, CROSSSLOT included, on one endpoint)."""
+    try:
+        with start_redis_cluster(1) as cluster:
+            yield cluster
     except RedisServerError as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -101,7 +101,7 @@ class Authenticator:
         self, tenant: str, source: str, *, fresh: bool = False
     ) -> SourceConfig | None:
         """The source's config in ``tenant`` (cached; ``fresh``: read it now)."""
-        keys = Keys(tenant, self._settings.default_tenant)
+        keys = Keys(tenant, self._settings.default_tenant, self._settings.key_layout)
         if fresh:
             self._configs.forget((tenant, source))
         try:

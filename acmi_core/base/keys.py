@@ -13,6 +13,21 @@ Default tenant (wire-compatible with the reference deployment)::
 Other tenants (ACMI SPEC v1.3 §12.2): the same under ``acmi:tenant:<tenant>:``.
 ACMI's own bookkeeping lives under ``acmi:_<kind>:<tenant>:...``: a category must start
 with a letter, so no entity key can ever equal one of these.
+
+The cluster layout (``ACMI_KEY_LAYOUT=cluster``, ``Layout.CLUSTER``): every key of a
+tenant, the default one included, carries the tenant's hash tag, so each script's keys
+share one slot of a Redis Cluster::
+
+    acmi:{<tenant>}:<cat>:<id>:<slot>     the entity slots, the category lists, registries
+    acmi:{<tenant>}:_<kind>:...            the tenant's bookkeeping (internal)
+    acmi:{<tenant>}:_tenants:<kind>        the tenant's mark in the index of tenants with
+                                           work (``tenants_with``): in its own slot
+    acmi:{_deployment}:_tenants            SET of the tenants that ever marked one
+                                           (``tenant_registry``): what the jobs fan out over
+
+One tag per tenant is one bucket (B = 1). B > 1 tags each entity's keys
+``{<tenant>:<bucket>}`` (bucket = a hash of the entity id mod B) and keeps the tenant-wide
+indexes per bucket under the same tag: ``Keys.tag`` is the one place to change.
 """
 
 from __future__ import annotations
@@ -23,6 +38,13 @@ from enum import StrEnum
 from typing import Final
 
 from acmi_core.base.model import EntityId, check_category, check_tenant
+
+
+class Layout(StrEnum):
+    """How keys are named (``Settings.key_layout``, ``ACMI_KEY_LAYOUT``)."""
+
+    REFERENCE = "reference"  # the TypeScript reference's keys, byte for byte: one node
+    CLUSTER = "cluster"  # one hash tag per tenant: a Redis Cluster, one slot per tenant
 
 
 class Slot(StrEnum):
@@ -113,13 +135,31 @@ HITL_OPERATOR: Final = "hitl-operator"
 TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE, HITL_SHARED, HITL_OPERATOR)
 
 
-class Keys:
-    """Key builder bound to one tenant."""
+# The cluster layout's deployment-wide keys: one slot of their own, apart from every tenant.
+DEPLOYMENT_TAG: Final = "{_deployment}"
+TENANT_REGISTRY: Final = f"{ROOT}:{DEPLOYMENT_TAG}:{INTERNAL_MARK}tenants"
 
-    def __init__(self, tenant: str, default_tenant: str) -> None:
+
+class Keys:
+    """Key builder bound to one tenant, in one layout."""
+
+    def __init__(
+        self, tenant: str, default_tenant: str, layout: Layout | str = Layout.REFERENCE
+    ) -> None:
         self.tenant = check_tenant(tenant)
         self.is_default = tenant == default_tenant
-        self._prefix = f"{ROOT}:" if self.is_default else f"{ROOT}:tenant:{tenant}:"
+        self.layout = Layout(layout)
+        if self.layout is Layout.CLUSTER:
+            # a tenant name has no braces (check_tenant), so the tag is exactly the tenant
+            self._prefix = f"{ROOT}:{self.tag}:"
+        else:
+            self._prefix = f"{ROOT}:" if self.is_default else f"{ROOT}:tenant:{tenant}:"
+
+    @property
+    def tag(self) -> str:
+        """The hash tag every key of this tenant carries in the cluster layout: its one
+        bucket (B = 1). B > 1 would make it ``{<tenant>:<bucket>}`` per entity."""
+        return "{" + self.tenant + "}"
 
     def slot(self, entity: EntityId, slot: str) -> str:
         return f"{self._prefix}{entity.category}:{entity.local_id}:{slot}"
@@ -142,6 +182,8 @@ class Keys:
 
     def internal(self, kind: str, *parts: str) -> str:
         """A bookkeeping key of this tenant (idempotency records, sources, leases)."""
+        if self.layout is Layout.CLUSTER:
+            return ":".join((ROOT, self.tag, INTERNAL_MARK + kind, *parts))
         return internal_global(kind, self.tenant, *parts)
 
     def lock(self, resource: str) -> str:
@@ -177,14 +219,29 @@ class Keys:
     def tenants_with(self, kind: str) -> str:
         """ZSET tenant -> ms: the tenants with work in their index ``kind`` (one of
         ``TENANT_INDEXES``), shared by every tenant of the deployment: what a scheduled job
-        reads to serve each tenant that has work, never a scan of the keyspace."""
+        reads to serve each tenant that has work, never a scan of the keyspace.
+
+        In the cluster layout no key can share a slot with every tenant, so this is the
+        tenant's own mark (the same ZSET, its one member this tenant) in the tenant's slot,
+        still written in the same script run as its writes; the jobs read the marks of
+        the tenants in ``tenant_registry``."""
         if kind not in TENANT_INDEXES:
             raise ValueError(f"tenant index {kind!r}: one of {TENANT_INDEXES}")
+        if self.layout is Layout.CLUSTER:
+            return self.internal("tenants", kind)
         return internal_global("tenants", kind)
+
+    def tenant_registry(self) -> str:
+        """Cluster layout: SET of every tenant that has marked work (``tenants_with``),
+        added to once per process and tenant after such a write (``store/writes.py``): the
+        tenants whose marks a scheduled job reads. Reference layout: unused."""
+        return TENANT_REGISTRY
 
     def job_tenants(self, job: str) -> str:
         """STRING JSON: which tenants a scheduled job served last and which wait (their
         backlog or failure): the job's state across tenants (``acmi_core.jobs.tenants``)."""
+        if self.layout is Layout.CLUSTER:
+            return ":".join((ROOT, DEPLOYMENT_TAG, INTERNAL_MARK + "jobtenants", job))
         return internal_global("jobtenants", job)
 
     def job_state(self, job: str) -> str:
@@ -280,6 +337,16 @@ class Keys:
         in a key name, and any address fits."""
         digest = hashlib.sha256(email.lower().encode("utf-8")).hexdigest()
         return self.internal("gmail", source, digest)
+
+
+def marked_tenant(key: str) -> str | None:
+    """The tenant whose mark ``key`` is, when it is one of the cluster layout's marks
+    (``Keys.tenants_with``), else None."""
+    head, sep, rest = key.partition(":{")
+    if head != ROOT or not sep:
+        return None
+    tenant, _, tail = rest.partition("}:")
+    return tenant if tail.startswith(INTERNAL_MARK + "tenants:") else None
 
 
 def internal_global(kind: str, *parts: str) -> str:

@@ -72,6 +72,25 @@ def _url(*schemes: str) -> Callable[[Any, str], None]:
     return check
 
 
+def _flag(raw: str, name: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise AcmiValidationError(name, "flag", f"must be 1 or 0 (true or false), got {raw!r}")
+
+
+# acmi_core.base.keys Layout's values (keys sits above settings: it may not be imported)
+KEY_LAYOUTS: Final = ("reference", "cluster")
+
+
+def _layout(value: Any, name: str) -> None:
+    if value not in KEY_LAYOUTS:
+        known = " or ".join(KEY_LAYOUTS)
+        raise AcmiValidationError(name, "layout", f"must be {known}, got {value!r}")
+
+
 def _arn(value: Any, name: str) -> None:
     if not str(value).startswith("arn:"):
         raise AcmiValidationError(name, "arn", "must be a Secrets Manager ARN (arn:...)")
@@ -274,6 +293,20 @@ class Settings(BaseSettings):
     )
     redis_url: Annotated[str | None, _rule(_url("redis://", "rediss://", "unix://"))] = _var(
         "ACMI_REDIS_URL", None, "redis:// or rediss:// URL (the Redis store)", repr=False
+    )
+    # which keys ACMI builds (acmi_core/base/keys.py): the reference's, or one hash tag per
+    # tenant so that a Redis Cluster runs every script in one slot
+    key_layout: Annotated[str, _rule(_layout)] = _var(
+        "ACMI_KEY_LAYOUT",
+        "reference",
+        "key layout: reference (the default: the reference deployment's keys, one Redis"
+        " node) or cluster (one hash tag per tenant: Redis Cluster, ElastiCache Serverless)",
+    )
+    redis_cluster: Annotated[bool, _parser(_flag)] = _var(
+        "ACMI_REDIS_CLUSTER",
+        False,
+        "1: ACMI_REDIS_URL names a seed node of a Redis Cluster (the cluster client;"
+        " needs ACMI_KEY_LAYOUT=cluster)",
     )
     # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
     home: str | None = _var(

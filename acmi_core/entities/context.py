@@ -82,7 +82,7 @@ class Context:
         clock: Clock = system_clock,
     ) -> Context:
         settings = settings or Settings()
-        keys = Keys(tenant or settings.default_tenant, settings.default_tenant)
+        keys = Keys(tenant or settings.default_tenant, settings.default_tenant, settings.key_layout)
         return cls(store, settings, keys, clock)
 
     @property

@@ -25,6 +25,12 @@ tenant -> ms, kept by the writes in the same script run as the index they summar
   HITL queues standup-brief reads: a tenant whose only work is an open item is briefed
   every day until it is resolved), re-synced by ``ZHEAD`` after serving as ``due`` is.
 
+In the cluster layout (``Keys.tenants_with``) each tenant's mark lives in its own slot, so
+a run first reads the registry of tenants that ever marked work (``Keys.tenant_registry``,
+one SMEMBERS) and then each registered tenant's marks (the same pipeline, now
+O(registered tenants x indexes), each command on the tenant's node); the ZHEAD re-sync is
+one script run per served tenant, and the state one of its own (``_record``).
+
 Each tenant runs through :func:`~acmi_core.jobs.runner.run_job` on a client of its own:
 its watermark and record under its own keys, the schedule's ``max`` per tenant, a
 retried execution replaying the tenants that finished. Cost: O(tenants with work +
@@ -45,7 +51,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.keys import ACTIVITY, CHANGED, HITL_OPERATOR, HITL_SHARED, HYGIENE, WAKE, Keys
+from acmi_core.base.keys import (
+    ACTIVITY,
+    CHANGED,
+    HITL_OPERATOR,
+    HITL_SHARED,
+    HYGIENE,
+    WAKE,
+    Keys,
+    Layout,
+)
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.settings import Settings
 from acmi_core.base.stored import Unreadable, load_stored, scored
@@ -151,14 +166,33 @@ def pruned_through(acmi: Acmi, kind: str) -> int | None:
     return _prune_through(kind, _states(acmi, list(readers(kind))))
 
 
+def _tenant_keys(acmi: Acmi, tenant: str) -> Keys:
+    return Keys(tenant, acmi.settings.default_tenant, acmi.keys.layout)
+
+
+def _index_keys(acmi: Acmi) -> Callable[[str], list[str]]:
+    """Where the index of tenants ``kind`` lives: the one deployment-wide ZSET, or in the
+    cluster layout each registered tenant's mark (the registry read once, here)."""
+    if acmi.keys.layout is not Layout.CLUSTER:
+        return lambda kind: [acmi.keys.tenants_with(kind)]
+    reply = acmi.store.execute(("SMEMBERS", acmi.keys.tenant_registry()))
+    members = reply if isinstance(reply, list) else []
+    tenants = sorted(
+        t for m in members if isinstance(m, bytes) and _valid(t := m.decode("utf-8", "replace"))
+    )
+    return lambda kind: [_tenant_keys(acmi, t).tenants_with(kind) for t in tenants]
+
+
 def indexed(acmi: Acmi, job: str, *, limit: int = MAX_MAX_TENANTS) -> list[str]:
     """Every tenant the job's indexes name (at most ``limit`` each): for
     ``acmi jobs status``, not for a run."""
     spec = sources(job)
     kinds = (*spec.since, *(kind for kind, _ in (*spec.due, *spec.held)))
-    replies = acmi.store.pipeline(
-        [("ZRANGE", acmi.keys.tenants_with(kind), 0, limit - 1) for kind in kinds]
-    )
+    where = _index_keys(acmi)
+    commands: list[tuple[str | int, ...]] = [
+        ("ZRANGE", key, 0, limit - 1) for kind in kinds for key in where(kind)
+    ]
+    replies = acmi.store.pipeline(commands) if commands else []
     found: dict[str, None] = {}
     for reply in replies:
         for member in reply if isinstance(reply, list) else []:
@@ -171,24 +205,28 @@ def _candidates(acmi: Acmi, spec: Sources, floor: int | None, run: JobRun, now: 
     low = floor
     if spec.window_ms is not None:
         low = run.scheduled_ms - spec.window_ms
+    where = _index_keys(acmi)
     commands: list[tuple[str | int, ...]] = [
         (
             "ZRANGE",
-            acmi.keys.tenants_with(kind),
+            key,
             "-inf" if low is None else f"({low}",
             "+inf",
             "BYSCORE",
             "WITHSCORES",
         )
         for kind in spec.since
+        for key in where(kind)
     ]
     commands += [
-        ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", now, "BYSCORE", "WITHSCORES")
+        ("ZRANGE", key, "-inf", now, "BYSCORE", "WITHSCORES")
         for kind, _ in spec.due
+        for key in where(kind)
     ]
     commands += [
-        ("ZRANGE", acmi.keys.tenants_with(kind), "-inf", "+inf", "BYSCORE", "WITHSCORES")
+        ("ZRANGE", key, "-inf", "+inf", "BYSCORE", "WITHSCORES")
         for kind, _ in spec.held
+        for key in where(kind)
     ]
     scored_tenants: dict[str, int] = {}
     for reply in acmi.store.pipeline(commands) if commands else []:
@@ -281,21 +319,27 @@ def _record(
     states: dict[str, dict[str, Any]],
 ) -> None:
     """The due indexes re-synced for the served tenants and the job's state, one
-    WritePlan; then the prune of its ``since`` indexes."""
-    plan = WritePlan()
+    WritePlan (cluster layout: one per served tenant, in its slot, and one for the state);
+    then the prune of its ``since`` indexes."""
+    cluster = acmi.keys.layout is Layout.CLUSTER
+    plans: dict[str, WritePlan] = {}
     for kind, own in spec.due:  # each served tenant's earliest due left, or none
         for tenant in served:
-            keys = Keys(tenant, acmi.settings.default_tenant)
-            plan.zhead(acmi.keys.tenants_with(kind), tenant, own(keys))
+            keys = _tenant_keys(acmi, tenant)
+            plan = plans.setdefault(tenant if cluster else "", WritePlan())
+            plan.zhead(keys.tenants_with(kind), tenant, own(keys))
     for kind, held in spec.held:  # each served tenant's earliest open item, or none
         for tenant in served:
-            keys = Keys(tenant, acmi.settings.default_tenant)
-            plan.zhead(acmi.keys.tenants_with(kind), tenant, held(keys, acmi.settings))
+            keys = _tenant_keys(acmi, tenant)
+            plan = plans.setdefault(tenant if cluster else "", WritePlan())
+            plan.zhead(keys.tenants_with(kind), tenant, held(keys, acmi.settings))
     # what the next run reads from: its floor, or for a window its start, which only moves
     # on with the schedule
     keep = record["floor"] if spec.window_ms is None else run.scheduled_ms - spec.window_ms
-    plan.set(acmi.keys.job_tenants(run.job), dumps({**record, "keep_after": keep}))
-    plan.apply(acmi.store)
+    state = plans.setdefault("", WritePlan())
+    state.set(acmi.keys.job_tenants(run.job), dumps({**record, "keep_after": keep}))
+    for plan in plans.values():
+        plan.apply(acmi.store)
     states[run.job] = {**states[run.job], "keep_after": keep}
     _prune(acmi, spec, states)
 
@@ -307,10 +351,11 @@ def _prune(acmi: Acmi, spec: Sources, states: dict[str, dict[str, Any]]) -> None
     keeps its tenant; a tenant that works again is added back by that write. A tenant
     left waiting (backlog, failure) is carried by its job's ``waiting``, not the index."""
     commands: list[tuple[str | int, ...]] = []
+    where = _index_keys(acmi) if spec.since else None
     for kind in spec.since:
         through = _prune_through(kind, states)
-        if through is not None:
-            commands.append(("ZREMRANGEBYSCORE", acmi.keys.tenants_with(kind), "-inf", through))
+        if through is not None and where is not None:
+            commands += [("ZREMRANGEBYSCORE", key, "-inf", through) for key in where(kind)]
     if commands:
         for reply in acmi.store.pipeline(commands):
             if isinstance(reply, Exception):

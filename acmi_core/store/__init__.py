@@ -4,21 +4,34 @@ from __future__ import annotations
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.extras import install_hint, missing_extra
+from acmi_core.base.keys import Layout
 from acmi_core.base.settings import Settings
 from acmi_core.store.base import Store
 
 
 def open_store(settings: Settings, *, local: bool = False) -> Store:
-    """Upstash when its URL and token are set, Redis when ACMI_REDIS_URL is set, else the
+    """A Redis Cluster when ACMI_REDIS_CLUSTER is set (``store/cluster.py``), Upstash when
+    its URL and token are set, Redis when ACMI_REDIS_URL is set, else the
     embedded default: with ``local``, the one on disk that every ``acmi`` command and
     ``acmi serve`` share (``store/local.py``); without, a throwaway in this process (the
     Lambda functions, tests, samples). Imports only the backend it picks (cold starts pay
     for one)."""
+    if settings.redis_cluster:
+        from acmi_core.store.cluster import ClusterStore, check_cluster_settings
+
+        check_cluster_settings(settings)
+        assert settings.redis_url is not None  # checked just above
+        return ClusterStore(settings.redis_url, settings)
     if settings.upstash_url and settings.upstash_token:
         from acmi_core.store.upstash import UpstashStore
 
         return UpstashStore.from_settings(settings)
     if settings.redis_url:
+        if settings.key_layout == Layout.REFERENCE:
+            # refused on a cluster-enabled server at its first command (store/cluster.py)
+            from acmi_core.store.cluster import CheckedRespStore
+
+            return CheckedRespStore.for_settings(settings.redis_url, settings)
         from acmi_core.store.redis import RedisStore
 
         return RedisStore.from_url(settings.redis_url, settings)

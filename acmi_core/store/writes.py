@@ -15,7 +15,8 @@ the result at most model.MAX_OBJECT_BYTES each (checked by the script: 413).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 from acmi_core.base.errors import (
@@ -26,7 +27,7 @@ from acmi_core.base.errors import (
     PlanError,
     StoreCommandError,
 )
-from acmi_core.base.keys import CHANGED, Keys
+from acmi_core.base.keys import CHANGED, TENANT_REGISTRY, Keys, marked_tenant
 from acmi_core.base.model import check_edit_fields, dumps
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply, Store
@@ -250,6 +251,29 @@ class WritePlan:
             raise error from None
         if reply.tag == "ACMI_REPLAY" and isinstance(reply["stored"], bytes):
             raise Replayed(reply["stored"])
+        register_marked(store, self._keys)
         results = reply["results"]
         assert isinstance(results, list)
         return results
+
+
+# The cluster layout's registry of tenants with marks (Keys.tenant_registry) lives in a slot
+# of its own, so it cannot be written in the plan's run: it is a second step, an idempotent
+# SADD, once per store object and tenant in this process (a weak map: a store's memory goes
+# with it). A process that stops between the two leaves the tenant unregistered until its
+# next marked write in another process; the mark itself is never lost.
+_REGISTERED: Final[weakref.WeakKeyDictionary[Store, set[str]]] = weakref.WeakKeyDictionary()
+
+
+def register_marked(store: Store, keys: Sequence[str]) -> None:
+    """After a script run that wrote ``keys``: the tenants whose marks of work are among
+    them into the registry, when this store has not registered them yet. Reference layout
+    keys are never marks: nothing to do, no round trip."""
+    tenants = {tenant for key in keys if (tenant := marked_tenant(key)) is not None}
+    if not tenants:
+        return
+    done = _REGISTERED.setdefault(store, set())
+    new = sorted(tenants - done)
+    if new:
+        store.execute(("SADD", TENANT_REGISTRY, *new))
+        done.update(new)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -26,13 +27,15 @@ from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster as ClusterClient
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.model import EntityId
 from acmi_core.base.settings import ENVIRONMENT
-from acmi_core.store import scripts
+from acmi_core.store import open_store, scripts
 from acmi_core.store.base import Arg, NoStore, Reply, Script
+from acmi_core.store.cluster import ClusterStore
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
@@ -53,10 +56,34 @@ from acmi_core.testing.conformance import (
     run_conformance,
     select_checks,
 )
+from acmi_core.testing.redis_cluster import RedisCluster
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import DB, ROOT
 
-BACKENDS = ("memory", "redis", "upstash")
+BACKENDS = ("memory", "redis", "upstash", "cluster3", "cluster1")
+CLUSTER_SETTINGS = Settings(key_layout="cluster")
+CLUSTERS = ("cluster3", "cluster1")
+# Checks that fail on a cluster, and the script why: it builds a key name in Lua, from
+# another key's name in the reference form, so on the cluster layout it finds no tenant.
+# Strict: each must fail until every script declares its keys (then the entry goes).
+_MENTIONS = (
+    "store/lua/mentions.lua (put before locks.lua and hitl.lua) builds the mentions keys"
+    " in Lua from a bookkeeping key's reference form"
+)
+CLUSTER_XFAIL = {
+    "bootstrap/one call returns every section with what the agent has, and logs the spawn": (
+        _MENTIONS + " (the check claims a lease)"
+    ),
+    "hitl/resolve moves the item to closed and posts hitl-resolved; twice is a 409": _MENTIONS,
+    "locks/20 racing claimants: one winner, one coord-claim, 19 deferrals": _MENTIONS,
+    "locks/a lease is exclusive until it expires, and fences strictly increase": _MENTIONS,
+    "locks/claim, deferral and release post coord events sharing the lease's correlationId": (
+        _MENTIONS
+    ),
+    "locks/held_by lists exactly the unexpired leases of an owner": _MENTIONS,
+    "locks/renew and release need the owner token; an expired lease cannot be renewed": _MENTIONS,
+}
+REQUEST_RECORD = re.compile(rb"acmi:(\{[a-z0-9_-]+\}:)?_req:")
 STORE_DEPENDENT = [c for c in CHECKS if c.store]
 STORE_INDEPENDENT = [c for c in CHECKS if not c.store]
 BY_ID = {c.id: c for c in CHECKS}
@@ -76,6 +103,40 @@ def redis_acmi(redis_server: RedisServer) -> Iterator[Acmi]:
     acmi = create_acmi(RedisStore.from_url(redis_server.url_for(DB["conformance"])), Settings())
     yield acmi
     acmi.close()
+
+
+def _cluster_acmi(cluster: RedisCluster) -> Iterator[Acmi]:
+    """The cluster client in the cluster layout, as open_store builds it from the settings."""
+    settings = CLUSTER_SETTINGS.replace(redis_url=cluster.url, redis_cluster=True)
+    acmi = create_acmi(open_store(settings), settings)
+    yield acmi
+    acmi.close()
+
+
+@pytest.fixture(scope="module")
+def cluster3_acmi(redis_cluster3: RedisCluster) -> Iterator[Acmi]:
+    yield from _cluster_acmi(redis_cluster3)
+
+
+@pytest.fixture(scope="module")
+def cluster1_acmi(redis_cluster1: RedisCluster) -> Iterator[Acmi]:
+    yield from _cluster_acmi(redis_cluster1)
+
+
+def _cluster_side_door(cluster: RedisCluster) -> Iterator[RawWriter]:
+    """Plain redis-py's cluster client on the cluster, outside ClusterStore."""
+    with ClusterClient.from_url(cluster.url) as client:
+        yield lambda command: client.execute_command(*command)
+
+
+@pytest.fixture(scope="module")
+def cluster3_side_door(redis_cluster3: RedisCluster) -> Iterator[RawWriter]:
+    yield from _cluster_side_door(redis_cluster3)
+
+
+@pytest.fixture(scope="module")
+def cluster1_side_door(redis_cluster1: RedisCluster) -> Iterator[RawWriter]:
+    yield from _cluster_side_door(redis_cluster1)
 
 
 @pytest.fixture
@@ -112,7 +173,9 @@ def side_door(backend: Acmi, request: pytest.FixtureRequest) -> RawWriter:
         client = store._client  # the fakeredis client, below RedisStore's translation
         return lambda command: client.execute_command(*command)  # type: ignore[no-untyped-call]
     writer: RawWriter
-    if isinstance(store, UpstashStore):
+    if isinstance(store, ClusterStore):
+        writer = request.getfixturevalue(f"{request.node.callspec.params['backend']}_side_door")
+    elif isinstance(store, UpstashStore):
         writer = request.getfixturevalue("upstash_side_door")
     else:
         writer = request.getfixturevalue("redis_side_door")
@@ -120,7 +183,12 @@ def side_door(backend: Acmi, request: pytest.FixtureRequest) -> RawWriter:
 
 
 @pytest.mark.parametrize("chk", STORE_DEPENDENT, ids=[c.id for c in STORE_DEPENDENT])
-def test_check(backend: Acmi, side_door: RawWriter, chk: Check) -> None:
+def test_check(
+    backend: Acmi, side_door: RawWriter, chk: Check, request: pytest.FixtureRequest
+) -> None:
+    if request.node.callspec.params["backend"] in CLUSTERS and chk.id in CLUSTER_XFAIL:
+        print(f"expected to fail on a cluster: {CLUSTER_XFAIL[chk.id]}")
+        request.applymarker(pytest.mark.xfail(strict=True, reason=CLUSTER_XFAIL[chk.id]))
     try:
         execute_check(chk, backend, raw=side_door)
     except CheckSkipped as exc:  # every backend here has its side door: nothing may skip
@@ -136,7 +204,12 @@ def test_store_independent_check(chk: Check) -> None:
 # --- the suite as a whole -------------------------------------------------------------------
 
 
-def _all_keys(acmi: Acmi) -> set[bytes]:
+def _all_keys(acmi: Acmi, request: pytest.FixtureRequest) -> set[bytes]:
+    name = request.node.callspec.params["backend"]
+    if name in CLUSTERS:  # a scan is per node: redis-py's scan_iter visits every master
+        cluster: RedisCluster = request.getfixturevalue(f"redis_{name}")
+        with ClusterClient.from_url(cluster.url) as client:
+            return {k for k in client.scan_iter(count=1000) if isinstance(k, bytes)}
     keys: set[bytes] = set()
     cursor: Any = b"0"
     while True:
@@ -162,17 +235,26 @@ def _seed(acmi: Acmi) -> tuple[str, dict[str, Any]]:
 
 
 def test_whole_suite(
-    backend: Acmi, side_door: RawWriter, capsys: pytest.CaptureFixture[str]
+    backend: Acmi,
+    side_door: RawWriter,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
     entity, before = _seed(backend)
-    keys_before = _all_keys(backend)
+    keys_before = _all_keys(backend, request)
     first = run_conformance(backend, raw=side_door, store_independent=False)
     second = run_conformance(backend, store_independent=False)  # re-runnable; no side door
     with capsys.disabled():
         print(f"\nconformance on {backend.store.name}: {first}")
         print(f"conformance on {backend.store.name} without a side door: {second}")
-    assert not first.failed, str(first)
-    assert not second.failed, str(second)
+    expected_failures = (
+        set(CLUSTER_XFAIL) if request.node.callspec.params["backend"] in CLUSTERS else set()
+    )
+    if expected_failures:
+        with capsys.disabled():
+            print(f"expected to fail on a cluster ({len(expected_failures)}): {_MENTIONS}")
+    assert {c.id for c, _ in first.failed} == expected_failures, str(first)
+    assert {c.id for c, _ in second.failed} == expected_failures, str(second)
     assert not first.skipped, str(first)
     assert first.total == second.total == len(STORE_DEPENDENT)
     assert first.not_selected == second.not_selected == STORE_INDEPENDENT
@@ -182,16 +264,16 @@ def test_whole_suite(
         expected_skips.add(NOT_UTF8_MEMBER)
     assert {c.id for c, _ in second.skipped} == expected_skips, str(second)
     assert all("raw side door" in reason for _, reason in second.skipped), str(second)
-    after = _all_keys(backend)
+    after = _all_keys(backend, request)
     # what stays behind: only the recorded replies of its requests, each expiring in 60 s
-    records = {k for k in after - keys_before if k.startswith(b"acmi:_req:")}
+    records = {k for k in after - keys_before if REQUEST_RECORD.match(k)}
     assert records, "the lock, HITL and work checks record their replies"
     for key in records:
         ttl = backend.store.execute(("PTTL", key))
         assert isinstance(ttl, int) and 0 < ttl <= scripts.REPLAY_TTL_MS, key
     # records of earlier requests (other tests on this store) may expire meanwhile: a run
     # longer than REPLAY_TTL_MS on a loaded machine
-    older = {k for k in keys_before if k.startswith(b"acmi:_req:")}
+    older = {k for k in keys_before if REQUEST_RECORD.match(k)}
     assert after - records - older == keys_before - older, "the suite left or removed keys"
     assert backend.get(entity).to_dict() == before, "the suite touched data it did not write"
     backend.delete(entity)

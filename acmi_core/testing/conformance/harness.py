@@ -17,7 +17,7 @@ from typing import Literal, NoReturn, TypeVar
 
 from acmi_core import create_acmi
 from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
-from acmi_core.base.keys import HITL_OPERATOR, HITL_SHARED, TENANT_INDEXES, mentioned
+from acmi_core.base.keys import HITL_OPERATOR, HITL_SHARED, TENANT_INDEXES, Keys, mentioned
 from acmi_core.base.model import EntityId, js_number
 from acmi_core.client import Acmi
 from acmi_core.entities import api as client
@@ -329,8 +329,9 @@ class Context:
         for key in keys:
             self.acmi.store.execute(("DEL", key))
         for tenant in self._tenants:  # its own tenants leave the indexes of tenants with work
-            for kind in TENANT_INDEXES:
-                self.acmi.store.execute(("ZREM", self.acmi.keys.tenants_with(kind), tenant))
+            own = Keys(tenant, self.acmi.settings.default_tenant, self.acmi.keys.layout)
+            for kind in TENANT_INDEXES:  # in the cluster layout, the tenant's own marks
+                self.acmi.store.execute(("ZREM", own.tenants_with(kind), tenant))
         # the tenant under test keeps its HITL marks only for the items still open
         queues = {
             HITL_SHARED: self.acmi.keys.hitl_queue(None, "open"),

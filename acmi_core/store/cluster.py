@@ -1,0 +1,268 @@
+"""Redis Cluster: the cluster client, and the refusal of what cannot work on a cluster.
+
+:class:`ClusterStore` (``ACMI_REDIS_CLUSTER=1``, ``ACMI_REDIS_URL`` a seed node, the
+cluster key layout) runs every call through redis-py's ``redis.cluster.RedisCluster``,
+which keeps the slot map, follows MOVED and ASK, retries TRYAGAIN and CLUSTERDOWN, and
+sends a pipeline to each node its commands' slots live on: ACMI has no slot router of its
+own. Each script's keys share their tenant's hash tag (``Layout.CLUSTER``), so each runs
+on one node; a command whose keys span slots is refused as CROSSSLOT, never split.
+
+What a cluster has no answer for is refused, never answered partially: a keyspace scan
+(SCAN, KEYS, DBSIZE, RANDOMKEY: each node holds part of it; ``acmi doctor`` and
+``acmi migrate`` need one node), and an error never carries a node's address (MOVED and
+ASK replies name one: they become a 503 to retry).
+
+:class:`CheckedRespStore` is the one-node store of ``ACMI_REDIS_URL`` in the reference
+layout: before its first command it asks ``INFO cluster``, and a cluster-enabled server
+(a cluster node, ElastiCache Serverless) stops it there with an error naming
+``ACMI_KEY_LAYOUT``: the reference keys of one write hash to many slots.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+from acmi_core.base.errors import (
+    AcmiValidationError,
+    StoreBusy,
+    StoreCommandError,
+    StoreError,
+    StoreUnavailable,
+)
+from acmi_core.base.keys import Layout
+from acmi_core.base.settings import Settings
+from acmi_core.store.base import (
+    BUSY_RETRY_AFTER_S,
+    Arg,
+    Command,
+    Reply,
+    Script,
+    error_reply,
+    eval_script,
+    pipeline_slots,
+)
+from acmi_core.store.redis import RedisStore, RespStore, _error_text, _reply
+from acmi_core.store.resp import Endpoint, Pool
+
+if TYPE_CHECKING:
+    from redis.cluster import RedisCluster
+
+# Commands whose answer is the whole keyspace: on a cluster each node has a part.
+KEYSPACE_COMMANDS: Final = frozenset({"SCAN", "KEYS", "DBSIZE", "RANDOMKEY"})
+# A node's address as MOVED/ASK and connection errors put it: never in an answer.
+_ADDRESS: Final = re.compile(r"\[?[0-9A-Za-z.:_-]*[.:][0-9A-Za-z.:_-]*\]?:\d{2,5}")
+
+LAYOUT_ON_CLUSTER: Final = (
+    "the store is a cluster-enabled Redis (INFO cluster: cluster_enabled:1) and"
+    " ACMI_KEY_LAYOUT is reference, whose keys of one write hash to different slots:"
+    " set ACMI_KEY_LAYOUT=cluster (with ACMI_REDIS_CLUSTER=1) for a new deployment"
+)
+
+
+def check_cluster_settings(settings: Settings) -> None:
+    """``ACMI_REDIS_CLUSTER`` names a seed node of ``ACMI_REDIS_URL`` and needs the cluster
+    layout: each misconfiguration as one error naming its variable."""
+    if not settings.redis_url:
+        raise AcmiValidationError(
+            "ACMI_REDIS_CLUSTER", "redis_url", "needs ACMI_REDIS_URL (a seed node of the cluster)"
+        )
+    if settings.redis_url.startswith("unix://"):
+        raise AcmiValidationError(
+            "ACMI_REDIS_CLUSTER", "redis_url", "needs a redis:// or rediss:// ACMI_REDIS_URL"
+        )
+    if settings.key_layout != Layout.CLUSTER:
+        raise AcmiValidationError(
+            "ACMI_KEY_LAYOUT",
+            "key_layout",
+            "must be cluster with ACMI_REDIS_CLUSTER=1: the reference layout's keys of one"
+            " write hash to different slots",
+        )
+
+
+def cluster_enabled(info: Reply) -> bool:
+    """Whether an ``INFO cluster`` reply says ``cluster_enabled:1``."""
+    text = info.decode("utf-8", "replace") if isinstance(info, bytes) else ""
+    return any(line.strip() == "cluster_enabled:1" for line in text.splitlines())
+
+
+class CheckedRespStore(RespStore):
+    """The RESP store, refusing a cluster-enabled server in the reference layout before its
+    first command (one ``INFO cluster``, once per store)."""
+
+    def __init__(self, url: str, pool: Pool) -> None:
+        super().__init__(url, pool)
+        self._checked = False
+        self._check_lock = threading.Lock()
+
+    @classmethod
+    def for_settings(cls, url: str, settings: Settings) -> CheckedRespStore:
+        return cls(url, Pool(Endpoint.parse(url), settings.store_timeout_s))
+
+    def _check(self) -> None:
+        if self._checked:
+            return
+        with self._check_lock:
+            if self._checked:
+                return
+            try:
+                info = super().execute(("INFO", "cluster"))
+            except StoreCommandError:
+                info = None  # a server without INFO (renamed, refused) is no cluster node
+            if cluster_enabled(info):
+                raise StoreError(LAYOUT_ON_CLUSTER, field="ACMI_KEY_LAYOUT", rule="key_layout")
+            self._checked = True
+
+    def execute(self, command: Command) -> Reply:
+        self._check()
+        return super().execute(command)
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        self._check()
+        return super().pipeline(commands)
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        self._check()
+        return super().eval(script, keys, args)
+
+
+class ClusterStore(RedisStore):
+    """Over redis-py's RedisCluster, built on the first call (as the RESP store connects
+    then): the slot map is read from the seed node of ``url``."""
+
+    name = "redis"
+    description = "redis cluster"
+
+    def __init__(self, url: str, settings: Settings) -> None:  # no super(): no client yet
+        self._url = url
+        self._timeout_s = settings.store_timeout_s
+        self._cluster: RedisCluster | None = None
+        self._lock = threading.Lock()
+
+    def _connected(self) -> RedisCluster:
+        cluster = self._cluster
+        if cluster is None:
+            with self._lock:
+                if self._cluster is None:
+                    from redis.cluster import RedisCluster
+
+                    with _translate():
+                        self._cluster = RedisCluster.from_url(
+                            self._url,
+                            socket_timeout=self._timeout_s,
+                            socket_connect_timeout=self._timeout_s,
+                            protocol=2,  # RESP2: bulk-string scores, as every backend answers
+                        )
+                cluster = self._cluster
+        _raw_replies(cluster)
+        return cluster
+
+    def execute(self, command: Command) -> Reply:
+        _refuse_keyspace(command)
+        cluster = self._connected()
+        with _translate():
+            result = cluster.execute_command(*command)  # type: ignore[no-untyped-call]
+        return _reply(_one_answer(command, result))
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        import redis
+
+        if not commands:
+            return []
+        for command in commands:
+            _refuse_keyspace(command)
+        cluster = self._connected()
+        with _translate():
+            pipe = cluster.pipeline(transaction=False)  # type: ignore[no-untyped-call]
+            for command in commands:
+                pipe.execute_command(*command)
+            results: list[Any] = pipe.execute(raise_on_error=False)
+        slots: list[Reply | StoreCommandError | StoreBusy] = []
+        for command, result in zip(commands, results, strict=True):
+            if isinstance(result, redis.RedisError):
+                error = _error(result)
+                if isinstance(error, StoreUnavailable) and not isinstance(error, StoreBusy):
+                    raise error  # a node unreachable fails the call, as on one node
+                slots.append(error)
+            else:
+                slots.append(_reply(_one_answer(command, result)))
+        return pipeline_slots(slots)
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        return eval_script(self.execute, script, keys, args)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._cluster is not None:
+                self._cluster.close()
+                self._cluster = None
+
+
+def _one_answer(command: Command, result: Any) -> Any:
+    """A command redis-py sends to every node (SCRIPT FLUSH, SCRIPT LOAD) answers a map of
+    node -> reply: the one reply when every node gave it, never the node names."""
+    if not isinstance(result, dict):
+        return result
+    replies = list(result.values())
+    if replies and all(reply == replies[0] for reply in replies):
+        return replies[0]
+    raise StoreCommandError(f"{command[0]!s} answered differently on the cluster's nodes")
+
+
+def _raw_replies(cluster: RedisCluster) -> None:
+    """No response callbacks on any node's client: replies stay raw (bytes, int, list,
+    None), as RedisStore keeps them. Checked per call: a slot-map refresh may add a node."""
+    from redis.client import CaseInsensitiveDict
+
+    for node in cluster.get_nodes():  # type: ignore[no-untyped-call]
+        client = cluster.get_redis_connection(node)  # made now if the node is new
+        if client.response_callbacks:
+            client.response_callbacks = CaseInsensitiveDict({})
+
+
+def _refuse_keyspace(command: Command) -> None:
+    name = command[0]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    if name.upper() in KEYSPACE_COMMANDS:
+        raise StoreCommandError(
+            f"{name.upper()} reads the whole keyspace, which a Redis Cluster splits over its"
+            " nodes: not supported with ACMI_REDIS_CLUSTER=1"
+        )
+
+
+def scrub(text: str) -> str:
+    """``text`` without any node address in it."""
+    return _ADDRESS.sub("<node>", text)
+
+
+def _error(error: Exception) -> StoreCommandError | StoreBusy | StoreUnavailable:
+    """A redis-py cluster error as ours, naming no node."""
+    from redis.exceptions import AskError, ClusterError, RedisClusterException, ResponseError
+
+    if isinstance(error, AskError):  # MOVED too: the slot moved past the client's retries
+        return StoreBusy(
+            "Redis refused the command for now: the cluster's slot map is changing",
+            retry_after=BUSY_RETRY_AFTER_S,
+        )
+    if isinstance(error, ResponseError):  # ClusterDownError, TryAgainError included
+        return error_reply(scrub(_error_text(error)))
+    if isinstance(error, ClusterError):  # e.g. its retries exhausted
+        return StoreUnavailable(f"redis cluster unavailable: {scrub(str(error))}")
+    if isinstance(error, RedisClusterException):  # refused before sending: keys span slots
+        return StoreCommandError(f"CROSSSLOT {scrub(str(error))}")
+    return StoreUnavailable(f"redis cluster unreachable: {type(error).__name__}")
+
+
+@contextmanager
+def _translate() -> Iterator[None]:
+    """Map redis-py's cluster exceptions onto ACMI's error family, naming no node."""
+    import redis
+    from redis.exceptions import RedisClusterException
+
+    try:
+        yield
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise _error(exc) from None
