@@ -19,6 +19,7 @@ from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import check_category
 from acmi_core.cli.output import Output, emit, pairs, table
+from acmi_core.cli.reference import entity_view
 from acmi_core.cli.state import state
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 
@@ -132,9 +133,10 @@ def get(
         int, typer.Option(min=0, max=1000, help="the newest events to show (0-1000)")
     ] = 50,
 ) -> None:
-    """An entity's profile, signals and newest events: one round trip."""
+    """An entity's profile, signals and newest events: one round trip (JSON: the
+    reference's timeline_recent, the newest 10 first, then ours: timeline oldest first)."""
     context = state().backend().call("entities.get", entity=entity_of(ns, id), events=events)
-    emit(context, state().output, render_context)
+    emit(entity_view(context), state().output, render_context)
 
 
 @app.command("list")

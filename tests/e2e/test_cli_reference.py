@@ -351,19 +351,26 @@ def test_work_commands(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
     ok(capsys, "work", "event", "acmi-launch", "agent:bentley", "reviewed", "--kind", "review")
     assert ok(capsys, "work", "signal", "acmi-launch", '{"progress": 40}')["progress"] == 40
     item = ok(capsys, "work", "get", "acmi-launch")
-    assert item == acmi.work.get("acmi-launch", 50).to_dict()
-    assert [e["summary"] for e in item["timeline"]] == ["manifesto v0 done", "reviewed"]
+    core = acmi.work.get("acmi-launch", 50).to_dict()
+    # the reference's keys first (work_id, timeline newest first), then every key of ours
+    assert list(item)[:5] == ["work_id", "profile", "signals", "timeline", "sessions"]
+    assert item["work_id"] == core["id"] and set(core) <= set(item)
+    assert item["timeline"] == core["timeline"][::-1]
+    assert [e["summary"] for e in item["timeline"]] == ["reviewed", "manifesto v0 done"]
     assert item["signals"]["progress"] == 40
-    assert ok(capsys, "work", "sessions", "acmi-launch")["sessions"] == ["sess_abc"]
+    assert ok(capsys, "work", "sessions", "acmi-launch") == ["sess_abc"]  # a bare array
+    assert ok(capsys, "work", "sessions", "acmi-launch", "--page")["sessions"] == ["sess_abc"]
     ok(capsys, "work", "create", "side-idea", '{"title": "Idea"}')
-    open_items = ok(capsys, "work", "list")["items"]
-    assert sorted(i["id"] for i in open_items) == ["acmi-launch", "side-idea"]
-    assert [i["id"] for i in ok(capsys, "work", "list", "--owner", "bentley")["items"]] == [
-        "acmi-launch"
-    ]
+    assert sorted(ok(capsys, "work", "list")) == ["acmi-launch", "side-idea"]
+    assert ok(capsys, "work", "list", "--owner", "bentley") == ["acmi-launch"]
     ok(capsys, "work", "signal", "side-idea", '{"status": "done"}')
-    assert [i["id"] for i in ok(capsys, "work", "list")["items"]] == ["acmi-launch"]
-    assert len(ok(capsys, "work", "list", "--status", "all")["items"]) == 2
+    assert ok(capsys, "work", "list") == ["acmi-launch"]
+    assert len(ok(capsys, "work", "list", "--status", "all")) == 2
+    # the paged form, a page at a time
+    page = ok(capsys, "work", "list", "--status", "all", "--page", "--limit", "1")
+    assert len(page["items"]) == 1 and page["next_cursor"] is not None
+    rest = ok(capsys, "work", "list", "--status", "all", "--cursor", page["next_cursor"])
+    assert {page["items"][0]["id"], rest["items"][0]["id"]} == {"acmi-launch", "side-idea"}
 
 
 # --- quota-monitor -------------------------------------------------------------------------
