@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, Protocol, TextIO
 
-from acmi_core.base.errors import StoreCommandError
+from acmi_core.base.errors import AcmiValidationError, StoreCommandError
 from acmi_core.base.keys import (
     ALL_SLOTS,
     COORDINATION_THREAD,
@@ -37,6 +37,8 @@ from acmi_core.base.keys import (
 from acmi_core.base.model import EntityId, check_category
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
+from acmi_core.coordination.work import CATEGORY as WORK
+from acmi_core.coordination.work import owner_entity
 from acmi_core.memory.slots import memory_slot
 from acmi_core.ops import backfill
 from acmi_core.ops.findings import (
@@ -225,6 +227,9 @@ class Doctor:
                 continue
             if info.slot in (Slot.PROFILE, Slot.SIGNALS):
                 read(info, "get", ("GET", info.key))
+            if info.slot == Slot.PROFILE and info.category == WORK:
+                owners = self.keys_for(info.tenant).work_owners()
+                read(info, "work_owner", ("HGET", owners, info.entity.local_id))
             elif info.slot == Slot.TIMELINE:
                 read(info, "zcard", ("ZCARD", info.key))
             first = indexed.setdefault((info.tenant, info.entity), info)
@@ -260,6 +265,7 @@ class Doctor:
         mcp: dict[bytes, tuple[ParsedKey, int]] = {}
         unindexed: dict[bytes, ParsedKey] = {}
         memory_unindexed: dict[bytes, ParsedKey] = {}
+        owners: dict[bytes, str] = {}  # a work profile's owner, by its key
         for info, what, at in reads:
             reply = replies[at]
             if what == "type":
@@ -279,6 +285,11 @@ class Doctor:
                     found.extend(self._memory_finding(info, reply))
                     if self.tenant_id_check:
                         found.extend(self._tenant_id_finding(info, reply))
+                    owner = _work_owner(info, reply)
+                    if owner is not None:
+                        owners[info.key] = owner
+            elif what == "work_owner" and reply is None and info.key in owners:
+                found.append(self._unowned_finding(info, owners[info.key]))
             elif what == "zcard" and isinstance(reply, int) and reply > 0:
                 timelines.append((info, reply))
             elif what == "indexed" and reply == 0:
@@ -341,6 +352,16 @@ class Doctor:
                 Kind.MEMORY_OLD_PLACE, info.text, detail, str(info.entity), info.tenant, parsed=info
             )
         ]
+
+    def _unowned_finding(self, info: ParsedKey, owner: str) -> Finding:
+        index = self.keys_for(info.tenant).work_owners()
+        detail = (
+            f"owner {owner!r} in the profile but not in {index}: `acmi work list --owner` and "
+            "the bootstrap miss it; `acmi migrate` assigns it"
+        )
+        return Finding(
+            Kind.WORK_UNOWNED, info.text, detail, str(info.entity), info.tenant, parsed=info
+        )
 
     def _tenant_id_finding(
         self, info: ParsedKey, reply: Reply | StoreCommandError
@@ -464,6 +485,21 @@ class Doctor:
                 )
             )
         return found
+
+
+def _work_owner(info: ParsedKey, reply: Reply | StoreCommandError) -> str | None:
+    """The owner a work item's profile names (as the reference CLI writes it,
+    ``{"owner": "bentley"}``), when it is one ``assign`` takes; else None."""
+    if info.slot != Slot.PROFILE or info.category != WORK or not isinstance(reply, bytes):
+        return None
+    owner = load_stored(reply).get("owner")  # object_problem found a JSON object
+    if not isinstance(owner, str):
+        return None
+    try:
+        owner_entity(owner)
+    except AcmiValidationError:
+        return None  # not an id: left to the profile, as the reference wrote it
+    return owner
 
 
 def stderr_progress(err: TextIO) -> Progress:

@@ -22,6 +22,9 @@ import redis
 from acmi_core import Acmi, create_acmi
 from acmi_core.base.settings import Settings
 from acmi_core.cli import main
+from acmi_core.ops.doctor import Doctor
+from acmi_core.ops.findings import Kind
+from acmi_core.ops.migrate import Action, Migrate
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
@@ -211,3 +214,31 @@ def test_the_same_event_from_both_writers_is_one_member(
         "speaker_type",
     ]
     assert theirs[1]["tenant_id"] == "madez"  # the reference's default, and ours
+
+
+# --- work items the reference created ----------------------------------------------------------
+
+
+def test_reference_work_items_reach_the_owners_view(
+    node: str, upstash_double: UpstashDouble, acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = '{"title":"ACMI public launch","owner":"bentley"}'
+    reference(node, upstash_double, "work", "create", "acmi-launch", profile)
+    reference(node, upstash_double, "work", "create", "no-owner", '{"title":"x"}')
+    reference(node, upstash_double, "work", "create", "odd-owner", '{"owner":"Bob Smith"}')
+    assert ours(capsys, "work", "list", "--owner", "bentley") == "[]\n"  # before the repair
+    found = [f for f in Doctor(acmi).findings() if f.kind is Kind.WORK_UNOWNED]
+    assert [(f.entity, f.key) for f in found] == [
+        ("work:acmi-launch", "acmi:work:acmi-launch:profile")
+    ]
+    assert "bentley" in found[0].detail
+    steps = [s for s in Migrate(acmi).run() if s.action is Action.WORK_ASSIGN]
+    assert [(s.entity, s.detail) for s in steps] == [
+        ("work:acmi-launch", "HSET acmi-launch agent:bentley (and its open index)")
+    ]
+    assert json.loads(ours(capsys, "work", "list", "--owner", "bentley")) == ["acmi-launch"]
+    bundle = json.loads(ours(capsys, "bootstrap", "bentley"))
+    assert [w["id"] for w in bundle["sections"]["work"]] == ["acmi-launch"]
+    assert [f for f in Doctor(acmi).findings() if f.kind is Kind.WORK_UNOWNED] == []
+    # the profile the reference wrote keeps its owner as given
+    assert acmi.profile.get("work:acmi-launch") == json.loads(profile)
