@@ -39,6 +39,7 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.ROLLUP_LATEST: "string",
     keys.SESSIONS: "set",
     keys.LAST_BRIEF: "string",
+    keys.PERMISSIONS: "string",
     keys.MEMORY_ARCHIVE: "hash",
     keys.MEMORY_HANDOFF: "string",
     keys.MEMORY_STAMPS: "zset",

@@ -242,3 +242,40 @@ def test_reference_work_items_reach_the_owners_view(
     assert [f for f in Doctor(acmi).findings() if f.kind is Kind.WORK_UNOWNED] == []
     # the profile the reference wrote keeps its owner as given
     assert acmi.profile.get("work:acmi-launch") == json.loads(profile)
+
+
+# --- invite-agent ----------------------------------------------------------------------------
+
+
+def test_invite_writes_what_the_references_invite_agent_writes(
+    node: str, upstash_double: UpstashDouble, acmi: Acmi, redis_server: RedisServer
+) -> None:
+    tool = str(REFERENCE / "cli" / "invite-agent.mjs")
+    env = {
+        **os.environ,
+        "UPSTASH_REDIS_REST_URL": upstash_double.url,
+        "UPSTASH_REDIS_REST_TOKEN": upstash_double.token,
+    }
+    argv = [node, tool, "scout", "research", "gemini-2.5-pro", "lane-a", "--tier", "Operator"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    with redis.Redis.from_url(redis_server.url_for(DB["upstash_double"])) as raw:
+        theirs = {slot: raw.get(f"acmi:agent:scout:{slot}") for slot in ("profile", "permissions")}
+        result = acmi.agents.invite("scout", "Operator")  # re-invited by us
+        assert result["action"] == "unchanged"
+        # its profile as the reference wrote it: no permissions merged in
+        assert raw.get("acmi:agent:scout:profile") == theirs["profile"]
+        acmi.agents.invite("fresh", "Operator")  # ours, next to theirs
+        ours_signals = json.loads(raw.get("acmi:agent:fresh:signals") or b"{}")
+        assert raw.get("acmi:agent:fresh:permissions") == theirs["permissions"]
+        their_signals = json.loads(raw.get("acmi:agent:scout:signals") or b"{}")
+    assert (
+        list(ours_signals)
+        == list(their_signals)
+        == [
+            "status",
+            "last_heartbeat_ts",
+            "current_focus",
+        ]
+    )
+    assert ours_signals["status"] == their_signals["status"] == "active"
