@@ -207,14 +207,18 @@ def timeline_entity(raw: str) -> str:
 
 def cat_line(item: Mapping[str, Any]) -> str:
     """The reference's line: ``2026-11-30 16:05Z [user:x / kind] summary``."""
-    ts = item.get("ts")
+    from acmi_core.bootstrap.render import event_ms, event_text
+
+    ts = event_ms(item.get("ts"))  # a 17-digit ts: its first 13 digits, as the reference
     when = (
         datetime.datetime.fromtimestamp(ts / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%MZ")
-        if isinstance(ts, int | float) and 0 <= ts < 253_402_300_800_000
-        else str(ts)
+        if ts is not None and 0 <= ts < 253_402_300_800_000
+        else str(item.get("ts"))
     )
     kind = item.get("kind") or item.get("source") or "?"
-    summary = str(item.get("summary") or "")[:160].replace("\n", " ")
+    # summary || message || the record, as the reference's cat
+    shown = {k: v for k, v in item.items() if k != "entity"}
+    summary = event_text(shown)[:160]
     return f"{when} [{item.get('entity')} / {kind}] {summary}"
 
 

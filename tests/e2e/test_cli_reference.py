@@ -600,3 +600,38 @@ def _event(summary: str, *, ts: int | None = None, kind: str = "note") -> dict[s
     if ts is not None:
         event["ts"] = ts
     return event
+
+
+def test_reference_shaped_events_read_as_events(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the reference's writers leave on a timeline reads as an event line in the
+    bootstrap's markdown and in `cat`: its CLI's {ts, source, summary}, a 17-digit ts
+    (read as its first 13 digits, as the reference's cat), a `message` instead of a
+    summary, its MCP server's spawn record, a snake_case correlation_id."""
+    key = "acmi:agent:claude:timeline"
+    ms = 1_764_000_000_000  # 2025-11-24T16:00:00Z
+    members = [
+        {"ts": ms * 10_000 + 1234, "source": "gmail", "summary": "head cli, 17 digits"},
+        {"ts": ms + 1_000, "source": "agent:x", "message": "a message, no summary"},
+        {"ts": ms + 2_000, "sessionId": "s-9", "modelId": "m"},
+        {
+            "ts": ms + 3_000,
+            "source": "agent:x",
+            "kind": "note",
+            "correlation_id": "snake-1",
+            "summary": "snake case id",
+        },
+    ]
+    for member in members:
+        score = member["ts"] if member["ts"] < 10**13 else ms
+        acmi.store.execute(("ZADD", key, score, json.dumps(member, separators=(",", ":"))))
+    code, out, err = cli(capsys, "bootstrap", "claude", "--format", "markdown")
+    assert code == 0, err
+    assert "2025-11-24T16:00:00Z gmail [-] head cli, 17 digits" in out
+    assert "2025-11-24T16:00:01Z agent:x [-] a message, no summary" in out
+    assert '2025-11-24T16:00:02Z ? [-] {"ts":1764000002000,"sessionId":"s-9","modelId":"m"}' in out
+    assert "2025-11-24T16:00:03Z agent:x [note] snake case id\n  correlationId: snake-1" in out
+    code, out, err = cli(capsys, "cat", "agent:claude", "-o", "table")
+    assert code == 0, err
+    assert "2025-11-24 16:00Z [agent:claude / gmail] head cli, 17 digits" in out
