@@ -635,3 +635,20 @@ def test_reference_shaped_events_read_as_events(
     code, out, err = cli(capsys, "cat", "agent:claude", "-o", "table")
     assert code == 0, err
     assert "2025-11-24 16:00Z [agent:claude / gmail] head cli, 17 digits" in out
+
+
+def test_list_prints_only_ids_get_takes_and_get_takes_ns_colon_id(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acmi.profile.set("user:mikey", {"name": "Mikey"})
+    # what the reference CLI's `profile user mikey@example.com '{...}'` writes
+    acmi.store.execute(("SET", "acmi:user:mikey@example.com:profile", '{"name":"M"}'))
+    acmi.store.execute(("SADD", "acmi:user:list", "mikey@example.com"))
+    code, out, err = cli(capsys, "list", "user")
+    assert code == 0 and json.loads(out) == ["user:mikey"]
+    assert "left out 'user:mikey@example.com'" in err and "bad_id" in err
+    for entity in json.loads(out):  # every id listed is one `get` takes
+        assert ok(capsys, "get", entity)["profile"]["name"] == "Mikey"
+    assert ok(capsys, "get", "user:mikey") == ok(capsys, "get", "user", "mikey")
+    code, _, err = cli(capsys, "get", "user")  # neither NS ID nor ns:id
+    assert code == 2 and "ns:id" in err
