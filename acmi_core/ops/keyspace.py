@@ -27,6 +27,8 @@ from acmi_core.store.base import Reply, Store
 # Keys per SCAN step (a hint to Redis) and so per pipeline of per-key reads.
 SCAN_COUNT: Final = 1000
 CORE_SLOTS: Final = tuple(s.value for s in Slot)
+# The slots the reference MCP server v2.0 writes as strings or ZSETs that migrate copies
+MCP_SLOTS: Final = (*CORE_SLOTS, keys.ROLLUP_LATEST)
 # The Redis type of each slot the key builder can make (keys.ALL_SLOTS): what doctor
 # expects when it meets one. A slot added to keys.py is added here too (the keyspace
 # test holds the two equal), or doctor and migrate would not know what it should hold.
@@ -85,8 +87,12 @@ def _entity(category: str, local_id: str) -> EntityId | None:
 def _mcp_destination(rest: str, keys_for: Callable[[str], Keys]) -> str | None:
     """The SPEC key of ``acmi:<t>:<ns>:<id>:<slot>`` when ``rest`` (after ``acmi:``) has
     that shape with every segment in our grammar, else None."""
-    parts = rest.split(":")
-    if len(parts) != 4 or parts[3] not in CORE_SLOTS:
+    # its rollup-set writes acmi:<t>:agent:<id>:rollup:latest (a slot with a colon)
+    rollup = rest.endswith(f":{keys.ROLLUP_LATEST}")
+    parts = rest[: -len(keys.ROLLUP_LATEST) - 1].split(":") if rollup else rest.split(":")
+    if rollup:
+        parts.append(keys.ROLLUP_LATEST)
+    if len(parts) != 4 or parts[3] not in MCP_SLOTS:
         return None
     tenant, category, local_id, slot = parts
     if not TENANT_RE.fullmatch(tenant) or not LOCAL_ID_RE.fullmatch(local_id):
