@@ -14,7 +14,7 @@ import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.coordination.agents import TIERS
 from acmi_core.entities.context import system_clock
 from acmi_core.store.base import Arg, Command, Reply, Script, Store
@@ -112,7 +112,7 @@ def test_first_invite_onboards_in_one_write_and_keeps_unrelated_fields(team: Acm
         "id": "scout",
         "created_at_ms": START,
         "actor_type": "agent",
-        "tenant_id": team.tenant,
+        "tenant_id": tenant_id_fill(team.tenant),
     }
     # a live agent's own status wins; the onboarding focus fills what is absent
     assert team.signals.all("agent:scout") == {
