@@ -31,6 +31,7 @@ from acmi_core.base.keys import (
     ALL_SLOTS,
     COORDINATION_THREAD,
     ROOT,
+    SPAWNS,
     Keys,
     Slot,
 )
@@ -118,25 +119,65 @@ def _compare_string(
     return McpCopy(McpState.UNCOPYABLE) if text is None else McpCopy(McpState.TO_COPY, text)
 
 
+# What the reference MCP server's acmi_spawn writes into an agent's timeline (mcp-server.mjs):
+# {ts, sessionId?, modelId?}. Ours keep spawns in :spawns, as its CLI does.
+_MCP_SPAWN_FIELDS: Final = frozenset({"ts", "sessionId", "modelId"})
+
+
+def _mcp_spawn(member: bytes) -> bytes | None:
+    """An MCP spawn record as our spawn member (its CLI's ``{ts, session_id, model_id}``,
+    ``unknown`` where it gave none), or None when ``member`` is no spawn record."""
+    try:
+        data = load_stored(member)
+    except Unreadable:
+        return None
+    if not isinstance(data, dict) or not set(data) <= _MCP_SPAWN_FIELDS:
+        return None
+    ts = data.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int):
+        return None
+    spawn = {
+        "ts": ts,
+        "session_id": str(data.get("sessionId") or "unknown"),
+        "model_id": str(data.get("modelId") or "unknown"),
+    }
+    return json.dumps(spawn, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _compare_timeline(
-    size: int, source: Reply | StoreCommandError, dest_type: str, dest: Reply
+    size: int,
+    source: Reply | StoreCommandError,
+    dest_type: str,
+    dest: Reply,
+    spawns_dest: Reply | None = None,
 ) -> McpCopy:
+    """An MCP timeline against its SPEC timeline; with ``spawns_dest`` (an agent's
+    :spawns), its spawn records go there instead, as our spawn records."""
     if size > MAX_COPY_MEMBERS:
         return McpCopy(McpState.TOO_LARGE)
     if not isinstance(source, list):
         return McpCopy(McpState.UNCOPYABLE)
     pairs = _zset_pairs(source)
-    if dest_type == "zset" and pairs <= _zset_pairs(dest):
+    spawns: set[tuple[bytes, bytes]] = set()
+    if spawns_dest is not None:
+        for member, score in list(pairs):
+            spawn = _mcp_spawn(member)
+            if spawn is not None:
+                pairs.discard((member, score))
+                spawns.add((spawn, score))
+    spawns_missing = spawns - _zset_pairs(spawns_dest)
+    if (not pairs or (dest_type == "zset" and pairs <= _zset_pairs(dest))) and not spawns_missing:
         return McpCopy(McpState.COPIED)
-    if dest_type != "none":
+    if pairs and dest_type != "none" and not pairs <= _zset_pairs(dest):
         return McpCopy(McpState.CONFLICT)
-    members = []
-    for member, score in sorted(pairs):
-        text = _utf8(member)
-        if text is None:
-            return McpCopy(McpState.UNCOPYABLE)  # a partial copy would be retried forever
-        members.append((float(score), text))
-    return McpCopy(McpState.TO_COPY, members=members)
+    copies: list[list[tuple[float, str]]] = [[], []]
+    for target, chosen in ((0, pairs if dest_type == "none" else set()), (1, spawns_missing)):
+        for member, score in sorted(chosen):
+            text = _utf8(member)
+            if text is None:
+                return McpCopy(McpState.UNCOPYABLE)  # a partial copy would be retried forever
+            copies[target].append((float(score), text))
+    return McpCopy(McpState.TO_COPY, members=copies[0], spawns=copies[1])
 
 
 MCP_DETAIL: Final = {
@@ -429,7 +470,7 @@ class Doctor:
         group: list[tuple[ParsedKey, int]] = []
         weight = 0
         for item in keys:
-            cost = 2 * min(item[1], MAX_COPY_MEMBERS) + 1
+            cost = 3 * min(item[1], MAX_COPY_MEMBERS) + 1  # source, SPEC timeline, :spawns
             if group and weight + cost > PIPELINE_MEMBERS:
                 found.extend(self._mcp_group(group))
                 group, weight = [], 0
@@ -445,23 +486,37 @@ class Doctor:
             assert info.mcp_destination is not None
             dest = info.mcp_destination
             if info.slot == Slot.TIMELINE and size <= MAX_COPY_MEMBERS:
+                assert info.entity is not None
+                spawns = self.keys_for(info.tenant).slot(info.entity, SPAWNS)
                 commands += [
                     ("ZRANGE", info.key, 0, -1, "WITHSCORES"),
                     ("TYPE", dest),
                     ("ZRANGE", dest, 0, MAX_COPY_MEMBERS, "WITHSCORES"),
+                    # an agent's spawn records go to its :spawns (read there, bounded)
+                    ("ZRANGE", spawns, 0, MAX_COPY_MEMBERS, "WITHSCORES")
+                    if info.entity.category == "agent"
+                    else ("TYPE", dest),
                 ]
             elif info.slot == Slot.TIMELINE:
-                commands += [("TYPE", info.key), ("TYPE", dest), ("TYPE", dest)]
+                commands += [("TYPE", info.key), ("TYPE", dest), ("TYPE", dest), ("TYPE", dest)]
             else:
-                commands += [("GET", info.key), ("TYPE", dest), ("GET", dest)]
+                commands += [("GET", info.key), ("TYPE", dest), ("GET", dest), ("TYPE", dest)]
         replies = self.store.pipeline(commands)
         found = []
         for position, (info, size) in enumerate(group):
             assert info.mcp_destination is not None and info.entity is not None
-            source, dest_type, dest_raw = replies[3 * position : 3 * position + 3]
+            source, dest_type, dest_raw, spawns_raw = replies[4 * position : 4 * position + 4]
             dest_reply = None if isinstance(dest_raw, StoreCommandError) else dest_raw
             if info.slot == Slot.TIMELINE:
-                copy = _compare_timeline(size, source, type_name(dest_type), dest_reply)
+                agent = info.entity.category == "agent"
+                spawns_reply = [] if isinstance(spawns_raw, StoreCommandError) else spawns_raw
+                copy = _compare_timeline(
+                    size,
+                    source,
+                    type_name(dest_type),
+                    dest_reply,
+                    spawns_reply if agent else None,
+                )
             else:
                 copy = _compare_string(
                     source,

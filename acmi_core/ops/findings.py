@@ -96,3 +96,5 @@ class McpCopy:
     state: McpState
     text: str | None = None
     members: list[tuple[float, str]] = field(default_factory=list)
+    # an MCP timeline's spawn records, as ours ({ts, session_id, model_id}), for :spawns
+    spawns: list[tuple[float, str]] = field(default_factory=list)

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Final, TextIO
 
 from acmi_core.base.errors import Conflict, StoreCommandError
-from acmi_core.base.keys import Keys, Slot
+from acmi_core.base.keys import SPAWNS, Keys, Slot
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
@@ -314,7 +314,12 @@ class Migrate:
                     entity_plan.plan.edit_object(destination, fields)
         for score, member in copy.members:
             entity_plan.plan.zadd(destination, score, member)
+        spawns = mapped.slot(info.entity, SPAWNS)
+        for score, member in copy.spawns:  # an MCP timeline's spawn records
+            entity_plan.plan.zadd(spawns, score, member)
         detail = f"from {info.text}"
+        if copy.spawns:
+            detail += f" ({len(copy.spawns)} spawn records into {spawns})"
         entity_plan.steps.append(Step(Action.COPY, destination, detail, finding.entity))
         return None
 

@@ -35,3 +35,31 @@ def test_the_mcp_rollup_is_copied_not_a_bad_id(env: tuple[Acmi, redis.Redis]) ->
     assert acmi.agents.rollup("bentley")["summary"] == "shipped the CLI"  # type: ignore[index]
     again = [s for s in Migrate(acmi).run() if s.action is Action.COPY]
     assert again == []
+
+
+def test_mcp_spawn_records_go_to_spawns_not_the_timeline(
+    env: tuple[Acmi, redis.Redis],  # noqa: F811
+) -> None:
+    """Its acmi_spawn writes {ts, sessionId?, modelId?} into the agent's timeline; the
+    copy puts them in :spawns as our spawn records, its events in the timeline."""
+    acmi, raw = env
+    source = "acmi:madez:agent:bentley:timeline"
+    event = {"ts": 1_700_000_000_000, "source": "agent:bentley", "summary": "hi", "kind": "k"}
+    raw.zadd(
+        source,
+        {
+            json.dumps({"ts": 1_700_000_000_001, "sessionId": "s-1", "modelId": "m"}): 1,
+            json.dumps({"ts": 1_700_000_000_002}): 2,
+            json.dumps(event): 3,
+        },
+    )
+    steps = [s for s in Migrate(acmi).run() if s.action is Action.COPY]
+    assert [s.key for s in steps] == ["acmi:agent:bentley:timeline"]
+    assert "2 spawn records into acmi:agent:bentley:spawns" in steps[0].detail
+    assert [json.loads(m) for m in raw.zrange("acmi:agent:bentley:timeline", 0, -1)] == [event]
+    assert [(s["session_id"], s["model_id"]) for s in acmi.agents.spawns("bentley")] == [
+        ("unknown", "unknown"),
+        ("s-1", "m"),
+    ]
+    assert [f for f in Doctor(acmi).findings() if f.key == source] == []  # copied
+    assert [s for s in Migrate(acmi).run() if s.action is Action.COPY] == []
