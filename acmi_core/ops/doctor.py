@@ -54,6 +54,7 @@ from acmi_core.ops.keyspace import (
     SLOT_TYPES,
     ParsedKey,
     Progress,
+    mcp_spawn,
     member_state,
     memory_rank,
     no_progress,
@@ -119,31 +120,6 @@ def _compare_string(
     return McpCopy(McpState.UNCOPYABLE) if text is None else McpCopy(McpState.TO_COPY, text)
 
 
-# What the reference MCP server's acmi_spawn writes into an agent's timeline (mcp-server.mjs):
-# {ts, sessionId?, modelId?}. Ours keep spawns in :spawns, as its CLI does.
-_MCP_SPAWN_FIELDS: Final = frozenset({"ts", "sessionId", "modelId"})
-
-
-def _mcp_spawn(member: bytes) -> bytes | None:
-    """An MCP spawn record as our spawn member (its CLI's ``{ts, session_id, model_id}``,
-    ``unknown`` where it gave none), or None when ``member`` is no spawn record."""
-    try:
-        data = load_stored(member)
-    except Unreadable:
-        return None
-    if not isinstance(data, dict) or not set(data) <= _MCP_SPAWN_FIELDS:
-        return None
-    ts = data.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int):
-        return None
-    spawn = {
-        "ts": ts,
-        "session_id": str(data.get("sessionId") or "unknown"),
-        "model_id": str(data.get("modelId") or "unknown"),
-    }
-    return json.dumps(spawn, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _compare_timeline(
     size: int,
     source: Reply | StoreCommandError,
@@ -161,7 +137,7 @@ def _compare_timeline(
     spawns: set[tuple[bytes, bytes]] = set()
     if spawns_dest is not None:
         for member, score in list(pairs):
-            spawn = _mcp_spawn(member)
+            spawn = mcp_spawn(member)
             if spawn is not None:
                 pairs.discard((member, score))
                 spawns.add((spawn, score))

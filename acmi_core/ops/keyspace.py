@@ -7,6 +7,7 @@ walks the keyspace with these; ``acmi migrate`` (``ops/migrate.py``) repairs wha
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -196,6 +197,31 @@ def member_state(member: Reply) -> str:
     if not isinstance(data, dict):
         return "unreadable"
     return _event_state(data)
+
+
+# What the reference MCP server's acmi_spawn writes into an agent's timeline (mcp-server.mjs):
+# {ts, sessionId?, modelId?}. Ours keep spawns in :spawns, as its CLI does.
+_MCP_SPAWN_FIELDS: Final = frozenset({"ts", "sessionId", "modelId"})
+
+
+def mcp_spawn(member: bytes) -> bytes | None:
+    """An MCP spawn record as our spawn member (its CLI's ``{ts, session_id, model_id}``,
+    ``unknown`` where it gave none), or None when ``member`` is no spawn record."""
+    try:
+        data = load_stored(member)
+    except Unreadable:
+        return None
+    if not isinstance(data, dict) or not set(data) <= _MCP_SPAWN_FIELDS:
+        return None
+    ts = data.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int):
+        return None
+    spawn = {
+        "ts": ts,
+        "session_id": str(data.get("sessionId") or "unknown"),
+        "model_id": str(data.get("modelId") or "unknown"),
+    }
+    return json.dumps(spawn, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def type_name(reply: Reply | StoreCommandError) -> str:
