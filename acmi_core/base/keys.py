@@ -60,6 +60,9 @@ ACTIVE_CONTEXT: Final = "active_context"  # HASH thread -> JSON {role, joined_at
 ROLLUP_LATEST: Final = "rollup:latest"  # STRING JSON {ts, summary, ...}
 SESSIONS: Final = "sessions"  # SET (work items)
 LAST_BRIEF: Final = "last_brief"  # STRING JSON: the operator's daily standup brief
+# STRING JSON {role_tier, allowed_namespaces, write_access, max_tokens_per_hour}: an
+# invited agent's tier, where the reference's invite-agent writes it
+PERMISSIONS: Final = "permissions"
 # The memory layers' own (acmi_core.memory.service, acmi_core.jobs.hygiene):
 MEMORY_ARCHIVE: Final = "memory:archive"  # HASH quarter (YYYY-QN) -> archive document JSON
 MEMORY_HANDOFF: Final = "memory:handoff"  # STRING JSON {text, ts}: taken (GETDEL) on wake
@@ -79,6 +82,7 @@ EXTENSION_SLOTS: Final = (
     ROLLUP_LATEST,
     SESSIONS,
     LAST_BRIEF,
+    PERMISSIONS,
     MEMORY_ARCHIVE,
     MEMORY_HANDOFF,
     MEMORY_STAMPS,

@@ -472,9 +472,23 @@ def _check_actor_type(value: object, field: str) -> None:
         raise AcmiValidationError(field, "enum", f"must be one of {', '.join(allowed)}")
 
 
+# The reference SDK fills every profile's and event's missing tenant_id with "madez"
+# (src/client.ts autoFillTenantId, SPEC §12.1), whatever its key layout. Our default
+# tenant, named "default" unless configured, lives in that same unprefixed layout, so it
+# fills the same value: an event both write is then one member. Any other tenant (a
+# configured default one too) fills its own name.
+REFERENCE_TENANT_ID: Final = "madez"
+SHIPPED_DEFAULT_TENANT: Final = "default"  # Settings.default_tenant's default
+
+
+def tenant_id_fill(tenant: str) -> str:
+    """The ``tenant_id`` auto-filled for ``tenant``'s writes."""
+    return REFERENCE_TENANT_ID if tenant == SHIPPED_DEFAULT_TENANT else tenant
+
+
 def profile_defaults(entity: EntityId, tenant: str) -> dict[str, str]:
     """Auto-filled profile fields; applied only where the stored doc has no value."""
-    defaults = {"tenant_id": tenant}
+    defaults = {"tenant_id": tenant_id_fill(tenant)}
     actor_type = ACTOR_TYPE_BY_CATEGORY.get(entity.category)
     if actor_type is not None:
         defaults = {"actor_type": actor_type.value, **defaults}
@@ -555,10 +569,26 @@ class Event(BaseModel):
         return dumps(self.to_dict(), "event")
 
 
-def _in_field_order(data: dict[str, Any]) -> dict[str, Any]:
-    ordered: dict[str, Any] = {n: data.pop(n) for n in EVENT_FIELD_ORDER if n in data}
+def _in_field_order(data: dict[str, Any], *, tenant_first: bool = False) -> dict[str, Any]:
+    order = _TENANT_FIRST_ORDER if tenant_first else EVENT_FIELD_ORDER
+    ordered: dict[str, Any] = {n: data.pop(n) for n in order if n in data}
     ordered.update(data)  # unknown fields keep their order, after the known ones
     return ordered
+
+
+# The reference SDK writes an explicit tenant_id before the speaker_type it fills (it
+# fills after copying the given fields: src/client.ts timeline.append); in every other
+# case speaker_type comes first. Ours writes the same text, so the same event is one member.
+_TENANT_FIRST_ORDER: Final = (*EVENT_FIELD_ORDER[:-2], "tenant_id", "speaker_type")
+
+
+class TenantFirstEvent(Event):
+    """An event given its tenant_id but not its speaker_type, which was filled: stored
+    (``to_dict``, ``to_json``) with tenant_id before speaker_type, as the reference SDK
+    stores it. Built by ``encode_event`` only; a subclass, so other events carry no flag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _in_field_order(self.model_dump(mode="json", exclude_unset=True), tenant_first=True)
 
 
 class LegacyEvent(Event):
@@ -644,14 +674,17 @@ def encode_event(
         data["ts"] = now_ms
     else:
         _check_ts(data["ts"], f"{field}.ts")
+    tenant_first = False
     if "speaker_type" not in data:
         source = data.get("source")
         if isinstance(source, str):
             for prefix, speaker in _SPEAKER_BY_PREFIX:
                 if source.startswith(prefix):
                     data["speaker_type"] = speaker
+                    tenant_first = "tenant_id" in data
                     break
-    data.setdefault("tenant_id", tenant)
+    if "tenant_id" not in data:
+        data["tenant_id"] = tenant_id_fill(tenant)
     summary = data.get("summary")
     if isinstance(summary, str) and summary_too_long(summary):
         raise AcmiValidationError(f"{field}.summary", "max_length", SUMMARY_TOO_LONG)
@@ -663,10 +696,13 @@ def encode_event(
     # Unknown fields and payload must be JSON too (no NaN anywhere). The text is written
     # in field order, which is what model_dump gives for a validated event (to_json).
     try:
-        text = _dumps_checked(_in_field_order(dict(data)), floats, field)
+        text = _dumps_checked(_in_field_order(dict(data), tenant_first=tenant_first), floats, field)
     except AcmiValidationError:
         dumps(data, field)  # the error a check in the caller's key order meets first
         raise
+    if tenant_first:
+        values = {**event.__dict__, **(event.__pydantic_extra__ or {})}
+        event = TenantFirstEvent.model_construct(event.model_fields_set, **values)
     return event, text
 
 

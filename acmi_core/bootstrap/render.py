@@ -61,15 +61,49 @@ def _one_line(value: object, limit: int = 400) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
 
 
-def _event_lines(event: Mapping[str, Any]) -> list[str]:
-    ts = event.get("ts")
-    when = iso(ts) if isinstance(ts, int | float) else "?"
+# The reference reads a ts past 13 digits (microseconds, nanoseconds) as its first 13
+# (cli/acmi.mjs cat); so do we, only to show it.
+_MAX_MS_DIGITS: Final = 9_999_999_999_999
+
+
+def event_ms(ts: object) -> int | float | None:
+    """A stored ts as the milliseconds to show, as the reference reads it; None when it is
+    no number."""
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return None
+    if ts > _MAX_MS_DIGITS and ts == int(ts):
+        return int(str(int(ts))[:13])
+    return ts
+
+
+def event_text(event: Mapping[str, Any]) -> str:
+    """What an event says, as the reference's `cat` shows it: its summary, else its
+    ``message``, else the record itself (an MCP spawn or a quota record), on one line."""
+    for name in ("summary", "message"):
+        value = event.get(name)
+        if isinstance(value, str) and value:
+            return _one_line(value)
+    return _one_line(dict(event))
+
+
+def event_lines(event: Any) -> list[str]:
+    """An event's lines, whatever wrote it: ours, the reference CLI's ``{ts, source,
+    summary}``, its MCP server's, a snake_case ``correlation_id``."""
+    if not isinstance(event, Mapping):
+        return [_one_line(event)]
+    ms = event_ms(event.get("ts"))
+    when = iso(ms) if ms is not None else "?"
     kind = event.get("kind") or "-"
-    head = f"{when} {event.get('source', '?')} [{kind}] {_one_line(event.get('summary', ''))}"
-    lines = [head, f"  correlationId: {event.get('correlationId', '-')}"]
+    head = f"{when} {event.get('source') or '?'} [{kind}] {event_text(event)}"
+    correlation = event.get("correlationId") or event.get("correlation_id") or "-"
+    lines = [head, f"  correlationId: {correlation}"]
     if "payload" in event:
         lines.append(f"  payload: {_one_line(event['payload'])}")
     return lines
+
+
+# Sections whose every item is a timeline member, whoever wrote it
+EVENT_SECTIONS: Final = frozenset({"timeline", "coordination"})
 
 
 def item_lines(item: Any) -> list[str]:
@@ -88,7 +122,7 @@ def item_lines(item: Any) -> list[str]:
     if "topic" in item and "path" in item:  # a topic to load
         return [f"{item['topic']} · {item['path']}"]
     if "kind" in item and "summary" in item:  # an event: timeline, HITL, lessons, coordination
-        return _event_lines(item)
+        return event_lines(item)
     if "resource" in item and "fence" in item:
         return [
             f"{item['resource']} · fence {item['fence']} · expires {iso(item['expires_at'])} "
@@ -182,9 +216,8 @@ def markdown(bundle: Bundle) -> str:
                 fence(render_json(value, indent=1).decode("utf-8"), "json") if value else "(none)"
             )
         elif isinstance(value, list) and value:
-            out.append(
-                fence("\n".join(line for item in value for line in item_lines(item)), "text")
-            )
+            lines = event_lines if section.name in EVENT_SECTIONS else item_lines
+            out.append(fence("\n".join(line for item in value for line in lines(item)), "text"))
         elif not section.cut:
             out.append("(none)")
         if section.cut:

@@ -16,7 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.cli.output import emit, pairs, table
+from acmi_core.base.stored import load_stored
+from acmi_core.cli.output import Output, emit, pairs, table
+from acmi_core.cli.reference import bootstrap_view
 from acmi_core.cli.state import state
 from acmi_core.coordination.agents import DEFAULT_TIER, INVITER, TIERS
 from acmi_core.coordination.wake import SECRET_ENV_REMOVED
@@ -64,7 +66,11 @@ def bootstrap(
             spawn=spawn,
         )
     )
-    # the bundle is already rendered (JSON or markdown): print it as is
+    if format == "json":
+        # the reference's object first, then our bundle's keys (stored values exactly)
+        emit(bootstrap_view(load_stored(text.encode("utf-8"))), Output.JSON)
+        return
+    # the markdown is already rendered: print it as is
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 

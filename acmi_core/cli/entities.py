@@ -17,8 +17,9 @@ import typer
 
 from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import check_category
-from acmi_core.cli.output import Output, emit, pairs, table
+from acmi_core.base.model import EntityId, check_category
+from acmi_core.cli.output import Output, emit, note, pairs, table
+from acmi_core.cli.reference import entity_view
 from acmi_core.cli.state import state
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 
@@ -126,15 +127,25 @@ def event(
 
 @app.command()
 def get(
-    ns: Ns,
-    id: Id,
+    ns: Annotated[
+        str,
+        typer.Argument(metavar="NS", help="namespace (category), e.g. user; or the whole ns:id"),
+    ],
+    id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="the entity's id (none: NS is ns:id)")
+    ] = None,
     events: Annotated[
         int, typer.Option(min=0, max=1000, help="the newest events to show (0-1000)")
     ] = 50,
 ) -> None:
-    """An entity's profile, signals and newest events: one round trip."""
+    """An entity's profile, signals and newest events: one round trip (JSON: the
+    reference's timeline_recent, the newest 10 first, then ours: timeline oldest first)."""
+    if id is None:  # `get user:mikey`, as `cat` and `bootstrap` take it
+        if ns.count(":") != 1:
+            raise AcmiValidationError("ID", "required", "give NS ID, or ns:id")
+        ns, id = ns.split(":")
     context = state().backend().call("entities.get", entity=entity_of(ns, id), events=events)
-    emit(context, state().output, render_context)
+    emit(entity_view(context), state().output, render_context)
 
 
 @app.command("list")
@@ -148,6 +159,8 @@ def list_(ns: Ns) -> None:
     while True:
         page = backend.call("entities.list", category=ns, cursor=cursor, limit=1000)
         for entity in page["entities"]:
+            if not _readable(entity):
+                continue
             if people:
                 print(entity)
             else:
@@ -158,6 +171,18 @@ def list_(ns: Ns) -> None:
             break
     if not people:
         print("\n]" if count else "[]")
+
+
+def _readable(entity: str) -> bool:
+    """Whether ``get`` takes this id; when not (another tool indexed an id outside the id
+    grammar, e.g. ``user:mikey@example.com``), it is left out of the list and named on
+    stderr: printing it would hand a script an id no command accepts."""
+    try:
+        EntityId.parse(entity, "entity")
+    except AcmiValidationError as exc:
+        note(f"left out {entity!r}: {exc.message} (`acmi doctor` reports it as bad_id)")
+        return False
+    return True
 
 
 @app.command()
@@ -205,14 +230,18 @@ def timeline_entity(raw: str) -> str:
 
 def cat_line(item: Mapping[str, Any]) -> str:
     """The reference's line: ``2026-11-30 16:05Z [user:x / kind] summary``."""
-    ts = item.get("ts")
+    from acmi_core.bootstrap.render import event_ms, event_text
+
+    ts = event_ms(item.get("ts"))  # a 17-digit ts: its first 13 digits, as the reference
     when = (
         datetime.datetime.fromtimestamp(ts / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%MZ")
-        if isinstance(ts, int | float) and 0 <= ts < 253_402_300_800_000
-        else str(ts)
+        if ts is not None and 0 <= ts < 253_402_300_800_000
+        else str(item.get("ts"))
     )
     kind = item.get("kind") or item.get("source") or "?"
-    summary = str(item.get("summary") or "")[:160].replace("\n", " ")
+    # summary || message || the record, as the reference's cat
+    shown = {k: v for k, v in item.items() if k != "entity"}
+    summary = event_text(shown)[:160]
     return f"{when} [{item.get('entity')} / {kind}] {summary}"
 
 

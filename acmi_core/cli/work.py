@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from typing import Annotated, Any
 
 import typer
 
 from acmi_core.cli.entities import json_arg, json_object, render_context
-from acmi_core.cli.output import emit, pairs, table
+from acmi_core.cli.output import Output, emit, pairs, table
+from acmi_core.cli.reference import work_view
 from acmi_core.cli.state import state
 
 app = typer.Typer(
@@ -18,6 +20,14 @@ app = typer.Typer(
 Id = Annotated[str, typer.Argument(help="the work item's id")]
 Cursor = Annotated[str | None, typer.Option(help="the next_cursor of the previous page")]
 Limit = Annotated[int, typer.Option(help="items a page (1-1000)")]
+Page = Annotated[
+    bool,
+    typer.Option(
+        "--page",
+        help="JSON: one page as an object with next_cursor (default: the reference's bare "
+        "array of every id)",
+    ),
+]
 
 
 @app.command()
@@ -39,8 +49,9 @@ def get(
         int, typer.Option(min=0, max=1000, help="the newest events to show (0-1000)")
     ] = 50,
 ) -> None:
-    """A work item: profile, signals, newest events and sessions."""
-    emit(state().backend().call("work.get", id=id, events=events), state().output, render_context)
+    """A work item: profile, signals, newest events (newest first) and sessions."""
+    item = state().backend().call("work.get", id=id, events=events)
+    emit(work_view(item), state().output, render_context)
 
 
 @app.command()
@@ -76,12 +87,19 @@ def signal(
 
 
 @app.command()
-def sessions(id: Id, cursor: Cursor = None, limit: Limit = 100) -> None:
-    """The sessions that worked on an item, a page at a time."""
-    page = state().backend().call("work.sessions", id=id, cursor=cursor, limit=limit)
-    emit(
-        page, state().output, lambda p: table(({"session": s} for s in p["sessions"]), ("session",))
-    )
+def sessions(id: Id, cursor: Cursor = None, limit: Limit = 100, page: Page = False) -> None:
+    """The sessions that worked on an item (JSON: the reference's array of every one;
+    --page: a page at a time)."""
+    fields = {"id": id, "limit": limit}
+    if page or cursor is not None or not _json():
+        shown = state().backend().call("work.sessions", cursor=cursor, **fields)
+        emit(
+            shown,
+            state().output,
+            lambda p: table(({"session": s} for s in p["sessions"]), ("session",)),
+        )
+        return
+    emit(_every("work.sessions", "sessions", fields, lambda s: s), Output.JSON)
 
 
 @app.command("list")
@@ -90,17 +108,32 @@ def list_(
     status: Annotated[str, typer.Option(help="open | all")] = "open",
     cursor: Cursor = None,
     limit: Limit = 100,
+    page: Page = False,
 ) -> None:
-    """Work items, a page at a time (open ones by default, most recently updated first)."""
-    page = (
-        state()
-        .backend()
-        .call(
-            "work.list",
-            owner=owner,
-            status=None if status == "all" else status,
-            cursor=cursor,
-            limit=limit,
-        )
-    )
-    emit(page, state().output, lambda p: table(p["items"], ("id", "owner", "status", "updated_at")))
+    """Work items, open ones by default, most recently updated first (JSON: the
+    reference's array of their ids; --page: a page of items at a time)."""
+    fields = {"owner": owner, "status": None if status == "all" else status, "limit": limit}
+    if page or cursor is not None or not _json():
+        shown = state().backend().call("work.list", cursor=cursor, **fields)
+        columns = ("id", "owner", "status", "updated_at")
+        emit(shown, state().output, lambda p: table(p["items"], columns))
+        return
+    emit(_every("work.list", "items", fields, lambda item: item["id"]), Output.JSON)
+
+
+def _json() -> bool:
+    """Whether this run prints JSON (a table is for people: it keeps its pages)."""
+    mode = state().output
+    return mode is Output.JSON or (mode is Output.AUTO and not sys.stdout.isatty())
+
+
+def _every(name: str, field: str, fields: dict[str, Any], pick: Any) -> list[Any]:
+    """Every page of a paged read, followed (a round trip a page), as one array."""
+    backend, cursor = state().backend(), None
+    shown: list[Any] = []
+    while True:
+        answer = backend.call(name, cursor=cursor, **fields)
+        shown.extend(pick(entry) for entry in answer[field])
+        cursor = answer["next_cursor"]
+        if cursor is None:
+            return shown

@@ -25,9 +25,13 @@ budget and write flag; a name is matched in any case, stored as spelled here; an
 else is refused, where the reference silently granted Utility under the bad name). One
 WritePlan writes the profile fields (a merge: ``rbac_tier``, ``permissions``, the fields
 given, and on the first invite ``id``, ``created_at_ms``, ``onboarded_at_ms``,
-``invited_by``), the onboarding signals (``status: INVITED`` and ``current_focus:
-initialized``, only where absent: a live agent's own signals win), and one
-``agent-onboarded`` event on the coordination thread (where the reference posts it).
+``invited_by``), the reference's ``:permissions`` key (the same document, replaced on a
+tier change), the onboarding signals as the reference writes them (``status: active``,
+``last_heartbeat_ts`` and ``current_focus: initialized``, only where absent: a live
+agent's own signals win), and one ``agent-onboarded`` event on the coordination thread
+(where the reference posts it). An agent the reference invited (a tier in its profile,
+its permissions in the ``:permissions`` key only) keeps its profile so: ``permissions``
+is never merged into it.
 Idempotent: the same invite again writes nothing (``created: False``, ``action:
 unchanged``); new profile fields with the same tier are merged without an event.
 
@@ -57,6 +61,7 @@ from acmi_core.base.keys import (
     ACTIVE_CONTEXT,
     ACTIVITY,
     COORDINATION_THREAD,
+    PERMISSIONS,
     ROLLUP_LATEST,
     SPAWNS,
 )
@@ -428,11 +433,14 @@ class AgentAPI:
             if value is not None
         }
         wanted["rbac_tier"] = tier
-        wanted["permissions"] = TIERS[tier].permissions(tier)
+        permissions = TIERS[tier].permissions(tier)
         for _ in range(INVITE_ATTEMPTS):
             profile, version = self._invite_state(eid)
             previous = _stored_tier(profile)
             stored = profile or {}
+            wanted.pop("permissions", None)
+            if previous is None or "permissions" in stored:  # not the reference's agent
+                wanted["permissions"] = permissions
             changed = [k for k, v in wanted.items() if k not in stored or not _same(stored[k], v)]
             result: Invite = {
                 "agent": str(eid),
@@ -441,7 +449,7 @@ class AgentAPI:
                 "created": False,
                 "action": "unchanged",
                 "changed": changed,
-                "permissions": wanted["permissions"],
+                "permissions": permissions,
                 "profile": profile,
                 "event": None,
             }
@@ -451,7 +459,9 @@ class AgentAPI:
                     result["profile"] = self._profile.merge(eid, {k: wanted[k] for k in changed})
                 return result
             try:
-                transition = self._transition(eid, tier, previous, version, wanted, source)
+                transition = self._transition(
+                    eid, tier, previous, version, wanted, permissions, source
+                )
             except Replayed:
                 continue  # another invite moved this agent from `version` first: read again
             # keys the answer has already: assigned in place, so the key order stays
@@ -487,6 +497,7 @@ class AgentAPI:
         previous: str | None,
         version: int,
         wanted: dict[str, Any],
+        permissions: Permissions,
         source: str,
     ) -> Transition:
         """Onboard (no tier yet) or change the tier, as one WritePlan guarded by the
@@ -518,7 +529,7 @@ class AgentAPI:
                     "agent": str(eid),
                     "tier": tier,
                     "previous_tier": previous,
-                    "permissions": wanted["permissions"],
+                    "permissions": permissions,
                     **details,
                 },
             },
@@ -532,9 +543,12 @@ class AgentAPI:
         plan.once(self._keys.internal("invite", str(eid), f"v{version}"), INVITE_RACE_MS, record)
         plan.hset(self._keys.internal("invites"), str(eid), record)
         merged_at = plan.edit_object(self._keys.profile(eid), profile_edit, field="profile")
+        plan.set(self._keys.slot(eid, PERMISSIONS), dumps(permissions))
         if onboarding:
+            # the reference's onboarding signals (invite-agent.mjs), where absent
             signals: list[tuple[Any, str, str]] = [
-                ("setnx", "status", dumps("INVITED")),
+                ("setnx", "status", dumps("active")),
+                ("setnx", "last_heartbeat_ts", dumps(now)),
                 ("setnx", "current_focus", dumps("initialized")),
             ]
             plan.edit_object(self._keys.signals(eid), signals, field="signals")

@@ -74,7 +74,8 @@ with the first run's results (``scripts.REPLAY_TTL_MS``).
 
 Known gap: items the reference wrote (no entry in the owners HASH) are listed by
 ``list()`` without an owner, but are in no owner's open index until ``assign`` names
-their owner.
+their owner: ``acmi doctor`` reports each one whose profile names an owner
+(``work_unowned``) and ``acmi migrate`` assigns it to that owner.
 """
 
 from __future__ import annotations

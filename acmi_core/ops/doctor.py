@@ -26,17 +26,20 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, Protocol, TextIO
 
-from acmi_core.base.errors import StoreCommandError
+from acmi_core.base.errors import AcmiValidationError, StoreCommandError
 from acmi_core.base.keys import (
     ALL_SLOTS,
     COORDINATION_THREAD,
     ROOT,
+    SPAWNS,
     Keys,
     Slot,
 )
 from acmi_core.base.model import EntityId, check_category
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
+from acmi_core.coordination.work import CATEGORY as WORK
+from acmi_core.coordination.work import owner_entity
 from acmi_core.memory.slots import memory_slot
 from acmi_core.ops import backfill
 from acmi_core.ops.findings import (
@@ -51,6 +54,7 @@ from acmi_core.ops.keyspace import (
     SLOT_TYPES,
     ParsedKey,
     Progress,
+    mcp_spawn,
     member_state,
     memory_rank,
     no_progress,
@@ -117,24 +121,39 @@ def _compare_string(
 
 
 def _compare_timeline(
-    size: int, source: Reply | StoreCommandError, dest_type: str, dest: Reply
+    size: int,
+    source: Reply | StoreCommandError,
+    dest_type: str,
+    dest: Reply,
+    spawns_dest: Reply | None = None,
 ) -> McpCopy:
+    """An MCP timeline against its SPEC timeline; with ``spawns_dest`` (an agent's
+    :spawns), its spawn records go there instead, as our spawn records."""
     if size > MAX_COPY_MEMBERS:
         return McpCopy(McpState.TOO_LARGE)
     if not isinstance(source, list):
         return McpCopy(McpState.UNCOPYABLE)
     pairs = _zset_pairs(source)
-    if dest_type == "zset" and pairs <= _zset_pairs(dest):
+    spawns: set[tuple[bytes, bytes]] = set()
+    if spawns_dest is not None:
+        for member, score in list(pairs):
+            spawn = mcp_spawn(member)
+            if spawn is not None:
+                pairs.discard((member, score))
+                spawns.add((spawn, score))
+    spawns_missing = spawns - _zset_pairs(spawns_dest)
+    if (not pairs or (dest_type == "zset" and pairs <= _zset_pairs(dest))) and not spawns_missing:
         return McpCopy(McpState.COPIED)
-    if dest_type != "none":
+    if pairs and dest_type != "none" and not pairs <= _zset_pairs(dest):
         return McpCopy(McpState.CONFLICT)
-    members = []
-    for member, score in sorted(pairs):
-        text = _utf8(member)
-        if text is None:
-            return McpCopy(McpState.UNCOPYABLE)  # a partial copy would be retried forever
-        members.append((float(score), text))
-    return McpCopy(McpState.TO_COPY, members=members)
+    copies: list[list[tuple[float, str]]] = [[], []]
+    for target, chosen in ((0, pairs if dest_type == "none" else set()), (1, spawns_missing)):
+        for member, score in sorted(chosen):
+            text = _utf8(member)
+            if text is None:
+                return McpCopy(McpState.UNCOPYABLE)  # a partial copy would be retried forever
+            copies[target].append((float(score), text))
+    return McpCopy(McpState.TO_COPY, members=copies[0], spawns=copies[1])
 
 
 MCP_DETAIL: Final = {
@@ -225,6 +244,9 @@ class Doctor:
                 continue
             if info.slot in (Slot.PROFILE, Slot.SIGNALS):
                 read(info, "get", ("GET", info.key))
+            if info.slot == Slot.PROFILE and info.category == WORK:
+                owners = self.keys_for(info.tenant).work_owners()
+                read(info, "work_owner", ("HGET", owners, info.entity.local_id))
             elif info.slot == Slot.TIMELINE:
                 read(info, "zcard", ("ZCARD", info.key))
             first = indexed.setdefault((info.tenant, info.entity), info)
@@ -260,6 +282,7 @@ class Doctor:
         mcp: dict[bytes, tuple[ParsedKey, int]] = {}
         unindexed: dict[bytes, ParsedKey] = {}
         memory_unindexed: dict[bytes, ParsedKey] = {}
+        owners: dict[bytes, str] = {}  # a work profile's owner, by its key
         for info, what, at in reads:
             reply = replies[at]
             if what == "type":
@@ -279,6 +302,11 @@ class Doctor:
                     found.extend(self._memory_finding(info, reply))
                     if self.tenant_id_check:
                         found.extend(self._tenant_id_finding(info, reply))
+                    owner = _work_owner(info, reply)
+                    if owner is not None:
+                        owners[info.key] = owner
+            elif what == "work_owner" and reply is None and info.key in owners:
+                found.append(self._unowned_finding(info, owners[info.key]))
             elif what == "zcard" and isinstance(reply, int) and reply > 0:
                 timelines.append((info, reply))
             elif what == "indexed" and reply == 0:
@@ -341,6 +369,16 @@ class Doctor:
                 Kind.MEMORY_OLD_PLACE, info.text, detail, str(info.entity), info.tenant, parsed=info
             )
         ]
+
+    def _unowned_finding(self, info: ParsedKey, owner: str) -> Finding:
+        index = self.keys_for(info.tenant).work_owners()
+        detail = (
+            f"owner {owner!r} in the profile but not in {index}: `acmi work list --owner` and "
+            "the bootstrap miss it; `acmi migrate` assigns it"
+        )
+        return Finding(
+            Kind.WORK_UNOWNED, info.text, detail, str(info.entity), info.tenant, parsed=info
+        )
 
     def _tenant_id_finding(
         self, info: ParsedKey, reply: Reply | StoreCommandError
@@ -408,7 +446,7 @@ class Doctor:
         group: list[tuple[ParsedKey, int]] = []
         weight = 0
         for item in keys:
-            cost = 2 * min(item[1], MAX_COPY_MEMBERS) + 1
+            cost = 3 * min(item[1], MAX_COPY_MEMBERS) + 1  # source, SPEC timeline, :spawns
             if group and weight + cost > PIPELINE_MEMBERS:
                 found.extend(self._mcp_group(group))
                 group, weight = [], 0
@@ -424,23 +462,37 @@ class Doctor:
             assert info.mcp_destination is not None
             dest = info.mcp_destination
             if info.slot == Slot.TIMELINE and size <= MAX_COPY_MEMBERS:
+                assert info.entity is not None
+                spawns = self.keys_for(info.tenant).slot(info.entity, SPAWNS)
                 commands += [
                     ("ZRANGE", info.key, 0, -1, "WITHSCORES"),
                     ("TYPE", dest),
                     ("ZRANGE", dest, 0, MAX_COPY_MEMBERS, "WITHSCORES"),
+                    # an agent's spawn records go to its :spawns (read there, bounded)
+                    ("ZRANGE", spawns, 0, MAX_COPY_MEMBERS, "WITHSCORES")
+                    if info.entity.category == "agent"
+                    else ("TYPE", dest),
                 ]
             elif info.slot == Slot.TIMELINE:
-                commands += [("TYPE", info.key), ("TYPE", dest), ("TYPE", dest)]
+                commands += [("TYPE", info.key), ("TYPE", dest), ("TYPE", dest), ("TYPE", dest)]
             else:
-                commands += [("GET", info.key), ("TYPE", dest), ("GET", dest)]
+                commands += [("GET", info.key), ("TYPE", dest), ("GET", dest), ("TYPE", dest)]
         replies = self.store.pipeline(commands)
         found = []
         for position, (info, size) in enumerate(group):
             assert info.mcp_destination is not None and info.entity is not None
-            source, dest_type, dest_raw = replies[3 * position : 3 * position + 3]
+            source, dest_type, dest_raw, spawns_raw = replies[4 * position : 4 * position + 4]
             dest_reply = None if isinstance(dest_raw, StoreCommandError) else dest_raw
             if info.slot == Slot.TIMELINE:
-                copy = _compare_timeline(size, source, type_name(dest_type), dest_reply)
+                agent = info.entity.category == "agent"
+                spawns_reply = [] if isinstance(spawns_raw, StoreCommandError) else spawns_raw
+                copy = _compare_timeline(
+                    size,
+                    source,
+                    type_name(dest_type),
+                    dest_reply,
+                    spawns_reply if agent else None,
+                )
             else:
                 copy = _compare_string(
                     source,
@@ -464,6 +516,21 @@ class Doctor:
                 )
             )
         return found
+
+
+def _work_owner(info: ParsedKey, reply: Reply | StoreCommandError) -> str | None:
+    """The owner a work item's profile names (as the reference CLI writes it,
+    ``{"owner": "bentley"}``), when it is one ``assign`` takes; else None."""
+    if info.slot != Slot.PROFILE or info.category != WORK or not isinstance(reply, bytes):
+        return None
+    owner = load_stored(reply).get("owner")  # object_problem found a JSON object
+    if not isinstance(owner, str):
+        return None
+    try:
+        owner_entity(owner)
+    except AcmiValidationError:
+        return None  # not an id: left to the profile, as the reference wrote it
+    return owner
 
 
 def stderr_progress(err: TextIO) -> Progress:

@@ -35,6 +35,9 @@ class Kind(StrEnum):
     MENTION_MISSING = "mention_missing"  # keys.mentions: the bootstrap misses the event
     TENANT_UNINDEXED = "tenant_unindexed"  # keys.tenants_with: the jobs skip the tenant
     MEMORY_UNINDEXED = "memory_unindexed"  # keys.memory_index: hygiene skips the entity
+    # a work item the reference wrote (its profile names an owner, the owners HASH does
+    # not): the owner's `work list --owner` and bootstrap miss it; migrate assigns it
+    WORK_UNOWNED = "work_unowned"
 
 
 # Kinds that make `acmi doctor` exit 1. NO_TENANT_ID is what the reference writes
@@ -93,3 +96,5 @@ class McpCopy:
     state: McpState
     text: str | None = None
     members: list[tuple[float, str]] = field(default_factory=list)
+    # an MCP timeline's spawn records, as ours ({ts, session_id, model_id}), for :spawns
+    spawns: list[tuple[float, str]] = field(default_factory=list)

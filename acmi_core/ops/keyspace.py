@@ -7,6 +7,7 @@ walks the keyspace with these; ``acmi migrate`` (``ops/migrate.py``) repairs wha
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,6 +28,8 @@ from acmi_core.store.base import Reply, Store
 # Keys per SCAN step (a hint to Redis) and so per pipeline of per-key reads.
 SCAN_COUNT: Final = 1000
 CORE_SLOTS: Final = tuple(s.value for s in Slot)
+# The slots the reference MCP server v2.0 writes as strings or ZSETs that migrate copies
+MCP_SLOTS: Final = (*CORE_SLOTS, keys.ROLLUP_LATEST)
 # The Redis type of each slot the key builder can make (keys.ALL_SLOTS): what doctor
 # expects when it meets one. A slot added to keys.py is added here too (the keyspace
 # test holds the two equal), or doctor and migrate would not know what it should hold.
@@ -39,6 +42,7 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.ROLLUP_LATEST: "string",
     keys.SESSIONS: "set",
     keys.LAST_BRIEF: "string",
+    keys.PERMISSIONS: "string",
     keys.MEMORY_ARCHIVE: "hash",
     keys.MEMORY_HANDOFF: "string",
     keys.MEMORY_STAMPS: "zset",
@@ -84,8 +88,12 @@ def _entity(category: str, local_id: str) -> EntityId | None:
 def _mcp_destination(rest: str, keys_for: Callable[[str], Keys]) -> str | None:
     """The SPEC key of ``acmi:<t>:<ns>:<id>:<slot>`` when ``rest`` (after ``acmi:``) has
     that shape with every segment in our grammar, else None."""
-    parts = rest.split(":")
-    if len(parts) != 4 or parts[3] not in CORE_SLOTS:
+    # its rollup-set writes acmi:<t>:agent:<id>:rollup:latest (a slot with a colon)
+    rollup = rest.endswith(f":{keys.ROLLUP_LATEST}")
+    parts = rest[: -len(keys.ROLLUP_LATEST) - 1].split(":") if rollup else rest.split(":")
+    if rollup:
+        parts.append(keys.ROLLUP_LATEST)
+    if len(parts) != 4 or parts[3] not in MCP_SLOTS:
         return None
     tenant, category, local_id, slot = parts
     if not TENANT_RE.fullmatch(tenant) or not LOCAL_ID_RE.fullmatch(local_id):
@@ -189,6 +197,31 @@ def member_state(member: Reply) -> str:
     if not isinstance(data, dict):
         return "unreadable"
     return _event_state(data)
+
+
+# What the reference MCP server's acmi_spawn writes into an agent's timeline (mcp-server.mjs):
+# {ts, sessionId?, modelId?}. Ours keep spawns in :spawns, as its CLI does.
+_MCP_SPAWN_FIELDS: Final = frozenset({"ts", "sessionId", "modelId"})
+
+
+def mcp_spawn(member: bytes) -> bytes | None:
+    """An MCP spawn record as our spawn member (its CLI's ``{ts, session_id, model_id}``,
+    ``unknown`` where it gave none), or None when ``member`` is no spawn record."""
+    try:
+        data = load_stored(member)
+    except Unreadable:
+        return None
+    if not isinstance(data, dict) or not set(data) <= _MCP_SPAWN_FIELDS:
+        return None
+    ts = data.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int):
+        return None
+    spawn = {
+        "ts": ts,
+        "session_id": str(data.get("sessionId") or "unknown"),
+        "model_id": str(data.get("modelId") or "unknown"),
+    }
+    return json.dumps(spawn, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def type_name(reply: Reply | StoreCommandError) -> str:

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Final, TextIO
 
 from acmi_core.base.errors import Conflict, StoreCommandError
-from acmi_core.base.keys import Keys, Slot
+from acmi_core.base.keys import SPAWNS, Keys, Slot
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
@@ -50,6 +50,7 @@ class Action(StrEnum):
     MENTION_ADD = "mention_add"  # coordination events into an agent's mentions index
     TENANT_INDEX_ADD = "tenant_index_add"  # a tenant with work into keys.tenants_with
     MEMORY_INDEX_ADD = "memory_index_add"  # an entity with memory into keys.memory_index
+    WORK_ASSIGN = "work_assign"  # a reference work item into its owner's indexes
     CONFLICT = "conflict"  # a differing destination exists: nothing written
     NOT_COPIED = "not_copied"  # too large, not UTF-8, or another type: nothing written
 
@@ -109,6 +110,7 @@ class Migrate:
         category: str | None = None,
         progress: Progress = no_progress,
     ) -> None:
+        self.acmi = acmi
         self.store = acmi.store
         self.clock = acmi.clock
         self.dry_run = dry_run
@@ -122,6 +124,7 @@ class Migrate:
             plans: dict[tuple[str, EntityId], _EntityPlan] = {}
             unrepaired: list[Step] = []
             moves: dict[tuple[str, EntityId], None] = {}
+            unowned: list[Finding] = []
             repairs = [f for f in batch if f.kind in INDEX_REPAIRS]
             for finding in batch:
                 info = finding.parsed
@@ -133,6 +136,8 @@ class Migrate:
                     moves[(info.tenant, info.entity)] = None
                 elif finding.kind is Kind.NO_TENANT_ID:
                     self._fill_tenant_id(plans, info)
+                elif finding.kind is Kind.WORK_UNOWNED:
+                    unowned.append(finding)
                 elif finding.kind is Kind.MCP_LAYOUT and finding.copy is not None:
                     step = self._copy(plans, finding, finding.copy)
                     if step is not None:
@@ -145,6 +150,25 @@ class Migrate:
             for tenant, entity in moves:
                 yield from self._move_memory(self.doctor.keys_for(tenant), entity)
             yield from self._repair_indexes(repairs)
+            yield from self._assign(unowned)
+
+    def _assign(self, findings: list[Finding]) -> Iterator[Step]:
+        """Each work item the reference wrote, assigned to the owner its profile names
+        (read again here: the owner written meanwhile wins): one script an item, the
+        write ``acmi work assign`` makes (profile, owners HASH, the owner's open index)."""
+        for finding in findings:
+            info = finding.parsed
+            assert info is not None and info.entity is not None
+            work = self.acmi.for_tenant(info.tenant).work
+            profile = self.acmi.for_tenant(info.tenant).profile.get(str(info.entity)) or {}
+            owner = profile.get("owner")
+            if not isinstance(owner, str):
+                continue  # changed since doctor read it: nothing to assign
+            index = self.doctor.keys_for(info.tenant).work_owners()
+            if not self.dry_run:
+                owner = work.assign(info.entity.local_id, owner)
+            detail = f"HSET {info.entity.local_id} {owner} (and its open index)"
+            yield Step(Action.WORK_ASSIGN, index, detail, str(info.entity))
 
     def _repair_indexes(self, findings: list[Finding]) -> Iterator[Step]:
         """The index entries doctor found missing, in scripts of at most REPAIR_OPS ops and
@@ -290,7 +314,12 @@ class Migrate:
                     entity_plan.plan.edit_object(destination, fields)
         for score, member in copy.members:
             entity_plan.plan.zadd(destination, score, member)
+        spawns = mapped.slot(info.entity, SPAWNS)
+        for score, member in copy.spawns:  # an MCP timeline's spawn records
+            entity_plan.plan.zadd(spawns, score, member)
         detail = f"from {info.text}"
+        if copy.spawns:
+            detail += f" ({len(copy.spawns)} spawn records into {spawns})"
         entity_plan.steps.append(Step(Action.COPY, destination, detail, finding.entity))
         return None
 

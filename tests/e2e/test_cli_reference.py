@@ -351,19 +351,26 @@ def test_work_commands(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
     ok(capsys, "work", "event", "acmi-launch", "agent:bentley", "reviewed", "--kind", "review")
     assert ok(capsys, "work", "signal", "acmi-launch", '{"progress": 40}')["progress"] == 40
     item = ok(capsys, "work", "get", "acmi-launch")
-    assert item == acmi.work.get("acmi-launch", 50).to_dict()
-    assert [e["summary"] for e in item["timeline"]] == ["manifesto v0 done", "reviewed"]
+    core = acmi.work.get("acmi-launch", 50).to_dict()
+    # the reference's keys first (work_id, timeline newest first), then every key of ours
+    assert list(item)[:5] == ["work_id", "profile", "signals", "timeline", "sessions"]
+    assert item["work_id"] == core["id"] and set(core) <= set(item)
+    assert item["timeline"] == core["timeline"][::-1]
+    assert [e["summary"] for e in item["timeline"]] == ["reviewed", "manifesto v0 done"]
     assert item["signals"]["progress"] == 40
-    assert ok(capsys, "work", "sessions", "acmi-launch")["sessions"] == ["sess_abc"]
+    assert ok(capsys, "work", "sessions", "acmi-launch") == ["sess_abc"]  # a bare array
+    assert ok(capsys, "work", "sessions", "acmi-launch", "--page")["sessions"] == ["sess_abc"]
     ok(capsys, "work", "create", "side-idea", '{"title": "Idea"}')
-    open_items = ok(capsys, "work", "list")["items"]
-    assert sorted(i["id"] for i in open_items) == ["acmi-launch", "side-idea"]
-    assert [i["id"] for i in ok(capsys, "work", "list", "--owner", "bentley")["items"]] == [
-        "acmi-launch"
-    ]
+    assert sorted(ok(capsys, "work", "list")) == ["acmi-launch", "side-idea"]
+    assert ok(capsys, "work", "list", "--owner", "bentley") == ["acmi-launch"]
     ok(capsys, "work", "signal", "side-idea", '{"status": "done"}')
-    assert [i["id"] for i in ok(capsys, "work", "list")["items"]] == ["acmi-launch"]
-    assert len(ok(capsys, "work", "list", "--status", "all")["items"]) == 2
+    assert ok(capsys, "work", "list") == ["acmi-launch"]
+    assert len(ok(capsys, "work", "list", "--status", "all")) == 2
+    # the paged form, a page at a time
+    page = ok(capsys, "work", "list", "--status", "all", "--page", "--limit", "1")
+    assert len(page["items"]) == 1 and page["next_cursor"] is not None
+    rest = ok(capsys, "work", "list", "--status", "all", "--cursor", page["next_cursor"])
+    assert {page["items"][0]["id"], rest["items"][0]["id"]} == {"acmi-launch", "side-idea"}
 
 
 # --- quota-monitor -------------------------------------------------------------------------
@@ -593,3 +600,55 @@ def _event(summary: str, *, ts: int | None = None, kind: str = "note") -> dict[s
     if ts is not None:
         event["ts"] = ts
     return event
+
+
+def test_reference_shaped_events_read_as_events(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the reference's writers leave on a timeline reads as an event line in the
+    bootstrap's markdown and in `cat`: its CLI's {ts, source, summary}, a 17-digit ts
+    (read as its first 13 digits, as the reference's cat), a `message` instead of a
+    summary, its MCP server's spawn record, a snake_case correlation_id."""
+    key = "acmi:agent:claude:timeline"
+    ms = 1_764_000_000_000  # 2025-11-24T16:00:00Z
+    members = [
+        {"ts": ms * 10_000 + 1234, "source": "gmail", "summary": "head cli, 17 digits"},
+        {"ts": ms + 1_000, "source": "agent:x", "message": "a message, no summary"},
+        {"ts": ms + 2_000, "sessionId": "s-9", "modelId": "m"},
+        {
+            "ts": ms + 3_000,
+            "source": "agent:x",
+            "kind": "note",
+            "correlation_id": "snake-1",
+            "summary": "snake case id",
+        },
+    ]
+    for member in members:
+        score = member["ts"] if member["ts"] < 10**13 else ms
+        acmi.store.execute(("ZADD", key, score, json.dumps(member, separators=(",", ":"))))
+    code, out, err = cli(capsys, "bootstrap", "claude", "--format", "markdown")
+    assert code == 0, err
+    assert "2025-11-24T16:00:00Z gmail [-] head cli, 17 digits" in out
+    assert "2025-11-24T16:00:01Z agent:x [-] a message, no summary" in out
+    assert '2025-11-24T16:00:02Z ? [-] {"ts":1764000002000,"sessionId":"s-9","modelId":"m"}' in out
+    assert "2025-11-24T16:00:03Z agent:x [note] snake case id\n  correlationId: snake-1" in out
+    code, out, err = cli(capsys, "cat", "agent:claude", "-o", "table")
+    assert code == 0, err
+    assert "2025-11-24 16:00Z [agent:claude / gmail] head cli, 17 digits" in out
+
+
+def test_list_prints_only_ids_get_takes_and_get_takes_ns_colon_id(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acmi.profile.set("user:mikey", {"name": "Mikey"})
+    # what the reference CLI's `profile user mikey@example.com '{...}'` writes
+    acmi.store.execute(("SET", "acmi:user:mikey@example.com:profile", '{"name":"M"}'))
+    acmi.store.execute(("SADD", "acmi:user:list", "mikey@example.com"))
+    code, out, err = cli(capsys, "list", "user")
+    assert code == 0 and json.loads(out) == ["user:mikey"]
+    assert "left out 'user:mikey@example.com'" in err and "bad_id" in err
+    for entity in json.loads(out):  # every id listed is one `get` takes
+        assert ok(capsys, "get", entity)["profile"]["name"] == "Mikey"
+    assert ok(capsys, "get", "user:mikey") == ok(capsys, "get", "user", "mikey")
+    code, _, err = cli(capsys, "get", "user")  # neither NS ID nor ns:id
+    assert code == 2 and "ns:id" in err

@@ -206,7 +206,7 @@ def test_signal_replaces_or_merges(mcp: McpClient, acmi: Acmi) -> None:
 
 def test_event_appends_to_the_timeline(mcp: McpClient, acmi: Acmi) -> None:
     stored = mcp.ok("event", {"entity": "user:ev", "event": event("hello", correlationId="c9")})
-    assert stored["summary"] == "hello" and stored["tenant_id"] == "default"
+    assert stored["summary"] == "hello" and stored["tenant_id"] == "madez"
     (read,) = acmi.timeline.read("user:ev")
     assert (read.summary, read.correlationId, read.ts) == ("hello", "c9", stored["ts"])
 

@@ -116,7 +116,7 @@ def test_entity_routes_round_trip(api: Api) -> None:
     assert c.put("/v1/entities/user:m/profile", json={"name": "M"}, headers=h).json() == {
         "name": "M",
         "actor_type": "human",
-        "tenant_id": "default",
+        "tenant_id": "madez",
     }
     assert (
         c.patch("/v1/entities/user:m/profile", json={"tz": "UTC"}, headers=h).json()["tz"] == "UTC"

@@ -11,6 +11,7 @@ import redis
 
 from acmi_core import Acmi, CorruptData, EntityId
 from acmi_core.base.errors import PlanError, StoreCommandError
+from acmi_core.base.model import tenant_id_fill
 from acmi_core.store.base import Arg, Reply, Script
 from acmi_core.store.writes import APPLY, FieldMode, WritePlan, script_error
 
@@ -180,7 +181,11 @@ def test_ops_in_one_batch_compose_in_order(acmi: Acmi) -> None:
         batch.signals.set(entity, "x", 1)
         batch.signals.delete(entity, "x")
         batch.signals.set(entity, "y", 2)
-    assert acmi.profile.get(entity) == {"c": 3, "actor_type": "human", "tenant_id": acmi.tenant}
+    assert acmi.profile.get(entity) == {
+        "c": 3,
+        "actor_type": "human",
+        "tenant_id": tenant_id_fill(acmi.tenant),
+    }
     assert acmi.signals.all(entity) == {"y": 2}
 
 

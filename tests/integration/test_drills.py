@@ -76,7 +76,7 @@ def test_concurrent_profile_merges_keep_every_field(acmi: Acmi) -> None:
     assert profile == {
         "name": "race",
         "actor_type": "system",  # an explicit stored value is never clobbered by auto-fill
-        "tenant_id": "default",
+        "tenant_id": "madez",
         **{f"f{i}": 12345678901234567 + i for i in range(WRITERS)},
     }
 
@@ -447,7 +447,7 @@ def test_json_round_trips_through_signals_and_profile(
     assert same_json(acmi.signals.all(entity), {**values, **more})
     acmi.profile.merge(entity, values)
     merged = acmi.profile.merge(entity, more) if more else acmi.profile.get(entity)
-    expected = {**values, **more, "tenant_id": "default"}
+    expected = {**values, **more, "tenant_id": "madez"}
     assert same_json(merged, expected)
     assert same_json(acmi.profile.get(entity), expected)
 

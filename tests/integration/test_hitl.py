@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.base.keys import COORDINATION_THREAD
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.coordination.hitl import ADOPT_WINDOW, DEFAULT_DEADLINE_MS
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
@@ -101,7 +101,7 @@ def test_create_list_resolve_round_trip(hitl: Acmi, clock: FakeClock) -> None:
             "addressee": "agent:gemini",
         },
         "speaker_type": "agent",
-        "tenant_id": hitl.tenant,
+        "tenant_id": tenant_id_fill(hitl.tenant),
     }
     gemini = EntityId.parse("agent:gemini")
     # the bootstrap's contract: ZRANGE 0..N of the addressee's open queue, score = deadline

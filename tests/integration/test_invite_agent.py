@@ -14,7 +14,7 @@ import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.coordination.agents import TIERS
 from acmi_core.entities.context import system_clock
 from acmi_core.store.base import Arg, Command, Reply, Script, Store
@@ -112,12 +112,13 @@ def test_first_invite_onboards_in_one_write_and_keeps_unrelated_fields(team: Acm
         "id": "scout",
         "created_at_ms": START,
         "actor_type": "agent",
-        "tenant_id": team.tenant,
+        "tenant_id": tenant_id_fill(team.tenant),
     }
     # a live agent's own status wins; the onboarding focus fills what is absent
     assert team.signals.all("agent:scout") == {
         "status": "BLOCKED",
         "queue": [1, 2],
+        "last_heartbeat_ts": START,
         "current_focus": "initialized",
     }
     [event] = _coordination(team)
@@ -140,7 +141,18 @@ def test_first_invite_onboards_in_one_write_and_keeps_unrelated_fields(team: Acm
 
 def test_a_new_agent_gets_the_onboarding_signals(team: Acmi) -> None:
     team.agents.invite("fresh")  # Utility by default, as in the reference
-    assert team.signals.all("agent:fresh") == {"status": "INVITED", "current_focus": "initialized"}
+    # the reference's invite-agent.mjs signals: active, heartbeat now, initialized
+    assert team.signals.all("agent:fresh") == {
+        "status": "active",
+        "last_heartbeat_ts": team.clock(),
+        "current_focus": "initialized",
+    }
+    # and its :permissions key, the document it writes (JSON.stringify of its object)
+    key = team.keys.slot(EntityId.parse("agent:fresh"), "permissions")
+    assert team.store.execute(("GET", key)) == (
+        b'{"role_tier":"Utility","allowed_namespaces":["agent"],"write_access":false,'
+        b'"max_tokens_per_hour":200000}'
+    )
     assert team.profile.get("agent:fresh")["permissions"] == TIERS["Utility"].permissions(  # type: ignore[index]
         "Utility"
     )
@@ -209,7 +221,8 @@ def test_another_tier_is_a_change_announced_once(team: Acmi, clock: FakeClock) -
 
 def test_a_reference_onboarded_agent_is_recognised(team: Acmi, raw: Any) -> None:
     """The reference CLI's profile (its tier in lower case, no permissions in the
-    profile) is the same tier: only the missing permissions are merged, no event."""
+    profile: they are in its :permissions key) is the same tier: its spelling is the only
+    change, no permissions are merged into the profile, no event."""
     key = team.keys.profile(EntityId.parse("agent:old"))
     reference = {
         "id": "old",
@@ -223,8 +236,10 @@ def test_a_reference_onboarded_agent_is_recognised(team: Acmi, raw: Any) -> None
     result = team.agents.invite("old", "Operator")
     assert result["previous_tier"] == "Operator"
     assert result["action"] == "updated"
-    assert result["changed"] == ["rbac_tier", "permissions"]
+    assert result["changed"] == ["rbac_tier"]
     assert result["profile"]["created_at_ms"] == 1_777_399_140_000
+    assert "permissions" not in result["profile"]
+    assert result["permissions"] == TIERS["Operator"].permissions("Operator")
     assert _coordination(team) == []
 
 

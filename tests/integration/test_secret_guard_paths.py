@@ -509,7 +509,7 @@ def test_a_secret_in_a_path_id_is_refused_by_the_api() -> None:
 def test_a_clean_write_is_stored_as_given(acmi: Acmi) -> None:
     entity = f"user:{uuid.uuid4().hex[:10]}"
     doc = {"name": "Mikey", "order": "ORD-1000234598761234", "id": str(uuid.uuid4())}
-    assert acmi.profile.set(entity, doc) == {**doc, "actor_type": "human", "tenant_id": "default"}
+    assert acmi.profile.set(entity, doc) == {**doc, "actor_type": "human", "tenant_id": "madez"}
     event = acmi.timeline.append(entity, {**EVENT, "summary": "my password is in the vault"})
     assert event.summary == "my password is in the vault"
 

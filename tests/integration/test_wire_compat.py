@@ -97,12 +97,12 @@ def test_writes_reference_layout(acmi: Acmi) -> None:
 
     # compact JSON, as JSON.stringify writes it
     assert cmd(acmi, "GET", f"acmi:user:{local}:profile") == (
-        b'{"name":"Mikey","actor_type":"human","tenant_id":"default"}'
+        b'{"name":"Mikey","actor_type":"human","tenant_id":"madez"}'
     )
     assert cmd(acmi, "GET", f"acmi:user:{local}:signals") == b'{"current_task":"x"}'
     assert cmd(acmi, "ZRANGE", f"acmi:user:{local}:timeline", 0, -1, "WITHSCORES") == [
         b'{"ts":5,"source":"user:mikey","kind":"k","correlationId":"c","summary":"s",'
-        b'"speaker_type":"human","tenant_id":"default"}',
+        b'"speaker_type":"human","tenant_id":"madez"}',
         b"5",
     ]
     assert local.encode() in cmd(acmi, "SMEMBERS", "acmi:user:list")

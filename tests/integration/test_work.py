@@ -14,7 +14,7 @@ import pytest
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.coordination.work import CLOSED_STATUSES, MAX_GET_SESSIONS, is_open
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
@@ -104,7 +104,7 @@ def test_create_stores_the_reference_layout_and_indexes_the_owner(
     assert json.loads(profile) == {
         "title": "ACMI public launch",
         "owner": "bentley",
-        "tenant_id": work.tenant,
+        "tenant_id": tenant_id_fill(work.tenant),
     }
     signals = work.store.execute(("GET", f"{prefix}work:acmi-launch:signals"))
     assert signals == b'{"status":"open"}'
@@ -184,7 +184,7 @@ def test_unknown_items_are_not_found_and_nothing_is_stored(work: Acmi) -> None:
 def test_event_with_a_session_joins_the_sessions_in_the_same_step(work: Acmi) -> None:
     work.work.create("e", {"title": "t"})
     stored = work.work.event("e", _event(1), session_id="sess-1")
-    assert stored["session_id"] == "sess-1" and stored["tenant_id"] == work.tenant
+    assert stored["session_id"] == "sess-1" and stored["tenant_id"] == tenant_id_fill(work.tenant)
     work.work.event("e", _event(2, session_id="sess-2"))  # the reference field in the event
     work.work.event("e", _event(3))  # no session
     work.work.event("e", _event(4, session_id=None))  # the reference's own "no session"

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.coordination.workflows import (
     BOOTSTRAP_LESSONS_WINDOW,
     LESSONS_CAP,
@@ -76,7 +76,10 @@ def test_execute_assess_improve_store_comms_events_and_indexes(
     assert stored == [ran.to_dict(), scored.to_dict(), learned.to_dict()]
     assert [e["kind"] for e in stored] == ["step-executed", "assessment", "improvement"]
     assert all(e["source"] == AGENT and e["correlationId"] == "run-1" for e in stored)
-    assert all(e["speaker_type"] == "agent" and e["tenant_id"] == acmi.tenant for e in stored)
+    assert all(
+        e["speaker_type"] == "agent" and e["tenant_id"] == tenant_id_fill(acmi.tenant)
+        for e in stored
+    )
     assert stored[0]["payload"] == {"workflow": wf, "step": "build", "commit": "9f3c2ab"}
     assert stored[1]["payload"] == {
         "workflow": wf,

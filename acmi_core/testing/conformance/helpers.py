@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from acmi_core.base.model import EntityId, Event
+from acmi_core.base.model import EntityId, Event, tenant_id_fill
 from acmi_core.client import Acmi
 from acmi_core.testing.conformance.harness import ConformanceFailure, expect_equal, short
 
@@ -83,7 +83,7 @@ def filled_profile(acmi: Acmi, entity: str, doc: dict[str, Any]) -> dict[str, An
     category = EntityId.parse(entity).category
     if category in ("user", "agent"):
         filled.setdefault("actor_type", "human" if category == "user" else "agent")
-    filled.setdefault("tenant_id", acmi.tenant)
+    filled.setdefault("tenant_id", tenant_id_fill(acmi.tenant))
     return filled
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from acmi_core.base.model import tenant_id_fill
 from acmi_core.testing.conformance.harness import Context, check, expect_equal
 from acmi_core.testing.conformance.helpers import filled_profile, make_event
 
@@ -19,14 +20,16 @@ def profile_round_trip(ctx: Context) -> None:
     for category, actor_type in (("user", "human"), ("agent", "agent")):
         entity = ctx.entity(category)
         doc = {"name": "Mikey", "age": 3, "tags": ["a", "b"]}
-        expected = {**doc, "actor_type": actor_type, "tenant_id": acmi.tenant}
+        expected = {**doc, "actor_type": actor_type, "tenant_id": tenant_id_fill(acmi.tenant)}
         returned = acmi.profile.set(entity, doc)
         expect_equal(returned, expected, f"profile.set({category}:...) return value")
         expect_equal(acmi.profile.get(entity), expected, f"profile.get({category}:...)")
     other = ctx.entity("deal")
     acmi.profile.set(other, {"stage": "won"})
     stored = acmi.profile.get(other) or {}
-    expect_equal(stored.get("tenant_id"), acmi.tenant, "tenant_id auto-fill on a deal:")
+    expect_equal(
+        stored.get("tenant_id"), tenant_id_fill(acmi.tenant), "tenant_id auto-fill on a deal:"
+    )
     expect_equal(stored.get("stage"), "won", "deal profile field")
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from acmi_core.base.errors import Conflict
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.client import Acmi
 from acmi_core.testing.conformance.harness import (
     Context,
@@ -53,7 +53,7 @@ def work_create(ctx: Context) -> None:
         expect_equal(item.owner, owner, "owner")
         expect_equal(
             raw_json(acmi, acmi.keys.profile(eid)),
-            {"title": "launch", "owner": owner, "tenant_id": acmi.tenant},
+            {"title": "launch", "owner": owner, "tenant_id": tenant_id_fill(acmi.tenant)},
             "stored profile",
         )
         expect_equal(raw_json(acmi, acmi.keys.signals(eid)), {"status": "open"}, "signals")
