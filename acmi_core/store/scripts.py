@@ -298,6 +298,9 @@ class ScriptProtocol:
     name: str
     calls: Mapping[str, Call]  # by op (the value of the first argument); "" for a single one
     sources: tuple[str, ...] = ()
+    # flagged no-writes (Redis refuses any write it tries) and sent as EVALSHA_RO where
+    # the server has it, so a replica or a read region can serve it
+    read_only: bool = False
     selector: str | None = field(init=False)  # the argument that names the op (None: one)
     _only: Call | None = field(init=False, repr=False)  # the one layout of a script without ops
 
@@ -314,7 +317,8 @@ class ScriptProtocol:
     @cached_property
     def script(self) -> Script:
         read = resources.files("acmi_core").joinpath
-        return Script("\n".join(read(f"store/lua/{s}.lua").read_text() for s in self.sources))
+        source = "\n".join(read(f"store/lua/{s}.lua").read_text() for s in self.sources)
+        return Script(source, read_only=self.read_only)
 
     def call(self, op: str | None = None) -> Call:
         try:
@@ -417,13 +421,16 @@ PAGE: Final = ScriptProtocol(
         ("score", "offset", "count", "bound", "reverse", "max_bytes", "lead"),
         ("more", "window*"),
     ),
+    read_only=True,
 )
 
 # a merge of timelines (merge.lua): the range and caps, then the cursor's position
 _MERGE_ARGS: Final = ("high", "low", "count", "max_bytes")
 _MERGE_AT: Final = ("at", "at_score", "at_run", "at_size", "at_head", "at_tail")
 MERGE: Final = ScriptProtocol(
-    "merge", single(("timelines*",), _MERGE_ARGS + _MERGE_AT, ("more", "resumed", "window*"))
+    "merge",
+    single(("timelines*",), _MERGE_ARGS + _MERGE_AT, ("more", "resumed", "window*")),
+    read_only=True,
 )
 
 _LOCK_KEYS: Final = ("lease", "thread", "index", "leases", REPLAY_KEY)
