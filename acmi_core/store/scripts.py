@@ -433,7 +433,11 @@ MERGE: Final = ScriptProtocol(
     read_only=True,
 )
 
-_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", REPLAY_KEY)
+# the mentions index keys of the agents a coordination event may mention (mentions.lua):
+# an event naming another answers REKEY (nothing written) and the client sends it again
+MENTIONS_KEYS: Final = "mentions*"
+REKEY: Final = {"REKEY": ("ids*",)}
+_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", MENTIONS_KEYS, REPLAY_KEY)
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
     "locks",
@@ -452,7 +456,7 @@ LOCKS: Final = ScriptProtocol(
                 "defer_template*",
                 "resource",
             ),
-            {"OK": ("fence",), "HELD": ("owner", "expires", "fence")},
+            {"OK": ("fence",), "HELD": ("owner", "expires", "fence"), **REKEY},
         ),
         "renew": Call(
             _LOCK_KEYS,
@@ -462,19 +466,30 @@ LOCKS: Final = ScriptProtocol(
         "release": Call(
             _LOCK_KEYS,
             ("op", "now", "token_hash", "index_member", "release_template*", "resource"),
-            {"OK": ("owner", "fence", "cid"), **_LOCK_REFUSED},
+            {"OK": ("owner", "fence", "cid"), **_LOCK_REFUSED, **REKEY},
         ),
     },
     sources=("mentions", "replay", "locks"),  # the mentions index it keeps; its record
 )
 
-_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed", REPLAY_KEY)
+_HITL_KEYS: Final = (
+    "items",
+    "thread",
+    "index",
+    "named_open",
+    "named_closed",
+    "record_open",
+    "record_closed",
+    MENTIONS_KEYS,
+    REPLAY_KEY,
+)
+_HITL_REKEY: Final = {"REKEY": ("addressee", "ids*")}
 HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
             ("items", "queue", "tenants", REPLAY_KEY),
-            ("op", "cid", "deadline", "record_header", "member", "tenant", "prefix"),
+            ("op", "cid", "deadline", "record_header", "member", "tenant"),
             {"OK": (), "EXISTS": ("record",)},
         ),
         "resolve": Call(
@@ -488,9 +503,14 @@ HITL: Final = ScriptProtocol(
                 "thread_member",
                 "window",
                 "resolved_template*",
-                "prefix",
+                "record_addressee",
             ),
-            {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "NONE": ("members*",)},
+            {
+                "OK": ("addressee", "score"),
+                "RESOLVED": ("by", "at"),
+                "NONE": ("members*",),
+                **_HITL_REKEY,
+            },
         ),
         "adopt": Call(
             _HITL_KEYS,
@@ -504,9 +524,9 @@ HITL: Final = ScriptProtocol(
                 "foreign_member",
                 "addressee",
                 "resolved_template*",
-                "prefix",
+                "record_addressee",
             ),
-            {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "GONE": ()},
+            {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "GONE": (), **_HITL_REKEY},
         ),
     },
     sources=("mentions", "replay", "hitl"),  # the mentions index it keeps; its record

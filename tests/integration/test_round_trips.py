@@ -68,6 +68,23 @@ def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) ->
     assert upstash_double.requests == expected, name
 
 
+def test_a_bootstrap_is_one_round_trip_and_two_with_open_work(
+    acmi_up: Acmi, upstash_double: UpstashDouble
+) -> None:
+    """The script names every key before it runs, so the open work items (whose keys come
+    from the ids in the agent's index) are read in a second round trip, only when there
+    are any. Before: 1 either way (the script built their key names)."""
+    acmi_up.bootstrap("agent:rt")  # loads the script
+    upstash_double.reset_counts()
+    acmi_up.bootstrap("agent:rt")
+    assert upstash_double.requests == 1
+    acmi_up.work.create("w-rt", {"title": "open"}, owner="agent:rt")
+    upstash_double.reset_counts()
+    work = acmi_up.bootstrap("agent:rt").to_dict()["sections"]["work"]
+    assert upstash_double.requests == 2
+    assert [(w["id"], w["profile"]["title"]) for w in work] == [("w-rt", "open")]
+
+
 def test_every_page_is_one_round_trip(acmi_up: Acmi, upstash_double: UpstashDouble) -> None:
     """Following next_cursor costs one round trip per page, also inside a run of equal
     timestamps; a streamed listing reads one page per step."""
