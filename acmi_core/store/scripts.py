@@ -401,8 +401,8 @@ APPLY: Final = ScriptProtocol("apply", single(("plan_keys*",), ("op_count", "ops
 WORK: Final = ScriptProtocol(
     "work",
     single(
-        ("profile", "signals", "owners", "replay", "plan_keys*"),
-        ("op", "work_id", "open_base", "mode", "plan_count", "plans*"),
+        ("profile", "signals", "owners", "owner_open", "replay", "plan_keys*"),
+        ("op", "work_id", "owner", "mode", "plan_count", "plans*"),
         APPLY_REPLY,
     ),
     sources=("work", "apply"),

@@ -3,6 +3,7 @@ on Upstash, latency is round trips x RTT). The reference's counts are in REFEREN
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -158,3 +159,54 @@ def test_a_warm_webhook_is_one_round_trip(
         assert response.status_code == 201
         counts.append(upstash_double.requests)
     assert counts[1:] == [1, 1]  # the first also looked up the key and the source config
+
+
+def _mentions(acmi: Acmi, agent: str) -> list[str]:
+    reply = acmi.store.execute(("ZRANGE", acmi.keys.mentions(agent), 0, -1))
+    assert isinstance(reply, list)
+    return [json.loads(m)["kind"] for m in reply if isinstance(m, bytes)]
+
+
+def test_a_write_whose_keys_come_from_stored_data_costs_one_more_in_another_process(
+    acmi_up: Acmi, upstash_store: UpstashStore, upstash_double: UpstashDouble
+) -> None:
+    """A lease's holder, a HITL record's addressee and a work item's owner are read by the
+    script, and the keys they lead to (their mentions index, their queues, their open
+    index) must be declared before it runs: a process that wrote the item knows them (1
+    round trip, as before); another is told them, nothing written, and sends the run
+    again (2). The results, and the mentions indexed, are the same either way."""
+    other = create_acmi(upstash_store, Settings())  # another process: it saw nothing
+    lease = acmi_up.locks.claim("deploy", "agent:holder", 60_000)
+    acmi_up.hitl.create("key", "paste it", asked_by="agent:a", addressee="agent:asked")
+    cid = acmi_up.hitl.create("k2", "again", asked_by="agent:a", addressee="agent:asked")
+    acmi_up.work.create("w-own", {"title": "t"}, owner="agent:owner")
+    other.signals.set("user:warm", "k", 2)  # the scripts are loaded: count writes only
+    counts = {}
+    for name, call in {
+        "locks.release": lambda a: a.locks.release("deploy", lease.owner_token or ""),
+        "hitl.resolve (no addressee named)": lambda a: a.hitl.resolve(
+            cid.item["correlationId"], "done", by="user:op"
+        ),
+        "work.event (item of another process)": lambda a: a.work.event(
+            "w-own", {**EVENT, "source": "agent:owner"}
+        ),
+        "work.event (the owner seen)": lambda a: a.work.event(
+            "w-own", {**EVENT, "source": "agent:owner"}
+        ),
+    }.items():
+        upstash_double.reset_counts()
+        call(other)
+        counts[name] = upstash_double.requests
+    assert counts == {
+        "locks.release": 2,
+        "hitl.resolve (no addressee named)": 2,
+        "work.event (item of another process)": 2,
+        "work.event (the owner seen)": 1,
+    }
+    assert "coord-release" in _mentions(acmi_up, "holder")
+    assert "hitl-resolved" in _mentions(acmi_up, "asked")
+    # the same in the process that saw them: one round trip each
+    again = acmi_up.locks.claim("deploy", "agent:holder", 60_000)
+    upstash_double.reset_counts()
+    acmi_up.locks.release("deploy", again.owner_token or "")
+    assert upstash_double.requests == 1
