@@ -273,7 +273,7 @@ class HitlAPI:
             more = (
                 [i.decode() for i in said if isinstance(i, bytes)] if isinstance(said, list) else []
             )
-            ids = [*ids, *(i for i in [*self._mentions_of(args, addressee), *more] if i not in ids)]
+            ids = more or self._mentions_of(args, addressee)  # the event's, as the script said
         raise StoreError("hitl.lua: the keys of this item's resolution kept changing")
 
     def _saw(self, cid: str, addressee: str | None) -> None:

@@ -239,7 +239,7 @@ class LockAPI:
             more = (
                 [i.decode() for i in said if isinstance(i, bytes)] if isinstance(said, list) else []
             )
-            ids = [*ids, *(i for i in more if i not in ids)]
+            ids = more  # every agent the event mentions, as the script found them
         else:
             raise StoreError(f"locks.lua: the mentions of {resource}'s event kept changing")
         found = {k: v.decode() if isinstance(v, bytes) else v for k, v in reply.items()}

@@ -47,10 +47,10 @@
 --: resolve,adopt reply OK addressee score: the addressee's JSON, the item's deadline
 --: resolve,adopt reply RESOLVED by at: already closed, by whom (JSON) and when
 --: resolve reply NONE members*: no record: the first `window` members of named_open
---: resolve,adopt reply REKEY addressee ids*: nothing written: the record names this
---    addressee (JSON), or the event would mention these agents, and their keys are not
---    among KEYS: the client sends the run again with them (the record, once written,
---    keeps its addressee, so one more run does)
+--: resolve,adopt reply REKEY addressee ids*: nothing written: the record names another
+--    addressee (JSON) than ARGV[#] (ids: none), or the event mentions an agent whose
+--    index is not among KEYS (ids: every agent it mentions): the client sends the run
+--    again with their keys (a record keeps its addressee, so one more run does)
 --: adopt reply GONE: resolved, or created through ACMI, meanwhile
 -- Every key is declared (tests/integration/test_declared_keys.py): the queues of the
 -- item's record are the ones the client names as KEYS[6], KEYS[7] with their addressee,
@@ -121,7 +121,10 @@ local function rekey(addressee_json, event)
   local missing = event and undeclared_mentions({event}) or {}
   if event and #missing == 0 then return nil end
   local reply = {'REKEY', addressee_json}
-  for _, id in ipairs(missing) do reply[#reply + 1] = id end
+  -- every agent it mentions, not only the missing: the client declares exactly these
+  if event then
+    for _, id in ipairs(mentioned(event)) do reply[#reply + 1] = id end
+  end
   return reply
 end
 

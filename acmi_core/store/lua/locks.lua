@@ -25,8 +25,9 @@
 --: claim ARGV[..] defer_template*
 --: claim reply OK fence
 --: claim reply HELD owner expires fence
---: claim,release reply REKEY ids*: nothing written: the event would mention these agents,
---    whose mentions index is not among KEYS (the holder read here): sent again with them
+--: claim,release reply REKEY ids*: nothing written: the event mentions an agent whose
+--    mentions index is not among KEYS (the holder read here); ids: every agent it
+--    mentions, whose keys the client sends the run again with
 --: renew ARGV[3] token_hash
 --: renew ARGV[4] expires
 --: renew reply OK owner fence cid
@@ -74,7 +75,8 @@ local function rekey(event)
   local missing = undeclared_mentions({event})
   if #missing == 0 then return nil end
   local reply = {'REKEY'}
-  for _, id in ipairs(missing) do reply[#reply + 1] = id end
+  -- every agent it mentions, not only the missing: the client declares exactly these
+  for _, id in ipairs(mentioned(event)) do reply[#reply + 1] = id end
   return reply  -- not recorded: nothing ran, the retry with the keys is this request
 end
 for _, kt in ipairs({{lease, 'hash'}, {thread, 'zset'}, {index, 'set'}, {leases, 'zset'}}) do
