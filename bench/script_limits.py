@@ -28,7 +28,7 @@ from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
 from acmi_core.store import scripts
-from acmi_core.store.base import Store
+from acmi_core.store.base import ScriptDialect, Store
 from acmi_core.store.redis import RedisStore
 
 BUDGET_MS: Final = 50.0  # what one script run may block Redis for
@@ -40,7 +40,18 @@ AGENT: Final = "agent:drill"
 # may ask for (its event reads stop at budget.READ_BYTES, whatever the count)
 TIMELINE_EVENT_BYTES: Final = EVENT_BYTES - 300
 NOW: Final = int(time.time() * 1000) - 3_600_000  # an hour ago: every ts is in the past
-NAMES: Final = {p.script.sha: p.name for p in scripts.PROTOCOLS}
+# each script by its SHA as sent plain and under each shebang a store may send it with
+NAMES: Final = {
+    sha: p.name
+    for p in scripts.PROTOCOLS
+    for dialect in (
+        ScriptDialect(shebang=False),
+        ScriptDialect(shebang=True),
+        ScriptDialect(shebang=True, key_locking=True),
+    )
+    for sha in (dialect.render(p.script)[1],)
+}
+_SCRIPT_CALLS: Final = (b"EVALSHA", b"EVAL", b"EVALSHA_RO", b"EVAL_RO")
 
 
 @dataclass(frozen=True)
@@ -384,8 +395,8 @@ def run_once(store: Store, case: ScriptCase, call: Callable[[], object]) -> Run:
     for entry in entries:
         assert isinstance(entry, list) and isinstance(entry[3], list)
         command = entry[3]
-        if command[0] in (b"EVALSHA", b"EVAL") and isinstance(command[1], bytes):
-            sha = command[1].decode() if command[0] == b"EVALSHA" else _sha(command[1])
+        if command[0] in _SCRIPT_CALLS and isinstance(command[1], bytes):
+            sha = command[1].decode() if command[0].startswith(b"EVALSHA") else _sha(command[1])
             assert isinstance(entry[2], int)
             runs.append((NAMES.get(sha, sha), entry[2]))
     assert [name for name, _ in runs] == [case.script], (case.name, runs)

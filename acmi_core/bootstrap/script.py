@@ -119,12 +119,52 @@ def run(
         "read_bytes": READ_BYTES,
     }
     try:
-        return scripts.BOOTSTRAP.eval(ctx.store, script_keys, args, script=BOOTSTRAP)
+        reply = scripts.BOOTSTRAP.eval(ctx.store, script_keys, args, script=BOOTSTRAP)
     except StoreCommandError as exc:
         error = script_error(exc)
         if error is exc:
             raise
         raise error from None
+    _read_work_items(ctx, reply)
+    return reply
+
+
+def _read_work_items(ctx: Context, reply: scripts.Slots) -> None:
+    """The open work items' profile and signals, into ``reply["work"]`` as the script once
+    gave them (id, score, profile, signals). The script returns the ids it read from the
+    agent's open-work index, not the items: their keys depend on those ids, and a script
+    names every key it touches before it runs (Redis Cluster, Upstash's key locking). So
+    an agent with open work costs a second round trip (one pipeline of GETs, each of an
+    object capped at MAX_OBJECT_BYTES by the writes, at most CAPS["work"] items), one
+    without costs none. An item deleted in between reads as absent (profile None), as
+    an index entry left behind did before; a key of another type is a problem."""
+    found = reply["work"]
+    pairs = (
+        [(i, s) for i, s in zip(found[::2], found[1::2], strict=False)]
+        if isinstance(found, list)
+        else []
+    )
+    if not pairs:
+        return
+    commands: list[tuple[str, str]] = []
+    for work_id, _ in pairs:
+        eid = EntityId.parse(f"work:{string(work_id)}")
+        commands += [("GET", ctx.keys.profile(eid)), ("GET", ctx.keys.signals(eid))]
+    replies = ctx.store.pipeline(commands)
+    items: list[Reply] = []
+    problems = reply["problems"]
+    for n, (work_id, score) in enumerate(pairs):
+        items += [work_id, score]
+        for key, got in zip(commands[2 * n : 2 * n + 2], replies[2 * n : 2 * n + 2], strict=True):
+            if isinstance(got, StoreCommandError):  # as the script's tolerant reads did
+                if isinstance(problems, list):
+                    problems.append(
+                        f"{key[1]}: WRONGTYPE, another type than the read needs".encode()
+                    )
+                items.append(None)
+            else:
+                items.append(got)
+    reply.named["work"] = items
 
 
 def utc_days(now: int, days: int) -> tuple[int, int]:

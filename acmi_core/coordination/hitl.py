@@ -64,8 +64,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound, StoreCommandError
-from acmi_core.base.keys import COORDINATION_THREAD, HITL_OPERATOR, HITL_SHARED
+from acmi_core.base.errors import (
+    AcmiValidationError,
+    Conflict,
+    NotFound,
+    StoreCommandError,
+    StoreError,
+)
+from acmi_core.base.keys import (
+    COORDINATION_THREAD,
+    HITL_OPERATOR,
+    HITL_SHARED,
+    MENTIONS_PER_EVENT,
+    mentioned,
+)
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
 from acmi_core.base.pages import MAX_PAGE_SIZE, decode_cursor, encode_cursor, page_size
 from acmi_core.base.stored import Unreadable, load_stored, render_json
@@ -88,6 +100,10 @@ DEFAULT_DEADLINE_MS: Final = 24 * 3600 * 1000
 DEFAULT_LIST_SIZE: Final = 50
 ADOPT_WINDOW: Final = 100  # members of a queue a resolve looks through for a foreign item
 _PROBE: Final = "@@acmi-hitl-resolution@@"
+# A REKEY answer names the record's addressee and the agents the event mentions, read in
+# that run; a record keeps its addressee, so a second run has the keys (a third: spare)
+_REKEY_TRIES: Final = 3
+_ADDRESSEES_KEPT: Final = 1024  # the items this process created or resolved, newest last
 _MARK: Final = "@@acmi-slot:addressee@@"
 
 
@@ -206,26 +222,75 @@ class HitlAPI:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._keys = ctx.keys
+        self._addressees: dict[str, str | None] = {}
 
     def _eval(
-        self, keys: dict[str, str], args: dict[str, Arg | list[Arg]]
+        self, keys: dict[str, str], args: dict[str, Arg | list[Arg]], addressee: str | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """One run of hitl.lua: its reply's tag and slots (as Redis sent them)."""
-        try:
-            reply = scripts.HITL.eval(
-                self._ctx.store,
-                # one id per run: the transport's retries of this run carry the same one
-                {**keys, "replay": self._keys.request(scripts.new_request_id())},
-                {**args, "prefix": self._keys.prefix},
-                script=HITL,
+        """One run of hitl.lua: its reply's tag and slots (as Redis sent them).
+
+        A resolve or an adopt names every key it touches before it runs: the queues of
+        the record's addressee (``record_*``, first guessed as the addressee the caller
+        named) and the mentions index of each agent the event mentions (those the
+        template and that addressee name). A record naming another addressee, or an
+        event naming another agent, is answered REKEY, nothing written, and the run is
+        sent again with those keys: a record keeps its addressee once written, so that is
+        one more run, and only for a resolve whose caller named another addressee."""
+        keys_run: dict[str, str | list[str]] = dict(keys)
+        args_run = dict(args)
+        rekeyed = args["op"] != "create"
+        ids = self._mentions_of(args, addressee)
+        for _ in range(_REKEY_TRIES):
+            if rekeyed:
+                to = None if addressee is None else EntityId.parse(addressee)
+                keys_run["record_open"] = self._keys.hitl_queue(to, "open")
+                keys_run["record_closed"] = self._keys.hitl_queue(to, "closed")
+                keys_run["mentions"] = [self._keys.mentions(i) for i in ids[:MENTIONS_PER_EVENT]]
+                args_run["record_addressee"] = dumps(addressee)
+            try:
+                reply = scripts.HITL.eval(
+                    self._ctx.store,
+                    # one id per run: the transport's retries of this run carry the same one
+                    {**keys_run, "replay": self._keys.request(scripts.new_request_id())},
+                    args_run,
+                    script=HITL,
+                )
+            except StoreCommandError as exc:
+                error = script_error(exc)
+                if error is exc:
+                    raise
+                raise error from None
+            assert reply.tag is not None
+            if reply.tag != "REKEY":
+                if rekeyed and reply.tag in ("OK", "RESOLVED"):
+                    self._saw(str(args["cid"]), addressee)
+                return reply.tag, dict(reply)
+            raw = reply["addressee"]
+            named = _decode(b'{"a":' + (raw if isinstance(raw, bytes) else b"null") + b"}") or {}
+            found = named.get("a")
+            addressee = found if isinstance(found, str) else None
+            said = reply["ids"]
+            more = (
+                [i.decode() for i in said if isinstance(i, bytes)] if isinstance(said, list) else []
             )
-        except StoreCommandError as exc:
-            error = script_error(exc)
-            if error is exc:
-                raise
-            raise error from None
-        assert reply.tag is not None
-        return reply.tag, dict(reply)
+            ids = more or self._mentions_of(args, addressee)  # the event's, as the script said
+        raise StoreError("hitl.lua: the keys of this item's resolution kept changing")
+
+    def _saw(self, cid: str, addressee: str | None) -> None:
+        """Remember ``cid``'s addressee: the guess of its resolve in this process (the
+        script checks it; a wrong one costs a REKEY run)."""
+        self._addressees.pop(cid, None)
+        self._addressees[cid] = addressee
+        while len(self._addressees) > _ADDRESSEES_KEPT:
+            del self._addressees[next(iter(self._addressees))]
+
+    @staticmethod
+    def _mentions_of(args: dict[str, Arg | list[Arg]], addressee: str | None) -> list[str]:
+        """The agents the event a run writes mentions, as far as the client can tell: its
+        template's text and the addressee it fills in (the script checks)."""
+        template = args.get("resolved_template")
+        texts = [str(t) for t in template[1::2]] if isinstance(template, list) else []
+        return mentioned(" ".join([*texts, *([addressee] if addressee else [])]))
 
     # create ---------------------------------------------------------------------------
 
@@ -301,6 +366,7 @@ class HitlAPI:
             return Created(item if isinstance(item, dict) else {}, False)
         created = _decode(member.encode("utf-8"))
         assert created is not None
+        self._saw(cid, None if to is None else str(to))
         return Created(created, True)
 
     # list -----------------------------------------------------------------------------
@@ -393,9 +459,14 @@ class HitlAPI:
             "thread_member": thread_member,
             "resolved_template": template,
         }
+        named = None if to is None else str(to)
+        # the record's addressee: as this process created or last resolved it, else the
+        # one the caller named (the shared queue when none)
+        guess = self._addressees.get(cid, named)
         status, reply = self._eval(
             keys,
             {"op": "resolve", **common, "resolution": resolution_json, "window": ADOPT_WINDOW},
+            guess,
         )
         if status == "NONE":
             foreign = self._find(reply["members"], cid)
@@ -428,6 +499,7 @@ class HitlAPI:
                     "foreign_member": member,
                     "addressee": addressee_json,
                 },
+                named,
             )
             if status == "GONE":  # resolved, or created through ACMI, meanwhile
                 return self.resolve(cid, text, by=str(who), addressee=addressee)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError
-from acmi_core.base.keys import COORDINATION_THREAD
+from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError, StoreError
+from acmi_core.base.keys import COORDINATION_THREAD, MENTIONS_PER_EVENT, mentioned
 from acmi_core.base.model import EntityId, parse_event
 from acmi_core.coordination.results import LeaseBody, LockStateBody
 from acmi_core.store import scripts
@@ -171,10 +171,17 @@ def parse_lease_entry(member: object) -> Lease | None:
     return Lease(resource, owner, int(fence), int(expires), cid)
 
 
+# A run answered REKEY names the agents its event mentions, read in that run; a second
+# REKEY means the lease changed hands in between (a third: it keeps changing)
+_REKEY_TRIES: Final = 3
+_HOLDERS_KEPT: Final = 1024  # the holders this process saw, newest last (a bounded hint)
+
+
 class LockAPI:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._keys = ctx.keys
+        self._holders: dict[str, str] = {}
 
     def _event(
         self, source: str, kind: str, cid: str, summary: str, payload: dict[str, Any], now: int
@@ -193,9 +200,17 @@ class LockAPI:
         return _template(event.to_json())
 
     def _run(self, resource: str, args: dict[str, Arg | list[Arg]]) -> tuple[str, dict[str, Any]]:
-        """One run of locks.lua: its reply's tag and slots (bytes decoded)."""
+        """One run of locks.lua: its reply's tag and slots (bytes decoded).
+
+        The script names every key it touches before it runs, the mentions index of each
+        agent its event mentions too. The client declares those its templates name and
+        the holder it last saw for this resource (a hint: the script checks it); an
+        event that names another agent (a holder this process never saw) is answered
+        REKEY, nothing written, and the run is sent again with those keys. So a release
+        or a first deferral costs a second round trip only when this process did not
+        see the lease's holder."""
         self._ctx.guard_id(resource, "resource")
-        keys = {
+        keys: dict[str, str | list[str]] = {
             "lease": self._keys.lock(resource),
             "thread": self._keys.coordination_timeline(),
             "index": self._keys.index("thread"),
@@ -203,17 +218,42 @@ class LockAPI:
             # one id per call: the transport's retries of this run carry the same one
             "replay": self._keys.request(scripts.new_request_id()),
         }
-        try:
-            reply = scripts.LOCKS.eval(
-                self._ctx.store, keys, {**args, "resource": resource}, script=LOCKS
+        texts = [a for v in args.values() if isinstance(v, list) for a in v[1::2]]
+        holder = self._holders.get(resource)
+        ids = mentioned(" ".join([*map(str, texts), *([holder] if holder else [])]))
+        for _ in range(_REKEY_TRIES):
+            keys["mentions"] = [self._keys.mentions(i) for i in ids[:MENTIONS_PER_EVENT]]
+            try:
+                reply = scripts.LOCKS.eval(
+                    self._ctx.store, keys, {**args, "resource": resource}, script=LOCKS
+                )
+            except StoreCommandError as exc:
+                error = script_error(exc)
+                if error is exc:
+                    raise
+                raise error from None
+            assert reply.tag is not None
+            if reply.tag != "REKEY":
+                break
+            said = reply["ids"]
+            more = (
+                [i.decode() for i in said if isinstance(i, bytes)] if isinstance(said, list) else []
             )
-        except StoreCommandError as exc:
-            error = script_error(exc)
-            if error is exc:
-                raise
-            raise error from None
-        assert reply.tag is not None
-        return reply.tag, {k: v.decode() if isinstance(v, bytes) else v for k, v in reply.items()}
+            ids = more  # every agent the event mentions, as the script found them
+        else:
+            raise StoreError(f"locks.lua: the mentions of {resource}'s event kept changing")
+        found = {k: v.decode() if isinstance(v, bytes) else v for k, v in reply.items()}
+        owner = found.get("owner")
+        if isinstance(owner, str):
+            self._saw(resource, owner)
+        return reply.tag, found
+
+    def _saw(self, resource: str, holder: str) -> None:
+        """Remember ``resource``'s holder: the hint of its next release or deferral."""
+        self._holders.pop(resource, None)
+        self._holders[resource] = holder
+        while len(self._holders) > _HOLDERS_KEPT:
+            del self._holders[next(iter(self._holders))]
 
     def claim(self, resource: str, owner: str, ttl_ms: int) -> Lease:
         """Take the lease for ``ttl_ms``, or raise Conflict (409) naming the holder and
@@ -278,6 +318,7 @@ class LockAPI:
                 field="resource",
                 rule="held",
             )
+        self._saw(resource, owner_id)
         return Lease(resource, owner_id, int(reply["fence"]), expires, cid, token)
 
     def renew(self, resource: str, owner_token: str, ttl_ms: int) -> Lease:

@@ -91,6 +91,7 @@ from acmi_core.base.errors import (
     CorruptData,
     NotFound,
     StoreCommandError,
+    StoreError,
 )
 from acmi_core.base.keys import SESSIONS
 from acmi_core.base.model import (
@@ -344,56 +345,88 @@ def _pack(plans: list[WritePlan]) -> tuple[list[str], list[Arg]]:
     return union, args
 
 
+# a run that failed ACMI_WORK_OWNER names the owner it read; a second such failure means
+# the item changed hands in between (a third: it keeps changing)
+_OWNER_TRIES: Final = 3
+_OWNERS_KEPT: Final = 1024  # the owners this process saw, newest last (a bounded hint)
+
+
 class WorkAPI:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._keys = ctx.keys
         self._entities = EntityAPI(ctx)
+        self._owners: dict[str, str] = {}
+
+    def _saw(self, work_id: str, owner: str | None) -> None:
+        """Remember the item's owner ("" for none): the guess of this process's next
+        write of it (the script checks it)."""
+        self._owners.pop(work_id, None)
+        self._owners[work_id] = owner or ""
+        while len(self._owners) > _OWNERS_KEPT:
+            del self._owners[next(iter(self._owners))]
 
     # writes --------------------------------------------------------------------------
 
     def _run(self, op: str, eid: EntityId, mode: str, plans: list[WritePlan]) -> list[Reply]:
+        """One run of work.lua (its prologue picks a plan, apply.lua writes it).
+
+        The script names every key before it runs, the current owner's open index too:
+        the client sends the index of the owner it expects (the one this process last
+        saw for the item; none at first), and a run that finds another owner fails
+        ACMI_WORK_OWNER with it, nothing written, and is sent again with that owner's
+        index. So a write of an item whose owner this process has not seen costs a
+        second round trip."""
         keys = self._keys
         plan_keys, plan_args = _pack(plans)
         replay = plan_keys[0]  # every plan records at it (its RECORD op, the first)
         if any(plan.keys[:1] != (replay,) for plan in plans):
             raise AssertionError("every work plan starts with the request's RECORD op")
-        open_base = keys.internal("work-open", "")
-        try:
-            reply = scripts.WORK.eval(
-                self._ctx.store,
-                {
-                    "profile": keys.profile(eid),
-                    "signals": keys.signals(eid),
-                    "owners": keys.work_owners(),
-                    "replay": replay,
-                    "plan_keys": plan_keys[1:],
-                },
-                {
-                    "op": op,
-                    "work_id": eid.local_id,
-                    "open_base": open_base,
-                    "mode": mode,
-                    "plan_count": plan_args[0],
-                    "plans": plan_args[1:],
-                },
-                script=WORK,
-            )
-        except StoreCommandError as exc:
-            message = str(exc)
-            if "ACMI_WORK_EXISTS" in message:
-                raise Conflict(
-                    f"id: work item {eid.local_id} already exists; change it with "
-                    "signal/assign or a profile merge, or delete it first",
-                    field="id",
-                    rule="unique",
-                ) from None
-            if "ACMI_WORK_MISSING" in message:
-                raise self._missing(eid) from None
-            error = script_error(exc)
-            if error is exc:
-                raise
-            raise error from None
+        expected = self._owners.get(eid.local_id, "")
+        for _ in range(_OWNER_TRIES):
+            try:
+                reply = scripts.WORK.eval(
+                    self._ctx.store,
+                    {
+                        "profile": keys.profile(eid),
+                        "signals": keys.signals(eid),
+                        "owners": keys.work_owners(),
+                        "owner_open": keys.internal("work-open", expected),
+                        "replay": replay,
+                        "plan_keys": plan_keys[1:],
+                    },
+                    {
+                        "op": op,
+                        "work_id": eid.local_id,
+                        "owner": expected,
+                        "mode": mode,
+                        "plan_count": plan_args[0],
+                        "plans": plan_args[1:],
+                    },
+                    script=WORK,
+                )
+                break
+            except StoreCommandError as exc:
+                message = str(exc)
+                if message.startswith("ACMI_WORK_OWNER "):
+                    expected = message.removeprefix("ACMI_WORK_OWNER ").strip()
+                    continue
+                if "ACMI_WORK_EXISTS" in message:
+                    raise Conflict(
+                        f"id: work item {eid.local_id} already exists; change it with "
+                        "signal/assign or a profile merge, or delete it first",
+                        field="id",
+                        rule="unique",
+                    ) from None
+                if "ACMI_WORK_MISSING" in message:
+                    raise self._missing(eid) from None
+                error = script_error(exc)
+                if error is exc:
+                    raise
+                raise error from None
+        else:
+            raise StoreError(f"work.lua: the owner of work:{eid.local_id} kept changing")
+        self._saw(eid.local_id, expected)
         results = reply["results"]  # apply.lua's (no plan of a work write has a ONCE op)
         assert isinstance(results, list)
         return results
@@ -458,6 +491,7 @@ class WorkAPI:
             if is_open(status):
                 plan.zset(self._keys.work_open(owner_id), now, eid.local_id)
         self._run("create", eid, "", [plan])
+        self._saw(eid.local_id, str(owner_id) if owner_id else None)
         return WorkItem(
             eid.local_id,
             str(eid),
@@ -577,6 +611,7 @@ class WorkAPI:
 
         plans = [build(open, previous) for open in (False, True) for previous in (False, True)]
         self._run("assign", eid, str(new), plans)
+        self._saw(eid.local_id, str(new))
         return str(new)
 
     def delete(self, id: str) -> None:
@@ -597,6 +632,7 @@ class WorkAPI:
             return plan
 
         self._run("delete", eid, "", [build(False), build(True)])
+        self._owners.pop(eid.local_id, None)
 
     # reads ---------------------------------------------------------------------------
 

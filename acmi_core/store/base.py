@@ -31,9 +31,16 @@ Reply: TypeAlias = int | bytes | list["Reply"] | None
 
 @dataclass(frozen=True)
 class Script:
-    """A Lua script, run by SHA (EVALSHA) with a fallback to EVAL on NOSCRIPT."""
+    """A Lua script, run by SHA (EVALSHA) with a fallback to EVAL on NOSCRIPT.
+
+    ``source`` is the body without a shebang; a store that knows its server's dialect
+    (:class:`ScriptDialect`) sends it under a ``#!lua`` shebang with the flags the server
+    accepts: ``no-writes`` when ``read_only`` (and then EVALSHA_RO/EVAL_RO where the
+    server has them), ``allow-key-locking`` where that store opts in and the server
+    takes it. ``sha`` is the body's own (a pipeline that sends EVALSHA itself uses it)."""
 
     source: str
+    read_only: bool = False
     sha: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -123,23 +130,132 @@ def is_noscript(error: StoreCommandError) -> bool:
     return str(error).startswith("NOSCRIPT")
 
 
+KEY_LOCKING: Final = "allow-key-locking"  # Upstash's flag: lock KEYS, not the database
+NO_WRITES: Final = "no-writes"
+
+
+class ScriptDialect:
+    """What one store's server accepts of Redis 7's script flags, learnt from its first
+    refusal of each, never assumed (a server may run any Redis-speaking engine). Each
+    field: None (not known yet: tried), True (accepted), False (refused: not sent again).
+
+    - ``shebang``: ``#!lua flags=...`` (Redis 7+). A server that compiles the text as
+      plain Lua refuses it at line 1 ("unexpected symbol near '#'"): fakeredis, Redis 6.
+    - ``read_only``: EVAL_RO/EVALSHA_RO ("unknown command" where absent), sent for the
+      scripts flagged no-writes, so a replica or a read region may serve them.
+    - ``key_locking``: ``allow-key-locking`` (Upstash). OSS Redis 7.0 refuses any flag it
+      does not know ("Unexpected flag in script shebang"); False from the start: the
+      store does not opt in (its server is not Upstash).
+
+    Each learning is of a refusal at compile time (nothing ran), so sending the script
+    again without the refused part is safe for a write. A dialect only ever turns a
+    None into True or False, so a call learns at most three times."""
+
+    def __init__(
+        self,
+        *,
+        shebang: bool | None = None,
+        read_only: bool | None = None,
+        key_locking: bool | None = False,
+    ) -> None:
+        self.shebang = shebang
+        self.read_only = read_only
+        self.key_locking = key_locking
+        self._rendered: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}
+
+    def flags(self, script: Script) -> tuple[str, ...] | None:
+        """The shebang's flags for ``script`` now (None: no shebang at all)."""
+        if self.shebang is False:
+            return None
+        flags = (NO_WRITES,) if script.read_only else ()
+        return (*flags, KEY_LOCKING) if self.key_locking is not False else flags
+
+    def render(self, script: Script) -> tuple[str, str, tuple[str, ...] | None]:
+        """The text to send, its SHA, and the flags in it (cached per script and flags)."""
+        flags = self.flags(script)
+        if flags is None:
+            return script.source, script.sha, None
+        cache = (script.sha, flags)
+        found = self._rendered.get(cache)
+        if found is None:
+            head = f"#!lua flags={','.join(flags)}" if flags else "#!lua"
+            text = f"{head}\n{script.source}"
+            found = self._rendered[cache] = (text, hashlib.sha1(text.encode()).hexdigest())
+        return found[0], found[1], flags
+
+    def uses_read_only(self, script: Script) -> bool:
+        return script.read_only and self.shebang is not False and self.read_only is not False
+
+    def learn(self, error: StoreCommandError, flags: tuple[str, ...] | None, ro: bool) -> bool:
+        """Whether ``error`` is the server refusing a part of the dialect just sent (then
+        that part is off and the caller sends the script again)."""
+        text = str(error)
+        lower = text.lower()
+        if ro and "unknown command" in lower and "_ro" in lower:
+            self.read_only = False
+            return True
+        if flags is not None and KEY_LOCKING in flags and KEY_LOCKING in text:
+            self.key_locking = False
+            return True
+        if flags is not None and ":1:" in text and "near '#'" in text:
+            self.shebang = False
+            return True
+        return False
+
+    def accepted(self, flags: tuple[str, ...] | None, ro: bool) -> None:
+        if flags is not None:
+            self.shebang = True
+            if KEY_LOCKING in flags:
+                self.key_locking = True
+        if ro:
+            self.read_only = True
+
+
 def eval_script(
     execute: Callable[[Command], Reply],
     script: Script,
     keys: Sequence[str],
     args: Sequence[Arg],
     *,
-    evalsha: Callable[[Script, Sequence[str], Sequence[Arg]], Reply] | None = None,
+    dialect: ScriptDialect | None = None,
+    evalsha: Callable[[str, str, Sequence[str], Sequence[Arg]], Reply] | None = None,
 ) -> Reply:
     """EVALSHA, and EVAL once when the server's script cache misses it (which also loads
-    it: later calls are one round trip again). ``evalsha``: a backend's own way to send
-    the EVALSHA (the RESP store packs its head once per script); the EVAL goes through
-    ``execute``."""
-    try:
-        if evalsha is not None:
-            return evalsha(script, keys, args)
-        return execute(("EVALSHA", script.sha, len(keys), *keys, *args))
-    except StoreCommandError as exc:
-        if not is_noscript(exc):
+    it: later calls are one round trip again). With a ``dialect``: the script under its
+    shebang, a read-only one as EVALSHA_RO/EVAL_RO, each part the server refuses learnt
+    once and left out from then on (that call sends the script again). ``evalsha``: a
+    backend's own way to send the EVALSHA (command, sha, keys, args: the RESP store
+    packs its head once per script); the EVAL goes through ``execute``."""
+    if dialect is None:
+        dialect = _PLAIN
+    load = False  # a refusal at EVAL: the next try loads at once (its EVALSHA would miss)
+    while True:
+        text, sha, flags = dialect.render(script)
+        ro = dialect.uses_read_only(script)
+        if not load:
+            name = "EVALSHA_RO" if ro else "EVALSHA"
+            try:
+                if evalsha is not None:
+                    reply = evalsha(name, sha, keys, args)
+                else:
+                    reply = execute((name, sha, len(keys), *keys, *args))
+                dialect.accepted(flags, ro)
+                return reply
+            except StoreCommandError as exc:
+                if dialect.learn(exc, flags, ro):
+                    continue
+                if not is_noscript(exc):
+                    raise
+        try:
+            reply = execute(("EVAL_RO" if ro else "EVAL", text, len(keys), *keys, *args))
+        except StoreCommandError as exc:
+            if dialect.learn(exc, flags, ro):
+                load = True
+                continue
             raise
-    return execute(("EVAL", script.source, len(keys), *keys, *args))
+        dialect.accepted(flags, ro)
+        return reply
+
+
+# no shebang, no EVAL_RO: a caller that names no dialect sends the plain body, as before
+_PLAIN: Final = ScriptDialect(shebang=False, read_only=False, key_locking=False)

@@ -32,6 +32,7 @@ from acmi_core.store.base import (
     Command,
     Reply,
     Script,
+    ScriptDialect,
     error_reply,
     eval_script,
     pipeline_slots,
@@ -54,6 +55,9 @@ class RedisStore:
         # No response callbacks: replies stay raw (bytes, int, list, None) as on Upstash.
         client.response_callbacks = CaseInsensitiveDict({})
         self._client = client
+        # what the server takes of the script flags, learnt on the first script runs; no
+        # OSS Redis has allow-key-locking (Upstash's), so this store does not opt in
+        self.script_dialect = ScriptDialect()
 
     @classmethod
     def from_url(cls, url: str, settings: Settings | None = None) -> RedisStore:
@@ -85,7 +89,7 @@ class RedisStore:
         )
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        return eval_script(self.execute, script, keys, args)
+        return eval_script(self.execute, script, keys, args, dialect=self.script_dialect)
 
     def close(self) -> None:
         self._client.close()
@@ -98,6 +102,7 @@ class RespStore(RedisStore):
     def __init__(self, url: str, pool: Pool) -> None:  # no super(): no redis-py client
         self._url = url
         self._pool = pool
+        self.script_dialect = ScriptDialect()
 
     def execute(self, command: Command) -> Reply:
         reply = self._pool.request(pack(command))
@@ -114,10 +119,12 @@ class RespStore(RedisStore):
         )
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        return eval_script(self.execute, script, keys, args, evalsha=self._evalsha)
+        return eval_script(
+            self.execute, script, keys, args, dialect=self.script_dialect, evalsha=self._evalsha
+        )
 
-    def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        reply = self._pool.request(pack_evalsha(script.sha, keys, args))
+    def _evalsha(self, command: str, sha: str, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        reply = self._pool.request(pack_evalsha(sha, keys, args, command))
         if type(reply) is ReplyError:
             raise error_reply(reply.message)
         return reply  # type: ignore[no-any-return]

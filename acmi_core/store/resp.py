@@ -114,20 +114,28 @@ def pack_many(commands: Sequence[Command]) -> bytes:
     return b"".join(out)
 
 
-# "$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" per script: scripts are module constants, so this
-# stays small; the cap only guards a process that builds scripts on the fly.
-_EVALSHA_HEADS: dict[str, bytes] = {}
+# "$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" per script (and per command: EVALSHA_RO too):
+# scripts are module constants, so this stays small; the cap only guards a process that
+# builds scripts on the fly.
+_EVALSHA_HEADS: dict[tuple[str, str], bytes] = {}
 _EVALSHA_HEADS_MAX: Final = 1024
 
 
-def pack_evalsha(sha: str, keys: Sequence[str], args: Sequence[Arg]) -> bytes:
-    """EVALSHA sha numkeys keys... args..., its head packed once per script."""
-    head = _EVALSHA_HEADS.get(sha)
+def pack_evalsha(
+    sha: str, keys: Sequence[str], args: Sequence[Arg], command: str = "EVALSHA"
+) -> bytes:
+    """EVALSHA (or EVALSHA_RO) sha numkeys keys... args..., its head packed once per script."""
+    head = _EVALSHA_HEADS.get((command, sha))
     if head is None:
         if len(_EVALSHA_HEADS) >= _EVALSHA_HEADS_MAX:
             _EVALSHA_HEADS.clear()
-        raw = sha.encode()
-        head = _EVALSHA_HEADS[sha] = b"$7\r\nEVALSHA\r\n$%d\r\n%b\r\n" % (len(raw), raw)
+        raw, name = sha.encode(), command.encode()
+        head = _EVALSHA_HEADS[(command, sha)] = b"$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+            len(name),
+            name,
+            len(raw),
+            raw,
+        )
     numkeys = b"%d" % len(keys)
     out = [
         b"*%d\r\n" % (3 + len(keys) + len(args)),

@@ -298,6 +298,9 @@ class ScriptProtocol:
     name: str
     calls: Mapping[str, Call]  # by op (the value of the first argument); "" for a single one
     sources: tuple[str, ...] = ()
+    # flagged no-writes (Redis refuses any write it tries) and sent as EVALSHA_RO where
+    # the server has it, so a replica or a read region can serve it
+    read_only: bool = False
     selector: str | None = field(init=False)  # the argument that names the op (None: one)
     _only: Call | None = field(init=False, repr=False)  # the one layout of a script without ops
 
@@ -314,7 +317,8 @@ class ScriptProtocol:
     @cached_property
     def script(self) -> Script:
         read = resources.files("acmi_core").joinpath
-        return Script("\n".join(read(f"store/lua/{s}.lua").read_text() for s in self.sources))
+        source = "\n".join(read(f"store/lua/{s}.lua").read_text() for s in self.sources)
+        return Script(source, read_only=self.read_only)
 
     def call(self, op: str | None = None) -> Call:
         try:
@@ -397,8 +401,8 @@ APPLY: Final = ScriptProtocol("apply", single(("plan_keys*",), ("op_count", "ops
 WORK: Final = ScriptProtocol(
     "work",
     single(
-        ("profile", "signals", "owners", "replay", "plan_keys*"),
-        ("op", "work_id", "open_base", "mode", "plan_count", "plans*"),
+        ("profile", "signals", "owners", "owner_open", "replay", "plan_keys*"),
+        ("op", "work_id", "owner", "mode", "plan_count", "plans*"),
         APPLY_REPLY,
     ),
     sources=("work", "apply"),
@@ -417,16 +421,23 @@ PAGE: Final = ScriptProtocol(
         ("score", "offset", "count", "bound", "reverse", "max_bytes", "lead"),
         ("more", "window*"),
     ),
+    read_only=True,
 )
 
 # a merge of timelines (merge.lua): the range and caps, then the cursor's position
 _MERGE_ARGS: Final = ("high", "low", "count", "max_bytes")
 _MERGE_AT: Final = ("at", "at_score", "at_run", "at_size", "at_head", "at_tail")
 MERGE: Final = ScriptProtocol(
-    "merge", single(("timelines*",), _MERGE_ARGS + _MERGE_AT, ("more", "resumed", "window*"))
+    "merge",
+    single(("timelines*",), _MERGE_ARGS + _MERGE_AT, ("more", "resumed", "window*")),
+    read_only=True,
 )
 
-_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", REPLAY_KEY)
+# the mentions index keys of the agents a coordination event may mention (mentions.lua):
+# an event naming another answers REKEY (nothing written) and the client sends it again
+MENTIONS_KEYS: Final = "mentions*"
+REKEY: Final = {"REKEY": ("ids*",)}
+_LOCK_KEYS: Final = ("lease", "thread", "index", "leases", MENTIONS_KEYS, REPLAY_KEY)
 _LOCK_REFUSED: Final = {"NONE": (), "TOKEN": ("owner", "expires"), "EXPIRED": ("owner", "expires")}
 LOCKS: Final = ScriptProtocol(
     "locks",
@@ -445,7 +456,7 @@ LOCKS: Final = ScriptProtocol(
                 "defer_template*",
                 "resource",
             ),
-            {"OK": ("fence",), "HELD": ("owner", "expires", "fence")},
+            {"OK": ("fence",), "HELD": ("owner", "expires", "fence"), **REKEY},
         ),
         "renew": Call(
             _LOCK_KEYS,
@@ -455,19 +466,30 @@ LOCKS: Final = ScriptProtocol(
         "release": Call(
             _LOCK_KEYS,
             ("op", "now", "token_hash", "index_member", "release_template*", "resource"),
-            {"OK": ("owner", "fence", "cid"), **_LOCK_REFUSED},
+            {"OK": ("owner", "fence", "cid"), **_LOCK_REFUSED, **REKEY},
         ),
     },
     sources=("mentions", "replay", "locks"),  # the mentions index it keeps; its record
 )
 
-_HITL_KEYS: Final = ("items", "thread", "index", "named_open", "named_closed", REPLAY_KEY)
+_HITL_KEYS: Final = (
+    "items",
+    "thread",
+    "index",
+    "named_open",
+    "named_closed",
+    "record_open",
+    "record_closed",
+    MENTIONS_KEYS,
+    REPLAY_KEY,
+)
+_HITL_REKEY: Final = {"REKEY": ("addressee", "ids*")}
 HITL: Final = ScriptProtocol(
     "hitl",
     {
         "create": Call(
             ("items", "queue", "tenants", REPLAY_KEY),
-            ("op", "cid", "deadline", "record_header", "member", "tenant", "prefix"),
+            ("op", "cid", "deadline", "record_header", "member", "tenant"),
             {"OK": (), "EXISTS": ("record",)},
         ),
         "resolve": Call(
@@ -481,9 +503,14 @@ HITL: Final = ScriptProtocol(
                 "thread_member",
                 "window",
                 "resolved_template*",
-                "prefix",
+                "record_addressee",
             ),
-            {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "NONE": ("members*",)},
+            {
+                "OK": ("addressee", "score"),
+                "RESOLVED": ("by", "at"),
+                "NONE": ("members*",),
+                **_HITL_REKEY,
+            },
         ),
         "adopt": Call(
             _HITL_KEYS,
@@ -497,9 +524,9 @@ HITL: Final = ScriptProtocol(
                 "foreign_member",
                 "addressee",
                 "resolved_template*",
-                "prefix",
+                "record_addressee",
             ),
-            {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "GONE": ()},
+            {"OK": ("addressee", "score"), "RESOLVED": ("by", "at"), "GONE": (), **_HITL_REKEY},
         ),
     },
     sources=("mentions", "replay", "hitl"),  # the mentions index it keeps; its record

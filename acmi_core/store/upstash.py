@@ -72,6 +72,7 @@ from acmi_core.store.base import (
     Command,
     Reply,
     Script,
+    ScriptDialect,
     error_reply,
     eval_script,
     pipeline_slots,
@@ -461,6 +462,10 @@ class UpstashStore:
         # Bulk replies base64 (bytes survive), no telemetry headers.
         self._auth = {"Authorization": f"Bearer {token}", "Upstash-Encoding": "base64"}
         self._sync_token = ""  # read-your-writes: the last token a reply carried
+        # Upstash's engine takes allow-key-locking (a script locks its KEYS, not the
+        # database): tried, and dropped for good if this server refuses it (a server
+        # behind the same REST API that is OSS Redis does)
+        self.script_dialect = ScriptDialect(key_locking=None)
         self._client = httpx.Client(
             transport=transport if transport is not None else _Network(self._url),
             timeout=httpx.Timeout(self._settings.store_timeout_s),
@@ -497,7 +502,7 @@ class UpstashStore:
         return pipeline_slots([_slot(item) for item in payload])
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        return eval_script(self.execute, script, keys, args)
+        return eval_script(self.execute, script, keys, args, dialect=self.script_dialect)
 
     # -- one call: attempts, backoff, the deadline ---------------------------------------
 

@@ -63,26 +63,6 @@ from tests.kit import DB, ROOT
 BACKENDS = ("memory", "redis", "upstash", "cluster3", "cluster1")
 CLUSTER_SETTINGS = Settings(key_layout="cluster")
 CLUSTERS = ("cluster3", "cluster1")
-# Checks that fail on a cluster, and the script why: it builds a key name in Lua, from
-# another key's name in the reference form, so on the cluster layout it finds no tenant.
-# Strict: each must fail until every script declares its keys (then the entry goes).
-_MENTIONS = (
-    "store/lua/mentions.lua (put before locks.lua and hitl.lua) builds the mentions keys"
-    " in Lua from a bookkeeping key's reference form"
-)
-CLUSTER_XFAIL = {
-    "bootstrap/one call returns every section with what the agent has, and logs the spawn": (
-        _MENTIONS + " (the check claims a lease)"
-    ),
-    "hitl/resolve moves the item to closed and posts hitl-resolved; twice is a 409": _MENTIONS,
-    "locks/20 racing claimants: one winner, one coord-claim, 19 deferrals": _MENTIONS,
-    "locks/a lease is exclusive until it expires, and fences strictly increase": _MENTIONS,
-    "locks/claim, deferral and release post coord events sharing the lease's correlationId": (
-        _MENTIONS
-    ),
-    "locks/held_by lists exactly the unexpired leases of an owner": _MENTIONS,
-    "locks/renew and release need the owner token; an expired lease cannot be renewed": _MENTIONS,
-}
 REQUEST_RECORD = re.compile(rb"acmi:(\{[a-z0-9_-]+\}:)?_req:")
 STORE_DEPENDENT = [c for c in CHECKS if c.store]
 STORE_INDEPENDENT = [c for c in CHECKS if not c.store]
@@ -183,12 +163,7 @@ def side_door(backend: Acmi, request: pytest.FixtureRequest) -> RawWriter:
 
 
 @pytest.mark.parametrize("chk", STORE_DEPENDENT, ids=[c.id for c in STORE_DEPENDENT])
-def test_check(
-    backend: Acmi, side_door: RawWriter, chk: Check, request: pytest.FixtureRequest
-) -> None:
-    if request.node.callspec.params["backend"] in CLUSTERS and chk.id in CLUSTER_XFAIL:
-        print(f"expected to fail on a cluster: {CLUSTER_XFAIL[chk.id]}")
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CLUSTER_XFAIL[chk.id]))
+def test_check(backend: Acmi, side_door: RawWriter, chk: Check) -> None:
     try:
         execute_check(chk, backend, raw=side_door)
     except CheckSkipped as exc:  # every backend here has its side door: nothing may skip
@@ -247,14 +222,8 @@ def test_whole_suite(
     with capsys.disabled():
         print(f"\nconformance on {backend.store.name}: {first}")
         print(f"conformance on {backend.store.name} without a side door: {second}")
-    expected_failures = (
-        set(CLUSTER_XFAIL) if request.node.callspec.params["backend"] in CLUSTERS else set()
-    )
-    if expected_failures:
-        with capsys.disabled():
-            print(f"expected to fail on a cluster ({len(expected_failures)}): {_MENTIONS}")
-    assert {c.id for c, _ in first.failed} == expected_failures, str(first)
-    assert {c.id for c, _ in second.failed} == expected_failures, str(second)
+    assert not first.failed, str(first)
+    assert not second.failed, str(second)
     assert not first.skipped, str(first)
     assert first.total == second.total == len(STORE_DEPENDENT)
     assert first.not_selected == second.not_selected == STORE_INDEPENDENT

@@ -86,9 +86,11 @@ def test_error_replies(store: RespStore) -> None:
 def test_noscript_falls_back_to_eval_once(store: RespStore) -> None:
     script = Script(f"-- lean {time.time_ns()}\nreturn redis.call('INCR', KEYS[1])")
     store.execute(("SCRIPT", "FLUSH"))
-    assert store.execute(("SCRIPT", "EXISTS", script.sha)) == [0]
+    sent = store.script_dialect.render(script)[1]  # under its shebang (Redis 7)
+    assert store.execute(("SCRIPT", "EXISTS", sent)) == [0]
     assert store.eval(script, ["c"], []) == 1  # NOSCRIPT, then EVAL (which loads it)
-    assert store.execute(("SCRIPT", "EXISTS", script.sha)) == [1]
+    assert store.execute(("SCRIPT", "EXISTS", sent)) == [1]
+    assert store.script_dialect.shebang is True
     assert store.eval(script, ["c"], []) == 2  # EVALSHA now
     assert store.execute(("GET", "c")) == b"2"  # each call ran once
 

@@ -287,11 +287,12 @@ def test_the_redis_store_makes_one_attempt_and_a_rerun_of_a_request_replays(
     twice, as a retrying transport would, answers the first run's reply both times."""
     acmi = Acmi(resp, Settings(), clock=clock, tenant=_name("t"))
     res = _name("deploy:db")
-    keys = {
+    keys: dict[str, Any] = {
         "lease": acmi.keys.lock(res),
         "thread": acmi.keys.coordination_timeline(),
         "index": acmi.keys.index("thread"),
         "leases": acmi.keys.leases(),
+        "mentions": [],  # the events "{}" mention nobody
         "replay": acmi.keys.request(scripts.new_request_id()),
     }
     args: dict[str, Any] = {

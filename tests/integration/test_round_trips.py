@@ -3,6 +3,7 @@ on Upstash, latency is round trips x RTT). The reference's counts are in REFEREN
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,8 @@ EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary":
 def acmi_up(upstash_store: UpstashStore) -> Iterator[Acmi]:
     acmi = create_acmi(upstash_store, Settings())
     acmi.signals.set("user:warm", "k", 1)  # load the write script once (EVALSHA cache)
-    acmi.timeline.page("user:warm")  # and the page script (a get's newest events run it)
+    acmi.timeline.page("user:warm")  # and the page script, flagged no-writes (EVALSHA_RO)
+    acmi.get("user:warm")  # and its plain form, which a read's pipeline sends (EVALSHA)
     acmi.timeline.cat(["user:warm"])  # and the merge script (a cat runs it)
     acmi.profile.set("user:rt", {"name": "rt"})
     acmi.timeline.append("user:rt", EVENT)
@@ -67,6 +69,23 @@ def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) ->
     assert upstash_double.requests == expected, name
 
 
+def test_a_bootstrap_is_one_round_trip_and_two_with_open_work(
+    acmi_up: Acmi, upstash_double: UpstashDouble
+) -> None:
+    """The script names every key before it runs, so the open work items (whose keys come
+    from the ids in the agent's index) are read in a second round trip, only when there
+    are any. Before: 1 either way (the script built their key names)."""
+    acmi_up.bootstrap("agent:rt")  # loads the script
+    upstash_double.reset_counts()
+    acmi_up.bootstrap("agent:rt")
+    assert upstash_double.requests == 1
+    acmi_up.work.create("w-rt", {"title": "open"}, owner="agent:rt")
+    upstash_double.reset_counts()
+    work = acmi_up.bootstrap("agent:rt").to_dict()["sections"]["work"]
+    assert upstash_double.requests == 2
+    assert [(w["id"], w["profile"]["title"]) for w in work] == [("w-rt", "open")]
+
+
 def test_every_page_is_one_round_trip(acmi_up: Acmi, upstash_double: UpstashDouble) -> None:
     """Following next_cursor costs one round trip per page, also inside a run of equal
     timestamps; a streamed listing reads one page per step."""
@@ -101,12 +120,16 @@ def test_every_page_is_one_round_trip(acmi_up: Acmi, upstash_double: UpstashDoub
 def test_first_write_of_a_process_loads_the_script_once(
     upstash_double: UpstashDouble, upstash_store: UpstashStore
 ) -> None:
-    """EVALSHA misses once per server script cache (NOSCRIPT), then EVAL loads it."""
+    """EVALSHA misses once per server script cache (NOSCRIPT), then EVAL loads it. The
+    first EVAL of a process also learns whether the server takes allow-key-locking: the
+    double's redis-server (OSS 7.0) refuses it, so that EVAL is sent again without it
+    (3; on Upstash, which takes it: 2). Once per process, never again."""
     upstash_store.execute(("SCRIPT", "FLUSH"))  # as on a fresh server
     upstash_double.reset_counts()
     acmi = create_acmi(upstash_store, Settings())
     acmi.signals.set("user:cold", "k", 1)
-    assert upstash_double.requests == 2
+    assert upstash_double.requests == 3
+    assert upstash_store.script_dialect.key_locking is False
     upstash_double.reset_counts()
     acmi.signals.set("user:cold", "k", 2)
     assert upstash_double.requests == 1
@@ -136,3 +159,54 @@ def test_a_warm_webhook_is_one_round_trip(
         assert response.status_code == 201
         counts.append(upstash_double.requests)
     assert counts[1:] == [1, 1]  # the first also looked up the key and the source config
+
+
+def _mentions(acmi: Acmi, agent: str) -> list[str]:
+    reply = acmi.store.execute(("ZRANGE", acmi.keys.mentions(agent), 0, -1))
+    assert isinstance(reply, list)
+    return [json.loads(m)["kind"] for m in reply if isinstance(m, bytes)]
+
+
+def test_a_write_whose_keys_come_from_stored_data_costs_one_more_in_another_process(
+    acmi_up: Acmi, upstash_store: UpstashStore, upstash_double: UpstashDouble
+) -> None:
+    """A lease's holder, a HITL record's addressee and a work item's owner are read by the
+    script, and the keys they lead to (their mentions index, their queues, their open
+    index) must be declared before it runs: a process that wrote the item knows them (1
+    round trip, as before); another is told them, nothing written, and sends the run
+    again (2). The results, and the mentions indexed, are the same either way."""
+    other = create_acmi(upstash_store, Settings())  # another process: it saw nothing
+    lease = acmi_up.locks.claim("deploy", "agent:holder", 60_000)
+    acmi_up.hitl.create("key", "paste it", asked_by="agent:a", addressee="agent:asked")
+    cid = acmi_up.hitl.create("k2", "again", asked_by="agent:a", addressee="agent:asked")
+    acmi_up.work.create("w-own", {"title": "t"}, owner="agent:owner")
+    other.signals.set("user:warm", "k", 2)  # the scripts are loaded: count writes only
+    counts = {}
+    for name, call in {
+        "locks.release": lambda a: a.locks.release("deploy", lease.owner_token or ""),
+        "hitl.resolve (no addressee named)": lambda a: a.hitl.resolve(
+            cid.item["correlationId"], "done", by="user:op"
+        ),
+        "work.event (item of another process)": lambda a: a.work.event(
+            "w-own", {**EVENT, "source": "agent:owner"}
+        ),
+        "work.event (the owner seen)": lambda a: a.work.event(
+            "w-own", {**EVENT, "source": "agent:owner"}
+        ),
+    }.items():
+        upstash_double.reset_counts()
+        call(other)
+        counts[name] = upstash_double.requests
+    assert counts == {
+        "locks.release": 2,
+        "hitl.resolve (no addressee named)": 2,
+        "work.event (item of another process)": 2,
+        "work.event (the owner seen)": 1,
+    }
+    assert "coord-release" in _mentions(acmi_up, "holder")
+    assert "hitl-resolved" in _mentions(acmi_up, "asked")
+    # the same in the process that saw them: one round trip each
+    again = acmi_up.locks.claim("deploy", "agent:holder", 60_000)
+    upstash_double.reset_counts()
+    acmi_up.locks.release("deploy", again.owner_token or "")
+    assert upstash_double.requests == 1

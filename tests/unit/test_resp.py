@@ -128,10 +128,13 @@ def test_evalsha_head_is_packed_once_and_matches_the_plain_command() -> None:
     args: list[str | bytes | int | float] = ["x", 3, 2.5]
     plain = resp.pack(("EVALSHA", sha, len(keys), *keys, *args))
     assert resp.pack_evalsha(sha, keys, args) == plain
-    head = resp._EVALSHA_HEADS[sha]
+    head = resp._EVALSHA_HEADS[("EVALSHA", sha)]
     assert resp.pack_evalsha(sha, keys, args) == plain
-    assert resp._EVALSHA_HEADS[sha] is head
+    assert resp._EVALSHA_HEADS[("EVALSHA", sha)] is head
     assert resp.pack_evalsha(sha, [], []) == resp.pack(("EVALSHA", sha, 0))
+    # the read-only form: its own head, the same layout
+    ro = resp.pack(("EVALSHA_RO", sha, len(keys), *keys, *args))
+    assert resp.pack_evalsha(sha, keys, args, "EVALSHA_RO") == ro
 
 
 @pytest.mark.parametrize("bad", [True, None, object()], ids=["bool", "none", "object"])

@@ -285,7 +285,14 @@ def test_the_bootstrap_protocol_is_the_one_the_brief_names() -> None:
 
 def test_pack_builds_positions_from_names() -> None:
     keys, args = scripts.LOCKS.pack(
-        {"lease": "l", "thread": "t", "index": "i", "leases": "x", "replay": "q"},
+        {
+            "lease": "l",
+            "thread": "t",
+            "index": "i",
+            "leases": "x",
+            "mentions": ["m"],
+            "replay": "q",
+        },
         {
             "op": "release",
             "now": 5,
@@ -295,7 +302,7 @@ def test_pack_builds_positions_from_names() -> None:
             "resource": "r",
         },
     )
-    assert keys == ["l", "t", "i", "x", "q"]
+    assert keys == ["l", "t", "i", "x", "m", "q"]
     assert args == ["release", 5, "h", "m", 1, "{}", "r"]
 
 

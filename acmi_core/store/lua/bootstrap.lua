@@ -30,7 +30,8 @@
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
---: ARGV[4] prefix: tenant key prefix
+--: ARGV[4] prefix: tenant key prefix (not read since the work items moved to the client:
+--    kept so the positions after it stay)
 --: ARGV[5] events
 --: ARGV[6] spawns
 --: ARGV[7] hitl
@@ -60,10 +61,9 @@
 --: ARGV[29] read_bytes: the members' bytes each of the timeline, daily-note, lessons
 --    and coordination reads takes at most (the first member read whatever its size)
 --
--- Open work items are the one place this script builds key names: the ids come from the
--- agent's open-work index (KEYS[10]) and the keys are <prefix>work:<id>:profile|signals,
--- so every key of a deployment must live on one shard (Upstash, standalone Redis; not
--- Redis Cluster). Ids that are not entity ids are skipped, never turned into keys.
+-- Every key this script touches is in KEYS (tests/integration/test_declared_keys.py):
+-- open work items come back as ids (read from KEYS[10]), and the client reads their
+-- profile and signals in a second round trip, only when there is open work.
 --
 -- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/budget.py
 -- CAPS), so the script is O(those counts x member size), whatever the agent's history;
@@ -95,7 +95,7 @@
 --: reply[7] hitl
 --: reply[8] shared
 --: reply[9] leases: []
---: reply[10] work: [id, score, profile, signals...]
+--: reply[10] work: [id, score...] (the client adds each item's profile and signals)
 --: reply[11] lessons
 --: reply[12] coordination
 --: reply[13] problems: []
@@ -118,7 +118,7 @@
 -- contains; a member that is not UTF-8 (skipped anyway) cannot split another.
 
 local now = tonumber(ARGV[1])
-local agent, local_id, prefix = ARGV[2], ARGV[3], ARGV[4]
+local agent, local_id = ARGV[2], ARGV[3]
 local n = {}
 for i = 5, 14 do n[i] = tonumber(ARGV[i]) end
 local problems = {}
@@ -238,17 +238,17 @@ local shared = read({}, 'ZRANGE', KEYS[8], 0, n[7] - 1)
 local leases = read({}, 'ZRANGEBYLEX', KEYS[9], '[' .. agent .. '|', '(' .. agent .. '}',
   'LIMIT', 0, n[8])
 
--- 5. open work items, most recently updated first, with their profile and signals
+-- 5. open work items, most recently updated first: their ids and scores only. Their
+--    profile and signals are keys this script cannot name before it reads the index, so
+--    the client reads them in a second round trip (acmi_core/bootstrap/script.py), and
+--    only when there is open work. Ids that are not entity ids are skipped here.
 local work = {}
 local open = read({}, 'ZRANGE', KEYS[10], 0, n[9] - 1, 'REV', 'WITHSCORES')
 for i = 1, #open, 2 do
   local id = open[i]
   if #id <= 256 and string.find(id, '^[A-Za-z0-9_.-]+$') then
-    local base = prefix .. 'work:' .. id .. ':'
     work[#work + 1] = id
     work[#work + 1] = open[i + 1]
-    work[#work + 1] = read(false, 'GET', base .. 'profile')
-    work[#work + 1] = read(false, 'GET', base .. 'signals')
   end
 end
 

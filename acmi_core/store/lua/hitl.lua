@@ -13,7 +13,6 @@
 --    end of its payload object, computed by the client that built the member)
 --: ARGV[1] op: create | resolve | adopt
 --: ARGV[2] cid: the correlationId
---: ARGV[#] prefix: keys.prefix (below)
 --: create KEYS[2] queue: the addressee's open queue
 --: create KEYS[3] tenants: the index of tenants with open items in such a queue (keys.tenants_with)
 --: create ARGV[3] deadline
@@ -28,6 +27,13 @@
 --: resolve,adopt KEYS[3] index: the thread namespace SET
 --: resolve,adopt KEYS[4] named_open: the open queue of the addressee the caller named
 --: resolve,adopt KEYS[5] named_closed: its closed queue
+--: resolve,adopt KEYS[6] record_open: the open queue of the addressee the client expects
+--    the item's record to name (ARGV[#]); a record naming another answers REKEY
+--: resolve,adopt KEYS[7] record_closed: that addressee's closed queue
+--: resolve,adopt KEYS[8..] mentions*: the mentions index (keys.mentions) of each agent the
+--    resolved event may mention, as far as the client knows (store/lua/mentions.lua)
+--: resolve,adopt ARGV[#] record_addressee: the addressee of KEYS[6], KEYS[7] as JSON
+--    (null: the shared queue)
 --: resolve,adopt ARGV[3] now
 --: resolve,adopt ARGV[5] by: the resolver's entity id as JSON
 --: resolve,adopt ARGV[6] thread_member
@@ -41,12 +47,14 @@
 --: resolve,adopt reply OK addressee score: the addressee's JSON, the item's deadline
 --: resolve,adopt reply RESOLVED by at: already closed, by whom (JSON) and when
 --: resolve reply NONE members*: no record: the first `window` members of named_open
+--: resolve,adopt reply REKEY addressee ids*: nothing written: the record names another
+--    addressee (JSON) than ARGV[#] (ids: none), or the event mentions an agent whose
+--    index is not among KEYS (ids: every agent it mentions): the client sends the run
+--    again with their keys (a record keeps its addressee, so one more run does)
 --: adopt reply GONE: resolved, or created through ACMI, meanwhile
--- The queue of an item that has a record is built here from its record's addressee:
--- ARGV[#ARGV] is keys.prefix (acmi: or acmi:tenant:<t>:), so the key is
--- <prefix>hitl:<cat>:<id>:<state> or <prefix>thread:hitl:<state> (as keys.hitl_queue).
--- The client cannot know that key before the record is read, so every key of a
--- deployment must live on one shard (Upstash, standalone Redis; not Redis Cluster).
+-- Every key is declared (tests/integration/test_declared_keys.py): the queues of the
+-- item's record are the ones the client names as KEYS[6], KEYS[7] with their addressee,
+-- checked against the record (a record naming another answers REKEY, nothing written).
 -- A template is a count n then n items: text, slot name, text, ... (JSON built by the
 -- client; the one slot, addressee, is filled with the record's raw JSON value).
 --
@@ -78,12 +86,6 @@ end
 
 local HEADER = '^{"state":"(%a+)","addressee":(.-),"score":(%d+),"at":(%d+),"by":(.-),"item":(.*)}$'
 local items, op, cid = KEYS[1], ARGV[1], ARGV[2]
-local prefix = ARGV[#ARGV]
-
-local function queue(addressee_json, state)
-  if addressee_json == 'null' then return prefix .. 'thread:hitl:' .. state end
-  return prefix .. 'hitl:' .. string.sub(addressee_json, 2, -2) .. ':' .. state
-end
 
 local err = check_type(items, 'hash')
 if err then return err end
@@ -104,21 +106,35 @@ if op == 'create' then
 end
 
 local thread, index, named_open, named_closed = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local record_open, record_closed, record_addressee = KEYS[6], KEYS[7], ARGV[#ARGV]
 for _, kt in ipairs({{thread, 'zset'}, {index, 'set'}, {named_open, 'zset'},
-    {named_closed, 'zset'}}) do
+    {named_closed, 'zset'}, {record_open, 'zset'}, {record_closed, 'zset'}}) do
   err = check_type(kt[1], kt[2])
   if err then return err end
 end
+declare_mentions(8)  -- store/lua/mentions.lua
 local now, by, thread_member = ARGV[3], ARGV[5], ARGV[6]
 
-local function close(open_key, closed_key, old, new, addressee_json, record_at, template_i)
+-- the REKEY reply (not recorded: nothing ran), when the event would mention an agent
+-- whose mentions index is not declared; else nil
+local function rekey(addressee_json, event)
+  local missing = event and undeclared_mentions({event}) or {}
+  if event and #missing == 0 then return nil end
+  local reply = {'REKEY', addressee_json}
+  -- every agent it mentions, not only the missing: the client declares exactly these
+  if event then
+    for _, id in ipairs(mentioned(event)) do reply[#reply + 1] = id end
+  end
+  return reply
+end
+
+local function close(open_key, closed_key, old, new, addressee_json, record_at, event)
   redis.call('ZREM', open_key, old)
   redis.call('ZADD', closed_key, now, new)
   redis.call('HSET', items, cid, '{"state":"closed","addressee":' .. addressee_json ..
     ',"score":' .. now .. ',"at":' .. record_at .. ',"by":' .. by .. ',"item":' .. new .. '}')
-  local event = render(template_i, {addressee = addressee_json})
   redis.call('ZADD', thread, 'NX', now, event)
-  index_mentions(mentions_base(items), now, event)  -- store/lua/mentions.lua
+  index_mentions(now, event)  -- store/lua/mentions.lua
   redis.call('SADD', index, thread_member)
 end
 
@@ -135,15 +151,14 @@ if record then
   if state ~= 'open' or at_n < 1 or at_n > #item then
     return redis.error_reply('ACMI_CORRUPT ' .. items .. ' ' .. cid .. ' is not a HITL record')
   end
-  local open_key, closed_key = queue(addressee, 'open'), queue(addressee, 'closed')
-  for _, kt in ipairs({{open_key, 'zset'}, {closed_key, 'zset'}}) do
-    err = check_type(kt[1], kt[2])
-    if err then return err end
-  end
+  if addressee ~= record_addressee then return rekey(addressee, nil) end
+  local event = render(8, {addressee = addressee})
+  local again = rekey(addressee, event)
+  if again then return again end
   -- payload.resolution goes at the end of the payload object (byte offset `at`)
   local closed = string.sub(item, 1, at_n) .. ',"resolution":' .. ARGV[4] ..
     string.sub(item, at_n + 1)
-  close(open_key, closed_key, item, closed, addressee, at, 8)
+  close(record_open, record_closed, item, closed, addressee, at, event)
   return recorded({'OK', addressee, score})
 end
 
@@ -159,7 +174,10 @@ if op == 'adopt' then
   local foreign, addressee = ARGV[7], ARGV[8]
   local score = redis.call('ZSCORE', named_open, foreign)
   if not score then return recorded({'GONE'}) end
-  close(named_open, named_closed, foreign, ARGV[4], addressee, '0', 9)
+  local event = render(9, {addressee = addressee})
+  local again = rekey(addressee, event)
+  if again then return again end
+  close(named_open, named_closed, foreign, ARGV[4], addressee, '0', event)
   return recorded({'OK', addressee, score})
 end
 

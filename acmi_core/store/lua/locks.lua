@@ -11,6 +11,8 @@
 --    member <owner>|<resource>|<expires>|<fence>|<cid> per lease that has an owner, so a
 --    bootstrap lists what an agent holds with one ZRANGEBYLEX; an expired lease keeps
 --    its member until it is claimed again (readers compare expires with now)
+--: KEYS[5..] mentions*: the mentions index (keys.mentions) of each agent the op's event
+--    may mention, as far as the client knows them (store/lua/mentions.lua)
 --: ARGV[1] op: claim | renew | release
 --: ARGV[2] now: now_ms (the client's clock: tests control time)
 --: ARGV[#] resource: the resource name (for the lease index), last for every op
@@ -23,6 +25,9 @@
 --: claim ARGV[..] defer_template*
 --: claim reply OK fence
 --: claim reply HELD owner expires fence
+--: claim,release reply REKEY ids*: nothing written: the event mentions an agent whose
+--    mentions index is not among KEYS (the holder read here); ids: every agent it
+--    mentions, whose keys the client sends the run again with
 --: renew ARGV[3] token_hash
 --: renew ARGV[4] expires
 --: renew reply OK owner fence cid
@@ -37,7 +42,7 @@
 -- client; slots are filled with values this script read or made, never decoded JSON).
 --
 -- Every coordination event written is indexed under the agents it mentions
--- (store/lua/mentions.lua, put before this text; the keys' base from KEYS[4]). Every
+-- (store/lua/mentions.lua, put before this text), each index a declared key. Every
 -- reply is recorded under this request's record, KEYS[#] replay (store/lua/replay.lua,
 -- put before this text too): a claim's retry must not meet its own lease as Conflict.
 -- Phase 1 reads and checks (key types, stored numbers); phase 2 only writes.
@@ -63,6 +68,17 @@ local function render(i, values)
 end
 
 local lease, thread, index, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+declare_mentions(5)  -- store/lua/mentions.lua
+
+-- the REKEY reply, when `event` mentions an agent whose index is not declared; else nil
+local function rekey(event)
+  local missing = undeclared_mentions({event})
+  if #missing == 0 then return nil end
+  local reply = {'REKEY'}
+  -- every agent it mentions, not only the missing: the client declares exactly these
+  for _, id in ipairs(mentioned(event)) do reply[#reply + 1] = id end
+  return reply  -- not recorded: nothing ran, the retry with the keys is this request
+end
 for _, kt in ipairs({{lease, 'hash'}, {thread, 'zset'}, {index, 'set'}, {leases, 'zset'}}) do
   local err = check_type(kt[1], kt[2])
   if err then return err end
@@ -93,12 +109,15 @@ if op == 'claim' then
   if held then
     -- one coord-defer per claimant per lease: a claimant polling a held lease must not
     -- flood the thread (the d:<claimant> marks go with the lease at the next claim)
-    if redis.call('HSETNX', lease, 'd:' .. new_owner, 1) == 1 then
+    if redis.call('HEXISTS', lease, 'd:' .. new_owner) == 0 then
       local _, next_i = render(8, {})
       local event = render(next_i, {holder = owner, held_until = expires, holder_cid = cid,
         holder_fence = fence})
+      local again = rekey(event)
+      if again then return again end
+      redis.call('HSET', lease, 'd:' .. new_owner, 1)
       redis.call('ZADD', thread, 'NX', ARGV[2], event)
-      index_mentions(mentions_base(leases), ARGV[2], event)
+      index_mentions(ARGV[2], event)
       redis.call('SADD', index, member)
     end
     return recorded({'HELD', owner, expires, fence})
@@ -106,14 +125,16 @@ if op == 'claim' then
   -- a fresh hash: the fence carried over, the previous lease's deferral marks dropped
   -- (O(claimants that deferred on it))
   local new_fence = string.format('%d', (tonumber(fence) or 0) + 1)
+  local event = render(8, {fence = new_fence})
+  local again = rekey(event)
+  if again then return again end
   redis.call('DEL', lease)
   redis.call('HSET', lease, 'fence', new_fence, 'owner', new_owner, 'token', token_hash,
     'expires', new_expires, 'cid', new_cid)
   if owner then redis.call('ZREM', leases, entry(owner, expires, fence, cid)) end
   redis.call('ZADD', leases, 0, entry(new_owner, new_expires, new_fence, new_cid))
-  local event = render(8, {fence = new_fence})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
-  index_mentions(mentions_base(leases), ARGV[2], event)
+  index_mentions(ARGV[2], event)
   redis.call('SADD', index, member)
   return recorded({'OK', new_fence})
 end
@@ -130,11 +151,13 @@ if op == 'renew' then
 end
 
 if op == 'release' then
+  local event = render(5, {owner = owner, cid = cid, fence = fence})
+  local again = rekey(event)
+  if again then return again end
   redis.call('HDEL', lease, 'owner', 'token', 'expires', 'cid')
   redis.call('ZREM', leases, entry(owner, expires, fence, cid))
-  local event = render(5, {owner = owner, cid = cid, fence = fence})
   redis.call('ZADD', thread, 'NX', ARGV[2], event)
-  index_mentions(mentions_base(leases), ARGV[2], event)
+  index_mentions(ARGV[2], event)
   redis.call('SADD', index, ARGV[4])
   return recorded({'OK', owner, fence, cid})
 end

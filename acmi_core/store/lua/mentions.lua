@@ -9,13 +9,6 @@
 
 local MENTIONS_PER_EVENT, MENTIONS_KEPT, MENTION_ID_MAX = 16, 10, 250
 
--- the mentions keys' base, acmi:_mentions:<tenant>:, from another bookkeeping key of the
--- same tenant (acmi:_<kind>:<tenant>, acmi_core.base.keys.internal_global)
-local function mentions_base(internal_key)
-  local root, tenant = string.match(internal_key, '^([^:]+):_[^:]+:([^:]+)')
-  return root .. ':_mentions:' .. tenant .. ':'
-end
-
 local function mentioned(text)
   local hits = {}
   for _, pattern in ipairs({ '()agent:([A-Za-z0-9_.-]+)', '()@([A-Za-z0-9_.-]+)' }) do
@@ -38,12 +31,42 @@ local function mentioned(text)
   return found
 end
 
--- index one coordination event just written (score, member as ZADD took them). pcall:
--- this runs among the caller's writes, where nothing may fail; an index key another tool
--- overwrote with another type is left alone (the bootstrap reports it)
-local function index_mentions(base, score, member)
+-- The mentions index keys a run may write are declared: the run of KEYS from `first` up
+-- to the one before KEYS[#] (the request's record), each keys.mentions(<id>), which ends
+-- with :<id> (an id has no ':'), so the id is read off the key, never a key built from
+-- an id. The client declares the agents it can find in what it sends (base/keys.py
+-- `mentioned`, the same rule); an event whose text names another one (a value this
+-- script read: a lease's holder, a HITL record's addressee) is not written: the script
+-- answers REKEY with the ids it needs and the client sends the run again with their keys.
+local mention_keys = {}
+local function declare_mentions(first)
+  for i = first, #KEYS - 1 do
+    local id = string.match(KEYS[i], ':([^:]+)$')
+    if id then mention_keys[id] = KEYS[i] end
+  end
+end
+
+-- the ids `members` mention whose index key is not declared ({} when every one is)
+local function undeclared_mentions(members)
+  local missing, seen = {}, {}
+  for _, member in ipairs(members) do
+    for _, id in ipairs(mentioned(member)) do
+      if not mention_keys[id] and not seen[id] then
+        seen[id] = true
+        missing[#missing + 1] = id
+      end
+    end
+  end
+  return missing
+end
+
+-- index one coordination event just written (score, member as ZADD took them), after
+-- undeclared_mentions found none missing. pcall: this runs among the caller's writes,
+-- where nothing may fail; an index key another tool overwrote with another type is left
+-- alone (the bootstrap reports it)
+local function index_mentions(score, member)
   for _, id in ipairs(mentioned(member)) do
-    local key = base .. id
+    local key = mention_keys[id]
     redis.pcall('ZADD', key, 'NX', score, member)
     redis.pcall('ZREMRANGEBYRANK', key, 0, -(MENTIONS_KEPT + 1))
   end

@@ -9,24 +9,27 @@
 --: KEYS[1] profile: the profile of work:<id>
 --: KEYS[2] signals: its signals
 --: KEYS[3] owners: the owners HASH (work id -> owner entity id)
---: KEYS[4] replay: this request's record (keys.request), every plan's first key and
+--: KEYS[4] owner_open: the open index of the owner the client expects the item to have
+--    (ARGV[3]; any key when it expects none): a plan touches it only when that is the
+--    owner read from KEYS[3], else the run fails ACMI_WORK_OWNER <owner>, nothing written
+--: KEYS[5] replay: this request's record (keys.request), every plan's first key and
 --    its first op RECORD: a retry of a request that ran answers with its first run's
 --    results (plan 1 is chosen without a check, and its RECORD op answers)
---: KEYS[5..] plan_keys*: the other keys of the plans (KEYS[4..] is every plan's keys:
+--: KEYS[6..] plan_keys*: the other keys of the plans (KEYS[5..] is every plan's keys:
 --    each plan's are a prefix of that list, so one list serves them all)
 --: ARGV[1] op: create | event | signal | assign | delete
 --: ARGV[2] work_id: the work id (field of the owners HASH, member of the open indexes)
---: ARGV[3] open_base: what every open index key starts with (acmi:_work-open:<tenant>:)
+--: ARGV[3] owner: the owner whose open index KEYS[4] is ('' = none expected)
 --: ARGV[4] mode: signal: bump | open | close; assign: the new owner; others: ''
 --: ARGV[5] plan_count: the number of plans n
 --: ARGV[6..] plans*: n times: the plan's ARGV count c, then its c arguments (apply.lua's
 --    ARGV)
 --
--- Undeclared key: the open index of the item's CURRENT owner (`ARGV[3] .. owner`) is
--- built here from the owner read from KEYS[3]; the client cannot know it beforehand.
--- The plans that touch it reference it as the key after KEYS[4..], and this prologue
--- appends it. So every key of a tenant must live on one shard (standalone Redis,
--- Upstash; on Redis Cluster this script is not supported).
+-- The open index of the item's CURRENT owner (read from KEYS[3]) is KEYS[4], the one
+-- the client expects; the plans that touch it reference it as the key after KEYS[5..],
+-- and this prologue appends it. A different current owner fails the run with
+-- ACMI_WORK_OWNER <owner> before anything is written: the client sends it again with
+-- that owner's index (acmi_core/coordination/work.py). No key is built here.
 --
 -- Plan choice (the client builds the plans in this order):
 --   create  exists -> error ACMI_WORK_EXISTS; else plan 1
@@ -44,7 +47,7 @@
 -- one decode of the signals object (at most MAX_OBJECT_BYTES, else taken as open).
 
 local WORK_KEYS, WORK_ARGV = KEYS, ARGV
-local work_op, work_id, work_open_base, work_mode =
+local work_op, work_id, work_expected, work_mode =
   WORK_ARGV[1], WORK_ARGV[2], WORK_ARGV[3], WORK_ARGV[4]
 -- mirrors acmi_core.coordination.work.CLOSED_STATUSES
 local WORK_CLOSED = {
@@ -67,7 +70,7 @@ local work_ok, work_t = work_type_ok(WORK_KEYS[3], 'hash')
 if not work_ok then return work_wrongtype(WORK_KEYS[3], work_t, 'hash') end
 
 -- a retry of a request that ran: not a create of an item that exists now
-local work_replay = redis.call('EXISTS', WORK_KEYS[4]) > 0
+local work_replay = redis.call('EXISTS', WORK_KEYS[5]) > 0
 local work_exists = work_replay or redis.call('EXISTS', WORK_KEYS[1], WORK_KEYS[2]) > 0
 if work_op == 'create' then
   if work_exists and not work_replay then
@@ -79,8 +82,18 @@ end
 
 local work_owner = redis.call('HGET', WORK_KEYS[3], work_id)
 if work_owner and (#work_owner == 0 or #work_owner > 256) then work_owner = false end
-local work_extra = nil                 -- the undeclared key the chosen plan touches
+local work_extra = nil                 -- the owner's index, when the chosen plan touches it
 local work_plan = 1
+
+-- the current owner's open index: KEYS[4] when that is the owner the client expected
+local function work_owner_index()
+  if work_owner ~= work_expected then return nil end
+  return WORK_KEYS[4]
+end
+if work_owner and not work_replay and work_owner ~= work_expected and
+    (work_op ~= 'assign' or work_owner ~= work_mode) and work_op ~= 'create' then
+  return redis.error_reply('ACMI_WORK_OWNER ' .. work_owner)
+end
 
 local function work_is_open_in(index)
   local ok, t = work_type_ok(index, 'zset')
@@ -90,7 +103,7 @@ end
 
 if work_op == 'event' or work_op == 'signal' then
   if work_owner then
-    local index = work_open_base .. work_owner
+    local index = work_owner_index()
     if work_op == 'signal' and work_mode ~= 'bump' then
       work_plan, work_extra = 2, index
     else
@@ -112,10 +125,10 @@ elseif work_op == 'assign' then
   end
   work_plan = open and 3 or 1
   if work_owner and work_owner ~= work_mode then
-    work_plan, work_extra = work_plan + 1, work_open_base .. work_owner
+    work_plan, work_extra = work_plan + 1, work_owner_index()
   end
 elseif work_op == 'delete' then
-  if work_owner then work_plan, work_extra = 2, work_open_base .. work_owner end
+  if work_owner then work_plan, work_extra = 2, work_owner_index() end
 elseif work_op ~= 'create' then
   return redis.error_reply('ACMI_BADOP work op ' .. tostring(work_op))
 end
@@ -132,7 +145,7 @@ for _ = 1, work_plan - 1 do work_pos = work_pos + 1 + tonumber(WORK_ARGV[work_po
 local work_plan_argv = {}
 for i = 1, tonumber(WORK_ARGV[work_pos]) do work_plan_argv[i] = WORK_ARGV[work_pos + i] end
 local work_plan_keys = {}
-for i = 4, #WORK_KEYS do work_plan_keys[#work_plan_keys + 1] = WORK_KEYS[i] end
+for i = 5, #WORK_KEYS do work_plan_keys[#work_plan_keys + 1] = WORK_KEYS[i] end
 if work_extra then work_plan_keys[#work_plan_keys + 1] = work_extra end
 
 -- apply.lua follows: it reads KEYS and ARGV, which from here on are the chosen plan's
