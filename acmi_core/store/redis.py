@@ -32,6 +32,8 @@ from acmi_core.store.base import (
     Command,
     Reply,
     Script,
+    check_pipeline,
+    check_request,
     error_reply,
     eval_script,
     pipeline_slots,
@@ -64,6 +66,7 @@ class RedisStore:
         return RespStore(url, Pool(Endpoint.parse(url), settings.store_timeout_s))
 
     def execute(self, command: Command) -> Reply:
+        check_request(command)
         with _translate():
             return _reply(self._client.execute_command(*command))  # type: ignore[no-untyped-call]
 
@@ -72,6 +75,7 @@ class RedisStore:
 
         if not commands:
             return []
+        check_pipeline(commands)
         with _translate():
             pipe = self._client.pipeline(transaction=False)
             for command in commands:
@@ -100,6 +104,7 @@ class RespStore(RedisStore):
         self._pool = pool
 
     def execute(self, command: Command) -> Reply:
+        check_request(command)
         reply = self._pool.request(pack(command))
         if type(reply) is ReplyError:
             raise error_reply(reply.message)
@@ -108,6 +113,7 @@ class RespStore(RedisStore):
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
         if not commands:
             return []
+        check_pipeline(commands)
         replies = self._pool.request_many(pack_many(commands), len(commands))
         return pipeline_slots(
             [error_reply(r.message) if type(r) is ReplyError else r for r in replies]
