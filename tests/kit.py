@@ -49,6 +49,7 @@ DB: Final = {
     "cli": 4,
     "json_round_trip": 5,
     "runtime": 6,
+    "retention": 7,  # tests/integration/test_retention.py: every tenant in it is its own
 }
 
 

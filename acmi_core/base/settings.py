@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo
 from pydantic.fields import FieldInfo
@@ -392,6 +392,33 @@ class Settings(BaseSettings):
         None,
         "where memory hygiene writes raw archived events (s3://bucket/prefix);"
         " unset: the live timeline is never trimmed",
+    )
+    # retention of the keys that grow without bound (acmi_core.jobs.retention, run by the
+    # hygiene job per tenant): the coordination thread keeps its newest N events and, of
+    # older ones, those of the last D days; a closed HITL record (and its closed-queue
+    # member) goes D days after its resolution; archived to the sink first when one is set
+    retention_coordination_events: Integer = _var(
+        "ACMI_RETENTION_COORDINATION_EVENTS",
+        10_000,
+        "the coordination thread's newest events always kept",
+        ge=1,
+    )
+    retention_coordination_days: Integer = _var(
+        "ACMI_RETENTION_COORDINATION_DAYS",
+        30,
+        "coordination events younger than this are kept beyond the newest N",
+        ge=1,
+    )
+    retention_hitl_closed_days: Integer = _var(
+        "ACMI_RETENTION_HITL_CLOSED_DAYS",
+        30,
+        "days a resolved HITL item is kept (a create with its correlationId is a replay meanwhile)",
+        ge=1,
+    )
+    retention_without_sink: Literal["trim", "keep"] = _var(
+        "ACMI_RETENTION_WITHOUT_SINK",
+        "trim",
+        "with no archive sink: trim by the policy anyway (trim) or keep everything (keep)",
     )
     # what a write carrying a secret gets (acmi_core.guard.secrets): refused, or stored redacted
     secret_policy: Annotated[str, _rule(secret_policies)] = _var(

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
+from acmi_core.base.errors import AcmiError, AcmiValidationError, CorruptData, StoreCommandError
 from acmi_core.base.keys import COORDINATION_THREAD, MENTIONS_KEPT, mentioned
 from acmi_core.base.model import (
     EVENT_FIELD_ORDER,
@@ -70,6 +70,7 @@ from acmi_core.base.stored import (
 )
 from acmi_core.entities.context import Context
 from acmi_core.entities.results import EntityBody, EventPageBody, LegacyEvent, SkippedMember
+from acmi_core.entities.timeline_parts import event_parts, incomplete
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Command, Reply, Store, is_noscript
 from acmi_core.store.writes import WritePlan
@@ -537,7 +538,12 @@ class TimelineAPI(_Slot):
     def extend(
         self, entity: str | EntityId, events: Iterable[Mapping[str, Any] | Event]
     ) -> list[Event]:
-        """Append several events in one atomic step: all are stored or none."""
+        """Append several events in one atomic step, all stored or none, when they fit one
+        request (about 990 events; on the coordination thread fewer, as each mention
+        adds to the request). More are stored in parts, in order, each one request and
+        all-or-nothing: a part that fails raises its error saying how many events (the
+        first k) were stored before it (``timeline_parts``). In a batch, all go in the
+        batch's one request."""
         eid = EntityId.parse(entity)
         now = self._ctx.clock()
         tenant = self._keys.tenant
@@ -555,7 +561,23 @@ class TimelineAPI(_Slot):
             raise AcmiValidationError("events", "non_empty", "give at least one event")
         parsed = [event for event, _ in encoded]
         texts = [text for _, text in encoded]
-        self._write(lambda plan: self.stage(plan, eid, parsed, texts))
+        parts = (
+            [range(len(texts))]
+            if self._plan is not None
+            else event_parts(texts, str(eid) == COORDINATION_THREAD)
+        )
+        for part in parts:
+            events, part_texts = parsed[part.start : part.stop], texts[part.start : part.stop]
+
+            def build(plan: WritePlan, e: list[Event] = events, t: list[str] = part_texts) -> int:
+                return self.stage(plan, eid, e, t)
+
+            try:
+                self._write(build)
+            except AcmiError as exc:
+                if len(parts) > 1:
+                    incomplete(exc, part.start, len(texts))
+                raise
         return parsed
 
     def stage(

@@ -29,6 +29,10 @@ run's ``scheduled_time`` (UTC):
   byte for byte) and trimmed from the live timeline once the object is verified. No
   sink: the document is written and nothing is trimmed.
 
+Then, once per tenant and run, **retention** (:mod:`acmi_core.jobs.retention`): the
+coordination thread and the closed HITL records trimmed by the settings' policy, the thread
+archived to the sink first when there is one.
+
 Which entities: an index of when each is next due (``keys.hygiene_due``, ZSET entity -> ms),
 fed from the memory index (``keys.memory_index``: the entities whose memory changed, kept
 by the memory writes; from the job's watermark, ``ZADD NX``) and rescheduled by the job
@@ -49,7 +53,8 @@ the audit event and the due-index entry in one WritePlan), plus its share of one
 pipeline per ``BATCH`` due entities (heartbeat and existence); an audit adds 1-2 (hot,
 warm and recent timeline, then topics), the review what ``MemoryAPI.review`` takes (2); the
 sink does 3 requests per quarter (GET, PUT, GET; 1 when nothing is new). A run adds 4-6
-(job state, change page, feed, due page, lease, backlog); ``run_job`` adds 2. Measured:
+(job state, change page, feed, due page, lease, backlog) and 1 for retention when there is
+nothing to trim (one pipeline); ``run_job`` adds 2. Measured:
 1,000 events over 2 quarters archived in 3 requests; 10 entities reviewed, audited and
 archived in 79; the next day's run, nothing due, 5 (whatever the number of entities).
 """
@@ -78,6 +83,7 @@ from acmi_core.jobs.quarterly import (
     run_script,
 )
 from acmi_core.jobs.quarters import DAY_MS, day_of, day_start_ms, next_monthly, next_quarterly
+from acmi_core.jobs.retention import Policy, retain
 from acmi_core.jobs.runner import MAX_PER_RUN, JobRun, int_param, job_state
 from acmi_core.jobs.sink import Destination, SinkError, open_destination
 from acmi_core.jobs.summarizers import Extractive, Summarizer, build
@@ -96,6 +102,7 @@ DEFAULT_BUDGET_S: Final = 120.0
 LEASE_MARGIN_MS: Final = 60_000
 RETRY_MS: Final = 3600 * 1000  # an entity that failed is looked at again an hour later
 SOURCE: Final = "system:acmi-hygiene"
+FEED_MEMBERS: Final = 1_000  # entities one ZADD of the due index adds
 TASKS: Final = ("review", "audit", "archive")
 
 
@@ -267,9 +274,11 @@ def hygiene(
     # already scheduled keeps its date)
     page = _changed_page(acmi, low, skip, until, params.max)
     fresh = [m for m, _ in page if m]
-    if fresh:
+    # a ZADD of FEED_MEMBERS at most: two arguments a member, so max=5,000 would send
+    # 10,003 arguments, over a request's MAX_REQUEST_ARGS
+    for start in range(0, len(fresh), FEED_MEMBERS):
         feed: list[Arg] = ["ZADD", acmi.keys.hygiene_due(), "NX"]
-        for member in fresh:
+        for member in fresh[start : start + FEED_MEMBERS]:
             feed += [scheduled, member]
         acmi.store.execute(feed)
     if len(page) < params.max:
@@ -291,6 +300,21 @@ def hygiene(
                 tally.notes.append(f"stopped after {params.budget_s:g} s: the rest is backlog")
                 break
             _batch(ctx, due[start : start + BATCH])
+        # 3. the tenant's keys that grow without bound, by the retention policy
+
+        def take_lease() -> bool:
+            if ctx.lease is None:
+                ctx.lease = _lease(ctx)
+            return ctx.lease
+
+        retained = retain(
+            acmi,
+            Policy.of(acmi.settings),
+            scheduled,
+            dest=dest,
+            hitl_cursor=state.get("hitl_cursor"),
+            take_lease=take_lease,
+        )
     finally:
         if ctx.lease:
             run_script(
@@ -307,7 +331,9 @@ def hygiene(
         "watermark": watermark,
         "skip": skip,
         "backlog": changed_backlog + (left if isinstance(left, int) else 0),
-        "problems": tally.problems[:20],
+        "problems": (tally.problems + retained.problems)[:20],
+        "retention": {k: v for k, v in retained.to_dict().items() if k != "problems"},
+        "hitl_cursor": retained.hitl_cursor,
     }
     if tally.notes:
         result["notes"] = tally.notes

@@ -53,6 +53,7 @@ from acmi_core.memory.state import (
     object_edits,
 )
 from acmi_core.memory.tree import read_tree
+from acmi_core.store.base import MAX_REQUEST_ARGS
 from acmi_core.store.writes import WritePlan
 
 IMPORT_CHUNK_OPS: Final = 500  # ops per write script during an import
@@ -60,6 +61,9 @@ IMPORT_CHUNK_OPS: Final = 500  # ops per write script during an import
 # redis-server, an object edit costs ~0.25 ms of Redis time per KiB, so 128 KiB keeps a
 # chunk near 30 ms, under the 50 ms a script may take (test_memory_import_chunks.py)
 IMPORT_CHUNK_BYTES: Final = 128 * 1024
+# a chunk's request arguments (its ops' and keys), under store.base.MAX_REQUEST_ARGS with
+# room for the request's head (EVALSHA, SHA, counts)
+IMPORT_CHUNK_ARGS: Final = MAX_REQUEST_ARGS - 16
 MAX_NAMED_FILES: Final = 50  # files an incomplete import's error names (then a count)
 
 Progress = Callable[[int, int], None]
@@ -77,9 +81,16 @@ class _Op:
 
 
 def _cost(op: _Op) -> int:
+    return _measure(op)[0]
+
+
+def _measure(op: _Op) -> tuple[int, int]:
+    """The op's work (bytes of arguments and stored object) and its request arguments
+    (its ops' and at most as many keys)."""
     scratch = WritePlan()
     op.stage(scratch)
-    return op.stored + sum(len(a) for a in scratch.args if isinstance(a, str | bytes))
+    size = op.stored + sum(len(a) for a in scratch.args if isinstance(a, str | bytes))
+    return size, len(scratch.args) + len(scratch.keys)
 
 
 def _day_file(event: Event) -> str:
@@ -379,11 +390,12 @@ def _chunks(ops: list[_Op]) -> list[list[_Op]]:
     """Consecutive ops, at most IMPORT_CHUNK_OPS and IMPORT_CHUNK_BYTES of work a chunk (an
     op over the budget alone); a chunk ends at a file's end when the next file would not
     fit whole, so a file lands in one script where it can."""
-    costs = [_cost(op) for op in ops]
+    measured = [_measure(op) for op in ops]
+    costs = [cost for cost, _ in measured]
     chunks: list[list[_Op]] = []
     chunk: list[_Op] = []
-    size = 0
-    for n, (op, cost) in enumerate(zip(ops, costs, strict=True)):
+    size = args = 0
+    for n, (op, (cost, op_args)) in enumerate(zip(ops, measured, strict=True)):
         starts_file = n == 0 or ops[n - 1].file != op.file
         file_cost = cost
         if starts_file:  # the whole file's cost, to keep it in one chunk where it fits
@@ -391,12 +403,17 @@ def _chunks(ops: list[_Op]) -> list[list[_Op]]:
             while m < len(ops) and ops[m].file == op.file:
                 file_cost += costs[m]
                 m += 1
-        over = len(chunk) >= IMPORT_CHUNK_OPS or size + cost > IMPORT_CHUNK_BYTES
+        over = (
+            len(chunk) >= IMPORT_CHUNK_OPS
+            or size + cost > IMPORT_CHUNK_BYTES
+            or args + op_args > IMPORT_CHUNK_ARGS
+        )
         if chunk and (over or (starts_file and size + file_cost > IMPORT_CHUNK_BYTES)):
             chunks.append(chunk)
-            chunk, size = [], 0
+            chunk, size, args = [], 0, 0
         chunk.append(op)
         size += cost
+        args += op_args
     if chunk:
         chunks.append(chunk)
     return chunks

@@ -22,11 +22,77 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeAlias, runtime_checkable
 
-from acmi_core.base.errors import StoreBusy, StoreCommandError, StoreUnavailable
+from acmi_core.base.errors import PayloadTooLarge, StoreBusy, StoreCommandError, StoreUnavailable
 
 Arg: TypeAlias = str | bytes | int | float
 Command: TypeAlias = Sequence[Arg]
 Reply: TypeAlias = int | bytes | list["Reply"] | None
+
+# The largest request any backend takes, so a deployment moved between them keeps working:
+# ElastiCache Serverless refuses a command of more than 3,999 arguments (its name included:
+# EVALSHA, the SHA, the key count, keys, ARGV), Upstash a request over 10 MB (Free and Pay
+# as you go). Bytes count the arguments as sent (UTF-8; on Upstash, the JSON body, checked
+# again once built): 8 MiB holds ACMI's largest single write, a coordination event at the
+# default 256 KiB body cap copied into 16 agents' mention indexes (4.3 MB). A pipeline:
+# each command within the arguments, all of it within the bytes. Every backend checks each
+# request here before sending it, and every write path that can grow (an extend, an
+# import, a trim, an index feed) splits to stay under, so the whole suite proves it.
+MAX_REQUEST_ARGS: Final = 3999
+MAX_REQUEST_BYTES: Final = 8 * 1024 * 1024
+
+
+class RequestTooLarge(PayloadTooLarge):
+    """A request over MAX_REQUEST_ARGS or MAX_REQUEST_BYTES: refused before it is sent,
+    so nothing was written (a 413)."""
+
+
+def arg_bytes(arg: Arg) -> int:
+    """An argument's bytes as sent (UTF-8 for text)."""
+    if isinstance(arg, bytes):
+        return len(arg)
+    if isinstance(arg, str):
+        return len(arg) if arg.isascii() else len(arg.encode("utf-8", "surrogatepass"))
+    return len(repr(arg))
+
+
+def check_request(command: Command, *, prefix: int = 0, extra: Sequence[Arg] = ()) -> int:
+    """Refuse ``command`` (with ``prefix`` arguments before it and ``extra`` after, not
+    built yet) over the request limits; its bytes."""
+    count = prefix + len(command) + len(extra)
+    if count > MAX_REQUEST_ARGS:
+        raise RequestTooLarge(
+            "request",
+            "max_request_args",
+            f"{count} arguments, over the {MAX_REQUEST_ARGS} one request may carry; nothing "
+            "was sent",
+        )
+    size = sum(map(arg_bytes, command)) + sum(map(arg_bytes, extra))
+    if size > MAX_REQUEST_BYTES:
+        raise _too_many_bytes(size)
+    return size
+
+
+def check_pipeline(commands: Sequence[Command]) -> None:
+    """Refuse a pipeline with a command over MAX_REQUEST_ARGS or, all of it, over
+    MAX_REQUEST_BYTES (one request: one HTTP body on Upstash)."""
+    size = sum(check_request(command) for command in commands)
+    if size > MAX_REQUEST_BYTES:
+        raise _too_many_bytes(size)
+
+
+def check_body(size: int) -> None:
+    """Refuse a request whose encoded body (Upstash's JSON) is over MAX_REQUEST_BYTES."""
+    if size > MAX_REQUEST_BYTES:
+        raise _too_many_bytes(size)
+
+
+def _too_many_bytes(size: int) -> RequestTooLarge:
+    return RequestTooLarge(
+        "request",
+        "max_request_bytes",
+        f"{size} bytes of arguments, over the {MAX_REQUEST_BYTES} one request may carry; "
+        "nothing was sent",
+    )
 
 
 @dataclass(frozen=True)
@@ -226,6 +292,7 @@ def eval_script(
     once and left out from then on (that call sends the script again). ``evalsha``: a
     backend's own way to send the EVALSHA (command, sha, keys, args: the RESP store
     packs its head once per script); the EVAL goes through ``execute``."""
+    check_request(keys, prefix=3, extra=args)  # EVALSHA, its SHA, the key count
     if dialect is None:
         dialect = _PLAIN
     load = False  # a refusal at EVAL: the next try loads at once (its EVALSHA would miss)

@@ -33,6 +33,8 @@ from acmi_core.store.base import (
     Reply,
     Script,
     ScriptDialect,
+    check_pipeline,
+    check_request,
     error_reply,
     eval_script,
     pipeline_slots,
@@ -68,6 +70,7 @@ class RedisStore:
         return RespStore(url, Pool(Endpoint.parse(url), settings.store_timeout_s))
 
     def execute(self, command: Command) -> Reply:
+        check_request(command)
         with _translate():
             return _reply(self._client.execute_command(*command))  # type: ignore[no-untyped-call]
 
@@ -76,6 +79,7 @@ class RedisStore:
 
         if not commands:
             return []
+        check_pipeline(commands)
         with _translate():
             pipe = self._client.pipeline(transaction=False)
             for command in commands:
@@ -105,6 +109,7 @@ class RespStore(RedisStore):
         self.script_dialect = ScriptDialect()
 
     def execute(self, command: Command) -> Reply:
+        check_request(command)
         reply = self._pool.request(pack(command))
         if type(reply) is ReplyError:
             raise error_reply(reply.message)
@@ -113,6 +118,7 @@ class RespStore(RedisStore):
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
         if not commands:
             return []
+        check_pipeline(commands)
         replies = self._pool.request_many(pack_many(commands), len(commands))
         return pipeline_slots(
             [error_reply(r.message) if type(r) is ReplyError else r for r in replies]

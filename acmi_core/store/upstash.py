@@ -73,6 +73,9 @@ from acmi_core.store.base import (
     Reply,
     Script,
     ScriptDialect,
+    check_body,
+    check_pipeline,
+    check_request,
     error_reply,
     eval_script,
     pipeline_slots,
@@ -482,7 +485,10 @@ class UpstashStore:
         return cls(settings.upstash_url, settings.upstash_token, settings=settings)
 
     def execute(self, command: Command) -> Reply:
-        payload = self._post(self._url, _json_body(_encode_command(command)))
+        check_request(command)
+        body = _json_body(_encode_command(command))
+        check_body(len(body))
+        payload = self._post(self._url, body)
         if not isinstance(payload, dict):
             raise StoreError("malformed Upstash reply")
         if payload.get("error") is not None:
@@ -493,7 +499,9 @@ class UpstashStore:
         """One POST /pipeline (not atomic). A failed slot holds its StoreCommandError."""
         if not commands:
             return []
+        check_pipeline(commands)
         body = _json_body([_encode_command(c) for c in commands])
+        check_body(len(body))
         payload = self._post(f"{self._url}/pipeline", body)
         if isinstance(payload, dict) and payload.get("error") is not None:
             raise error_reply(self._scrub(str(payload["error"])))

@@ -35,6 +35,7 @@ from acmi_core.store.base import Arg, Reply, Store
 APPLY: Final = scripts.APPLY.script
 
 FieldMode = Literal["set", "setnx", "del"]
+_MODE_LETTER: Final[dict[str, str]] = {"set": "s", "setnx": "n", "del": "d"}
 
 
 def _corrupt(detail: str) -> AcmiError:
@@ -110,6 +111,12 @@ class WritePlan:
 
     def __len__(self) -> int:
         return self._count
+
+    @property
+    def request_args(self) -> int:
+        """The arguments of the request that runs it: EVALSHA, the SHA, the key count,
+        the keys, the op count and the ops (held to ``store.base.MAX_REQUEST_ARGS``)."""
+        return 4 + len(self._keys) + len(self._args)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -229,8 +236,8 @@ class WritePlan:
         refusal names ``field`` (default: the key)."""
         check_edit_fields(sum(mode != "setnx" for mode, _, _ in fields), field or key)
         args: list[Arg] = [len(fields)]
-        for mode, name, json_text in fields:
-            args.extend((mode, name, _name_json(name), json_text))
+        for mode, name, json_text in fields:  # one argument a field (apply.lua's OBJ)
+            args.append(f"{_MODE_LETTER[mode]}{_name_json(name)}:{json_text}")
         return self._op("OBJ", key, *args)
 
     def apply(self, store: Store) -> list[Reply]:

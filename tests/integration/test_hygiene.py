@@ -381,7 +381,8 @@ def test_the_job_reviews_audits_and_archives_what_is_due(tenant: Acmi, sink: Dic
     # the next day nothing is due: the entity is not even read
     tenant.clock.now += DAY  # type: ignore[attr-defined]
     quiet = job(tenant, "run-2", START + DAY)
-    assert quiet["visited"] == 0 and quiet["requests"] <= 7
+    # (one of them retention's: the coordination thread's ends and a HITL step, one pipeline)
+    assert quiet["visited"] == 0 and quiet["requests"] <= 8
     # the audit's event is new since the change watermark: a retry of run-1's audit is
     # stored once anyway (same bytes)
     again = job(tenant, "run-3", START, force=True, tasks=["audit"])

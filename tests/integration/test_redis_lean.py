@@ -100,7 +100,8 @@ def test_a_reply_of_several_megabytes(store: RespStore) -> None:
     assert store.execute(("SET", "big", big)) == b"OK"
     assert store.execute(("GET", "big")) == big
     members = [b"m%06d" % i for i in range(100_000)]
-    store.pipeline([("RPUSH", "many", *members[i : i + 10_000]) for i in range(0, 100_000, 10_000)])
+    # pushed 2,000 a command: a request carries at most MAX_REQUEST_ARGS arguments
+    store.pipeline([("RPUSH", "many", *members[i : i + 2_000]) for i in range(0, 100_000, 2_000)])
     assert store.execute(("LRANGE", "many", 0, -1)) == members
 
 

@@ -249,7 +249,7 @@ def test_a_trim_of_more_than_trim_members_is_refused_whole(acmi: Acmi, store: Re
     }
     keys = {"timeline": key, "archive": acmi.keys.slot(entity, MEMORY_ARCHIVE)}
     keys["replay"] = acmi.keys.request(scripts.new_request_id())
-    with pytest.raises(StoreCommandError, match="over 2000 members"):
+    with pytest.raises(StoreCommandError, match=f"over {quarterly.TRIM_MEMBERS} members"):
         scripts.HYGIENE.eval(store, keys, args)
     assert store.execute(("ZCARD", key)) == len(members)  # nothing removed
     args["member_count"] -= 1

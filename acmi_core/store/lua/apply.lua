@@ -35,10 +35,10 @@
 --                                that ran); otherwise the results are SET there, in this
 --                                run, for REPLAY_TTL_MS (not when they encode to over
 --                                REPLAY_MAX_BYTES)
---   OBJ  k n {mode name literal value}*n
---        edit top-level fields of a JSON object stored as a STRING; mode is
---        set | setnx (only when absent: auto-fill never clobbers) | del;
---        literal is name as a JSON string, value is JSON text (both checked)
+--   OBJ  k n {m literal ':' value}*n
+--        edit top-level fields of a JSON object stored as a STRING, one argument a
+--        field; m is s (set) | n (setnx: only when absent, auto-fill never clobbers) |
+--        d (del); literal is the name as a JSON string, value is JSON text (both checked)
 --
 -- Phase 1 reads and checks everything (arguments, key types, stored JSON) and computes
 -- new values; phase 2 only writes. Redis does not roll back, so nothing may fail in
@@ -94,7 +94,7 @@ local OPS = {
   SAME = { type = 'string', argc = 2 },
   RECORD = { type = 'string', argc = 0 },
   TAKE = { type = 'string', argc = 0 },
-  OBJ  = { type = 'string' },  -- 1 + 4 * n arguments
+  OBJ  = { type = 'string' },  -- 1 + n arguments
 }
 
 -- ---- the batch so far ---------------------------------------------------------------
@@ -515,37 +515,39 @@ local function too_large(ki, what, size)
     ' (max_object_bytes); nothing was written')
 end
 
--- whether literal is a JSON string that stands for name
-local function names(literal, name)
-  if byte(literal, 1) ~= QUOTE then return false end
-  local e, escaped = scan_string(literal, 1)
-  if e ~= #literal + 1 then return false end
-  local body = sub(literal, 2, -2)
-  return (escaped and unescape(body) or body) == name
-end
+-- a field's one argument: its mode's letter, its name as a JSON string (the literal), ':'
+-- and its value as JSON text; one argument a field keeps an edit of MAX_EDIT_FIELDS
+-- fields (with a batch's other ops) under a request's 3,999 arguments
+local MODES = { s = 'set', n = 'setnx', d = 'del' }
 
 -- OBJ's arguments from ARGV[pos]: the object's new text and where the next op starts;
 -- or nil and an error. Every argument is checked before the stored object is read.
 local function edit_object(where, ki, pos)
   local n = count_of(ARGV[pos])
   if not n then return nil, bad(where, 'field count is not a count', ARGV[pos]) end
-  if ARGV[pos + 4 * n] == nil then return nil, bad(where, 'arguments missing') end
-  local wanted, size = {}, 0
+  if n > 0 and ARGV[pos + n] == nil then return nil, bad(where, 'arguments missing') end
+  local wanted, fields, size = {}, {}, 0
   for f = 1, n do
-    local at = pos + 4 * f - 3
-    local mode, name, literal, raw = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-    size = size + #literal + #raw      -- bounds the work below before any of it is done
+    local arg = ARGV[pos + f]
+    size = size + #arg - 2             -- the literal and the value: bounds the work below
     if size > MAX_OBJECT_BYTES then
       return nil, too_large(ki, 'the edit carries at least', size)
     end
-    if not EDIT[mode] then return nil, bad(where, 'field ' .. f .. ' mode is unknown', mode) end
-    if not names(literal, name) then
-      return nil, bad(where, 'field ' .. f .. ' literal is not its name as a JSON string', literal)
+    local mode = MODES[sub(arg, 1, 1)]
+    if not mode then return nil, bad(where, 'field ' .. f .. ' mode is unknown', sub(arg, 1, 1)) end
+    local e, escaped
+    if byte(arg, 2) == QUOTE then e, escaped = scan_string(arg, 2) end
+    if not e or byte(arg, e) ~= COLON then
+      return nil, bad(where, 'field ' .. f .. ' does not start with its name as a JSON string', arg)
     end
+    local raw = sub(arg, e + 1)
     if scan_value(raw, 1) ~= #raw + 1 then
       return nil, bad(where, 'field ' .. f .. ' value is not one JSON value', raw)
     end
+    local name = sub(arg, 3, e - 2)
+    if escaped then name = unescape(name) end
     wanted[name] = true
+    fields[f] = { mode, name, sub(arg, 2, e - 1), raw }
   end
   local stored = value_of(ki) or '{}'
   if #stored > MAX_OBJECT_BYTES then
@@ -556,14 +558,14 @@ local function edit_object(where, ki, pos)
     return nil, redis.error_reply('ACMI_CORRUPT ' .. KEYS[ki] .. ' does not hold a JSON object')
   end
   for f = 1, n do
-    local at = pos + 4 * f - 3
-    EDIT[ARGV[at]](obj, ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+    local field = fields[f]
+    EDIT[field[1]](obj, field[2], field[3], field[4])
   end
   local doc = object_text(obj)
   if #doc > MAX_OBJECT_BYTES then
     return nil, too_large(ki, 'the edited object would hold', #doc)
   end
-  return doc, pos + 1 + 4 * n
+  return doc, pos + 1 + n
 end
 
 -- Reads op number `op`, which starts at ARGV[pos], and checks it against the batch so

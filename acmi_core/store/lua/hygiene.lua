@@ -49,8 +49,8 @@ if not n or #ARGV ~= 4 + 2 * n then
 end
 -- mirrors acmi_core.jobs.quarterly.TRIM_MEMBERS: the work of one run (a ZSCORE and a
 -- removal a member; 50,000 members of 10 bytes, within TRIM_BYTES, ran 0.5 s)
-if n > 2000 then
-  return redis.error_reply('ACMI_BADOP hygiene: over 2000 members in one trim')
+if n > 1900 then
+  return redis.error_reply('ACMI_BADOP hygiene: over 1900 members in one trim')
 end
 if quarter ~= '' then
   redis.call('HSET', KEYS[2], quarter, doc)
