@@ -45,11 +45,12 @@ def params_model(row: Operation) -> type[Params]:
     return model
 
 
-def validated(row: Operation, values: Mapping[str, Any]) -> Params:
+def validated(row: Operation, values: Mapping[str, Any], *, strict: bool = False) -> Params:
     """``values`` as the row's params; a failure is the AcmiValidationError naming the
-    first field and its rule (as the API and the MCP tools name it)."""
+    first field and its rule (as the API and the MCP tools name it). ``strict``: no
+    conversion between types (a JSON body's ``"5000"`` is not the integer 5000)."""
     try:
-        return params_model(row).model_validate(dict(values))
+        return params_model(row).model_validate(dict(values), strict=strict)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(p) for p in first["loc"]) or "params"

@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from acmi_core.operations.params.base import Params
+
+# The bounds the HTTP routes held their path and query to, now every surface's.
+Agent = Annotated[str, Field(max_length=256, description="claude or agent:claude")]
+Thread = Annotated[str, Field(min_length=1, max_length=256, description="the thread's key or id")]
 
 
 class AgentsSpawnParams(Params):
     """Log an agent session start (kept apart from the timeline); returns the record."""
 
-    agent: str
-    session_id: str
-    model_id: str
-    host: str | None = None
+    agent: Agent
+    session_id: str = Field(description="at most 256 characters")
+    model_id: str = Field(description="at most 256 characters")
+    host: str | None = Field(None, description="at most 256 characters")
 
 
 class AgentsThreadsParams(Params):
     """An agent's active threads. action list (default): {thread: {role, joined_at}}; add
     (thread, role) or remove (thread) change them."""
 
-    agent: str
+    agent: Agent
     action: str = "list"
     thread: str | None = None
     role: str = "participant"
@@ -29,44 +35,44 @@ class AgentsThreadsParams(Params):
 class AgentsRollupPutParams(Params):
     """Set an agent's latest rollup summary (read by bootstrap); returns it."""
 
-    agent: str
+    agent: Agent
     summary: str
 
 
 class AgentsRollupGetParams(Params):
     """An agent's latest rollup: {agent, rollup: {ts, summary, ...} or null}."""
 
-    agent: str
+    agent: Agent
 
 
 class AgentsHeartbeatParams(Params):
     """Record that an agent is alive (status: free text, default ACTIVE); returns the beat."""
 
-    agent: str
-    status: str = "ACTIVE"
-    note: str | None = None
+    agent: Agent
+    status: str = Field("ACTIVE", description="[A-Za-z0-9_ -]{1,64}, default ACTIVE")
+    note: str | None = Field(None, description="at most 500 characters")
 
 
 class AgentsSpawnsParams(Params):
     """An agent's newest spawns, newest first."""
 
-    agent: str
-    limit: int = 5
+    agent: Agent
+    limit: int = Field(5, ge=1, le=1000)
 
 
 class AgentsJoinParams(Params):
     """An agent joins a thread with a role."""
 
-    agent: str
-    thread: str
+    agent: Agent
+    thread: Thread
     role: str = "participant"
 
 
 class AgentsLeaveParams(Params):
     """An agent leaves a thread."""
 
-    agent: str
-    thread: str
+    agent: Agent
+    thread: Thread
 
 
 class AgentsInviteParams(Params):
