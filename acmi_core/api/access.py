@@ -103,12 +103,14 @@ class Authorized:
             return await run_in_threadpool(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
-    async def params(self, model: type[M]) -> M:
+    async def params(self, model: type[M], **given: Any) -> M:
         """The row's params (``model``, its params model): the path and query values,
-        the body's fields, validated by the model (``api/params.py``)."""
+        the body's fields (``given``: on a route with its own body reader), validated by
+        the model (``api/params.py``)."""
         if self._takes is None or self._takes.model is not model:
             raise TypeError(f"this route does not take {model.__name__}")
-        params = await read_params(self._takes, self.request, self.acmi, self._solved)
+        taken = self._takes
+        params = await read_params(taken, self.request, self.acmi, self._solved, given)
         assert isinstance(params, model)
         return params
 
@@ -135,6 +137,8 @@ def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handl
         aliases: dict[str, str] | None = None,
         optional_body: bool = False,
         about: str = "",
+        defaults: dict[str, Any] | None = None,
+        reader: bool = False,
         **options: Any,
     ) -> Callable[[Handler], Handler]:
         row = operation(name)
@@ -153,8 +157,10 @@ def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handl
                     aliases=aliases,
                     optional_body=optional_body,
                     about=about,
+                    defaults=defaults,
+                    reader=reader,
                 )
-                if taken.body:
+                if taken.body and not reader:
                     options.setdefault("openapi_extra", request_body(taken))
             endpoint = guarded(row, handler, taken)
             router.add_api_route(

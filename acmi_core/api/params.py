@@ -39,7 +39,10 @@ class Takes:
     """Where a route's params arrive: ``path``, ``query`` and ``body`` are model field
     names; ``wire``: a field's name on HTTP where it is not the field's own;
     ``aliases``: another name a body accepts for a field (both at once: rule ``one_of``);
-    ``optional_body``: an empty body is ``{}``; ``about``: the body's OpenAPI description."""
+    ``optional_body``: an empty body is ``{}``; ``about``: the body's OpenAPI description;
+    ``defaults``: a query field's default on this route where it is not the model's;
+    ``reader``: the handler reads the body itself (one that is not an object of the
+    model's fields) and gives its fields to :func:`read_params`."""
 
     row: Operation
     path: tuple[str, ...]
@@ -49,6 +52,8 @@ class Takes:
     aliases: Mapping[str, str] = field(default_factory=dict)
     optional_body: bool = False
     about: str = ""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    reader: bool = False
 
     def name(self, field_name: str) -> str:
         return self.wire.get(field_name, field_name)
@@ -71,6 +76,8 @@ def takes(
     aliases: Mapping[str, str] | None = None,
     optional_body: bool = False,
     about: str = "",
+    defaults: Mapping[str, Any] | None = None,
+    reader: bool = False,
 ) -> Takes:
     """The route of ``row``: its path's names are path fields; ``query`` the query's
     (default: every other field on GET and DELETE, none otherwise); the rest, but
@@ -84,12 +91,16 @@ def takes(
     if query is None:
         query = rest if row.method in _QUERY_METHODS else ()
     body = tuple(f for f in rest if f not in query)
-    unknown = set(path) | set(query) | set(exclude) | set((aliases or {}).values())
+    named = (*path, *query, *exclude, *(aliases or {}).values(), *(defaults or {}))
+    unknown = set(named)
     if unknown - set(fields):
         raise ValueError(f"{row.name}: no fields {sorted(unknown - set(fields))} in its model")
     if body and row.method in _QUERY_METHODS:
         raise ValueError(f"{row.name}: a {row.method} route takes no body ({body})")
-    return Takes(row, path, query, body, wire, dict(aliases or {}), optional_body, about)
+    return Takes(
+        row, path, query, body, wire, dict(aliases or {}), optional_body, about,
+        dict(defaults or {}), reader,
+    )  # fmt: skip
 
 
 def solved_parameters(t: Takes) -> list[inspect.Parameter]:
@@ -100,8 +111,16 @@ def solved_parameters(t: Takes) -> list[inspect.Parameter]:
     for names, where in ((t.path, Path), (t.query, Query)):
         for name in names:
             info = model.model_fields[name]
-            marker = where(alias=t.name(name), description=info.description)
-            default = inspect.Parameter.empty if info.is_required() else info.default
+            marker = where(
+                alias=t.name(name),
+                description=info.description,
+                json_schema_extra=info.json_schema_extra,
+            )
+            default = (
+                inspect.Parameter.empty
+                if info.is_required()
+                else t.defaults.get(name, info.default)
+            )
             shown.append(
                 inspect.Parameter(
                     name,
@@ -136,11 +155,17 @@ def request_body(t: Takes) -> dict[str, Any]:
     }
 
 
-async def read_params(t: Takes, request: Request, acmi: Acmi, solved: Mapping[str, Any]) -> Params:
+async def read_params(
+    t: Takes, request: Request, acmi: Acmi, solved: Mapping[str, Any], given: Mapping[str, Any]
+) -> Params:
     """The route's params: ``solved`` (its path and query values, as FastAPI checked
-    them), then the body's fields, validated by the row's model."""
-    values = dict(solved)
-    if t.body:
+    them), then the body's fields (``given``: as the handler's own reader read them),
+    validated by the row's model."""
+    values = {**solved, **given}
+    if t.reader:
+        if set(given) != set(t.body):
+            raise TypeError(f"{t.row.name}: the handler gives {sorted(t.body)}")
+    elif t.body:
         body = await object_body(request, acmi, optional=t.optional_body)
         for alias, name in t.aliases.items():
             if alias in body:

@@ -6,11 +6,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from acmi_core.operations.params.base import Params
+from acmi_core.operations.params.base import Params, bounded
 
-# The bounds the HTTP routes held their path and query to, now every surface's.
-Agent = Annotated[str, Field(max_length=256, description="claude or agent:claude")]
-Thread = Annotated[str, Field(min_length=1, max_length=256, description="the thread's key or id")]
+Agent = Annotated[str, bounded(description="claude or agent:claude", maxLength=256)]
+Thread = Annotated[str, bounded(description="the thread's key or id", minLength=1, maxLength=256)]
 
 
 class AgentsSpawnParams(Params):
@@ -57,6 +56,7 @@ class AgentsSpawnsParams(Params):
     """An agent's newest spawns, newest first."""
 
     agent: Agent
+    # checked here: the core took any number (HTTP refused outside 1-1000)
     limit: int = Field(5, ge=1, le=1000)
 
 
