@@ -108,3 +108,11 @@ def test_a_command_builds_only_its_capabilitys_models() -> None:
     )
     modules = run_fresh(code, {})["modules"]
     assert modules == ["acmi_core.operations.params.base", "acmi_core.operations.params.entities"]
+
+
+def test_the_work_id_bound_shown_is_the_cores() -> None:
+    """The OpenAPI document's bound on a work id (params/work.py) is the core's own."""
+    from acmi_core.coordination.work import MAX_ID_LEN
+    from acmi_core.operations.params.work import MAX_WORK_ID_LEN
+
+    assert MAX_WORK_ID_LEN == MAX_ID_LEN
