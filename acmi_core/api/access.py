@@ -139,6 +139,7 @@ def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handl
         about: str = "",
         defaults: dict[str, Any] | None = None,
         reader: bool = False,
+        required: tuple[str, ...] = (),
         **options: Any,
     ) -> Callable[[Handler], Handler]:
         row = operation(name)
@@ -159,6 +160,7 @@ def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handl
                     about=about,
                     defaults=defaults,
                     reader=reader,
+                    required=required,
                 )
                 if taken.body and not reader:
                     options.setdefault("openapi_extra", request_body(taken))

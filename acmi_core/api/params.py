@@ -41,6 +41,7 @@ class Takes:
     ``aliases``: another name a body accepts for a field (both at once: rule ``one_of``);
     ``optional_body``: an empty body is ``{}``; ``about``: the body's OpenAPI description;
     ``defaults``: a query field's default on this route where it is not the model's;
+    ``required``: a query field this route requires though the model has a default;
     ``reader``: the handler reads the body itself (one that is not an object of the
     model's fields) and gives its fields to :func:`read_params`."""
 
@@ -54,6 +55,7 @@ class Takes:
     about: str = ""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     reader: bool = False
+    required: tuple[str, ...] = ()
 
     def name(self, field_name: str) -> str:
         return self.wire.get(field_name, field_name)
@@ -78,6 +80,7 @@ def takes(
     about: str = "",
     defaults: Mapping[str, Any] | None = None,
     reader: bool = False,
+    required: tuple[str, ...] = (),
 ) -> Takes:
     """The route of ``row``: its path's names are path fields; ``query`` the query's
     (default: every other field on GET and DELETE, none otherwise); the rest, but
@@ -91,7 +94,7 @@ def takes(
     if query is None:
         query = rest if row.method in _QUERY_METHODS else ()
     body = tuple(f for f in rest if f not in query)
-    named = (*path, *query, *exclude, *(aliases or {}).values(), *(defaults or {}))
+    named = (*path, *query, *exclude, *(aliases or {}).values(), *(defaults or {}), *required)
     unknown = set(named)
     if unknown - set(fields):
         raise ValueError(f"{row.name}: no fields {sorted(unknown - set(fields))} in its model")
@@ -99,7 +102,7 @@ def takes(
         raise ValueError(f"{row.name}: a {row.method} route takes no body ({body})")
     return Takes(
         row, path, query, body, wire, dict(aliases or {}), optional_body, about,
-        dict(defaults or {}), reader,
+        dict(defaults or {}), reader, required,
     )  # fmt: skip
 
 
@@ -116,11 +119,9 @@ def solved_parameters(t: Takes) -> list[inspect.Parameter]:
                 description=info.description,
                 json_schema_extra=info.json_schema_extra,
             )
-            default = (
-                inspect.Parameter.empty
-                if info.is_required()
-                else t.defaults.get(name, info.default)
-            )
+            # a path value is always given; ``required``: this route's query must give it
+            given = where is Path or name in t.required or info.is_required()
+            default = inspect.Parameter.empty if given else t.defaults.get(name, info.default)
             shown.append(
                 inspect.Parameter(
                     name,
