@@ -162,7 +162,7 @@ def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handl
                     reader=reader,
                     required=required,
                 )
-                if taken.body and not reader:
+                if (taken.body or optional_body) and not reader:
                     options.setdefault("openapi_extra", request_body(taken))
             endpoint = guarded(row, handler, taken)
             router.add_api_route(

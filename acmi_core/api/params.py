@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from fastapi import Path, Query, Request
 
-from acmi_core.api.shapes import object_body, refuse_unknown
+from acmi_core.api.shapes import object_body, refuse_unknown, require
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.operations.bind import params_model, validated
 from acmi_core.operations.model import Operation
@@ -41,7 +41,7 @@ class Takes:
     ``aliases``: another name a body accepts for a field (both at once: rule ``one_of``);
     ``optional_body``: an empty body is ``{}``; ``about``: the body's OpenAPI description;
     ``defaults``: a query field's default on this route where it is not the model's;
-    ``required``: a query field this route requires though the model has a default;
+    ``required``: a field this route requires though the model has a default;
     ``reader``: the handler reads the body itself (one that is not an object of the
     model's fields) and gives its fields to :func:`read_params`."""
 
@@ -166,7 +166,7 @@ async def read_params(
     if t.reader:
         if set(given) != set(t.body):
             raise TypeError(f"{t.row.name}: the handler gives {sorted(t.body)}")
-    elif t.body:
+    elif t.body or t.optional_body:  # an optional body may hold no field: {} or none
         body = await object_body(request, acmi, optional=t.optional_body)
         for alias, name in t.aliases.items():
             if alias in body:
@@ -177,6 +177,7 @@ async def read_params(
                 body[t.name(name)] = body.pop(alias)
         by_wire = {t.name(f): f for f in t.body}
         refuse_unknown(body, tuple(by_wire))
+        require(body, *(t.name(f) for f in t.required if f in t.body))
         values.update((by_wire[k], v) for k, v in body.items())
     try:
         # strict: a JSON body's values have their types (FastAPI converted the query's)

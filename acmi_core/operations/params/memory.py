@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from acmi_core.operations.params.base import BUNDLE_EVENTS, PRUNE_DAYS, Params
+from acmi_core.operations.params.base import BUNDLE_EVENTS, PRUNE_DAYS, Params, bounded
+
+# What the core checks, shown in the OpenAPI document.
+MemoryEntity = Annotated[
+    str, bounded(description="the memory's owner, e.g. agent:atlas", maxLength=256)
+]
 
 
 class BootstrapReadParams(Params):
@@ -31,7 +36,7 @@ class MemoryRememberParams(Params):
     """Remember a line in an entity's memory: layer warm (MEMORY.md), hot
     (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional."""
 
-    entity: str
+    entity: MemoryEntity
     text: str
     layer: str = "warm"
     section: str | None = None
@@ -41,7 +46,7 @@ class MemoryRememberParams(Params):
 class MemorySearchParams(Params):
     """Search an entity's memory layers, fast layers first: {hits, ...}."""
 
-    entity: str
+    entity: MemoryEntity
     query: str
     limit: int = 20
 
@@ -49,14 +54,14 @@ class MemorySearchParams(Params):
 class MemoryStatusParams(Params):
     """An entity's memory status: layers, budgets, handoff_pending."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryActiveGetParams(Params):
     """The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget};
     with text, replace ACTIVE-CONTEXT.md first (needs a write key)."""
 
-    entity: str
+    entity: MemoryEntity
     text: str | None = None
 
     def writes(self) -> bool:
@@ -67,50 +72,52 @@ class MemoryReviewParams(Params):
     """The weekly review: promote the last 7 days' lessons and decisions to MEMORY.md and
     prune the hot layer."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryPruneParams(Params):
     """Prune the hot layer: completed tasks, items older than days (0-365) and yesterday's
     decisions move to today's note. Idempotent."""
 
-    entity: str
-    days: int = PRUNE_DAYS
+    entity: MemoryEntity
+    days: int = bounded(
+        PRUNE_DAYS, description="how old a dated item may be", minimum=0, maximum=365
+    )
 
 
 class MemoryDailySummaryParams(Params):
     """A day's note (date YYYY-MM-DD, default today in the entity's tz): entries,
     decisions, lessons, takeaways, open tasks for tomorrow, the text."""
 
-    entity: str
-    date: str | None = None
+    entity: MemoryEntity
+    date: str | None = bounded(None, description="YYYY-MM-DD", maxLength=10)
 
 
 class MemoryTopicsCreateParams(Params):
     """Create the topic:<slug> file from the seed's template, linked from MEMORY.md."""
 
-    entity: str
-    slug: str
-    name: str
+    entity: MemoryEntity
+    slug: str = bounded(description="[A-Za-z0-9_.-]{1,128}", maxLength=128)
+    name: str = bounded(description="one line")
 
 
 class MemoryDebugParams(Params):
     """Missing pieces, hot-vs-warm conflicts and stale items: {ok, problems, ...}."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryExportParams(Params):
     """The seed's file tree of an entity's memory: {entity, files: {path: text}}."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryImportParams(Params):
     """Import a seed file tree ({path: text}; strict: refuse files over budget) into an
     entity's memory. Idempotent: a second import writes nothing."""
 
-    entity: str
+    entity: MemoryEntity
     files: dict[str, str]
     strict: bool = False
 
@@ -119,7 +126,7 @@ class MemoryHandoffParams(Params):
     """With text: leave a handoff (HANDOFF.md) for the next session; returns it. Without:
     take the pending handoff (read and cleared at once): {entity, handoff or null}."""
 
-    entity: str
+    entity: MemoryEntity
     text: str | None = None
 
 
@@ -132,19 +139,19 @@ class BootstrapSpawnParams(BootstrapReadParams):
 class MemoryActivePutParams(Params):
     """Replace an entity's ACTIVE-CONTEXT.md."""
 
-    entity: str
+    entity: MemoryEntity
     text: str
 
 
 class MemoryHandoffTakeParams(Params):
     """Read and clear an entity's pending handoff (null when none)."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryArchiveParams(Params):
     """Archive an entity's events older than the retention now."""
 
-    entity: str
+    entity: MemoryEntity
     retention_days: int | None = None
     max_events: int | None = None
