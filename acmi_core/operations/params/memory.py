@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from pydantic import Field
+
 from acmi_core.operations.params.base import BUNDLE_EVENTS, PRUNE_DAYS, Params, bounded
+
+SCOPE_DOC = (
+    "main (everything; takes the handoff with a spawn) | group (hot memory and today, "
+    "nothing private) | subagent (task context, one topic, hot memory)"
+)
+INCLUDE_DOC = "level-3 memory to load, comma-separated: topics, yesterday, archive"
+TOPIC_DOC = "the one topic file to load: <slug> or topic:<slug> (main, subagent)"
 
 # What the core checks, shown in the OpenAPI document.
 MemoryEntity = Annotated[
@@ -18,15 +27,18 @@ class BootstrapReadParams(Params):
     max_tokens/max_bytes: a budget. spawn {session_id, model_id} logs a session start (a
     write; a main bundle then takes the handoff)."""
 
-    agent: str
-    scope: str = "main"
-    format: str = "markdown"
-    events: int = BUNDLE_EVENTS
-    include: str | None = None
-    topic: str | None = None
-    max_tokens: int | None = None
-    max_bytes: int | None = None
-    spawn: dict[str, Any] | None = None
+    agent: str = bounded(description="claude or agent:claude", maxLength=256)
+    scope: str = Field("main", description=SCOPE_DOC)
+    format: str = Field("markdown", description="json | markdown")
+    events: int = bounded(BUNDLE_EVENTS, description="newest events, 0-200", minimum=0, maximum=200)
+    # checked here: the core took any length (HTTP refused past 100)
+    include: str | None = Field(None, max_length=100, description=INCLUDE_DOC)
+    topic: str | None = bounded(None, description=TOPIC_DOC, maxLength=134)
+    max_tokens: int | None = Field(None, description="budget in estimated tokens")
+    max_bytes: int | None = Field(None, description="budget in bytes")
+    spawn: dict[str, Any] | None = Field(
+        None, description="the session to log: {session_id, model_id, host}"
+    )
 
     def writes(self) -> bool:
         return self.spawn is not None
