@@ -51,6 +51,8 @@ Endpoint = Callable[..., Awaitable[Response]]
 
 # Each registered endpoint -> its row: what create_app checks an app against.
 OPERATION_OF: Final[dict[Callable[..., Any], Operation]] = {}
+# Each endpoint whose input is its row's params model -> where each field arrives.
+TAKES_OF: Final[dict[Callable[..., Any], Takes]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,8 @@ def guarded(row: Operation, handler: Handler, taken: Takes | None = None) -> End
     functools.update_wrapper(endpoint, handler)  # name, docstring, __wrapped__
     endpoint.__signature__ = _shown_signature(row, handler, taken)  # type: ignore[attr-defined]
     OPERATION_OF[endpoint] = row
+    if taken is not None:
+        TAKES_OF[endpoint] = taken
     return endpoint
 
 

@@ -20,13 +20,13 @@ from acmi_core.api.shapes import (
     PageLimit,
     StoredJSON,
     object_body,
-    read_fields,
     request_body,
 )
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE
 from acmi_core.coordination.results import OwnerBody, SessionsBody
 from acmi_core.coordination.work import SessionPage
 from acmi_core.operations.params.work import (
+    WorkCreateParams,
     WorkEventParams,
     WorkGetParams,
     WorkOwnerParams,
@@ -40,33 +40,18 @@ route = registrar(router, "work")
 OWNER = {"type": "string", "description": "entity id, or a bare name for agent:<name>"}
 
 
-# Its own reader: HTTP requires the profile object and takes no title, where the params
-# model (the MCP tool's) takes a title or a profile; the core takes the profile only.
+# HTTP requires the profile object and takes no title (the MCP tool's: a title or a
+# profile, which its shape turns into a profile).
 @route(
     "work.create",
+    exclude=("title",),
+    required=("profile",),
+    about="the id, its profile, and optionally its owner and status (default open)",
     status_code=201,
-    openapi_extra=request_body(
-        "the id, its profile, and optionally its owner and status (default open)",
-        ["id", "profile"],
-        {
-            "id": {"type": "string", "description": "[A-Za-z0-9_.-]+"},
-            "profile": {"type": "object"},
-            "owner": OWNER,
-            "status": {"type": "string", "maxLength": 64},
-        },
-    ),
     response_model=Json,
 )
 async def create_work(req: Authorized) -> StoredJSON:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("id", "profile"), ("owner", "status"))
-    item = await req.call(
-        acmi.work.create,
-        body["id"],
-        body["profile"],
-        owner=body.get("owner"),
-        status=body.get("status", "open"),
-    )
+    item = await req.run(await req.params(WorkCreateParams))
     return StoredJSON(item.to_dict(), status_code=201)
 
 

@@ -23,11 +23,11 @@ class WorkCreateParams(Params):
     """Create a work item (id; title and/or a profile object; owner ns:id; status, default
     open); returns the item. Refused if it exists."""
 
-    id: str
+    id: str = bounded(description="[A-Za-z0-9_.-]+")
     title: str | None = None
     profile: dict[str, Any] | None = None
-    owner: str | None = None
-    status: str = "open"
+    owner: str | None = bounded(None, description=OWNER)
+    status: str = bounded("open", maxLength=64)
 
 
 class WorkEventParams(Params):
