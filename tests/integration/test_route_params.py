@@ -57,6 +57,9 @@ def test_an_unknown_body_field_is_refused_by_name(acmi: Acmi) -> None:
     answer = routes.call("POST", "/v1/locks/deploy:web/claim", {"owner": "agent:a", "ttl": 5})
     body = assert_error(answer, 400, "ttl")
     assert body["rule"] == "unknown"
+    # the MCP tools and the CLI name it the same (the model's extra="forbid")
+    values = {"resource": "deploy:web", "owner": "agent:a", "ttl": 5}
+    assert _refused("locks.claim", values) == ("ttl", "unknown")
 
 
 @pytest.mark.parametrize(
