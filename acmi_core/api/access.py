@@ -27,6 +27,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from acmi_core.api.body import read_raw
+from acmi_core.api.params import Takes, read_params, request_body, solved_parameters, takes
 from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.principal import Principal
 from acmi_core.base.lambdas import FUNCTIONS
@@ -34,19 +35,24 @@ from acmi_core.client import Acmi
 from acmi_core.ingest.config import SourceConfig
 from acmi_core.ingest.sources import SourceSpec, source_spec
 from acmi_core.operations import Access, Operation, of_function, operation
+from acmi_core.operations.bind import core_call, fields
 
 if TYPE_CHECKING:
     from acmi_core.api.context import ApiContext
     from acmi_core.api.observe import Observer
     from acmi_core.ingest.service import GmailFetch
+    from acmi_core.operations.params import Params
 
 P = ParamSpec("P")
 T = TypeVar("T")
+M = TypeVar("M", bound="Params")
 Handler = Callable[..., Awaitable[Response]]
 Endpoint = Callable[..., Awaitable[Response]]
 
 # Each registered endpoint -> its row: what create_app checks an app against.
 OPERATION_OF: Final[dict[Callable[..., Any], Operation]] = {}
+# Each endpoint whose input is its row's params model -> where each field arrives.
+TAKES_OF: Final[dict[Callable[..., Any], Takes]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +68,20 @@ class Webhook:
 
 class Authorized:
     """What a handler gets: the request, the caller's tenant view, and how to call the
-    store (``call``: on a worker thread under ``acmi serve``, inline on Lambda)."""
+    store (``call``: on a worker thread under ``acmi serve``, inline on Lambda); on a
+    route whose input its row's params model defines, :meth:`params` and :meth:`run`."""
 
-    __slots__ = ("_offload", "acmi", "gmail", "observer", "principal", "request", "webhook")
+    __slots__ = (
+        "_offload",
+        "_solved",
+        "_takes",
+        "acmi",
+        "gmail",
+        "observer",
+        "principal",
+        "request",
+        "webhook",
+    )
 
     def __init__(
         self,
@@ -73,11 +90,14 @@ class Authorized:
         principal: Principal,
         ctx: ApiContext,
         webhook: Webhook | None = None,
+        takes: Takes | None = None,
+        solved: dict[str, Any] | None = None,
     ) -> None:
         self.request, self.acmi, self.principal, self.webhook = request, acmi, principal, webhook
         self.observer: Observer = ctx.observer
         self.gmail: GmailFetch | None = ctx.gmail
         self._offload = ctx.offload
+        self._takes, self._solved = takes, solved or {}
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a blocking (store) call as the app's context says."""
@@ -85,20 +105,68 @@ class Authorized:
             return await run_in_threadpool(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
+    async def params(self, model: type[M], **given: Any) -> M:
+        """The row's params (``model``, its params model): the path and query values,
+        the body's fields (``given``: on a route with its own body reader), validated by
+        the model (``api/params.py``)."""
+        if self._takes is None or self._takes.model is not model:
+            raise TypeError(f"this route does not take {model.__name__}")
+        taken = self._takes
+        params = await read_params(taken, self.request, self.acmi, self._solved, given)
+        assert isinstance(params, model)
+        return params
+
+    async def run(self, params: Params) -> Any:
+        """The row's core callable on the caller's tenant, given the fields this route
+        takes (the others keep the core's defaults), run as :meth:`call` runs."""
+        assert self._takes is not None
+        given = fields(params)
+        taken = {name: given[name] for name in self._takes.fields}
+        return await self.call(core_call(self.acmi, self._takes.row), **taken)
+
 
 def registrar(router: APIRouter, function: str) -> Callable[..., Callable[[Handler], Handler]]:
     """``route(name, **options)``: a decorator adding the handler to ``router`` as the
     route of row ``name`` (a row of ``function``); ``options`` are the route's own
     (response model, OpenAPI body, status code, description)."""
 
-    def route(name: str, **options: Any) -> Callable[[Handler], Handler]:
+    def route(
+        name: str,
+        *,
+        query: tuple[str, ...] | None = None,
+        exclude: tuple[str, ...] = (),
+        wire: dict[str, str] | None = None,
+        aliases: dict[str, str] | None = None,
+        optional_body: bool = False,
+        about: str = "",
+        defaults: dict[str, Any] | None = None,
+        reader: bool = False,
+        required: tuple[str, ...] = (),
+        **options: Any,
+    ) -> Callable[[Handler], Handler]:
         row = operation(name)
         if row.function != function or row.path is None or row.method is None:
             raise ValueError(f"operation {name!r} is not an HTTP route of {function}")
         path, method = row.path, row.method
 
         def register(handler: Handler) -> Handler:
-            endpoint = guarded(row, handler)
+            taken: Takes | None = None
+            if len(inspect.signature(handler).parameters) == 1:  # (req): the row's params
+                taken = takes(
+                    row,
+                    query=query,
+                    exclude=exclude,
+                    wire=wire,
+                    aliases=aliases,
+                    optional_body=optional_body,
+                    about=about,
+                    defaults=defaults,
+                    reader=reader,
+                    required=required,
+                )
+                if (taken.body or optional_body) and not reader:
+                    options.setdefault("openapi_extra", request_body(taken))
+            endpoint = guarded(row, handler, taken)
             router.add_api_route(
                 path,
                 endpoint,
@@ -124,17 +192,22 @@ def public_route(name: str, endpoint: Endpoint) -> APIRoute:
     return APIRoute(row.path, endpoint, methods=[row.method], include_in_schema=False)
 
 
-def guarded(row: Operation, handler: Handler) -> Endpoint:
-    """The endpoint of ``row``: its access, then ``handler``."""
+def guarded(row: Operation, handler: Handler, taken: Takes | None = None) -> Endpoint:
+    """The endpoint of ``row``: its access, then ``handler``; with ``taken``, the handler
+    takes only the request and gets its input from the row's params model."""
+    if taken is not None and not row.access.keyed:
+        raise ValueError(f"operation {row.name!r}: only key-scoped routes read their params")
     if row.access.keyed:
-        endpoint = _keyed(Scope(row.access.value), row.metric, handler)
+        endpoint = _keyed(Scope(row.access.value), row.metric, handler, taken)
     elif row.access is Access.WEBHOOK:
         endpoint = _webhook(handler)
     else:
         raise ValueError(f"operation {row.name!r}: {row.access} routes are mounted as they are")
     functools.update_wrapper(endpoint, handler)  # name, docstring, __wrapped__
-    endpoint.__signature__ = _shown_signature(row, handler)  # type: ignore[attr-defined]
+    endpoint.__signature__ = _shown_signature(row, handler, taken)  # type: ignore[attr-defined]
     OPERATION_OF[endpoint] = row
+    if taken is not None:
+        TAKES_OF[endpoint] = taken
     return endpoint
 
 
@@ -143,7 +216,7 @@ def _context(request: Request) -> ApiContext:
     return ctx
 
 
-def _keyed(scope: Scope, metric: str | None, handler: Handler) -> Endpoint:
+def _keyed(scope: Scope, metric: str | None, handler: Handler, taken: Takes | None) -> Endpoint:
     """An API key of at least ``scope`` (its tenant, checked against ``X-Acmi-Tenant``),
     counted under ``metric`` once accepted."""
 
@@ -152,6 +225,8 @@ def _keyed(scope: Scope, metric: str | None, handler: Handler) -> Endpoint:
         principal, acmi = await ctx.authorize(request, scope)
         if metric is not None:
             ctx.observer.metric(metric)
+        if taken is not None:  # the solved path and query values are the params' own
+            return await handler(Authorized(request, acmi, principal, ctx, None, taken, values))
         return await handler(Authorized(request, acmi, principal, ctx), **values)
 
     return endpoint
@@ -176,10 +251,11 @@ def _webhook(handler: Handler) -> Endpoint:
     return endpoint
 
 
-def _shown_signature(row: Operation, handler: Handler) -> inspect.Signature:
+def _shown_signature(row: Operation, handler: Handler, taken: Takes | None) -> inspect.Signature:
     """What FastAPI solves: the request, then the handler's parameters after its first
     (the :class:`Authorized` the wrapper passes), annotations resolved in the handler's
-    module (FastAPI would look them up in this one)."""
+    module (FastAPI would look them up in this one); with ``taken``, the path and query
+    fields of the row's params model instead."""
     hints = typing.get_type_hints(handler, include_extras=True)
     params = list(inspect.signature(handler).parameters.values())
     if not params or hints.get(params[0].name) is not Authorized:
@@ -191,6 +267,8 @@ def _shown_signature(row: Operation, handler: Handler) -> inspect.Signature:
     shown = [
         inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)
     ]
+    if taken is not None:
+        shown += solved_parameters(taken)
     shown += [p.replace(annotation=hints.get(p.name, p.annotation)) for p in params[1:]]
     return inspect.Signature(shown, return_annotation=hints.get("return", inspect.Signature.empty))
 

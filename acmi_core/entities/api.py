@@ -952,8 +952,9 @@ class EntityAPI:
     def get(self, entity: str | EntityId, events: int = DEFAULT_BUNDLE_EVENTS) -> EntityContext:
         """Profile, signals and the newest ``events`` events (oldest first): one round trip."""
         eid = EntityId.parse(entity)
-        if isinstance(events, bool) or not isinstance(events, int) or events < 0:
-            raise AcmiValidationError("events", "range", "must be an integer >= 0")
+        if isinstance(events, bool) or not isinstance(events, int) or not 0 <= events <= 1000:
+            # the bound every surface gave (HTTP and MCP checked it before the core did)
+            raise AcmiValidationError("events", "range", "must be an integer from 0 to 1000")
         keys = self._ctx.keys
         commands: list[Command] = [
             ("GET", keys.profile(eid)),

@@ -45,13 +45,25 @@ def params_model(row: Operation) -> type[Params]:
     return model
 
 
-def validated(row: Operation, values: Mapping[str, Any]) -> Params:
+def validated(row: Operation, values: Mapping[str, Any], *, strict: bool = False) -> Params:
     """``values`` as the row's params; a failure is the AcmiValidationError naming the
-    first field and its rule (as the API and the MCP tools name it)."""
+    first field and its rule (as the API and the MCP tools name it), a field the model
+    does not take before any other (rule ``unknown``, as the API's bodies). ``strict``: no
+    conversion between types (a JSON body's ``"5000"`` is not the integer 5000)."""
     try:
-        return params_model(row).model_validate(dict(values))
+        return params_model(row).model_validate(dict(values), strict=strict)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        errors = exc.errors(include_url=False)
+        # a field the operation does not take first, by the rule the API names it
+        # (``unknown``): a typo is named rather than the field it misspells
+        extra = [e for e in errors if e["type"] == "extra_forbidden"]
+        if extra:
+            field = ".".join(str(p) for p in extra[0]["loc"])
+            fields = ", ".join(params_model(row).model_fields)
+            raise AcmiValidationError(
+                field, "unknown", f"is not a field here (fields: {fields})"
+            ) from None
+        first = errors[0]
         field = ".".join(str(p) for p in first["loc"]) or "params"
         raise AcmiValidationError(field, pydantic_rule(first["type"]), first["msg"]) from None
 

@@ -69,13 +69,18 @@ def test_a_rows_params_without_a_tool_are_its_core_callables(row: Operation) -> 
         assert field.default == core, (row.name, name, field.default, core)
 
 
-def test_the_cli_only_argument_is_no_tool_argument() -> None:
+def test_the_arguments_newer_than_the_tool_are_no_tool_arguments() -> None:
     """``hitl.create`` takes the correlation id its command gives (a retry stays one
-    item); the MCP tool's arguments stay the ones it always had."""
-    model = bind.params_model(operation("hitl.create"))
-    assert "correlation_id" in model.model_fields
-    assert model.not_tool_arguments == {"correlation_id"}
-    assert "correlation_id" in _core_parameters(operation("hitl.create"))
+    item) and the deadline its HTTP body gives, ``hitl.resolve`` the addressee of an item
+    another tool wrote; the MCP tools' arguments stay the ones they always had."""
+    for name, newer in (
+        ("hitl.create", {"correlation_id", "deadline"}),
+        ("hitl.resolve", {"addressee"}),
+    ):
+        model = bind.params_model(operation(name))
+        assert newer <= set(model.model_fields)
+        assert model.not_tool_arguments == newer
+        assert newer <= set(_core_parameters(operation(name)))
 
 
 def test_a_validation_failure_is_an_acmi_error_naming_field_and_rule() -> None:
@@ -84,7 +89,7 @@ def test_a_validation_failure_is_an_acmi_error_naming_field_and_rule() -> None:
     assert (caught.value.field, caught.value.rule) == ("events", "type")
     with pytest.raises(AcmiValidationError) as caught:
         bind.validated(operation("entities.get"), {"entity": "user:a", "tenant": "t"})
-    assert (caught.value.field, caught.value.rule) == ("tenant", "extra_forbidden")
+    assert (caught.value.field, caught.value.rule) == ("tenant", "unknown")  # as the API names it
 
 
 def test_each_rows_model_is_the_packages_attribute_in_its_capabilitys_module() -> None:
@@ -108,3 +113,11 @@ def test_a_command_builds_only_its_capabilitys_models() -> None:
     )
     modules = run_fresh(code, {})["modules"]
     assert modules == ["acmi_core.operations.params.base", "acmi_core.operations.params.entities"]
+
+
+def test_the_work_id_bound_shown_is_the_cores() -> None:
+    """The OpenAPI document's bound on a work id (params/work.py) is the core's own."""
+    from acmi_core.coordination.work import MAX_ID_LEN
+    from acmi_core.operations.params.work import MAX_WORK_ID_LEN
+
+    assert MAX_WORK_ID_LEN == MAX_ID_LEN

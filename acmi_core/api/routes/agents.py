@@ -1,127 +1,83 @@
 """An agent's heartbeat, spawns, active threads and latest rollup (``acmi.agents``).
 
 ``{agent}`` is ``claude`` or ``agent:claude``. Each route is one core call, one round
-trip. The bootstrap bundle (``GET /v1/agents/{agent}/bootstrap``) is another function's."""
+trip; its input is its row's params model (the rollup's body excepted, see there). The
+bootstrap bundle (``GET /v1/agents/{agent}/bootstrap``) is another function's."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path
 
 from acmi_core.api.access import Authorized, registrar
-from acmi_core.api.shapes import (
-    Json,
-    StoredJSON,
-    object_body,
-    read_fields,
-    request_body,
-    require,
-)
+from acmi_core.api.shapes import Json, StoredJSON, object_body, request_body, require
 from acmi_core.base.errors import NotFound
-from acmi_core.coordination.results import JoinedBody, LeftBody, SpawnsBody
+from acmi_core.coordination.results import JoinedBody, LeftBody, SpawnsBody, ThreadEntry
+from acmi_core.operations.params.agents import (
+    AgentsHeartbeatParams,
+    AgentsJoinParams,
+    AgentsLeaveParams,
+    AgentsRollupGetParams,
+    AgentsSpawnParams,
+    AgentsSpawnsParams,
+    AgentsThreadsParams,
+)
 
 router = APIRouter(tags=["agents"])
 route = registrar(router, "agents")
 
 Agent = Annotated[str, Path(max_length=256, description="claude or agent:claude")]
-Thread = Annotated[str, Path(min_length=1, max_length=256, description="the thread's key or id")]
-
-
-STATUS = {
-    "type": "string",
-    "pattern": "^[A-Za-z0-9_ -]{1,64}$",
-    "description": "default ACTIVE",
-}
 
 
 @route(
     "agents.heartbeat",
-    openapi_extra=request_body(
-        "status (default ACTIVE) and an optional note; the body may be empty",
-        [],
-        {"status": STATUS, "note": {"type": "string", "maxLength": 500}},
-        optional=True,
-    ),
+    about="status (default ACTIVE) and an optional note; the body may be empty",
+    optional_body=True,
     response_model=Json,
 )
-async def heartbeat(req: Authorized, agent: Agent) -> StoredJSON:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, (), ("status", "note"), empty_ok=True)
-    beat = await req.call(
-        acmi.agents.heartbeat, agent, body.get("status", "ACTIVE"), body.get("note")
-    )
-    return StoredJSON(beat)
+async def heartbeat(req: Authorized) -> StoredJSON:
+    return StoredJSON(await req.run(await req.params(AgentsHeartbeatParams)))
 
 
-@route(
-    "agents.spawn",
-    openapi_extra=request_body(
-        "the session",
-        ["session_id", "model_id"],
-        {
-            "session_id": {"type": "string", "maxLength": 256},
-            "model_id": {"type": "string", "maxLength": 256},
-            "host": {"type": "string", "maxLength": 256},
-        },
-    ),
-    response_model=Json,
-    status_code=201,
-)
-async def spawn(req: Authorized, agent: Agent) -> StoredJSON:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("session_id", "model_id"), ("host",))
-    record = await req.call(
-        acmi.agents.spawn, agent, body["session_id"], body["model_id"], body.get("host")
-    )
-    return StoredJSON(record, status_code=201)
+@route("agents.spawn", about="the session", response_model=Json, status_code=201)
+async def spawn(req: Authorized) -> StoredJSON:
+    return StoredJSON(await req.run(await req.params(AgentsSpawnParams)), status_code=201)
 
 
 @route("agents.spawns", response_model=Json)
-async def spawns(
-    req: Authorized,
-    agent: Agent,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 5,
-) -> StoredJSON:
-    acmi = req.acmi
-    records = await req.call(acmi.agents.spawns, agent, limit)
-    body: SpawnsBody = {"spawns": records}
+async def spawns(req: Authorized) -> StoredJSON:
+    body: SpawnsBody = {"spawns": await req.run(await req.params(AgentsSpawnsParams))}
     return StoredJSON(body)
 
 
 @route(
-    "agents.join",
-    openapi_extra=request_body(
-        "the role; the body may be empty",
-        [],
-        {"role": {"type": "string", "maxLength": 256}},
-        optional=True,
-    ),
-    response_model=Json,
+    "agents.join", about="the role; the body may be empty", optional_body=True, response_model=Json
 )
-async def join(req: Authorized, agent: Agent, thread: Thread) -> StoredJSON:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, (), ("role",), empty_ok=True)
-    entry = await req.call(acmi.agents.join, agent, thread, body.get("role", "participant"))
-    joined: JoinedBody = {"thread": thread, **entry}
+async def join(req: Authorized) -> StoredJSON:
+    params = await req.params(AgentsJoinParams)
+    entry: ThreadEntry = await req.run(params)
+    joined: JoinedBody = {"thread": params.thread, **entry}
     return StoredJSON(joined)
 
 
 @route("agents.leave", response_model=Json)
-async def leave(req: Authorized, agent: Agent, thread: Thread) -> StoredJSON:
-    acmi = req.acmi
-    await req.call(acmi.agents.leave, agent, thread)
-    left: LeftBody = {"thread": thread, "left": True}
+async def leave(req: Authorized) -> StoredJSON:
+    params = await req.params(AgentsLeaveParams)
+    await req.run(params)
+    left: LeftBody = {"thread": params.thread, "left": True}
     return StoredJSON(left)
 
 
-@route("agents.threads", response_model=Json)
-async def threads(req: Authorized, agent: Agent) -> StoredJSON:
-    acmi = req.acmi
-    active = await req.call(acmi.agents.active, agent)
-    return StoredJSON({"threads": active})
+# GET lists the threads; the MCP tool's action, thread and role (add, remove) are the
+# join and leave routes here.
+@route("agents.threads", exclude=("action", "thread", "role"), response_model=Json)
+async def threads(req: Authorized) -> StoredJSON:
+    return StoredJSON({"threads": await req.run(await req.params(AgentsThreadsParams))})
 
 
+# Its own reader: the body's fields beyond the summary are stored as written (the
+# params model, the MCP tool's, takes the summary only).
 @route(
     "agents.rollup.put",
     openapi_extra=request_body(
@@ -139,9 +95,10 @@ async def set_rollup(req: Authorized, agent: Agent) -> StoredJSON:
 
 
 @route("agents.rollup.get", response_model=Json)
-async def rollup(req: Authorized, agent: Agent) -> StoredJSON:
-    acmi = req.acmi
-    doc = await req.call(acmi.agents.rollup, agent)
+async def rollup(req: Authorized) -> StoredJSON:
+    params = await req.params(AgentsRollupGetParams)
+    doc = await req.run(params)
     if doc is None:
-        raise NotFound(f"rollup: {agent} has no rollup yet", field="agent", rule="has_rollup")
+        message = f"rollup: {params.agent} has no rollup yet"
+        raise NotFound(message, field="agent", rule="has_rollup")
     return StoredJSON(doc)

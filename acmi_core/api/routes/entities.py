@@ -1,34 +1,51 @@
 """Entity reads and writes: profile, signals, timeline, full context, list, delete.
 
-Every route answers with :class:`StoredJSON`: what is stored is already plain JSON, so it
-is rendered by the stdlib encoder as read (``render_json``), with no jsonable_encoder or
-pydantic pass, whose depth limit (255) turned deep stored values into 500s. The response
-models below only describe the routes in the OpenAPI document."""
+Each route's path and query are its row's params model's fields; the bodies of the
+profile and signal writes are the stored JSON itself, read by :func:`_object` (see
+there). Every route answers with :class:`StoredJSON`: what is stored is already plain
+JSON, so it is rendered by the stdlib encoder as read (``render_json``), with no
+jsonable_encoder or pydantic pass, whose depth limit (255) turned deep stored values into
+500s. The response models below only describe the routes in the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.body import read_json
-from acmi_core.api.shapes import Cursor, Json, PageLimit, StoredJSON, request_body
+from acmi_core.api.shapes import Json, StoredJSON, request_body
 from acmi_core.base.errors import NotFound
-from acmi_core.base.model import MAX_SIGNAL_KEY_LEN, check_json_object
-from acmi_core.base.pages import DEFAULT_PAGE_SIZE
+from acmi_core.base.model import check_json_object
 from acmi_core.client import Acmi
 from acmi_core.entities.results import Deleted, EntityListBody
+from acmi_core.operations.params.entities import (
+    DeleteParams,
+    GetParams,
+    ListParams,
+    ProfileDeleteParams,
+    ProfileGetParams,
+    ProfilePatchParams,
+    ProfilePutParams,
+    SignalDeleteParams,
+    SignalGetParams,
+    SignalPutParams,
+    SignalsDeleteParams,
+    SignalsGetParams,
+    SignalsPatchParams,
+    SignalsPutParams,
+    TimelineParams,
+)
 
 router = APIRouter(tags=["entities"], default_response_class=StoredJSON)
 route = registrar(router, "entities")
 
-Entity = Annotated[str, Path(max_length=256, description="<category>:<id>, e.g. user:mikey")]
-SignalKey = Annotated[str, Path(min_length=1, max_length=MAX_SIGNAL_KEY_LEN)]
-
 
 async def _object(request: Request, acmi: Acmi, field: str) -> Json:
+    """The body of a profile or signals write: the JSON object stored as written (its
+    keys are the caller's, not fields of a params model; rule ``object`` otherwise)."""
     body = await read_json(request, acmi.settings.max_body_bytes)
     return check_json_object(body, field)
 
@@ -36,36 +53,28 @@ async def _object(request: Request, acmi: Acmi, field: str) -> Json:
 # --- whole entity ---------------------------------------------------------------------------
 
 
-@route("entities.get", response_model=Json)
-async def get_entity(
-    req: Authorized,
-    entity: Entity,
-    events: Annotated[int, Query(ge=0, le=1000)] = 50,
-) -> Response:
-    acmi = req.acmi
-    result = await req.call(acmi.get, entity, events)
+# The route's default stays 50 newest events (the MCP tool's and the core's: 20).
+@route("entities.get", defaults={"events": 50}, response_model=Json)
+async def get_entity(req: Authorized) -> Response:
+    result = await req.run(await req.params(GetParams))
     return StoredJSON(result.to_dict())
 
 
-@route("entities.delete", response_model=Json)
-async def delete_entity(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    await req.call(acmi.delete, entity)
-    deleted: Deleted = {"deleted": entity}
+# DELETE deletes: the MCP tool's dry run is not this route's.
+@route("entities.delete", exclude=("dry_run",), response_model=Json)
+async def delete_entity(req: Authorized) -> Response:
+    params = await req.params(DeleteParams)
+    await req.run(params)
+    deleted: Deleted = {"deleted": params.entity}
     return StoredJSON(deleted)
 
 
 @route("entities.list", response_model=Json)
-async def list_entities(
-    req: Authorized,
-    category: Annotated[str, Path(max_length=128)],
-    cursor: Cursor = None,
-    limit: PageLimit = DEFAULT_PAGE_SIZE,
-) -> Response:
-    acmi = req.acmi
-    page = await req.call(acmi.list_page, category, cursor=cursor, limit=limit)
+async def list_entities(req: Authorized) -> Response:
+    params = await req.params(ListParams)
+    page = await req.run(params)
     listed: EntityListBody = {
-        "category": category,
+        "category": params.category,
         "entities": page.entities,
         "next_cursor": page.next_cursor,
     }
@@ -76,105 +85,127 @@ async def list_entities(
 
 
 @route("entities.profile.get", response_model=Json)
-async def get_profile(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    profile = await req.call(acmi.profile.get, entity)
+async def get_profile(req: Authorized) -> Response:
+    params = await req.params(ProfileGetParams)
+    profile = await req.run(params)
     if profile is None:
-        raise NotFound(f"profile: {entity} has no profile", field="profile")
+        raise NotFound(f"profile: {params.entity} has no profile", field="profile")
     return StoredJSON(profile)
 
 
-@route("entities.profile.put", openapi_extra=request_body("the new profile"), response_model=Json)
-async def put_profile(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    doc = await _object(req.request, acmi, "profile")
-    stored = await req.call(acmi.profile.set, entity, doc)
+@route(
+    "entities.profile.put",
+    exclude=("merge",),
+    reader=True,
+    openapi_extra=request_body("the new profile"),
+    response_model=Json,
+)
+async def put_profile(req: Authorized) -> Response:
+    doc = await _object(req.request, req.acmi, "profile")
+    params = await req.params(ProfilePutParams, profile=doc)
+    stored = await req.call(req.acmi.profile.set, params.entity, params.profile)
     return StoredJSON(stored or {})
 
 
-@route("entities.profile.patch", openapi_extra=request_body("fields to merge"), response_model=Json)
-async def patch_profile(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    partial = await _object(req.request, acmi, "profile")
-    merged = await req.call(acmi.profile.merge, entity, partial)
+@route(
+    "entities.profile.patch",
+    reader=True,
+    openapi_extra=request_body("fields to merge"),
+    response_model=Json,
+)
+async def patch_profile(req: Authorized) -> Response:
+    partial = await _object(req.request, req.acmi, "profile")
+    merged = await req.run(await req.params(ProfilePatchParams, partial=partial))
     return StoredJSON(merged or {})
 
 
 @route("entities.profile.delete", response_model=Json)
-async def delete_profile(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    await req.call(acmi.profile.delete, entity)
-    deleted: Deleted = {"deleted": f"{entity}/profile"}
+async def delete_profile(req: Authorized) -> Response:
+    params = await req.params(ProfileDeleteParams)
+    await req.run(params)
+    deleted: Deleted = {"deleted": f"{params.entity}/profile"}
     return StoredJSON(deleted)
 
 
 # --- signals --------------------------------------------------------------------------------
 
 
-@route("entities.signals.get", response_model=Json)
-async def get_signals(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    return StoredJSON(await req.call(acmi.signals.all, entity))
+# The whole map; one signal is GET .../signals/{key} (the MCP tool's key).
+@route("entities.signals.get", exclude=("key",), response_model=Json)
+async def get_signals(req: Authorized) -> Response:
+    return StoredJSON(await req.run(await req.params(SignalsGetParams)))
 
 
 @route(
-    "entities.signals.put", openapi_extra=request_body("the whole signals map"), response_model=Json
+    "entities.signals.put",
+    exclude=("merge",),
+    reader=True,
+    openapi_extra=request_body("the whole signals map"),
+    response_model=Json,
 )
-async def put_signals(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    values = await _object(req.request, acmi, "signals")
+async def put_signals(req: Authorized) -> Response:
+    values = await _object(req.request, req.acmi, "signals")
+    params = await req.params(SignalsPutParams, signals=values)
     # what was stored, not the request: a tenant whose policy redacts sees the markers
-    stored = await req.call(acmi.signals.replace, entity, values)
+    stored = await req.call(req.acmi.signals.replace, params.entity, params.signals)
     return StoredJSON(stored)
 
 
-@route("entities.signals.patch", openapi_extra=request_body("signals to set"), response_model=Json)
-async def patch_signals(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    values = await _object(req.request, acmi, "signals")
-    await req.call(acmi.signals.update, entity, values)
-    return StoredJSON(await req.call(acmi.signals.all, entity))
+@route(
+    "entities.signals.patch",
+    reader=True,
+    openapi_extra=request_body("signals to set"),
+    response_model=Json,
+)
+async def patch_signals(req: Authorized) -> Response:
+    values = await _object(req.request, req.acmi, "signals")
+    params = await req.params(SignalsPatchParams, values=values)
+    await req.run(params)
+    return StoredJSON(await req.call(req.acmi.signals.all, params.entity))
 
 
 @route("entities.signals.delete", response_model=Json)
-async def delete_signals(req: Authorized, entity: Entity) -> Response:
-    acmi = req.acmi
-    await req.call(acmi.signals.clear, entity)
-    deleted: Deleted = {"deleted": f"{entity}/signals"}
+async def delete_signals(req: Authorized) -> Response:
+    params = await req.params(SignalsDeleteParams)
+    await req.run(params)
+    deleted: Deleted = {"deleted": f"{params.entity}/signals"}
     return StoredJSON(deleted)
 
 
-_MISSING = object()
+_MISSING: Any = object()
 
 
 @route("entities.signal.get", response_model=Json)
-async def get_signal(req: Authorized, entity: Entity, key: SignalKey) -> Response:
-    acmi = req.acmi
-    value = await req.call(acmi.signals.get, entity, key, _MISSING)
+async def get_signal(req: Authorized) -> Response:
+    params = await req.params(SignalGetParams)
+    value = await req.call(req.acmi.signals.get, params.entity, params.key, _MISSING)
     if value is _MISSING:
-        raise NotFound(f"signal: {entity} has no signal {key!r}", field="key")
-    return StoredJSON({"key": key, "value": value})
+        message = f"signal: {params.entity} has no signal {params.key!r}"
+        raise NotFound(message, field="key")
+    return StoredJSON({"key": params.key, "value": value})
 
 
+# Its own reader: the body is the value itself, any JSON.
 @route(
     "entities.signal.put",
+    reader=True,
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
     },
     response_model=Json,
 )
-async def put_signal(req: Authorized, entity: Entity, key: SignalKey) -> Response:
-    acmi = req.acmi
-    value = await read_json(req.request, acmi.settings.max_body_bytes)
-    stored = await req.call(acmi.signals.set, entity, key, value)  # redacted, if the policy says
-    return StoredJSON({"key": key, "value": stored})
+async def put_signal(req: Authorized) -> Response:
+    value = await read_json(req.request, req.acmi.settings.max_body_bytes)
+    params = await req.params(SignalPutParams, value=value)
+    stored = await req.run(params)  # redacted, if the policy says
+    return StoredJSON({"key": params.key, "value": stored})
 
 
 @route("entities.signal.delete", response_model=Json)
-async def delete_signal(req: Authorized, entity: Entity, key: SignalKey) -> Response:
-    acmi = req.acmi
-    await req.call(acmi.signals.delete, entity, key)
-    deleted: Deleted = {"deleted": f"{entity}/signals/{key}"}
+async def delete_signal(req: Authorized) -> Response:
+    params = await req.params(SignalDeleteParams)
+    await req.run(params)
+    deleted: Deleted = {"deleted": f"{params.entity}/signals/{params.key}"}
     return StoredJSON(deleted)
 
 
@@ -182,23 +213,6 @@ async def delete_signal(req: Authorized, entity: Entity, key: SignalKey) -> Resp
 
 
 @route("entities.timeline", response_model=Json)
-async def get_timeline(
-    req: Authorized,
-    entity: Entity,
-    since_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
-    until_ms: Annotated[float | None, Query(allow_inf_nan=False)] = None,
-    limit: PageLimit = DEFAULT_PAGE_SIZE,
-    reverse: bool = False,
-    cursor: Cursor = None,
-) -> Response:
-    acmi = req.acmi
-    page = await req.call(
-        acmi.timeline.page,
-        entity,
-        cursor=cursor,
-        limit=limit,
-        reverse=reverse,
-        since_ms=since_ms,
-        until_ms=until_ms,
-    )
+async def get_timeline(req: Authorized) -> Response:
+    page = await req.run(await req.params(TimelineParams))
     return StoredJSON(page.to_dict())

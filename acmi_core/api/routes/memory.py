@@ -18,17 +18,29 @@ from fastapi.responses import JSONResponse
 from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import Json, read_fields, request_body
 from acmi_core.base.errors import AcmiValidationError
-from acmi_core.jobs import quarterly
 from acmi_core.jobs import sink as archive_sink
 from acmi_core.jobs.archive import archive_now, archived_reader
 from acmi_core.memory.results import Exported, HandoffTaken
 from acmi_core.memory.service import (
-    DEFAULT_PRUNE_DAYS,
     MAX_QUERY_LEN,
     MAX_SEARCH_HITS,
     REMEMBER_LAYERS,
 )
 from acmi_core.memory.tree import parse_tree, render_tree
+from acmi_core.operations.params.memory import (
+    MemoryActiveGetParams,
+    MemoryActivePutParams,
+    MemoryArchiveParams,
+    MemoryDailySummaryParams,
+    MemoryDebugParams,
+    MemoryExportParams,
+    MemoryHandoffParams,
+    MemoryHandoffTakeParams,
+    MemoryPruneParams,
+    MemoryReviewParams,
+    MemoryStatusParams,
+    MemoryTopicsCreateParams,
+)
 
 router = APIRouter(tags=["memory"])
 route = registrar(router, "memory")
@@ -40,22 +52,19 @@ TEXT = {"type": "string", "description": "one line"}
 
 
 @route("memory.status", response_model=Json)
-async def status(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    return JSONResponse(await req.call(acmi.memory.status, entity))
+async def status(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryStatusParams)))
 
 
 @route(
-    "memory.review",
-    openapi_extra=request_body("nothing; the body may be empty", [], {}, optional=True),
-    response_model=Json,
+    "memory.review", about="nothing; the body may be empty", optional_body=True, response_model=Json
 )
-async def review(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    await read_fields(req.request, acmi, (), (), empty_ok=True)
-    return JSONResponse(await req.call(acmi.memory.review, entity))
+async def review(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryReviewParams)))
 
 
+# Its own query: the terms are q here (query in the params model), and archived (the
+# deployment's archive read too) is this route's alone.
 @route("memory.search", response_model=Json)
 async def search(
     req: Authorized,
@@ -77,6 +86,8 @@ async def search(
     return JSONResponse(found)
 
 
+# Its own reader: a layer, section or topic of another type is refused before the core
+# (rule type), as the params model's strict check would not name it the same.
 @route(
     "memory.remember",
     openapi_extra=request_body(
@@ -109,104 +120,71 @@ async def remember(req: Authorized, entity: Entity) -> JSONResponse:
     return JSONResponse(stored, status_code=201)
 
 
-@route("memory.active.get", response_model=Json)
-async def active(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    return JSONResponse(await req.call(acmi.memory.active, entity))
+# GET reads; the MCP tool's text (replace first) is PUT here.
+@route("memory.active.get", exclude=("text",), response_model=Json)
+async def active(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryActiveGetParams)))
 
 
-@route(
-    "memory.active.put",
-    openapi_extra=request_body("the file's text", ["text"], {"text": {"type": "string"}}),
-    response_model=Json,
-)
-async def set_active(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("text",))
-    return JSONResponse(await req.call(acmi.memory.set_active, entity, body["text"]))
+@route("memory.active.put", about="the file's text", response_model=Json)
+async def set_active(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryActivePutParams)))
 
 
 @route("memory.daily_summary", response_model=Json)
-async def daily_summary(
-    req: Authorized,
-    entity: Entity,
-    date: Annotated[str | None, Query(max_length=10, description="YYYY-MM-DD")] = None,
-) -> JSONResponse:
-    acmi = req.acmi
-    return JSONResponse(await req.call(acmi.memory.daily_summary, entity, date))
+async def daily_summary(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryDailySummaryParams)))
 
 
-@route(
-    "memory.topics.create",
-    openapi_extra=request_body(
-        "the topic",
-        ["slug", "name"],
-        {"slug": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"}, "name": TEXT},
-    ),
-    response_model=Json,
-    status_code=201,
-)
-async def topic_create(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("slug", "name"))
-    made = await req.call(acmi.memory.topic_create, entity, body["slug"], body["name"])
+@route("memory.topics.create", about="the topic", response_model=Json, status_code=201)
+async def topic_create(req: Authorized) -> JSONResponse:
+    made = await req.run(await req.params(MemoryTopicsCreateParams))
     return JSONResponse(made, status_code=201 if made["created"] else 200)
 
 
 @route(
     "memory.prune",
-    openapi_extra=request_body(
-        "how old a dated item may be; the body may be empty",
-        [],
-        {"days": {"type": "integer", "minimum": 0, "maximum": 365, "default": DEFAULT_PRUNE_DAYS}},
-        optional=True,
-    ),
+    about="how old a dated item may be; the body may be empty",
+    optional_body=True,
     response_model=Json,
 )
-async def prune(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, (), ("days",), empty_ok=True)
-    days = body.get("days", DEFAULT_PRUNE_DAYS)
-    return JSONResponse(await req.call(acmi.memory.prune, entity, days))
+async def prune(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryPruneParams)))
 
 
+# PUT leaves one (the text required here); taking it is POST .../handoff/take.
 @route(
     "memory.handoff",
-    openapi_extra=request_body(
-        "what was done, in progress, next steps, decisions, gotchas",
-        ["text"],
-        {"text": {"type": "string", "maxLength": 16384}},
-    ),
+    required=("text",),
+    about="what was done, in progress, next steps, decisions, gotchas",
     response_model=Json,
 )
-async def handoff(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("text",))
-    return JSONResponse(await req.call(acmi.memory.handoff, entity, body["text"]))
+async def handoff(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryHandoffParams)))
 
 
 @route("memory.handoff.take", response_model=Json)
-async def take_handoff(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    taken: HandoffTaken = {"handoff": await req.call(acmi.memory.take_handoff, entity)}
+async def take_handoff(req: Authorized) -> JSONResponse:
+    taken: HandoffTaken = {"handoff": await req.run(await req.params(MemoryHandoffTakeParams))}
     return JSONResponse(taken)
 
 
 @route("memory.debug", response_model=Json)
-async def debug(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    return JSONResponse(await req.call(acmi.memory.debug, entity))
+async def debug(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryDebugParams)))
 
 
 @route("memory.export", response_model=Json)
-async def export(req: Authorized, entity: Entity) -> JSONResponse:
-    acmi = req.acmi
-    snapshot = await req.call(acmi.memory.export_snapshot, entity)
+async def export(req: Authorized) -> JSONResponse:
+    params = await req.params(MemoryExportParams)
+    snapshot = await req.run(params)
     files = {path: data.decode("utf-8") for path, data in render_tree(snapshot).items()}
-    exported: Exported = {"entity": entity, "files": files}
+    exported: Exported = {"entity": params.entity, "files": files}
     return JSONResponse(exported)
 
 
+# Its own reader: the files' checks name each file (files.<path>), which the params
+# model's dict[str, str] does not.
 @route(
     "memory.import",
     openapi_extra=request_body(
@@ -236,40 +214,24 @@ async def import_tree(req: Authorized, entity: Entity) -> JSONResponse:
     return JSONResponse(result)
 
 
+# The core callable is the job's, given the deployment's sink: called here, not by run.
 @route(
     "memory.archive",
-    openapi_extra=request_body(
-        "the retention and how many events at most; the body may be empty",
-        [],
-        {
-            "retention_days": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": quarterly.MAX_RETENTION_DAYS,
-                "default": quarterly.DEFAULT_RETENTION_DAYS,
-            },
-            "max_events": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": quarterly.MAX_EVENTS_MAX,
-                "default": quarterly.MAX_EVENTS_PER_ENTITY,
-            },
-        },
-        optional=True,
-    ),
+    about="the retention and how many events at most; the body may be empty",
+    optional_body=True,
     response_model=Json,
 )
-async def archive(req: Authorized, entity: Entity) -> JSONResponse:
+async def archive(req: Authorized) -> JSONResponse:
     acmi = req.acmi
-    body = await read_fields(req.request, acmi, (), ("retention_days", "max_events"), empty_ok=True)
+    params = await req.params(MemoryArchiveParams)
     # the destination is the deployment's, never the caller's (a tenant must not choose it)
     dest, no_sink = archive_sink.open_destination(acmi.settings.archive_url)
     done = await req.call(
         archive_now,
         acmi,
-        entity,
-        retention_days=body.get("retention_days"),
-        max_events=body.get("max_events"),
+        params.entity,
+        retention_days=params.retention_days,
+        max_events=params.max_events,
         dest=dest,
         no_sink=no_sink,
     )

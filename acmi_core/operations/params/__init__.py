@@ -6,9 +6,12 @@ pydantic model; the models live in a module per capability beside this one (buil
 model costs a cold start time: a command imports only its capability's), and each is
 also this package's attribute, imported with its module on first use.
 
-The rules beyond a field's type (ranges, formats, the secret guard) are the core's: a
-model carries none of its own, so a surface cannot disagree with the core, and a failure
-names the field and the rule the core or the type check gives (``pydantic_rule``). A
+The rules beyond a field's type (formats, the secret guard) are the core's, so a surface
+cannot disagree with the core; a model carries only the bounds the HTTP routes checked
+before the core (a path's length, a query's range, finite numbers), so that every surface
+checks them and the OpenAPI document shows them (``acmi_core.api.params`` derives a
+route's path, query and body from its model). A failure names the field and the rule the
+core or the type check gives (``pydantic_rule``). A
 model's docstring is its MCP tool's description (whitespace collapsed to single spaces,
 the tenancy sentence appended); ``tool_function`` keeps the name today's input schema's
 title is made of (``<tool_function>Arguments``) where it is not the tool's.

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from acmi_core.operations.params.base import Params
+from pydantic import Field
+
+from acmi_core.operations.params.base import Params, bounded
+
+Agent = Annotated[str, bounded(description="claude or agent:claude", maxLength=256)]
+Thread = Annotated[str, bounded(description="the thread's key or id", minLength=1, maxLength=256)]
 
 
 class AgentsSpawnParams(Params):
     """Log an agent session start (kept apart from the timeline); returns the record."""
 
-    agent: str
-    session_id: str
-    model_id: str
-    host: str | None = None
+    agent: Agent
+    session_id: str = Field(description="at most 256 characters")
+    model_id: str = Field(description="at most 256 characters")
+    host: str | None = Field(None, description="at most 256 characters")
 
 
 class AgentsThreadsParams(Params):
     """An agent's active threads. action list (default): {thread: {role, joined_at}}; add
     (thread, role) or remove (thread) change them."""
 
-    agent: str
+    agent: Agent
     action: str = "list"
     thread: str | None = None
     role: str = "participant"
@@ -29,44 +34,45 @@ class AgentsThreadsParams(Params):
 class AgentsRollupPutParams(Params):
     """Set an agent's latest rollup summary (read by bootstrap); returns it."""
 
-    agent: str
+    agent: Agent
     summary: str
 
 
 class AgentsRollupGetParams(Params):
     """An agent's latest rollup: {agent, rollup: {ts, summary, ...} or null}."""
 
-    agent: str
+    agent: Agent
 
 
 class AgentsHeartbeatParams(Params):
     """Record that an agent is alive (status: free text, default ACTIVE); returns the beat."""
 
-    agent: str
-    status: str = "ACTIVE"
-    note: str | None = None
+    agent: Agent
+    status: str = Field("ACTIVE", description="[A-Za-z0-9_ -]{1,64}, default ACTIVE")
+    note: str | None = Field(None, description="at most 500 characters")
 
 
 class AgentsSpawnsParams(Params):
     """An agent's newest spawns, newest first."""
 
-    agent: str
-    limit: int = 5
+    agent: Agent
+    # checked here: the core took any number (HTTP refused outside 1-1000)
+    limit: int = Field(5, ge=1, le=1000)
 
 
 class AgentsJoinParams(Params):
     """An agent joins a thread with a role."""
 
-    agent: str
-    thread: str
+    agent: Agent
+    thread: Thread
     role: str = "participant"
 
 
 class AgentsLeaveParams(Params):
     """An agent leaves a thread."""
 
-    agent: str
-    thread: str
+    agent: Agent
+    thread: Thread
 
 
 class AgentsInviteParams(Params):

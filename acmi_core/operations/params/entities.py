@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
+from pydantic import Field
+
+from acmi_core.base.model import MAX_SIGNAL_KEY_LEN
 from acmi_core.base.pages import DEFAULT_PAGE_SIZE
-from acmi_core.operations.params.base import Params
+from acmi_core.operations.params.base import Cursor, Entity, Ms, PageLimit, Params, bounded
+
+# checked here: a write's core names the key inside the map (signals.<key>), not the key
+SignalKey = Annotated[str, Field(min_length=1, max_length=MAX_SIGNAL_KEY_LEN)]
 
 
 class ProfilePutParams(Params):
@@ -13,7 +19,7 @@ class ProfilePutParams(Params):
     with merge=true: {entity, profile (as stored), merged}."""
 
     tool_function: ClassVar[str] = "profile_write"
-    entity: str
+    entity: Entity
     profile: dict[str, Any]
     merge: bool = False
 
@@ -21,13 +27,13 @@ class ProfilePutParams(Params):
 class ProfileGetParams(Params):
     """Read an entity's profile: {entity, profile: object or null}."""
 
-    entity: str
+    entity: Entity
 
 
 class ProfilePatchParams(Params):
     """Merge a JSON object into an entity's profile: {entity, profile (merged)}."""
 
-    entity: str
+    entity: Entity
     partial: dict[str, Any]
 
 
@@ -36,7 +42,7 @@ class SignalsPutParams(Params):
     keep the others): {entity, signals (all of them now), merged}."""
 
     tool_function: ClassVar[str] = "signal_write"
-    entity: str
+    entity: Entity
     signals: dict[str, Any]
     merge: bool = False
 
@@ -45,15 +51,15 @@ class SignalsGetParams(Params):
     """Read an entity's signals: {entity, signals}; with key, {entity, key, value} (null if
     unset)."""
 
-    entity: str
+    entity: Entity
     key: str | None = None
 
 
 class SignalPutParams(Params):
     """Set one signal of an entity (others kept): {entity, key, value as stored}."""
 
-    entity: str
-    key: str
+    entity: Entity
+    key: SignalKey
     value: Any
 
 
@@ -61,7 +67,7 @@ class EventsAppendParams(Params):
     """Append a Comms v1.1 event to an entity's timeline (event: {source, summary, kind,
     correlationId, ...}; ts defaults to now); returns the event as stored."""
 
-    entity: str
+    entity: Entity
     event: dict[str, Any]
 
 
@@ -69,8 +75,8 @@ class GetParams(Params):
     """An entity's context in one read: {profile, signals, timeline: the newest events
     (0-1000, oldest first)}."""
 
-    entity: str
-    events: int = 20
+    entity: Entity
+    events: int = bounded(20, minimum=0, maximum=1000)
 
 
 class ListParams(Params):
@@ -78,9 +84,10 @@ class ListParams(Params):
     next_cursor back as cursor until it is null."""
 
     tool_function: ClassVar[str] = "list_ids"
-    category: str
-    cursor: str | None = None
-    limit: int = DEFAULT_PAGE_SIZE
+    # checked here: the core took any length (HTTP refused past 128)
+    category: str = Field(max_length=128)
+    cursor: Cursor = None
+    limit: PageLimit = DEFAULT_PAGE_SIZE
 
 
 class CatParams(Params):
@@ -99,7 +106,7 @@ class DeleteParams(Params):
     """Delete an entity of this tenant (entity: ns:id; never a key, pattern or other
     tenant): a dry run unless dry_run=false. {entity, dry_run, deleted, found}."""
 
-    entity: str
+    entity: Entity
     dry_run: bool = True
 
 
@@ -122,42 +129,42 @@ class IngestWebhookParams(Params):
 class ProfileDeleteParams(Params):
     """Delete an entity's profile."""
 
-    entity: str
+    entity: Entity
 
 
 class SignalsPatchParams(Params):
     """Set the given signals of an entity, keep the others."""
 
-    entity: str
+    entity: Entity
     values: dict[str, Any]
 
 
 class SignalsDeleteParams(Params):
     """Delete all signals of an entity."""
 
-    entity: str
+    entity: Entity
 
 
 class SignalGetParams(Params):
     """One signal of an entity."""
 
-    entity: str
-    key: str
+    entity: Entity
+    key: SignalKey
 
 
 class SignalDeleteParams(Params):
     """Delete one signal of an entity."""
 
-    entity: str
-    key: str
+    entity: Entity
+    key: SignalKey
 
 
 class TimelineParams(Params):
     """One page of an entity's timeline, oldest first (reverse: newest first)."""
 
-    entity: str
-    cursor: str | None = None
-    limit: int = DEFAULT_PAGE_SIZE
+    entity: Entity
+    cursor: Cursor = None
+    limit: PageLimit = DEFAULT_PAGE_SIZE
     reverse: bool = False
-    since_ms: float | None = None
-    until_ms: float | None = None
+    since_ms: Ms = None
+    until_ms: Ms = None

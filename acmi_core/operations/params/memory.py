@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from acmi_core.operations.params.base import BUNDLE_EVENTS, PRUNE_DAYS, Params
+from pydantic import Field
+
+from acmi_core.operations.params.base import BUNDLE_EVENTS, PRUNE_DAYS, Params, bounded
+
+SCOPE_DOC = (
+    "main (everything; takes the handoff with a spawn) | group (hot memory and today, "
+    "nothing private) | subagent (task context, one topic, hot memory)"
+)
+INCLUDE_DOC = "level-3 memory to load, comma-separated: topics, yesterday, archive"
+TOPIC_DOC = "the one topic file to load: <slug> or topic:<slug> (main, subagent)"
+
+# What the core checks, shown in the OpenAPI document.
+MemoryEntity = Annotated[
+    str, bounded(description="the memory's owner, e.g. agent:atlas", maxLength=256)
+]
 
 
 class BootstrapReadParams(Params):
@@ -13,15 +27,18 @@ class BootstrapReadParams(Params):
     max_tokens/max_bytes: a budget. spawn {session_id, model_id} logs a session start (a
     write; a main bundle then takes the handoff)."""
 
-    agent: str
-    scope: str = "main"
-    format: str = "markdown"
-    events: int = BUNDLE_EVENTS
-    include: str | None = None
-    topic: str | None = None
-    max_tokens: int | None = None
-    max_bytes: int | None = None
-    spawn: dict[str, Any] | None = None
+    agent: str = bounded(description="claude or agent:claude", maxLength=256)
+    scope: str = Field("main", description=SCOPE_DOC)
+    format: str = Field("markdown", description="json | markdown")
+    events: int = bounded(BUNDLE_EVENTS, description="newest events, 0-200", minimum=0, maximum=200)
+    # checked here: the core took any length (HTTP refused past 100)
+    include: str | None = Field(None, max_length=100, description=INCLUDE_DOC)
+    topic: str | None = bounded(None, description=TOPIC_DOC, maxLength=134)
+    max_tokens: int | None = Field(None, description="budget in estimated tokens")
+    max_bytes: int | None = Field(None, description="budget in bytes")
+    spawn: dict[str, Any] | None = Field(
+        None, description="the session to log: {session_id, model_id, host}"
+    )
 
     def writes(self) -> bool:
         return self.spawn is not None
@@ -31,7 +48,7 @@ class MemoryRememberParams(Params):
     """Remember a line in an entity's memory: layer warm (MEMORY.md), hot
     (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional."""
 
-    entity: str
+    entity: MemoryEntity
     text: str
     layer: str = "warm"
     section: str | None = None
@@ -41,7 +58,7 @@ class MemoryRememberParams(Params):
 class MemorySearchParams(Params):
     """Search an entity's memory layers, fast layers first: {hits, ...}."""
 
-    entity: str
+    entity: MemoryEntity
     query: str
     limit: int = 20
 
@@ -49,14 +66,14 @@ class MemorySearchParams(Params):
 class MemoryStatusParams(Params):
     """An entity's memory status: layers, budgets, handoff_pending."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryActiveGetParams(Params):
     """The hot layer: {entity, path, text: ACTIVE-CONTEXT.md or null, sections, budget};
     with text, replace ACTIVE-CONTEXT.md first (needs a write key)."""
 
-    entity: str
+    entity: MemoryEntity
     text: str | None = None
 
     def writes(self) -> bool:
@@ -67,50 +84,52 @@ class MemoryReviewParams(Params):
     """The weekly review: promote the last 7 days' lessons and decisions to MEMORY.md and
     prune the hot layer."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryPruneParams(Params):
     """Prune the hot layer: completed tasks, items older than days (0-365) and yesterday's
     decisions move to today's note. Idempotent."""
 
-    entity: str
-    days: int = PRUNE_DAYS
+    entity: MemoryEntity
+    days: int = bounded(
+        PRUNE_DAYS, description="how old a dated item may be", minimum=0, maximum=365
+    )
 
 
 class MemoryDailySummaryParams(Params):
     """A day's note (date YYYY-MM-DD, default today in the entity's tz): entries,
     decisions, lessons, takeaways, open tasks for tomorrow, the text."""
 
-    entity: str
-    date: str | None = None
+    entity: MemoryEntity
+    date: str | None = bounded(None, description="YYYY-MM-DD", maxLength=10)
 
 
 class MemoryTopicsCreateParams(Params):
     """Create the topic:<slug> file from the seed's template, linked from MEMORY.md."""
 
-    entity: str
-    slug: str
-    name: str
+    entity: MemoryEntity
+    slug: str = bounded(description="[A-Za-z0-9_.-]{1,128}", maxLength=128)
+    name: str = bounded(description="one line")
 
 
 class MemoryDebugParams(Params):
     """Missing pieces, hot-vs-warm conflicts and stale items: {ok, problems, ...}."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryExportParams(Params):
     """The seed's file tree of an entity's memory: {entity, files: {path: text}}."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryImportParams(Params):
     """Import a seed file tree ({path: text}; strict: refuse files over budget) into an
     entity's memory. Idempotent: a second import writes nothing."""
 
-    entity: str
+    entity: MemoryEntity
     files: dict[str, str]
     strict: bool = False
 
@@ -119,7 +138,7 @@ class MemoryHandoffParams(Params):
     """With text: leave a handoff (HANDOFF.md) for the next session; returns it. Without:
     take the pending handoff (read and cleared at once): {entity, handoff or null}."""
 
-    entity: str
+    entity: MemoryEntity
     text: str | None = None
 
 
@@ -132,19 +151,19 @@ class BootstrapSpawnParams(BootstrapReadParams):
 class MemoryActivePutParams(Params):
     """Replace an entity's ACTIVE-CONTEXT.md."""
 
-    entity: str
+    entity: MemoryEntity
     text: str
 
 
 class MemoryHandoffTakeParams(Params):
     """Read and clear an entity's pending handoff (null when none)."""
 
-    entity: str
+    entity: MemoryEntity
 
 
 class MemoryArchiveParams(Params):
     """Archive an entity's events older than the retention now."""
 
-    entity: str
+    entity: MemoryEntity
     retention_days: int | None = None
     max_events: int | None = None

@@ -2,62 +2,84 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, ClassVar, Final
 
-from acmi_core.operations.params.base import Params
+from pydantic import Field
+
+from acmi_core.operations.params.base import Ms, Params, bounded
+
+# What the core checks (acmi_core.coordination.workflows), shown in the OpenAPI document.
+Workflow = Annotated[
+    str, bounded(description="workflow:<id> or <id>, e.g. deploy-web", maxLength=256)
+]
+Step = Annotated[str, bounded(description="step id, [A-Za-z0-9_.:-]{1,128}", maxLength=128)]
+Agent = Annotated[str, Field(description="who acts: entity id (bare id: agent:<id>)")]
+Correlation = Annotated[
+    str | None,
+    bounded(
+        description="the run id (also accepted as correlationId); default <workflow>/<step>",
+        maxLength=256,
+    ),
+]
+# the HTTP bodies' (the MCP tools' arguments are a contract older than it)
+_HTTP_ONLY: Final = frozenset({"correlation_id"})
 
 
 class WorkflowsAssessParams(Params):
     """Score an executed workflow step 0-100 against criteria (a list of names, or name ->
     result); returns the assessment event."""
 
-    workflow: str
-    step: str
-    score: int
+    not_tool_arguments: ClassVar[frozenset[str]] = _HTTP_ONLY
+    workflow: Workflow
+    step: Step
+    score: int = bounded(minimum=0, maximum=100)
     criteria: list[str] | dict[str, Any]
-    agent: str
-    note: str | None = None
+    agent: Agent
+    correlation_id: Correlation = None
+    note: str | None = bounded(None, maxLength=500)
 
 
 class WorkflowsImproveParams(Params):
     """Record a lesson for a workflow step (it seeds the next bootstrap)."""
 
-    workflow: str
-    step: str
-    lesson: str
-    agent: str
+    not_tool_arguments: ClassVar[frozenset[str]] = _HTTP_ONLY
+    workflow: Workflow
+    step: Step
+    lesson: str = bounded(maxLength=2000)
+    agent: Agent
+    correlation_id: Correlation = None
 
 
 class WorkflowsExecuteParams(Params):
     """Log that an agent executed a workflow step."""
 
-    workflow: str
-    step: str
-    agent: str
-    summary: str | None = None
-    correlation_id: str | None = None
-    payload: dict[str, Any] | None = None
+    workflow: Workflow
+    step: Step
+    agent: Agent
+    summary: str | None = bounded(None, maxLength=500)
+    correlation_id: Correlation = None
+    payload: dict[str, Any] | None = Field(None, description="extra fields (not workflow/step)")
 
 
 class WorkflowsLessonsParams(Params):
     """The newest lessons of a workflow (or of an agent's workflows), newest first."""
 
-    workflow: str | None = None
-    agent: str | None = None
-    limit: int = 10
+    workflow: Workflow | None = None
+    agent: str | None = bounded(None, description="agent:<id> or <id>", maxLength=256)
+    limit: int = bounded(10, minimum=1, maximum=200)
 
 
 class WorkflowsUnassessedParams(Params):
     """Executed steps of a workflow no assessment covers, newest first."""
 
-    workflow: str
-    since_ms: float | None = None
-    limit: int = 50
+    workflow: Workflow
+    since_ms: Ms = None
+    limit: int = bounded(50, minimum=1, maximum=500)
 
 
 class WorkflowsAssessmentsParams(Params):
     """Scores per step of a workflow: count, mean, last."""
 
-    workflow: str
-    step: str | None = None
-    since_ms: float | None = None
+    workflow: Workflow
+    step: str | None = bounded(None, maxLength=128)
+    since_ms: Ms = None
