@@ -24,8 +24,8 @@ from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
 from acmi_core.base.settings import MCP_TOOL_SETS
 from acmi_core.cli.local import serve_app
+from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
-from acmi_core.testing.redis_server import RedisServer
 from functions.mcp import handler as mcp_handler
 from functions.runtime import LambdaFunction
 from tests.e2e.test_mcp_http import LambdaTransport, mcp_session, mint
@@ -91,9 +91,9 @@ def test_the_function_serves_the_reference_set_each_key_its_own_tenant(
 
 
 @pytest.fixture
-def served(redis_server: RedisServer) -> Iterator[tuple[Acmi, Any]]:
-    redis_server.flush(14)
-    acmi = Acmi(RedisStore.from_url(redis_server.url_for(14)))
+def served() -> Iterator[tuple[Acmi, Any]]:
+    # the embedded store, as `acmi serve` runs it (no shared database to flush)
+    acmi = Acmi(MemoryStore())
     yield acmi, serve_app(acmi, create_app(ApiContext(acmi)))
     acmi.store.close()
 
@@ -138,10 +138,9 @@ def test_acmi_serve_answers_mcp_with_the_api_keys(served: tuple[Acmi, Any]) -> N
     assert acmi.timeline.size("user:srv") == 1
 
 
-def test_acmi_serve_applies_the_tool_set_setting(redis_server: RedisServer) -> None:
-    redis_server.flush(15)
+def test_acmi_serve_applies_the_tool_set_setting() -> None:
     settings = Settings(mcp_tools="reference")
-    acmi = Acmi(RedisStore.from_url(redis_server.url_for(15)), settings)
+    acmi = Acmi(MemoryStore(), settings)
     app = serve_app(acmi, create_app(ApiContext(acmi)))
     key = mint(acmi.store, "default", "write")
 

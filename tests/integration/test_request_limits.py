@@ -5,6 +5,7 @@ exceed it at their largest inputs split or stay under."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,8 +62,10 @@ class Recording:
 
 @pytest.fixture
 def recorded(acmi: Acmi) -> tuple[Acmi, Recording]:
+    """A tenant of its own (the coordination thread is shared by every test of the
+    database), on a store that records each request's size."""
     store = Recording(acmi.store)
-    return create_acmi(store, acmi.settings), store
+    return create_acmi(store, acmi.settings, tenant=f"limits-{uuid.uuid4().hex[:12]}"), store
 
 
 def event(i: int, summary: str = "x") -> dict[str, Any]:
