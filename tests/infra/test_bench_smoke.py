@@ -32,9 +32,10 @@ EXPECTED_ROUND_TRIPS = {
     "delete": 1,
     "POST events": 1,
     "ingest webhook (warm)": 1,
-    # issue 10, on a realistic agent
-    "bootstrap (+spawn)": 1,
-    "bootstrap, markdown, 3k-token budget": 1,
+    # issue 10, on a realistic agent: it has open work, whose items are read in a second
+    # round trip (every key a script touches is declared in KEYS)
+    "bootstrap (+spawn)": 2,
+    "bootstrap, markdown, 3k-token budget": 2,
     "work get": 1,
     "work event (+session)": 1,
     "lock claim": 1,
@@ -113,7 +114,9 @@ def test_round_trips_are_the_documented_ones(report: dict[str, Any]) -> None:
     # a webhook's first request of a process also looks up its key and its source config
     assert ops["ingest webhook (warm)"]["acmi"] == 1
     assert ops["ingest webhook (cold)"]["acmi"] == 3
-    assert report["round_trips"]["first_write_fresh_server"] == 2  # EVALSHA, NOSCRIPT, EVAL
+    # EVALSHA (NOSCRIPT), EVAL refused (OSS Redis 7.0 behind the double has no
+    # allow-key-locking: learnt once a process), EVAL
+    assert report["round_trips"]["first_write_fresh_server"] == 3
 
 
 def test_latency_section_measures_each_operation(report: dict[str, Any]) -> None:
@@ -131,7 +134,7 @@ def test_latency_section_measures_each_operation(report: dict[str, Any]) -> None
     for name in ("bootstrap", "lock claim+release", "bootstrap, reference pattern"):
         for key in ("p50_ms", "p99_ms", "p50_ratio", "p99_ratio"):
             assert _number(ops[name][key]), (name, key)
-    assert ops["bootstrap"]["round_trips"] == 1.0
+    assert ops["bootstrap"]["round_trips"] == 2.0  # the agent has open work
     assert ops["bootstrap, reference pattern"]["round_trips"] == 6.0
     assert ops["lock claim+release"]["round_trips"] == 2.0
 
