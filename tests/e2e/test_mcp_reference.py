@@ -20,6 +20,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -321,7 +322,9 @@ INITIALIZE = {
 
 
 def session(url: str, *flags: str) -> tuple[int, list[dict[str, Any]], str]:
-    """One whole stdio session: initialize, a tool call, then stdin closed."""
+    """One whole stdio session: initialize, a tool call, its answer read, then stdin
+    closed (a client that closes stdin with a request in flight may get no answer: the
+    SDK's stdio server ends with its input)."""
     lines = [
         INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -332,17 +335,28 @@ def session(url: str, *flags: str) -> tuple[int, list[dict[str, Any]], str]:
             "params": {"name": "get", "arguments": {"entity": "user:end"}},
         },
     ]
-    stdin = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    done = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-m", "acmi_core", "mcp", *flags],
         env=server_env(url),
-        input=stdin,
-        check=False,
-        capture_output=True,
-        timeout=60,
-    )
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    return done.returncode, answers, done.stderr.decode()
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+        server.stdin.flush()
+        watchdog = threading.Timer(60, server.kill)  # no answer: fail, never hang
+        watchdog.start()
+        try:
+            answers = [json.loads(server.stdout.readline()) for _ in range(2)]  # ids 1, 2
+        finally:
+            watchdog.cancel()
+        server.stdin.close()
+        assert server.stderr is not None
+        rest, stderr = server.stdout.read(), server.stderr.read()  # to the end: it exited
+        server.wait(timeout=60)
+    answers += [json.loads(line) for line in rest.splitlines()]
+    return server.returncode, answers, stderr.decode()
 
 
 def test_a_session_ends_quietly_with_acmis_version(redis_url: str) -> None:

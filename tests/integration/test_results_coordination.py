@@ -28,6 +28,7 @@ from pydantic import TypeAdapter
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import ApiKeyBody, Scope
+from acmi_core.base.keys import SESSIONS
 from acmi_core.coordination import results as r
 from acmi_core.coordination.work import work_entity
 from acmi_core.ingest import config as source_configs
@@ -272,6 +273,10 @@ def test_work_items_pages_and_sessions(http: RouteClient, clock: FakeClock) -> N
             {"source": "agent:claude", "kind": "note", "correlationId": f"s{n}", "summary": "s"},
             session_id=f"s-{n + 2}",
         )
+    # enough sessions that one SSCAN step of 2 cannot finish the set, whatever the hash
+    # seed (4 members may all come back in one step, cursor 0)
+    sessions_key = acmi.keys.slot(work_entity("w-1"), SESSIONS)
+    acmi.store.execute(("SADD", sessions_key, *(f"s-extra-{n}" for n in range(200))))
     page = acmi.work.sessions_page("w-1", limit=2).to_dict()
     assert page["next_cursor"] is not None
     holds(r.SessionPageBody, page)
