@@ -52,6 +52,37 @@ DB: Final = {
     "retention": 7,  # tests/integration/test_retention.py: every tenant in it is its own
 }
 
+# One database per test module that needs its own (a module flushes or scans its own, so
+# two modules sharing one collide when a worker runs both): numbered after DB, held
+# unique by tests/infra/test_test_dbs.py. The session's redis-server has
+# acmi_core.testing.redis_server.DATABASES.
+TEST_DBS: Final = {
+    "cli_hardening": 8,
+    "mcp_bad_arguments": 9,
+    "mcp_http": 10,
+    "mcp_stdio": 11,
+    "mcp_stdio_bad_arguments": 12,
+    "readme_agents": 13,
+    "contender": 14,
+    "lambda_path": 15,
+    "auth_hardening": 16,
+    "cat_caps": 17,
+    "doctor.redis": 18,
+    "doctor.cli": 19,
+    "doctor_slots": 20,
+    "gmail_ingest": 21,
+    "ingest_hardening": 22,
+    "memory_import_chunks": 23,
+    "read_caps": 24,
+    "redis_lean": 25,
+    "results_coordination": 26,
+    "script_bounds": 27,
+    "store_deadlines.redis": 28,
+    "store_deadlines.double": 29,
+    "write_limits": 30,
+    "cluster": 31,
+}
+
 
 @dataclass(frozen=True)
 class FakeLambdaContext:

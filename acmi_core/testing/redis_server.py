@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 import redis
 
+# Databases on the server: one per test module that needs its own (tests/kit.py DB and
+# TEST_DBS), past Redis's default 16.
+DATABASES = 64
+
 
 class RedisServerError(RuntimeError):
     """redis-server is missing, exited, or never answered."""
@@ -55,6 +59,7 @@ def redis_server(start_timeout_s: float = 10.0) -> Iterator[RedisServer]:
     port = free_port()
     args = [exe, "--port", str(port), "--bind", "127.0.0.1"]
     args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
+    args += ["--databases", str(DATABASES)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     client = redis.Redis(port=port, socket_timeout=1)
     try:

@@ -24,11 +24,11 @@ from acmi_core.cli import main
 from acmi_core.ingest import config as sources
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import EXAMPLE_KEY, ROOT
+from tests.kit import EXAMPLE_KEY, ROOT, TEST_DBS
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-DB = 13  # this module's Redis database (tests/kit.py's table ends at 6)
+DB = TEST_DBS["cli_hardening"]  # this module's own database (tests/kit.py TEST_DBS)
 SECRET = "a-very-long-hmac-secret-value"
 
 

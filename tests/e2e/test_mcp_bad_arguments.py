@@ -22,11 +22,11 @@ from acmi_core.testing.redis_server import RedisServer
 from functions.mcp import handler as mcp_handler
 from functions.runtime import LambdaFunction
 from tests.e2e.test_mcp_http import payload, post, response_json, rpc, run_session
-from tests.kit import EXAMPLE_KEY, configured
+from tests.kit import EXAMPLE_KEY, TEST_DBS, configured
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-DB = 14  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
+DB = TEST_DBS["mcp_bad_arguments"]  # this module's own database (tests/kit.py TEST_DBS)
 
 
 @pytest.fixture

@@ -40,11 +40,18 @@ from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
 from functions.mcp import handler as mcp_handler
 from functions.runtime import LambdaFunction
-from tests.kit import EXAMPLE_KEY, FakeLambdaContext, configured, load_event, load_template
+from tests.kit import (
+    EXAMPLE_KEY,
+    TEST_DBS,
+    FakeLambdaContext,
+    configured,
+    load_event,
+    load_template,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-DB = 13  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
+DB = TEST_DBS["mcp_http"]  # this module's own database (tests/kit.py TEST_DBS)
 DOMAIN = "r3pmxmplak.execute-api.us-east-1.amazonaws.com"
 URL = f"https://{DOMAIN}/mcp"
 CONTEXT = FakeLambdaContext("acmi-mcp")

@@ -28,8 +28,9 @@ from acmi_core.auth import apikeys
 from acmi_core.mcp.server import REFERENCE_TOOLS
 from acmi_core.store import open_store
 from acmi_core.testing.redis_server import RedisServer
+from tests.kit import TEST_DBS
 
-MCP_DB = 12  # a database of its own on the session's redis-server
+MCP_DB = TEST_DBS["mcp_stdio"]  # this module's own database (tests/kit.py TEST_DBS)
 
 EXPECTED_TOOLS = {
     # the reference's 17 (REFERENCE_TOOLS)

@@ -28,8 +28,9 @@ from mcp.types import JSONRPCMessage
 from acmi_core.mcp.arguments import MAX_ARGUMENT_DEPTH
 from acmi_core.testing.redis_server import RedisServer
 from tests.e2e.test_mcp_stdio import payload, server_env
+from tests.kit import TEST_DBS
 
-DB = 12  # this module's database on the session's redis-server (flushed at its start)
+DB = TEST_DBS["mcp_stdio_bad_arguments"]  # this module's own database (tests/kit.py TEST_DBS)
 ANSWER_S = 30  # a refused line is answered at once; this only bounds a hang
 
 

@@ -31,11 +31,11 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.mcp import handler as mcp_handler
 from tests.e2e.test_mcp_http import DOMAIN, LambdaTransport
-from tests.kit import ROOT, configured, console_script
+from tests.kit import ROOT, TEST_DBS, configured, console_script
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SKILL = (ROOT / "acmi_core" / "skill" / "SKILL.md").read_text(encoding="utf-8")
-DB = 11  # this module's database on the session's redis-server
+DB = TEST_DBS["readme_agents"]  # this module's own database (tests/kit.py TEST_DBS)
 ACMI = console_script()
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")

@@ -18,10 +18,11 @@ import pytest
 from acmi_core.testing.redis_server import RedisServer
 from bench import client_cpu
 from bench import contender as c
+from tests.kit import TEST_DBS
 
 pytestmark = pytest.mark.slow  # node processes and a quick bench section (~10 s)
 
-DB = 13  # not in tests/kit.py's table; never flushed here (other modules use 13 too), the
+DB = TEST_DBS["contender"]  # this module's own database (tests/kit.py TEST_DBS)
 # entities are this module's own and every check reads the commands, not the data
 STOP = "contender-test:stop"
 

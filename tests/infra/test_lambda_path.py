@@ -28,11 +28,11 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from bench import lambda_path
 from functions.runtime import LambdaFunction
-from tests.kit import EXAMPLE_KEY, FakeLambdaContext, event_names, load_event
+from tests.kit import EXAMPLE_KEY, TEST_DBS, FakeLambdaContext, event_names, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-DB = 7  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
+DB = TEST_DBS["lambda_path"]  # this module's own database (tests/kit.py TEST_DBS)
 HTTP_FUNCTIONS = tuple(spec for spec in FUNCTIONS if spec.kind == "http")
 WARM_INVOCATIONS = 5
 

@@ -27,11 +27,11 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
 from functions.runtime import http_handler
-from tests.kit import EXAMPLE_KEY, Api, FakeLambdaContext, assert_error, load_event
+from tests.kit import EXAMPLE_KEY, TEST_DBS, Api, FakeLambdaContext, assert_error, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-DB = 12  # this module's Redis database (tests/kit.py's table ends at 6)
+DB = TEST_DBS["auth_hardening"]  # this module's own database (tests/kit.py TEST_DBS)
 SECRET = "s" * 32
 OTHER_SECRET = "t" * 32
 

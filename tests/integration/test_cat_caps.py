@@ -42,9 +42,9 @@ from acmi_core.testing.redis_server import RedisServer
 from functions.mcp import handler as mcp_handler
 from tests.e2e.test_mcp_http import post, response_json, rpc
 from tests.kit import DB as KIT_DB
-from tests.kit import configured, serving
+from tests.kit import TEST_DBS, configured, serving
 
-DB = 7  # this module's database on the session's redis-server (kit.DB ends at 6; 8+ taken)
+DB = TEST_DBS["cat_caps"]  # this module's own database (tests/kit.py TEST_DBS)
 NAMES = [f"user:cat{i:02d}" for i in range(MAX_CAT_ENTITIES)]
 EVENTS = 10  # per timeline: 20 x 10 x 200 KB = 40 MB, forty times a page's cap
 EVENT_BYTES = 200_000

@@ -42,7 +42,7 @@ from acmi_core.store.cluster import _error as cluster_error
 from acmi_core.store.counting import CountingStore
 from acmi_core.testing.redis_cluster import RedisCluster
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import FakeClock
+from tests.kit import TEST_DBS, FakeClock
 
 ALICE = EntityId.parse("user:alice")
 SHAPES = ("redis_cluster3", "redis_cluster1")
@@ -196,7 +196,7 @@ def test_the_reference_layout_stops_at_its_first_command_on_a_cluster(
 
 
 def test_the_reference_layout_on_one_node_checks_once(redis_server: RedisServer) -> None:
-    settings = Settings.from_env({"ACMI_REDIS_URL": redis_server.url_for(5)})
+    settings = Settings.from_env({"ACMI_REDIS_URL": redis_server.url_for(TEST_DBS["cluster"])})
     store = open_store(settings)
     try:
         counted = CountingStore(store)

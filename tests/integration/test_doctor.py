@@ -23,10 +23,10 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import DB
+from tests.kit import DB, TEST_DBS
 
-REDIS_DB = 8
-CLI_DB = 9
+REDIS_DB = TEST_DBS["doctor.redis"]  # this module's own database (tests/kit.py TEST_DBS)
+CLI_DB = TEST_DBS["doctor.cli"]  # this module's own database (tests/kit.py TEST_DBS)
 # The reference's default tenant_id (SPEC §12.1), configured as ours: MCP keys of
 # tenant madez then map to the unprefixed layout.
 SETTINGS = Settings(default_tenant="madez")

@@ -24,8 +24,9 @@ from acmi_core.ops.keyspace import SLOT_TYPES
 from acmi_core.ops.migrate import Migrate
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
+from tests.kit import TEST_DBS
 
-DB = 10  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
+DB = TEST_DBS["doctor_slots"]  # this module's own database (tests/kit.py TEST_DBS)
 AGENT = "agent:w"
 
 

@@ -38,11 +38,11 @@ from acmi_core.ingest.service import GmailFetch
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import run_fresh
+from tests.kit import TEST_DBS, run_fresh
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
-CLI_DB = 11  # this module's Redis database (tests/kit.py's table ends at 6)
+CLI_DB = TEST_DBS["gmail_ingest"]  # this module's own database (tests/kit.py TEST_DBS)
 ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:acmi/gmail-ops-AbCdEf"
 CLIENT_ID = "123456789012-abcdefghijklmnop.apps.googleusercontent.com"
 CLIENT_SECRET = "GOCSPX-integrationClientSecret7c1d"

@@ -29,8 +29,9 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
+from tests.kit import TEST_DBS
 
-REDIS_DB = 10  # this file's database on the shared redis-server (tests/kit.DB has 0-6)
+REDIS_DB = TEST_DBS["ingest_hardening"]  # this module's own database (tests/kit.py TEST_DBS)
 NOW = 1_796_000_000_000  # 2026-12-01, the app's clock in these tests
 FUTURE = 253_402_214_400_000  # 9999-12-31: a sender's bid for the newest-events window
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}

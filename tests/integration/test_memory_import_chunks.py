@@ -24,9 +24,9 @@ from acmi_core.store.base import Store
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.writes import WritePlan
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import FakeClock, fresh_tenant
+from tests.kit import TEST_DBS, FakeClock, fresh_tenant
 
-REDIS_DB = 13  # this module's database on the session's redis-server
+REDIS_DB = TEST_DBS["memory_import_chunks"]  # this module's own database (tests/kit.py TEST_DBS)
 AGENT = "agent:atlas"
 BUDGET_MS = 50
 

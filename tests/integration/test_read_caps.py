@@ -21,8 +21,9 @@ from acmi_core.base.model import MAX_OBJECT_BYTES
 from acmi_core.base.pages import MAX_PAGE_BYTES
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
+from tests.kit import TEST_DBS
 
-DB = 15  # this module's database on the session's redis-server (tests/kit.DB ends at 6)
+DB = TEST_DBS["read_caps"]  # this module's own database (tests/kit.py TEST_DBS)
 ENTITY = "user:big"
 EVENTS = 40
 EVENT_BYTES = 200_000  # 40 of them: 8 MB, eight times a page's cap

@@ -26,8 +26,9 @@ from acmi_core.store import resp
 from acmi_core.store.base import Script
 from acmi_core.store.redis import RedisStore, RespStore
 from acmi_core.testing.redis_server import RedisServer, free_port
+from tests.kit import TEST_DBS
 
-DB = 13  # this module's database on the session's redis-server
+DB = TEST_DBS["redis_lean"]  # this module's own database (tests/kit.py TEST_DBS)
 SLACK_S = 0.5  # 2 shared cores: a timeout may fire this late
 
 

@@ -39,10 +39,10 @@ from acmi_core.ops.migrate import migrate_report
 from acmi_core.ops.results import FindingLine, StepLine
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import DB, START, FakeClock, RouteClient, fresh_tenant
+from tests.kit import DB, START, TEST_DBS, FakeClock, RouteClient, fresh_tenant
 from tests.results import assert_closed, assert_result, portable
 
-OPS_DB = 8  # doctor and migrate scan a whole database: this module's own, flushed
+OPS_DB = TEST_DBS["results_coordination"]  # this module's own database (tests/kit.py TEST_DBS)
 HOOKS = "https://agent.example/"
 WAKE_SETTINGS = Settings(auth_cache_s=0, wake_allowed_urls=HOOKS, wake_allowed_buses="ops")
 EVENT_BYTES = 200_000  # six of them pass a work item read's page byte cap

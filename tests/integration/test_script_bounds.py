@@ -43,9 +43,10 @@ from acmi_core.store.base import Script
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
 from bench import script_limits
+from tests.kit import TEST_DBS
 
 BUDGET_MS = script_limits.BUDGET_MS
-DB_BOUNDS = 10  # this file's Redis database (tests/kit.py's table stops at 6; 8, 9: write_limits)
+DB_BOUNDS = TEST_DBS["script_bounds"]  # this module's own database (tests/kit.py TEST_DBS)
 LUA = resources.files("acmi_core").joinpath("store/lua")
 
 

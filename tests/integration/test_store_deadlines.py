@@ -30,9 +30,10 @@ from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_server import RedisServer, redis_server
 from acmi_core.testing.upstash_double import UpstashDouble
+from tests.kit import TEST_DBS
 
-REDIS_DB = 14  # the redis backend, on this module's own server
-DOUBLE_DB = 15  # behind the Upstash double, on this module's own server
+REDIS_DB = TEST_DBS["store_deadlines.redis"]  # this module's own database (tests/kit.py TEST_DBS)
+DOUBLE_DB = TEST_DBS["store_deadlines.double"]  # this module's own database (tests/kit.py TEST_DBS)
 
 DEADLINE = Settings(store_timeout_s=1.0, retry_base_delay_s=0.001, retry_max_delay_s=0.01)
 # One drip-fed call may end this much past its deadline (a read already under way, the

@@ -25,9 +25,10 @@ from acmi_core.store.writes import WritePlan
 from acmi_core.testing.redis_server import RedisServer
 from bench import write_limits
 from tests.integration.test_script_bounds import hold
+from tests.kit import TEST_DBS
 
 BUDGET_MS = 50.0  # server time one edit may block Redis for
-DB_TIMING = 8  # this file's Redis database (tests/kit.py's table: 8 and 9 are ours)
+DB_TIMING = TEST_DBS["write_limits"]  # this module's own database (tests/kit.py TEST_DBS)
 
 _counter = iter(range(10**9))
 

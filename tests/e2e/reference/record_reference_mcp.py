@@ -62,7 +62,7 @@ async def record(directory: Path, url: str, token: str) -> dict[str, Any]:
 
 def main() -> None:
     directory, commit = Path(sys.argv[1]), sys.argv[2]
-    with redis_server() as server, UpstashDouble(server.url_for(0)) as double:
+    with redis_server() as server, UpstashDouble(server.url) as double:
         recorded = asyncio.run(record(directory, double.url, double.token))
     golden = {
         "_comment": (
