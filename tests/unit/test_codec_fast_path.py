@@ -426,11 +426,14 @@ def _old_parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "eve
         data["ts"] = now_ms
     else:
         _check_ts(data["ts"], f"{field}.ts")
+    # the reference SDK's order: an explicit tenant_id comes before a filled speaker_type
+    tenant_first = False
     if "speaker_type" not in data:
         source = data.get("source")
         for prefix, speaker in SPEAKER_TYPE_BY_SOURCE_PREFIX.items():
             if isinstance(source, str) and source.startswith(prefix):
                 data["speaker_type"] = speaker.value
+                tenant_first = "tenant_id" in data
                 break
     data.setdefault("tenant_id", tenant)
     summary = data.get("summary")
@@ -444,7 +447,8 @@ def _old_parse_event(raw: object, *, now_ms: int, tenant: str, field: str = "eve
     except ValidationError as exc:
         raise _validation_error(exc, field) from None
     _old_dumps(data, field)
-    return _old_dumps(_in_field_order(event.model_dump(mode="json", exclude_unset=True)), "event")
+    dumped = event.model_dump(mode="json", exclude_unset=True)
+    return _old_dumps(_in_field_order(dumped, tenant_first=tenant_first), "event")
 
 
 class Odd:
