@@ -32,6 +32,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.principal import Principal
 from acmi_core.base.lambdas import FUNCTIONS
 from acmi_core.client import Acmi
+from acmi_core.client.tracing import operation_span
 from acmi_core.ingest.config import SourceConfig
 from acmi_core.ingest.sources import SourceSpec, source_spec
 from acmi_core.operations import Access, Operation, of_function, operation
@@ -198,9 +199,9 @@ def guarded(row: Operation, handler: Handler, taken: Takes | None = None) -> End
     if taken is not None and not row.access.keyed:
         raise ValueError(f"operation {row.name!r}: only key-scoped routes read their params")
     if row.access.keyed:
-        endpoint = _keyed(Scope(row.access.value), row.metric, handler, taken)
+        endpoint = _keyed(row.name, Scope(row.access.value), row.metric, handler, taken)
     elif row.access is Access.WEBHOOK:
-        endpoint = _webhook(handler)
+        endpoint = _webhook(row.name, handler)
     else:
         raise ValueError(f"operation {row.name!r}: {row.access} routes are mounted as they are")
     functools.update_wrapper(endpoint, handler)  # name, docstring, __wrapped__
@@ -216,23 +217,28 @@ def _context(request: Request) -> ApiContext:
     return ctx
 
 
-def _keyed(scope: Scope, metric: str | None, handler: Handler, taken: Takes | None) -> Endpoint:
+def _keyed(
+    name: str, scope: Scope, metric: str | None, handler: Handler, taken: Takes | None
+) -> Endpoint:
     """An API key of at least ``scope`` (its tenant, checked against ``X-Acmi-Tenant``),
-    counted under ``metric`` once accepted."""
+    counted under ``metric`` once accepted; the handler runs in the span of operation
+    ``name`` (traces on)."""
 
     async def endpoint(request: Request, **values: Any) -> Response:
         ctx = _context(request)
         principal, acmi = await ctx.authorize(request, scope)
         if metric is not None:
             ctx.observer.metric(metric)
-        if taken is not None:  # the solved path and query values are the params' own
-            return await handler(Authorized(request, acmi, principal, ctx, None, taken, values))
-        return await handler(Authorized(request, acmi, principal, ctx), **values)
+        with operation_span(acmi, name, values) as acmi:
+            if taken is not None:  # the solved path and query values are the params' own
+                authorized = Authorized(request, acmi, principal, ctx, None, taken, values)
+                return await handler(authorized)
+            return await handler(Authorized(request, acmi, principal, ctx), **values)
 
     return endpoint
 
 
-def _webhook(handler: Handler) -> Endpoint:
+def _webhook(name: str, handler: Handler) -> Endpoint:
     """The source's credential policy (``Authenticator.webhook``: Google OIDC, a push
     token or an API key, as the source's row allows), then the body's signature."""
 
@@ -246,7 +252,9 @@ def _webhook(handler: Handler) -> Endpoint:
         raw = await read_raw(request, acmi.settings.max_body_bytes)
         ctx.auth.verify_body(caller, raw, request.headers)
         webhook = Webhook(spec, caller.config, query, raw)
-        return await handler(Authorized(request, acmi, caller.principal, ctx, webhook), **values)
+        with operation_span(acmi, name, values) as acmi:
+            authorized = Authorized(request, acmi, caller.principal, ctx, webhook)
+            return await handler(authorized, **values)
 
     return endpoint
 

@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 from acmi_core.api.access import check_routes, public_route
 from acmi_core.api.context import ApiContext
 from acmi_core.api.errors import ERROR_SCHEMA, install_error_handlers
+from acmi_core.api.observe import RequestSpans
 from acmi_core.base.errors import NotFound
 from acmi_core.base.lambdas import http_routers
 from acmi_core.operations import operation
@@ -39,6 +40,18 @@ ROUTER_MODULES: Final = {
     "workflows": "acmi_core.api.routes.workflows",
     "memory": "acmi_core.api.routes.memory",
 }
+
+
+# FastAPI (0.16x) traces every request itself once the process has a tracer provider,
+# whatever ACMI_TRACES says, recording the query string (a push token: `?token=`) and the
+# path (an entity id may be an email address): off on every app; ACMI_TRACES's own spans
+# (RequestSpans and the operation spans) record neither. Older FastAPIs take no such
+# argument and trace nothing themselves.
+_NATIVE_TELEMETRY_OFF: Final[dict[str, Any]] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 def create_app(
@@ -80,9 +93,12 @@ def create_app(
         docs_url=None,  # FastAPI's page loads Swagger UI from a CDN; ours is served here
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
+        **_NATIVE_TELEMETRY_OFF,
     )
     app.state.acmi = ctx
     install_error_handlers(app)
+    if settings.traces:
+        app.add_middleware(RequestSpans)
     if docs:
         _document_errors(app, api_routes)
         app.state.openapi_bytes = {}  # root path -> the rendered document

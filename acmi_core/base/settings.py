@@ -341,6 +341,12 @@ class Settings(BaseSettings):
         "the MCP tools served (acmi mcp, the mcp function): ours, reference (the reference"
         " server's 17 acmi_* tools, names, arguments and answers) or all (both)",
     )
+    traces: Annotated[bool, _parser(_flag)] = _var(
+        "ACMI_TRACES",
+        False,
+        "1: an OpenTelemetry span per request, operation and job run (needs acmi[traces];"
+        " the process's tracer provider exports them)",
+    )
     max_body_bytes: Integer = _var(
         "ACMI_MAX_BODY_BYTES", 256 * 1024, "request body cap (413 beyond)", ge=1
     )

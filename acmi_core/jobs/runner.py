@@ -43,6 +43,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import dumps
 from acmi_core.base.stored import StoredObject, Unreadable, load_stored, scored
 from acmi_core.client import Acmi
+from acmi_core.client.tracing import MeasuringStore, job_span
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.scripts import new_request_id
 from acmi_core.store.writes import Replayed, WritePlan
@@ -177,10 +178,15 @@ def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) ->
     previous = acmi.store.execute(("GET", record_key))
     if isinstance(previous, bytes):
         return _replayed(previous)
-    counting = CountingStore(acmi.store)
+    # traces on: the run's span also gets its bytes (a measuring store costs a walk of
+    # every reply, so only then)
+    counting = MeasuringStore(acmi.store) if acmi.settings.traces else CountingStore(acmi.store)
     counted = acmi.__class__(counting, acmi.settings, tenant=acmi.tenant, clock=acmi.clock)
     started = clock()
-    result = job(counted, run)
+    with job_span(acmi, run.job, counting) as span:
+        result = job(counted, run)
+        if span is not None:
+            span.set_attributes(_result_attributes(result))
     summary = {
         "job": run.job,
         "execution_id": run.execution_id,
@@ -201,6 +207,16 @@ def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) ->
     except Replayed as replay:  # a concurrent retry finished first: its record stands
         return _replayed(replay.previous)
     return summary
+
+
+def _result_attributes(result: Mapping[str, Any]) -> dict[str, int | float]:
+    """A run's counts for its span: each number at the top of its result (``stalled``,
+    ``rolled_up``, ``backlog``, ...) as ``acmi.result.<name>``."""
+    return {
+        f"acmi.result.{name}": value
+        for name, value in result.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
 def _replayed(raw: bytes) -> StoredObject:

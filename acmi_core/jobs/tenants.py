@@ -64,10 +64,13 @@ from acmi_core.base.keys import (
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.settings import Settings
 from acmi_core.base.stored import Unreadable, load_stored, scored
+from acmi_core.client.tracing import job_span
 from acmi_core.jobs.runner import Job, JobRun, int_param, job_state, pending, run_job
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from acmi_core.client import Acmi
 
 DAY_MS: Final = 24 * 3600 * 1000
@@ -252,7 +255,15 @@ def _error(exc: Exception) -> str:
 
 def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
     """Run ``job`` for every tenant with work (module docstring). ``acmi`` is a client of
-    the deployment's default tenant."""
+    the deployment's default tenant. Traces on: in a span over the invocation, each
+    tenant's run a span inside it (``run_job``)."""
+    with job_span(acmi, run.job) as span:
+        return _run_tenants(acmi, run, job, clock, span)
+
+
+def _run_tenants(
+    acmi: Acmi, run: JobRun, job: Job, clock: Callable[[], float], span: Span | None
+) -> dict[str, Any]:
     spec = sources(run.job)
     max_tenants = int_param(run.params, "max_tenants", DEFAULT_MAX_TENANTS, MAX_MAX_TENANTS)
     tenant_run = replace(run, params={k: v for k, v in run.params.items() if k != "max_tenants"})
@@ -268,6 +279,8 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
         order.setdefault(tenant, None)
     tenants = list(order)
     served, deferred = tenants[:max_tenants], tenants[max_tenants:]
+    if span is not None:
+        span.set_attributes({"acmi.tenants": len(served), "acmi.deferred": len(deferred)})
 
     results: dict[str, dict[str, Any]] = {}
     waiting: dict[str, str] = {tenant: "more tenants than max_tenants" for tenant in deferred}

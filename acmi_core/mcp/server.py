@@ -42,10 +42,11 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import pydantic_rule
 from acmi_core.base.stored import LONE_SURROGATE, render_json
+from acmi_core.client.tracing import operation_span
 from acmi_core.mcp import reference, stdio
 from acmi_core.mcp.shapes import SHAPES
 from acmi_core.operations import OPERATIONS, Access, Operation, operation
-from acmi_core.operations.bind import call_core, params_model
+from acmi_core.operations.bind import call_core, fields, params_model
 from acmi_core.operations.params import Params
 
 P = ParamSpec("P")
@@ -396,14 +397,16 @@ def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]
     """What the tool does with its validated params: its shape (``mcp/shapes.py``), else
     the core callable given the params' fields by name, its answer as a dict."""
     shaped = SHAPES.get(row.name)
-    if shaped is not None:
-        return functools.partial(shaped, acmi, scope)
 
-    def direct(params: Params) -> Any:
-        # bound at the call: building the server builds no sub-API it may never use
-        return call_core(acmi, row, params)
+    def run(params: Params) -> Any:
+        # in the row's span (traces on), on the client measuring it
+        with operation_span(acmi, row.name, fields(params)) as client:
+            if shaped is not None:
+                return shaped(client, scope, params)
+            # bound at the call: building the server builds no sub-API it may never use
+            return call_core(client, row, params)
 
-    return direct
+    return run
 
 
 def _tool(acmi: Acmi, scope: Scope, row: Operation) -> Callable[..., CallToolResult]:

@@ -50,7 +50,11 @@ NOT_CORE = (
 # Extras the core looks for and does fine without (the fast extra's C reply parser).
 TRIED_WITH_A_FALLBACK = {"hiredis"}
 # Distribution names whose import name differs.
-IMPORT_NAMES = {"pyjwt": "jwt", "fastapi-offline": "fastapi_offline"}
+IMPORT_NAMES = {
+    "pyjwt": "jwt",
+    "fastapi-offline": "fastapi_offline",
+    "opentelemetry-api": "opentelemetry",
+}
 
 # Runs ``args["steps"]`` where only ``args["allowed"]`` top-level packages import; for each
 # step: what it returned or raised, what it printed on stderr, and which imports were
