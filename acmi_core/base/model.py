@@ -41,6 +41,12 @@ MAX_SIGNAL_KEY_LEN: Final = 128
 MAX_SUMMARY_LEN: Final = 500
 # Year 9999 in ms: past it a "ts" is a unit mistake (µs, ns), not a time.
 MAX_TS_MS: Final = 253_402_300_799_999
+# A ts in [10^9, 10^11) is 1970-01-12..1973-03-03 as ms but 2001..5138 as seconds: a
+# Unix time in seconds (e.g. 1745947200, 2025-04-29), stored as ms it sorts 55 years back.
+# Refused on write (rule "seconds"); such a stored event reads as legacy ("ts: seconds").
+SECONDS_TS_MIN: Final = 10**9
+SECONDS_TS_END: Final = 10**11
+SECONDS_TS_RULE: Final = "looks like seconds; ts is milliseconds since the epoch"
 # Categories that would collide with ACMI's own key layout.
 RESERVED_CATEGORIES: Final = frozenset({"tenant"})
 TENANT_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -706,12 +712,24 @@ def encode_event(
     return event, text
 
 
+def seconds_like(ts: float) -> bool:
+    """A ts that can only be seconds (``SECONDS_TS_MIN`` <= ts < ``SECONDS_TS_END``)."""
+    return SECONDS_TS_MIN <= ts < SECONDS_TS_END
+
+
 def _check_ts(ts: object, field: str) -> None:
     if isinstance(ts, bool) or not isinstance(ts, int | float):
         raise AcmiValidationError(field, "type", "must be a number (milliseconds since epoch)")
     if not math.isfinite(ts) or not 0 <= ts <= MAX_TS_MS:
         raise AcmiValidationError(
             field, "range", f"must be a finite time in milliseconds between 0 and {MAX_TS_MS}"
+        )
+    if seconds_like(ts):
+        raise AcmiValidationError(
+            field,
+            "seconds",
+            f"{SECONDS_TS_RULE} ({SECONDS_TS_MIN} <= ts < {SECONDS_TS_END} is 1970-1973 "
+            "as ms: multiply seconds by 1000)",
         )
 
 
@@ -787,7 +805,9 @@ def event_from_stored(data: dict[str, Any]) -> Event | str:
     except PydanticValidationError as exc:
         errors = exc.errors()
     else:  # the common case first: a valid event costs one validation
-        if len(valid.summary) <= MAX_SUMMARY_LEN // 2 or not summary_too_long(valid.summary):
+        if not seconds_like(valid.ts) and (
+            len(valid.summary) <= MAX_SUMMARY_LEN // 2 or not summary_too_long(valid.summary)
+        ):
             return valid
         errors = []
     if "ts" not in data:
@@ -806,6 +826,8 @@ def event_from_stored(data: dict[str, Any]) -> Event | str:
         broken.setdefault(name, _RULE_BY_PYDANTIC_TYPE.get(err["type"], err["type"]))
     if "ts" in broken:  # usable (checked above): so out of range; a union reports twice
         broken["ts"] = "range"
+    elif seconds_like(data["ts"]):  # read as stored, never dropped: flagged
+        broken["ts"] = "seconds"
     if "correlationId" in broken and "correlationId" not in data and "correlation_id" in data:
         broken["correlationId"] = "camel_case"
     values: dict[str, Any] = {}

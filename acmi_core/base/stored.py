@@ -22,7 +22,13 @@ from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import TypeAliasType
 
 from acmi_core.base.errors import CorruptData
-from acmi_core.base.model import MAX_SUMMARY_LEN, Event, event_from_stored, summary_too_long
+from acmi_core.base.model import (
+    MAX_SUMMARY_LEN,
+    Event,
+    event_from_stored,
+    seconds_like,
+    summary_too_long,
+)
 
 # Deepest stored value a read serves; deeper is skipped and reported. Fixed rather than
 # "whatever json.loads survives", which depends on the caller's stack depth; 512 levels
@@ -227,8 +233,12 @@ def decode_events(
                     pass
                 elif event.payload is not None or event.__pydantic_extra__:
                     plain = False
-                elif _plain(event, member) and (
-                    len(event.summary) <= _SHORT_SUMMARY or not summary_too_long(event.summary)
+                elif (
+                    _plain(event, member)
+                    and (
+                        len(event.summary) <= _SHORT_SUMMARY or not summary_too_long(event.summary)
+                    )
+                    and not seconds_like(event.ts)
                 ):
                     decoded.append((event, member))
                     continue
@@ -239,7 +249,11 @@ def decode_events(
                 continue
             if type(data) is dict:
                 event = _valid(from_dict, data)
-                if event is not None and not summary_too_long(event.summary):
+                if (
+                    event is not None
+                    and not summary_too_long(event.summary)
+                    and not seconds_like(event.ts)
+                ):
                     decoded.append((event, data))
                     continue
         parsed = decode_event(member)  # the tolerant path: legacy events, odd members

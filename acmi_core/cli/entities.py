@@ -102,6 +102,9 @@ def event(
     ] = None,
     parent: Annotated[str | None, typer.Option(help="the parentCorrelationId")] = None,
     payload: Annotated[str | None, typer.Option(help="JSON object (- for stdin)")] = None,
+    ts: Annotated[
+        int | None, typer.Option(help="when, in ms since the epoch (default: now)")
+    ] = None,
 ) -> None:
     """Append a Comms v1.1 event (the reference's form NS:ID SOURCE SUMMARY works too)."""
     if summary is None:
@@ -115,6 +118,8 @@ def event(
         "correlationId": correlation_id or f"cli-{uuid.uuid4().hex[:12]}",
         "summary": summary,
     }
+    if ts is not None:  # first, as the stored order has it; the core checks it (seconds: 4xx)
+        record = {"ts": ts, **record}
     if parent:
         record["parentCorrelationId"] = parent
     if payload is not None:

@@ -262,6 +262,19 @@ def test_locks_on_the_api(
     assert served.acmi.locks.get("deploy:prod").to_dict().get("owner") is None
 
 
+def test_event_with_a_seconds_ts_is_refused_on_the_api(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    argv = ["--api", served.url, "event", "sales", "sec", "gmail", "sent", "--ts"]
+    refused = run(capsys, monkeypatch, [*argv, "1745947200"])
+    assert (refused.code, refused.out) == (2, ""), refused.err
+    assert "ts" in refused.error and "seconds" in refused.error, refused.error
+    assert served.acmi.timeline.size("sales:sec") == 0
+    stored = run(capsys, monkeypatch, [*argv, "1745947200000"])
+    assert stored.code == 0 and json.loads(stored.out)["ts"] == 1_745_947_200_000
+
+
 def _config(tmp_path: Path, body: str, mode: int = 0o600) -> Path:
     path = tmp_path / "config.toml"
     path.write_text(body, encoding="utf-8")

@@ -212,6 +212,16 @@ def test_event_appends_to_the_timeline(mcp: McpClient, acmi: Acmi) -> None:
     assert (read.summary, read.correlationId, read.ts) == ("hello", "c9", stored["ts"])
 
 
+def test_event_with_a_seconds_ts_is_refused_naming_ts_and_seconds(
+    mcp: McpClient, acmi: Acmi
+) -> None:
+    refused = mcp.error("event", {"entity": "user:evs", "event": event("s", ts=1_745_947_200)})
+    assert "ts" in refused and "rule: seconds" in refused, refused
+    assert "milliseconds" in refused
+    assert acmi.timeline.size("user:evs") == 0
+    assert mcp.ok("event", {"entity": "user:evs", "event": event("ms", ts=1_745_947_200_000)})
+
+
 def test_get_reads_profile_signals_and_newest_events(mcp: McpClient, acmi: Acmi) -> None:
     acmi.profile.merge("user:get", {"name": "Gil"})
     acmi.signals.set("user:get", "mood", "ok")

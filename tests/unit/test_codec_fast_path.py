@@ -134,7 +134,7 @@ event_dicts = st.fixed_dictionaries(
         "ts": st.one_of(
             st.integers(0, MAX_TS_MS),
             st.floats(0, MAX_TS_MS),
-            st.sampled_from([-1, MAX_TS_MS + 1, 1e300, "1", True, None]),
+            st.sampled_from([-1, MAX_TS_MS + 1, 1e300, "1", True, None, 1_745_947_200]),
         ),
         "source": st.one_of(st.sampled_from(["agent:a", "user:b", "x"]), short, st.integers()),
         "summary": st.one_of(
@@ -531,7 +531,13 @@ raw_events: st.SearchStrategy[Any] = st.one_of(
             "summary": st.one_of(st.sampled_from(["hi", "\U0001f600" * 251]), short),
         },
         optional={
-            "ts": st.one_of(st.integers(-1, MAX_TS_MS + 1), st.floats(), st.none(), st.just("1")),
+            "ts": st.one_of(
+                st.integers(-1, MAX_TS_MS + 1),
+                st.floats(),
+                st.none(),
+                st.just("1"),
+                st.integers(10**9 - 1, 10**11),  # around the seconds rule
+            ),
             "kind": st.one_of(st.just("note"), short),
             "correlationId": st.one_of(st.just("c-1"), short),
             "correlation_id": st.just("c"),

@@ -1,10 +1,10 @@
 """``tolerance``: reads show what the reference's readers show. A stored timeline member
 another tool wrote without following every rule (no kind/correlationId, as the reference
 CLI's ``event`` writes; snake_case correlation_id; a speaker_type outside the enum; a
-numeric tenant_id; ts out of range; a summary over 500 UTF-16 units) is returned verbatim,
-flagged in ``Event.legacy``. Only a member that is not JSON, not an object, or has no
-usable ts (a finite number), source or summary (strings) is skipped and reported; nothing
-is ever raised, and the events around it are still read."""
+numeric tenant_id; ts out of range or in seconds; a summary over 500 UTF-16 units) is
+returned verbatim, flagged in ``Event.legacy``. Only a member that is not JSON, not an
+object, or has no usable ts (a finite number), source or summary (strings) is skipped and
+reported; nothing is ever raised, and the events around it are still read."""
 
 from __future__ import annotations
 
@@ -140,6 +140,11 @@ LEGACY_MEMBERS: Final = (
         ["ts: range"],
     ),
     ("a negative ts", _legacy(**VALID_FIELDS, ts=-1), ["ts: range"]),
+    (
+        "a ts in seconds",  # 2025-04-29 as seconds, 1970 as ms: refused on write, read as stored
+        _legacy(**VALID_FIELDS, ts=1_745_947_200),
+        ["ts: seconds"],
+    ),
     (
         f"a summary over {MAX_SUMMARY_LEN} UTF-16 units",
         _legacy(**VALID_FIELDS, summary="\U0001f600" * (MAX_SUMMARY_LEN // 2 + 1)),
