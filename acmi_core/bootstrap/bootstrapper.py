@@ -128,11 +128,13 @@ class Bootstrapper:
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
             bundle.spawn = {**record} if reply["spawned"] == 1 else {**record, "duplicate": True}
-        bundle.max_bytes = budget
         bundle.text = render(bundle)
-        if budget is not None and bundle.size_bytes > budget:
-            fit(bundle, budget)
-            self._keep_handoff(bundle, eid, reply["handoff"])
+        if budget is not None:
+            bundle.max_bytes, bundle.max_tokens = budget.max_bytes, budget.max_tokens
+            bundle.text = render(bundle)
+            if budget.excess(bundle.text) > 0:
+                fit(bundle, budget)
+                self._keep_handoff(bundle, eid, reply["handoff"])
         return bundle
 
     def _keep_handoff(self, bundle: Bundle, eid: EntityId, raw: Reply) -> None:

@@ -2,21 +2,22 @@
 and what a budget cuts first.
 
 Budget: ``max_bytes`` and/or ``max_tokens`` bound the rendered text in the chosen format.
-Tokens are estimated offline as one per 3 UTF-8 bytes (:func:`estimate_tokens`): real
-tokenizers give 3.5-4.5 bytes a token on English and JSON, so the estimate errs on the
-safe side. Over budget, items go lowest priority first (``TRIM_ORDER``: spawns, the shared
-queue, the oldest timeline events, ... signals last), and the bundle says what it cut.
+Tokens are counted by ``text.count_tokens``: cl100k when the ``acmi[tokens]`` extra is
+installed, else an estimate calibrated to count high. Over budget, items go lowest
+priority first (``TRIM_ORDER``: spawns, the shared queue, the oldest timeline events, ...
+signals last), and the bundle says what it cut; the problems are dropped last.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.stored import render_json
 from acmi_core.bootstrap.render import item_lines, render
-from acmi_core.bootstrap.text import utf8_len
+from acmi_core.bootstrap.text import count_tokens, utf8_len
 
 if TYPE_CHECKING:
     from acmi_core.bootstrap.bundle import Bundle
@@ -52,6 +53,7 @@ CAPS: Final = {
 READ_BYTES: Final = 512 * 1024
 MIN_BUDGET_BYTES: Final = 1024
 MIN_BUDGET_TOKENS: Final = 342  # 1,024 bytes at 3 bytes a token
+MAX_BUDGET: Final = 2**31
 
 # Lowest priority first: what a budget cuts first. List sections lose their last items
 # (the oldest or least urgent) one by one; the others go whole.
@@ -89,27 +91,47 @@ def count_in(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
-def check_budget(max_bytes: int | None, max_tokens: int | None) -> int | None:
-    """The byte limit the two budgets make (tokens at 3 bytes each), or None."""
-    limits = []
+@dataclass(frozen=True)
+class Budget:
+    """What a bundle's text may cost: bytes, tokens (``text.count_tokens``), or both."""
+
+    max_bytes: int | None = None
+    max_tokens: int | None = None
+
+    def excess(self, text: str) -> int:
+        """The UTF-8 bytes to cut from ``text`` for it to fit (<= 0: it fits). Tokens over
+        are turned into bytes at the text's own bytes a token, so each pass cuts about
+        what is needed; the next pass measures again."""
+        size = utf8_len(text)
+        over = [size - self.max_bytes] if self.max_bytes is not None else []
+        if self.max_tokens is not None:
+            tokens = max(1, count_tokens(text))
+            over.append(-(-(tokens - self.max_tokens) * size // tokens))
+        return max(over, default=0)
+
+
+def check_budget(max_bytes: int | None, max_tokens: int | None) -> Budget | None:
+    """The budget the two limits make, or None."""
     if max_bytes is not None:
-        limits.append(count_in(max_bytes, "max_bytes", MIN_BUDGET_BYTES, 2**31))
+        count_in(max_bytes, "max_bytes", MIN_BUDGET_BYTES, MAX_BUDGET)
     if max_tokens is not None:
-        limits.append(3 * count_in(max_tokens, "max_tokens", MIN_BUDGET_TOKENS, 2**31))
-    return min(limits) if limits else None
+        count_in(max_tokens, "max_tokens", MIN_BUDGET_TOKENS, MAX_BUDGET)
+    if max_bytes is None and max_tokens is None:
+        return None
+    return Budget(max_bytes, max_tokens)
 
 
-def fit(bundle: Bundle, budget: int) -> None:
-    """Cut lowest-priority items until the text fits ``budget`` bytes.
+def fit(bundle: Bundle, budget: Budget) -> None:
+    """Cut lowest-priority items until the text fits ``budget``.
 
     Each item's cost is measured once (its own rendering), so a cut is O(items), not a
-    re-render per item; the text is rendered again only to confirm, and a shortfall
-    (fence lengths, separators) feeds the next pass."""
+    re-render per item; the text is rendered (and its tokens counted) again only to
+    confirm, and a shortfall (fence lengths, separators, tokens) feeds the next pass."""
     sections = {s.name: s for s in bundle.sections}
     cost = _item_cost(bundle.format)
     order = [sections[name] for name in TRIM_ORDER if name in sections]
     while True:
-        excess = bundle.size_bytes - budget
+        excess = budget.excess(bundle.text)
         if excess <= 0:
             return
         excess += 64  # the "cut" note grows as sections are cut
@@ -130,9 +152,13 @@ def fit(bundle: Bundle, budget: int) -> None:
                 )
                 section.cut = 1
                 progressed = True
+        if not progressed and bundle.problems:  # what the store held that did not read
+            bundle.problems_cut += len(bundle.problems)
+            bundle.problems = []
+            progressed = True
         bundle.text = render(bundle)
         if not progressed:
-            return  # nothing left to cut: the skeleton alone (< MIN_BUDGET_BYTES)
+            return  # nothing left to cut: the skeleton alone (the budget's floor refused)
 
 
 def _item_cost(fmt: str) -> Callable[[Any], int]:

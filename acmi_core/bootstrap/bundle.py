@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from acmi_core.bootstrap.results import BundleBody, BundleMemory
-from acmi_core.bootstrap.text import estimate_tokens, iso, utf8_len
+from acmi_core.bootstrap.text import count_tokens, iso, utf8_len
 
 Scope = Literal["main", "group", "subagent"]
 Format = Literal["json", "markdown"]
@@ -108,12 +108,15 @@ class Bundle:
     spawn: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
     max_bytes: int | None = None
+    max_tokens: int | None = None
     text: str = ""
     # the memory read: the day it calls today, its zone, level-3 sections not loaded
     memory: BundleMemory = field(default_factory=BundleMemory)
     # what the script took from the timeline (members for the timeline and the daily notes,
     # daily-note stamps): the cost figure tests hold, not part of the bundle's JSON
     reads: dict[str, int] = field(default_factory=dict)
+    # problems a budget left out (the last thing it cuts), said in ``cut`` as "problems"
+    problems_cut: int = 0
 
     def section(self, name: str) -> Section:
         for section in self.sections:
@@ -123,7 +126,10 @@ class Bundle:
 
     @property
     def cut(self) -> dict[str, int]:
-        return {s.name: s.cut for s in self.sections if s.cut}
+        cut = {s.name: s.cut for s in self.sections if s.cut}
+        if self.problems_cut:
+            cut["problems"] = self.problems_cut
+        return cut
 
     def to_dict(self) -> BundleBody:
         return {
@@ -138,6 +144,7 @@ class Bundle:
             "budget_bytes": self.max_bytes,
             "memory": self.memory,
             "problems": self.problems,
+            "budget_tokens": self.max_tokens,
         }
 
     @property
@@ -146,4 +153,5 @@ class Bundle:
 
     @property
     def tokens(self) -> int:
-        return estimate_tokens(self.text)
+        """What the text costs an LLM (``text.count_tokens``: cl100k when installed)."""
+        return count_tokens(self.text)

@@ -35,3 +35,4 @@ class BundleBody(TypedDict):
     budget_bytes: int | None
     memory: BundleMemory
     problems: list[str]
+    budget_tokens: int | None
