@@ -101,7 +101,10 @@ class Authenticator:
         self, tenant: str, source: str, *, fresh: bool = False
     ) -> SourceConfig | None:
         """The source's config in ``tenant`` (cached; ``fresh``: read it now)."""
-        keys = Keys(tenant, self._settings.default_tenant, self._settings.key_layout)
+        settings = self._settings
+        keys = Keys(
+            tenant, settings.default_tenant, settings.key_layout, settings.buckets_for(tenant)
+        )
         if fresh:
             self._configs.forget((tenant, source))
         try:

@@ -25,15 +25,24 @@ share one slot of a Redis Cluster::
     acmi:{_deployment}:_tenants            SET of the tenants that ever marked one
                                            (``tenant_registry``): what the jobs fan out over
 
-One tag per tenant is one bucket (B = 1). B > 1 tags each entity's keys
-``{<tenant>:<bucket>}`` (bucket = a hash of the entity id mod B) and keeps the tenant-wide
-indexes per bucket under the same tag: ``Keys.tag`` is the one place to change.
+Buckets (``ACMI_CLUSTER_BUCKETS``, B per tenant): one tag per tenant is one bucket (B = 1,
+the names above). With B > 1 an entity's keys carry its bucket's tag, ``{<tenant>}`` for
+bucket 0 and ``{<tenant>:<b>}`` for b >= 1, b = CRC-32 (zlib) of the entity id
+(``<cat>:<id>``) mod B: stable across processes and versions. The coordination categories
+(``PINNED_CATEGORIES``: agents, work items, threads, topics, workflows) and every
+coordination key (leases, locks, HITL queues and records, open work, mentions, lessons,
+activity, wake) stay in bucket 0, so their scripts stay one slot and one round trip. The
+tenant-wide indexes a write of any entity keeps (change index, marks, memory index,
+hygiene due, category lists, job watermarks, request records) live once per bucket under
+that bucket's tag (``Keys.at``, ``Keys.of``): the write keeps its own bucket's, and the
+readers that span a tenant fan out over ``Keys.buckets``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import zlib
 from enum import StrEnum
 from typing import Final
 
@@ -144,29 +153,104 @@ DEPLOYMENT_TAG: Final = "{_deployment}"
 TENANT_REGISTRY: Final = f"{ROOT}:{DEPLOYMENT_TAG}:{INTERNAL_MARK}tenants"
 
 
+# The categories whose entities live in bucket 0 whatever B: the coordination scripts
+# (locks, HITL, work, the bootstrap, workflows) read and write them beside bucket 0's
+# coordination keys in one run, so they must share its slot. Few entities, many reads:
+# a tenant's many entities (users, contacts, webhook senders) are the ones spread.
+PINNED_CATEGORIES: Final = frozenset({"agent", "work", "thread", "topic", "workflow"})
+# B at most this: a reader that spans a tenant sends a command per bucket
+MAX_BUCKETS: Final = 256
+
+
+def bucket_of(entity: EntityId | str, buckets: int) -> int:
+    """The bucket of ``entity`` among ``buckets``: CRC-32 of ``<cat>:<id>`` mod B, 0 for
+    the pinned categories (and always when B = 1)."""
+    if buckets == 1:
+        return 0
+    text = str(entity)
+    if text.partition(":")[0] in PINNED_CATEGORIES:
+        return 0
+    return zlib.crc32(text.encode("utf-8")) % buckets
+
+
 class Keys:
-    """Key builder bound to one tenant, in one layout."""
+    """Key builder bound to one tenant, in one layout, seen from one of its buckets
+    (``at``; bucket 0 unless asked): entity keys always take their entity's bucket, the
+    per-bucket indexes the view's, the coordination keys bucket 0's."""
 
     def __init__(
-        self, tenant: str, default_tenant: str, layout: Layout | str = Layout.REFERENCE
+        self,
+        tenant: str,
+        default_tenant: str,
+        layout: Layout | str = Layout.REFERENCE,
+        buckets: int = 1,
+        *,
+        bucket: int = 0,
     ) -> None:
         self.tenant = check_tenant(tenant)
         self.is_default = tenant == default_tenant
         self.layout = Layout(layout)
+        # buckets are hash tags: the reference layout has none, so one bucket there
+        self.buckets = buckets if self.layout is Layout.CLUSTER else 1
+        if not 1 <= self.buckets <= MAX_BUCKETS or not 0 <= bucket < self.buckets:
+            raise ValueError(f"bucket {bucket} of {buckets}: 1 <= B <= {MAX_BUCKETS}")
+        self.bucket = bucket
+        self._views: dict[int, Keys] = {bucket: self}
+        self._zero: Keys = self
         if self.layout is Layout.CLUSTER:
             # a tenant name has no braces (check_tenant), so the tag is exactly the tenant
             self._prefix = f"{ROOT}:{self.tag}:"
         else:
             self._prefix = f"{ROOT}:" if self.is_default else f"{ROOT}:tenant:{tenant}:"
 
+    def at(self, bucket: int) -> Keys:
+        """This tenant's keys seen from ``bucket`` (its per-bucket indexes)."""
+        view = self._zero._views.get(bucket)
+        if view is None:
+            zero = self._zero
+            view = Keys(zero.tenant, "", zero.layout, zero.buckets, bucket=bucket)
+            view.is_default, view._zero, view._views = zero.is_default, zero, zero._views
+            zero._views[bucket] = view
+        return view
+
+    def of(self, entity: EntityId | str) -> Keys:
+        """The view of ``entity``'s bucket: the indexes a write of it keeps in its run."""
+        return self if self.buckets == 1 else self.at(bucket_of(entity, self.buckets))
+
+    def moved(self, key: str) -> str:
+        """``key``, a key of bucket 0 built before the bucket was known (a delivery's
+        idempotency record), under this view's tag instead; any other key unchanged."""
+        zero = self._zero._prefix
+        if self.bucket == 0 or not key.startswith(zero):
+            return key
+        return self._prefix + key[len(zero) :]
+
+    def beside(self, key: str) -> Keys:
+        """The view of the bucket ``key`` (one of this tenant's) is in: where a script's
+        own bookkeeping (its request record) goes to share the slot of its keys."""
+        tag = key_tag(key) or ""
+        _, colon, number = tag[1:-1].partition(":")
+        bucket = int(number) if colon and number.isdigit() else 0
+        return self.at(bucket) if bucket < self.buckets else self
+
+    def bucket_of(self, entity: EntityId | str) -> int:
+        return bucket_of(entity, self.buckets)
+
+    def every_bucket(self) -> list[Keys]:
+        """One view per bucket, bucket 0 first: what a reader that spans the tenant reads."""
+        return [self.at(b) for b in range(self.buckets)]
+
     @property
     def tag(self) -> str:
-        """The hash tag every key of this tenant carries in the cluster layout: its one
-        bucket (B = 1). B > 1 would make it ``{<tenant>:<bucket>}`` per entity."""
-        return "{" + self.tenant + "}"
+        """The hash tag of this view's bucket in the cluster layout: ``{<tenant>}`` for
+        bucket 0 (B = 1: every key of the tenant), ``{<tenant>:<b>}`` for the others."""
+        if self.bucket == 0:
+            return "{" + self.tenant + "}"
+        return "{" + self.tenant + ":" + str(self.bucket) + "}"
 
     def slot(self, entity: EntityId, slot: str) -> str:
-        return f"{self._prefix}{entity.category}:{entity.local_id}:{slot}"
+        prefix = self._prefix if self.buckets == 1 else self.of(entity)._prefix
+        return f"{prefix}{entity.category}:{entity.local_id}:{slot}"
 
     def profile(self, entity: EntityId) -> str:
         return self.slot(entity, Slot.PROFILE)
@@ -181,7 +265,8 @@ class Keys:
         return [self.slot(entity, s) for s in ALL_SLOTS]
 
     def index(self, category: str) -> str:
-        """The namespace index: a SET of the category's ids."""
+        """The namespace index: a SET of the category's ids (with B > 1, of those in this
+        view's bucket: a write keeps ``of(entity).index``, a list reads every bucket's)."""
         return f"{self._prefix}{check_category(category)}:list"
 
     def internal(self, kind: str, *parts: str) -> str:
@@ -193,7 +278,7 @@ class Keys:
     def lock(self, resource: str) -> str:
         """The lease HASH of ``resource`` (owner, token digest, expiry, fencing counter).
         Resource names are checked by ``acmi_core.coordination.locks`` before they get here."""
-        return self.internal("lock", resource)
+        return self._zero.internal("lock", resource)
 
     def coordination_timeline(self) -> str:
         return self.timeline(EntityId.parse(COORDINATION_THREAD))
@@ -212,12 +297,12 @@ class Keys:
         """Every lease with an owner, as a lexicographic ZSET (all scores 0) of
         ``<owner>|<resource>|<expires ms>|<fence>|<cid>``: a ZRANGEBYLEX on ``<owner>|``
         lists what an owner holds. Kept by ``store/lua/locks.lua``."""
-        return self.internal("leases")
+        return self._zero.internal("leases")
 
     def changed(self) -> str:
         """ZSET entity id -> when its timeline last changed (ms, the writer's clock): kept
         by every timeline write, so scheduled jobs visit what changed since their last run
-        (ZRANGEBYSCORE) and never scan."""
+        (ZRANGEBYSCORE) and never scan. One per bucket (``of(entity).changed()``)."""
         return self.internal("changed")
 
     def tenants_with(self, kind: str) -> str:
@@ -256,7 +341,7 @@ class Keys:
         """The record of one finished execution (WritePlan.once): a retried execution
         id finds it and does nothing. The id is hashed: any id fits in a key."""
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
-        return self.internal("jobrun", job, digest)
+        return self._zero.internal("jobrun", job, digest)
 
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent
@@ -268,57 +353,58 @@ class Keys:
     def registry(self, name: str) -> str:
         """A registry document the reference's tools keep as a raw STRING (JSON), e.g.
         ``acmi:registry:agent-model-policy``: not an entity slot."""
-        return f"{self._prefix}registry:{name}"
+        return f"{self._zero._prefix}registry:{name}"
 
     def wake_due(self) -> str:
         """ZSET agent id -> its next wake (ms): the wake tick takes the due ones."""
-        return self.internal("wake")
+        return self._zero.internal("wake")
 
     def drift_report(self) -> str:
         """STRING JSON: drift-diff's latest report (never written into a thread it scans)."""
-        return self.internal("drift")
+        return self._zero.internal("drift")
 
     def mentions(self, local_id: str) -> str:
         """ZSET of the newest coordination-thread events (score ts, member the event JSON,
         a copy) that mention ``agent:<local_id>`` (``mentioned``), at most MENTIONS_KEPT:
         kept by the write that adds the event (entities.api TimelineAPI.stage,
         store/lua/locks.lua, hitl.lua), read by the bootstrap instead of a scan."""
-        return self.internal("mentions", local_id)
+        return self._zero.internal("mentions", local_id)
 
     def activity(self) -> str:
         """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""
-        return self.internal("activity")
+        return self._zero.internal("activity")
 
     def hitl_queue(self, addressee: EntityId | None, state: str) -> str:
         """A HITL queue (ZSET, score = deadline ms when open, resolution ms when closed;
         member = the ``hitl-required`` event JSON). ``addressee`` None: the shared queue."""
         if state not in ("open", "closed"):
             raise ValueError(f"HITL queue state {state!r}: open or closed")
+        prefix = self._zero._prefix  # coordination: bucket 0
         if addressee is None:
-            return f"{self._prefix}thread:hitl:{state}"
-        return f"{self._prefix}hitl:{addressee.category}:{addressee.local_id}:{state}"
+            return f"{prefix}thread:hitl:{state}"
+        return f"{prefix}hitl:{addressee.category}:{addressee.local_id}:{state}"
 
     def hitl_items(self) -> str:
         """HASH correlationId -> the HITL item's record: what makes create idempotent and
         lets resolve find the item without scanning a queue."""
-        return self.internal("hitl")
+        return self._zero.internal("hitl")
 
     def work_open(self, owner: EntityId) -> str:
         """ZSET work id -> last update (ms): the open work items ``owner`` owns."""
-        return self.internal("work-open", str(owner))
+        return self._zero.internal("work-open", str(owner))
 
     def work_owners(self) -> str:
         """HASH work id -> owner entity id, for the work items that have an owner."""
-        return self.internal("work-owner")
+        return self._zero.internal("work-owner")
 
     def lessons(self) -> str:
         """ZSET of the tenant's newest ``improvement`` events (score ts), trimmed by the
         write that adds one: what a bootstrap filters by the agent's workflows."""
-        return self.internal("lessons")
+        return self._zero.internal("lessons")
 
     def agent_workflows(self, agent: EntityId) -> str:
         """ZSET workflow id -> last time ``agent`` executed, assessed or improved a step."""
-        return self.internal("workflows", str(agent))
+        return self._zero.internal("workflows", str(agent))
 
     def hygiene_due(self) -> str:
         """ZSET entity -> when its next memory hygiene task is due (ms), fed from the
@@ -333,7 +419,7 @@ class Keys:
 
     def hygiene_lease(self) -> str:
         """STRING, SET NX PX: one hygiene run at a time rewrites a quarter's S3 object."""
-        return self.internal("hygiene-lease")
+        return self._zero.internal("hygiene-lease")
 
     def gmail_history(self, source: str, email: str) -> str:
         """Where a Gmail source keeps the history id the next fetch of ``email`` starts
@@ -345,12 +431,20 @@ class Keys:
 
 def marked_tenant(key: str) -> str | None:
     """The tenant whose mark ``key`` is, when it is one of the cluster layout's marks
-    (``Keys.tenants_with``), else None."""
+    (``Keys.tenants_with``, of any of its buckets), else None."""
     head, sep, rest = key.partition(":{")
     if head != ROOT or not sep:
         return None
-    tenant, _, tail = rest.partition("}:")
-    return tenant if tail.startswith(INTERNAL_MARK + "tenants:") else None
+    tag, _, tail = rest.partition("}:")
+    # a tenant name has no ':' (check_tenant): what follows one is the bucket
+    return tag.partition(":")[0] if tail.startswith(INTERNAL_MARK + "tenants:") else None
+
+
+def key_tag(key: str) -> str | None:
+    """The hash tag (``{...}``) a cluster-layout key carries, else None."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key[start : end + 1] if start >= 0 and end > start + 1 else None
 
 
 def internal_global(kind: str, *parts: str) -> str:

@@ -102,6 +102,19 @@ class TimelinePosition:
 def entity_cursor(cursor: object) -> tuple[int, int, bytes | None]:
     """(SSCAN cursor, its COUNT, the last id returned from that SSCAN step or None)."""
     scan, count, after = decode_cursor(cursor, "e", 3)
+    return _entity_step(scan, count, after)
+
+
+def bucket_cursor(cursor: object, buckets: int) -> tuple[int, int, int, bytes | None]:
+    """A list cursor of a tenant with B > 1 buckets: (the bucket, then ``entity_cursor``'s
+    three) -- a list walks the buckets' category indexes one after another."""
+    bucket, scan, count, after = decode_cursor(cursor, "b", 4)
+    if not _is_int(bucket, 0, buckets - 1):
+        raise _bad_cursor()
+    return (bucket, *_entity_step(scan, count, after))
+
+
+def _entity_step(scan: Any, count: Any, after: Any) -> tuple[int, int, bytes | None]:
     if not _is_int(scan, 0, 2**64 - 1) or not _is_int(count, 1, MAX_PAGE_SIZE):
         raise _bad_cursor()
     if after is None:

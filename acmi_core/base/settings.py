@@ -219,6 +219,36 @@ def secret_policies(spec: str, name: str = "ACMI_SECRET_POLICY") -> tuple[str, d
     return default or SECRET_POLICIES[0], overrides
 
 
+BUCKETS_RULE: Final = (
+    "must be a whole number of buckets 1-256, optionally with per-tenant overrides:"
+    " <default>,<tenant>=<B>,... e.g. 8 or default=1,acme=12"
+)
+_BUCKETS_MAX: Final = 256  # keys.MAX_BUCKETS (settings sits below keys; a test holds them equal)
+
+
+def parse_buckets(spec: str, name: str = "ACMI_CLUSTER_BUCKETS") -> tuple[int, dict[str, int]]:
+    """``<B>`` | ``<default>,<tenant>=<B>,...`` -> (the default B, {tenant: B}); a bad part
+    raises an error naming ``name``. Tenant ``default`` is a tenant like any other."""
+    default: int | None = None
+    overrides: dict[str, int] = {}
+    for raw in str(spec).split(","):
+        part = raw.strip()
+        tenant, eq, count = part.rpartition("=")
+        count = count.strip()
+        if not count.isdigit() or not 1 <= int(count) <= _BUCKETS_MAX:
+            raise AcmiValidationError(name, "buckets", f"{BUCKETS_RULE}; got {part!r}")
+        if not eq:
+            if default is not None:
+                raise AcmiValidationError(name, "buckets", "names the default twice")
+            default = int(count)
+            continue
+        tenant = check_tenant(tenant.strip(), name)
+        if tenant in overrides:
+            raise AcmiValidationError(name, "buckets", f"names tenant {tenant} twice")
+        overrides[tenant] = int(count)
+    return default or 1, overrides
+
+
 def _var(name: str, default: Any, doc: str, **constraints: Any) -> Any:
     """A field set by the environment variable ``name`` (its ``validation_alias``)."""
     return Field(default=default, validation_alias=name, description=doc, **constraints)
@@ -307,6 +337,14 @@ class Settings(BaseSettings):
         False,
         "1: ACMI_REDIS_URL names a seed node of a Redis Cluster (the cluster client;"
         " needs ACMI_KEY_LAYOUT=cluster)",
+    )
+    # how many hash tags (buckets) one tenant's entities spread over in the cluster layout
+    # (acmi_core/base/keys.py bucket_of): B = 1 keeps every key of a tenant in one slot
+    cluster_buckets: Annotated[str, _rule(parse_buckets)] = _var(
+        "ACMI_CLUSTER_BUCKETS",
+        "1",
+        "cluster layout: buckets (hash tags) a tenant's entities spread over, 1-256"
+        " (1: one slot per tenant), then per-tenant overrides: 1,acme=12",
     )
     # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
     home: str | None = _var(
@@ -505,6 +543,13 @@ class Settings(BaseSettings):
         """The secret policy of ``tenant``: its override in ``secret_policy``, else the
         default there (``reject`` or ``redact``)."""
         default, overrides = secret_policies(self.secret_policy)
+        return overrides.get(tenant, default)
+
+    def buckets_for(self, tenant: str) -> int:
+        """The tenant's B in the cluster layout (``ACMI_CLUSTER_BUCKETS``); 1 otherwise."""
+        if self.key_layout != "cluster":
+            return 1
+        default, overrides = parse_buckets(self.cluster_buckets)
         return overrides.get(tenant, default)
 
     def ingest_secret_policy_for(self, tenant: str) -> str:

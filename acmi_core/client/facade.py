@@ -93,8 +93,8 @@ class Acmi:
         """``Context.guard``: ``value`` as this tenant may store it."""
         return self.context.guard(value, path)
 
-    def index_key(self, category: str) -> str:
-        return self.context.index_key(category)
+    def index_key(self, entity: EntityId) -> str:
+        return self.context.index_key(entity)
 
     def profile_fills(self, category: str) -> list[tuple[str, str]]:
         return self.context.profile_fills(category)

@@ -55,6 +55,7 @@ from acmi_core.base.pages import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_BYTES,
     TimelinePosition,
+    bucket_cursor,
     decode_cursor,
     encode_cursor,
     entity_cursor,
@@ -402,10 +403,16 @@ class _Slot:
         index = build(plan)
         return plan.apply(self._ctx.store)[index]
 
+    def _joined(self, plan: WritePlan, entity: EntityId) -> WritePlan:
+        """``plan``, with ``entity`` in it (a batch's entities share one bucket)."""
+        plan.entity_bucket(self._keys, str(entity))
+        return plan
+
     def _index(self, plan: WritePlan, entity: EntityId) -> None:
         # every write that can create the entity passes here: its id is checked once
         self._ctx.guard_id(str(entity), "entity")
-        plan.sadd(self._ctx.index_key(entity.category), entity.local_id)
+        plan.entity_bucket(self._keys, str(entity))
+        plan.sadd(self._ctx.index_key(entity), entity.local_id)
 
 
 class ProfileAPI(_Slot):
@@ -457,7 +464,7 @@ class ProfileAPI(_Slot):
 
     def delete(self, entity: str | EntityId) -> None:
         eid = EntityId.parse(entity)
-        self._write(lambda plan: plan.delete(self._keys.profile(eid)))
+        self._write(lambda plan: self._joined(plan, eid).delete(self._keys.profile(eid)))
 
 
 class SignalsAPI(_Slot):
@@ -520,12 +527,16 @@ class SignalsAPI(_Slot):
     def clear(self, entity: str | EntityId) -> None:
         """Delete every signal of the entity."""
         eid = EntityId.parse(entity)
-        self._write(lambda plan: plan.delete(self._keys.signals(eid)))
+        self._write(lambda plan: self._joined(plan, eid).delete(self._keys.signals(eid)))
 
     def delete(self, entity: str | EntityId, key: str) -> None:
         eid = EntityId.parse(entity)
         check_signal_key(key)
-        self._write(lambda plan: plan.edit_object(self._keys.signals(eid), [("del", key, "null")]))
+        self._write(
+            lambda plan: self._joined(plan, eid).edit_object(
+                self._keys.signals(eid), [("del", key, "null")]
+            )
+        )
 
 
 class TimelineAPI(_Slot):
@@ -679,6 +690,9 @@ class TimelineAPI(_Slot):
         eids = _cat_entities(entities)
         size = _cat_limit(limit)
         low, high = _bounds(since_ms, until_ms)
+        one_run = WritePlan()  # the merge is one script: its timelines share one bucket
+        for i, eid in enumerate(eids):
+            one_run.entity_bucket(self._keys, str(eid), f"entities[{i}]")
         keys = [self._keys.timeline(eid) for eid in eids]
         names = [str(eid) for eid in eids]
         at = None if cursor is None else MergePosition.decode(cursor, names)
@@ -1007,9 +1021,16 @@ class EntityAPI:
         listed; exactly once unless Redis resizes the set meanwhile (SSCAN's guarantee).
         Index members longer than an entity id can be (only another tool writes those)
         are left out."""
-        key = self._ctx.keys.index(check_category(category))
+        keys = self._ctx.keys
         size = page_size(limit)
-        scan, count, after = (0, size, None) if cursor is None else entity_cursor(cursor)
+        bucket = 0
+        if keys.buckets == 1:
+            scan, count, after = (0, size, None) if cursor is None else entity_cursor(cursor)
+        elif cursor is None:
+            scan, count, after = 0, size, None
+        else:  # B > 1: the buckets' indexes one after another, the cursor names the bucket
+            bucket, scan, count, after = bucket_cursor(cursor, keys.buckets)
+        key = keys.at(bucket).index(check_category(category))
         reply = _read(self._ctx.store, ("SSCAN", key, scan, "COUNT", count), key)
         next_scan, members = _scan_reply(reply, key)
         local_len = MAX_ENTITY_LEN - len(category) - 1
@@ -1018,12 +1039,16 @@ class EntityAPI:
             # the same SSCAN step again: leave out what the previous page returned
             ids = [m for m in ids if m > after]
         chosen = ids[:size]
+        # B = 1 keeps its cursors ("e"); B > 1 names the bucket first ("b", bucket, ...)
+        at: tuple[object, ...] = ("e",) if keys.buckets == 1 else ("b", bucket)
         if len(ids) > size:
             # the same SSCAN step has more: resume it after the last id of this page
             last = base64.urlsafe_b64encode(chosen[-1]).decode().rstrip("=")
-            next_cursor: str | None = encode_cursor("e", scan, count, last)
+            next_cursor: str | None = encode_cursor(*at, scan, count, last)
         elif next_scan:
-            next_cursor = encode_cursor("e", next_scan, size, None)
+            next_cursor = encode_cursor(*at, next_scan, size, None)
+        elif bucket + 1 < keys.buckets:  # this bucket is done: the next one from its start
+            next_cursor = encode_cursor("b", bucket + 1, 0, size, None)
         else:
             next_cursor = None
         entities = [f"{category}:{m.decode('utf-8', 'replace')}" for m in chosen]
@@ -1045,14 +1070,13 @@ class EntityAPI:
         the tenant's change, activity, wake and hygiene indexes, atomically."""
         eid = EntityId.parse(entity)
         plan = WritePlan()
-        for key in self._ctx.keys.all_slots(eid):
+        keys = self._ctx.keys.of(eid)
+        for key in keys.all_slots(eid):
             plan.delete(key)
-        plan.srem(self._ctx.keys.index(eid.category), eid.local_id)
-        for index in (
-            self._ctx.keys.changed(),
-            self._ctx.keys.activity(),
-            self._ctx.keys.wake_due(),
-            self._ctx.keys.hygiene_due(),
-        ):
+        plan.srem(keys.index(eid.category), eid.local_id)
+        # the activity and wake indexes (bucket 0's) hold agents only, pinned to bucket 0
+        pinned = [keys.activity(), keys.wake_due()] if keys.bucket == 0 else []
+        indexes = [keys.changed(), *pinned, keys.hygiene_due()]
+        for index in indexes:
             plan.zrem(index, str(eid))
         plan.apply(self._ctx.store)

@@ -82,7 +82,9 @@ class Context:
         clock: Clock = system_clock,
     ) -> Context:
         settings = settings or Settings()
-        keys = Keys(tenant or settings.default_tenant, settings.default_tenant, settings.key_layout)
+        name = tenant or settings.default_tenant
+        buckets = settings.buckets_for(name)
+        keys = Keys(name, settings.default_tenant, settings.key_layout, buckets)
         return cls(store, settings, keys, clock)
 
     @property
@@ -133,8 +135,12 @@ class Context:
             if value is not None:
                 self.guard_id(str(value), name)
 
-    def index_key(self, category: str) -> str:
-        """``keys.index(category)``, built once per category."""
+    def index_key(self, entity: EntityId) -> str:
+        """The category index ``entity`` belongs in (its bucket's), built once per
+        category when the tenant has one bucket."""
+        if self.keys.buckets > 1:
+            return self.keys.of(entity).index(entity.category)
+        category = entity.category
         key = self._index_keys.get(category)
         if key is None:
             key = self.keys.index(category)

@@ -241,6 +241,7 @@ def store_deliveries(
         # every source, Gmail messages included, after mapping and before validation
         raw_event = _guarded(acmi, raw_event, field) if webhook else acmi.guard(raw_event, field)
         event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
+        plan.entity_bucket(acmi.keys, str(entity), f"{field}.entity")  # one run: one bucket
         acmi.timeline.stage(plan, entity, [event])
         stored.append({"entity": str(entity), **event.to_dict()})
     body: StoredEvents = {"stored": len(stored), "events": stored}
@@ -251,7 +252,9 @@ def store_deliveries(
         return IngestResult(body, replayed=False)
     nonce = secrets.token_hex(16)
     record = {"request": idempotency.request, "nonce": nonce, **_minimal(body)}
-    plan.once(idempotency.key, idempotency.ttl_s * 1000, dumps(record))
+    # the record goes in the run's slot: its entities' bucket (the same on a retry)
+    key = acmi.keys.at(plan.bucket).moved(idempotency.key)
+    plan.once(key, idempotency.ttl_s * 1000, dumps(record))
     try:
         plan.apply(acmi.store)
     except Replayed as replay:
@@ -384,7 +387,8 @@ def _with_gmail_messages(
     notification = deliveries[0]
     payload = notification.event["payload"]
     email = str(payload["emailAddress"])
-    cursor_key = acmi.keys.gmail_history(source, email)
+    # in the notification's entity's bucket, where the events it brings are written
+    cursor_key = acmi.keys.of(notification.entity).gmail_history(source, email)
     start = _stored_history_id(acmi.store.execute(("GET", cursor_key)), cursor_key)
     try:
         creds = gmail_api.GmailCredentials.from_secret(gmail.secret(secret_arn))

@@ -207,7 +207,8 @@ def run_script(acmi: Acmi, keys: dict[str, str], args: dict[str, Arg | list[Arg]
     """``store/lua/hygiene.lua`` (a trim, a lease release) by name (``scripts.HYGIENE``),
     its errors as ACMI errors. Each call is one request: its own record (replay.lua), so
     the transport's retry of a trim whose reply was lost answers what that trim did."""
-    recorded = {**keys, scripts.REPLAY_KEY: acmi.keys.request(scripts.new_request_id())}
+    view = acmi.keys.beside(next(iter(keys.values())))  # the record shares its keys' slot
+    recorded = {**keys, scripts.REPLAY_KEY: view.request(scripts.new_request_id())}
     try:
         return scripts.HYGIENE.eval(acmi.store, recorded, args, script=HYGIENE)
     except StoreCommandError as exc:

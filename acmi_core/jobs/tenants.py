@@ -170,7 +170,8 @@ def pruned_through(acmi: Acmi, kind: str) -> int | None:
 
 
 def _tenant_keys(acmi: Acmi, tenant: str) -> Keys:
-    return Keys(tenant, acmi.settings.default_tenant, acmi.keys.layout)
+    settings = acmi.settings
+    return Keys(tenant, settings.default_tenant, acmi.keys.layout, settings.buckets_for(tenant))
 
 
 def _index_keys(acmi: Acmi) -> Callable[[str], list[str]]:

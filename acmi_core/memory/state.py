@@ -379,7 +379,7 @@ class MemoryCommands:
         stamps = self._keys.slot(eid, MEMORY_STAMPS)
         daily = isinstance(event.payload, dict) and event.payload.get("memory") == DAILY
         timeline = self._timeline
-        index, now = self._keys.memory_index(), self._ctx.clock()
+        index, now = self._keys.of(eid).memory_index(), self._ctx.clock()
 
         def op(plan: WritePlan) -> object:
             if daily:
@@ -402,10 +402,10 @@ class MemoryCommands:
                 raise AssertionError(f"{edit[1]!r} is no memory field")
             by_slot.setdefault(slot, []).append(edit)
         ctx = self._ctx
-        index, now = ctx.keys.memory_index(), ctx.clock()
+        index, now = ctx.keys.of(eid).memory_index(), ctx.clock()
 
         def op(plan: WritePlan) -> object:
-            plan.sadd(ctx.index_key(eid.category), eid.local_id)
+            plan.sadd(ctx.index_key(eid), eid.local_id)
             plan.zset(index, now, str(eid))
             for slot, edits in by_slot.items():
                 plan.edit_object(ctx.keys.slot(eid, slot), edits, field=slot)
@@ -429,7 +429,7 @@ class MemoryCommands:
             ]
 
         def op(plan: WritePlan) -> object:
-            plan.sadd(ctx.index_key(eid.category), eid.local_id)
+            plan.sadd(ctx.index_key(eid), eid.local_id)
             return plan.edit_object(key, fields, field=slot)
 
         return op

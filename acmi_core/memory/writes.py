@@ -329,7 +329,8 @@ class MemoryWrites(MemoryCommands):
         handoff again instead of None."""
         eid = EntityId.parse(entity)
         _, key = self._slots(eid)
-        plan = WritePlan(record=self._ctx.keys.request(scripts.new_request_id()))
+        # the record in the entity's bucket: the plan's one slot
+        plan = WritePlan(record=self._ctx.keys.of(eid).request(scripts.new_request_id()))
         taken = plan.take(key)
         stored = stored_object(plan.apply(self._ctx.store)[taken], key)
         # decoded JSON: the object ``handoff`` wrote ({text, ts}), or another writer's,

@@ -559,7 +559,7 @@ def _record(
                     doc.setdefault("observed_ms", now)
                     fields.append(("set", reading["meter"], dumps(doc)))
         plan.edit_object(acmi.keys.signals(entity), fields, field="signals")
-        plan.sadd(acmi.index_key(CATEGORY), entity.local_id)
+        plan.sadd(acmi.index_key(entity), entity.local_id)
         if result["changed"]:
             event = _event(acmi, result, now)
             acmi.timeline.stage(plan, entity, [event[0]], [event[1]])

@@ -16,6 +16,12 @@ def open_store(settings: Settings, *, local: bool = False) -> Store:
     ``acmi serve`` share (``store/local.py``); without, a throwaway in this process (the
     Lambda functions, tests, samples). Imports only the backend it picks (cold starts pay
     for one)."""
+    if settings.key_layout == Layout.REFERENCE and settings.cluster_buckets.strip() != "1":
+        raise AcmiValidationError(
+            "ACMI_CLUSTER_BUCKETS",
+            "key_layout",
+            "needs ACMI_KEY_LAYOUT=cluster: buckets are hash tags, the reference layout has none",
+        )
     if settings.redis_cluster:
         from acmi_core.store.cluster import ClusterStore, check_cluster_settings
 

@@ -21,6 +21,7 @@ from typing import Final, Literal
 
 from acmi_core.base.errors import (
     AcmiError,
+    AcmiValidationError,
     Conflict,
     CorruptData,
     PayloadTooLarge,
@@ -106,6 +107,7 @@ class WritePlan:
         self._key_index: dict[str, int] = {}
         self._args: list[Arg] = []
         self._count = 0
+        self._bucket: tuple[str, int] | None = None  # the first entity's, with B > 1
         if record is not None:
             self.record(record)
 
@@ -173,9 +175,35 @@ class WritePlan:
             index = self._key_index[src] = len(self._keys)
         return self._op("ZHEAD", key, member, index)
 
+    @property
+    def bucket(self) -> int:
+        """The bucket of the plan's entities (0 when it names none, or B = 1)."""
+        return 0 if self._bucket is None else self._bucket[1]
+
+    def entity_bucket(self, keys: Keys, entity: str, field: str = "entity") -> None:
+        """``entity`` joins the plan: with B > 1 every entity of one plan must be in one
+        bucket (one hash slot, so one script run, all or nothing). Splitting the plan
+        would lose that, so another bucket is refused (400 ``one_bucket``), nothing sent."""
+        if keys.buckets == 1:
+            return
+        bucket = keys.bucket_of(entity)
+        if self._bucket is None:
+            self._bucket = (entity, bucket)
+        elif self._bucket[1] != bucket:
+            first, at = self._bucket
+            raise AcmiValidationError(
+                field,
+                "one_bucket",
+                f"{entity} is in bucket {bucket} and {first} in bucket {at} of tenant"
+                f" {keys.tenant}'s {keys.buckets} (ACMI_CLUSTER_BUCKETS): one atomic write"
+                " takes entities of one bucket; write these separately",
+            )
+
     def mark_changed(self, keys: Keys, ms: int | float, entity: str) -> None:
         """``entity``'s timeline changed at ``ms``: the tenant's change index and the
-        index of tenants with changes (what every scheduled job starts from)."""
+        index of tenants with changes (what every scheduled job starts from), both of
+        ``entity``'s bucket."""
+        keys = keys.of(entity)
         self.zset(keys.changed(), ms, entity)
         self.zmax(keys.tenants_with(CHANGED), ms, keys.tenant)
 

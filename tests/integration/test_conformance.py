@@ -60,10 +60,15 @@ from acmi_core.testing.redis_cluster import RedisCluster
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import DB, ROOT
 
-BACKENDS = ("memory", "redis", "upstash", "cluster3", "cluster1")
+BACKENDS = ("memory", "redis", "upstash", "cluster3", "cluster1", "cluster3b3")
 CLUSTER_SETTINGS = Settings(key_layout="cluster")
-CLUSTERS = ("cluster3", "cluster1")
-REQUEST_RECORD = re.compile(rb"acmi:(\{[a-z0-9_-]+\}:)?_req:")
+# each cluster backend: the cluster it runs on and its tenants' buckets (ACMI_CLUSTER_BUCKETS)
+CLUSTERS = {
+    "cluster3": ("cluster3", "1"),
+    "cluster1": ("cluster1", "1"),
+    "cluster3b3": ("cluster3", "3"),
+}
+REQUEST_RECORD = re.compile(rb"acmi:(\{[a-z0-9_-]+(:[0-9]+)?\}:)?_req:")
 STORE_DEPENDENT = [c for c in CHECKS if c.store]
 STORE_INDEPENDENT = [c for c in CHECKS if not c.store]
 BY_ID = {c.id: c for c in CHECKS}
@@ -85,9 +90,11 @@ def redis_acmi(redis_server: RedisServer) -> Iterator[Acmi]:
     acmi.close()
 
 
-def _cluster_acmi(cluster: RedisCluster) -> Iterator[Acmi]:
+def _cluster_acmi(cluster: RedisCluster, buckets: str = "1") -> Iterator[Acmi]:
     """The cluster client in the cluster layout, as open_store builds it from the settings."""
-    settings = CLUSTER_SETTINGS.replace(redis_url=cluster.url, redis_cluster=True)
+    settings = CLUSTER_SETTINGS.replace(
+        redis_url=cluster.url, redis_cluster=True, cluster_buckets=buckets
+    )
     acmi = create_acmi(open_store(settings), settings)
     yield acmi
     acmi.close()
@@ -101,6 +108,12 @@ def cluster3_acmi(redis_cluster3: RedisCluster) -> Iterator[Acmi]:
 @pytest.fixture(scope="module")
 def cluster1_acmi(redis_cluster1: RedisCluster) -> Iterator[Acmi]:
     yield from _cluster_acmi(redis_cluster1)
+
+
+@pytest.fixture(scope="module")
+def cluster3b3_acmi(redis_cluster3: RedisCluster) -> Iterator[Acmi]:
+    """3 masters, every tenant's entities over 3 buckets (hash tags)."""
+    yield from _cluster_acmi(redis_cluster3, "3")
 
 
 def _cluster_side_door(cluster: RedisCluster) -> Iterator[RawWriter]:
@@ -154,7 +167,8 @@ def side_door(backend: Acmi, request: pytest.FixtureRequest) -> RawWriter:
         return lambda command: client.execute_command(*command)  # type: ignore[no-untyped-call]
     writer: RawWriter
     if isinstance(store, ClusterStore):
-        writer = request.getfixturevalue(f"{request.node.callspec.params['backend']}_side_door")
+        cluster = CLUSTERS[request.node.callspec.params["backend"]][0]
+        writer = request.getfixturevalue(f"{cluster}_side_door")
     elif isinstance(store, UpstashStore):
         writer = request.getfixturevalue("upstash_side_door")
     else:
@@ -182,7 +196,7 @@ def test_store_independent_check(chk: Check) -> None:
 def _all_keys(acmi: Acmi, request: pytest.FixtureRequest) -> set[bytes]:
     name = request.node.callspec.params["backend"]
     if name in CLUSTERS:  # a scan is per node: redis-py's scan_iter visits every master
-        cluster: RedisCluster = request.getfixturevalue(f"redis_{name}")
+        cluster: RedisCluster = request.getfixturevalue(f"redis_{CLUSTERS[name][0]}")
         with ClusterClient.from_url(cluster.url) as client:
             return {k for k in client.scan_iter(count=1000) if isinstance(k, bytes)}
     keys: set[bytes] = set()
@@ -197,16 +211,22 @@ def _all_keys(acmi: Acmi, request: pytest.FixtureRequest) -> set[bytes]:
             return keys
 
 
-def _seed(acmi: Acmi) -> tuple[str, dict[str, Any]]:
-    """Somebody else's data, already in the store before the suite runs."""
-    entity = f"user:existing-{uuid.uuid4().hex[:8]}"
-    acmi.profile.set(entity, {"name": "Existing", "tags": []})
-    acmi.signals.set(entity, "task", {"n": 12345678901234567})
-    acmi.timeline.append(
-        entity,
-        {"ts": 1, "source": "user:x", "kind": "note", "correlationId": "c", "summary": "s"},
-    )
-    return entity, acmi.get(entity).to_dict()
+def _seed(acmi: Acmi) -> dict[str, dict[str, Any]]:
+    """Somebody else's data, already in the store before the suite runs: an entity in
+    each of the tenant's buckets, so each bucket's indexes and marks exist before."""
+    seeded: dict[str, dict[str, Any]] = {}
+    while len(seeded) < acmi.keys.buckets:
+        entity = f"user:existing-{uuid.uuid4().hex[:8]}"
+        if any(acmi.keys.bucket_of(entity) == acmi.keys.bucket_of(e) for e in seeded):
+            continue
+        acmi.profile.set(entity, {"name": "Existing", "tags": []})
+        acmi.signals.set(entity, "task", {"n": 12345678901234567})
+        acmi.timeline.append(
+            entity,
+            {"ts": 1, "source": "user:x", "kind": "note", "correlationId": "c", "summary": "s"},
+        )
+        seeded[entity] = acmi.get(entity).to_dict()
+    return seeded
 
 
 def test_whole_suite(
@@ -215,7 +235,7 @@ def test_whole_suite(
     capsys: pytest.CaptureFixture[str],
     request: pytest.FixtureRequest,
 ) -> None:
-    entity, before = _seed(backend)
+    seeded = _seed(backend)
     keys_before = _all_keys(backend, request)
     first = run_conformance(backend, raw=side_door, store_independent=False)
     second = run_conformance(backend, store_independent=False)  # re-runnable; no side door
@@ -244,8 +264,9 @@ def test_whole_suite(
     # longer than REPLAY_TTL_MS on a loaded machine
     older = {k for k in keys_before if REQUEST_RECORD.match(k)}
     assert after - records - older == keys_before - older, "the suite left or removed keys"
-    assert backend.get(entity).to_dict() == before, "the suite touched data it did not write"
-    backend.delete(entity)
+    for entity, before in seeded.items():
+        assert backend.get(entity).to_dict() == before, "the suite touched data it did not write"
+        backend.delete(entity)
 
 
 # --- the harness itself (memory only: it does not depend on the backend) --------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acmi_core.base.errors import CorruptData
+from acmi_core.base.errors import AcmiValidationError, CorruptData
 from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.testing.conformance.harness import (
     Context,
@@ -25,7 +25,8 @@ from acmi_core.testing.conformance.helpers import (
 @check("batch", "every queued op is visible after the batch")
 def batch_all_visible(ctx: Context) -> None:
     acmi = ctx.acmi
-    first, second = ctx.entity(), ctx.entity("agent")
+    second = ctx.entity("agent")
+    first = ctx.entity(beside=second)  # one atomic write: one bucket (bucket 0, the agent's)
     acmi.signals.set(second, "gone", 1)
     with acmi.batch() as batch:
         batch.profile.set(first, {"a": 1})
@@ -57,7 +58,8 @@ def batch_apply(ctx: Context) -> None:
 
 @check("batch", "auto-fill applies inside a batch")
 def batch_autofill(ctx: Context) -> None:
-    acmi, user, agent = ctx.acmi, ctx.entity("user"), ctx.entity("agent")
+    acmi, agent = ctx.acmi, ctx.entity("agent")
+    user = ctx.entity("user", beside=agent)
     before = acmi.clock()
     with acmi.batch() as batch:
         batch.profile.set(user, {"name": "u"})
@@ -152,3 +154,37 @@ def batch_invalid_op(ctx: Context) -> None:
 
     expect_rejected(run, "queuing an event without kind/correlationId/summary")
     expect_empty(acmi, entity, "after a batch with an invalid op")
+
+
+@check("batch", "entities of different buckets: one atomic write or refused, never split")
+def batch_across_buckets(ctx: Context) -> None:
+    acmi = ctx.acmi
+    keys = acmi.keys
+    first = ctx.entity()
+    # an entity of another bucket when the tenant has several (ACMI_CLUSTER_BUCKETS)
+    second = next(
+        e
+        for e in (f"user:conf-{ctx.token}-other-{n}" for n in range(1000))
+        if keys.buckets == 1 or keys.bucket_of(e) != keys.bucket_of(first)
+    )
+    ctx.track(second)
+    batch = acmi.batch()
+    batch.signals.set(first, "a", 1)
+    if keys.buckets == 1:  # one slot per tenant: the batch is one script run
+        batch.signals.set(second, "b", 2)
+        batch.apply()
+        expect_equal(acmi.signals.all(second), {"b": 2}, "the second entity's signals")
+        expect_equal(acmi.signals.all(first), {"a": 1}, "the first entity's signals")
+        return
+    error = expect_raises(
+        AcmiValidationError, lambda: batch.signals.set(second, "b", 2), "a batch over buckets"
+    )
+    expect_equal((error.field, error.rule), ("entity", "one_bucket"), "the refusal")
+    expect(first in str(error) and second in str(error), f"names both entities: {error}")
+    batch.apply()  # what was queued before the refusal still applies, in its bucket
+    expect_equal(acmi.signals.all(second), {}, "nothing stored for the refused entity")
+    expect_equal(acmi.signals.all(first), {"a": 1}, "the first entity's signals")
+    page = expect_raises(
+        AcmiValidationError, lambda: acmi.timeline.cat([first, second]), "cat over buckets"
+    )
+    expect_equal((page.field, page.rule), ("entities[1]", "one_bucket"), "the cat refusal")

@@ -9,6 +9,7 @@ import re
 import threading
 import traceback
 import uuid
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -17,7 +18,14 @@ from typing import Literal, NoReturn, TypeVar
 
 from acmi_core import create_acmi
 from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
-from acmi_core.base.keys import HITL_OPERATOR, HITL_SHARED, TENANT_INDEXES, Keys, mentioned
+from acmi_core.base.keys import (
+    HITL_OPERATOR,
+    HITL_SHARED,
+    PINNED_CATEGORIES,
+    TENANT_INDEXES,
+    Keys,
+    mentioned,
+)
 from acmi_core.base.model import EntityId, js_number
 from acmi_core.client import Acmi
 from acmi_core.entities import api as client
@@ -257,11 +265,25 @@ class Context:
             self._count += 1
             return self._count
 
-    def entity(self, category: str = "user", name: str = "x") -> str:
-        """A fresh entity id, e.g. ``user:conf-1a2b3c4d5e-x-1``, deleted by cleanup()."""
-        entity = f"{category}:conf-{self.token}-{name}-{self._next()}"
-        EntityId.parse(entity)
-        return self.track(entity)
+    def entity(self, category: str = "user", name: str = "x", *, beside: str | None = None) -> str:
+        """A fresh entity id, e.g. ``user:conf-1a2b3c4d5e-x-1``, deleted by cleanup().
+
+        With B > 1 buckets (``ACMI_CLUSTER_BUCKETS``) every entity of one context is in
+        one bucket, drawn from the token (so checks cover every bucket), or in the bucket
+        of ``beside`` (an agent's: bucket 0): what one atomic write of several entities
+        needs. A pinned category (``keys.PINNED_CATEGORIES``) is always in bucket 0."""
+        keys = self.acmi.keys
+        want = self.bucket if beside is None else keys.bucket_of(beside)
+        while True:
+            entity = f"{category}:conf-{self.token}-{name}-{self._next()}"
+            EntityId.parse(entity)
+            if category in PINNED_CATEGORIES or keys.bucket_of(entity) == want:
+                return self.track(entity)
+
+    @property
+    def bucket(self) -> int:
+        """The bucket this context's entities are in (0 when the tenant has one)."""
+        return zlib.crc32(self.token.encode()) % self.acmi.keys.buckets
 
     def track(self, entity: str) -> str:
         """Have cleanup() delete an entity this context did not hand out itself."""
@@ -329,9 +351,13 @@ class Context:
         for key in keys:
             self.acmi.store.execute(("DEL", key))
         for tenant in self._tenants:  # its own tenants leave the indexes of tenants with work
-            own = Keys(tenant, self.acmi.settings.default_tenant, self.acmi.keys.layout)
+            settings = self.acmi.settings
+            own = Keys(
+                tenant, settings.default_tenant, self.acmi.keys.layout, settings.buckets_for(tenant)
+            )
             for kind in TENANT_INDEXES:  # in the cluster layout, the tenant's own marks
-                self.acmi.store.execute(("ZREM", own.tenants_with(kind), tenant))
+                for view in own.every_bucket():  # one per bucket
+                    self.acmi.store.execute(("ZREM", view.tenants_with(kind), tenant))
         # the tenant under test keeps its HITL marks only for the items still open
         queues = {
             HITL_SHARED: self.acmi.keys.hitl_queue(None, "open"),
