@@ -81,6 +81,8 @@ TEST_DBS: Final = {
     "store_deadlines.double": 29,
     "write_limits": 30,
     "cluster": 31,
+    # numbered from the top: other modules take the next free ones from 32 up
+    "cluster_doctor": 63,
 }
 
 
