@@ -82,6 +82,8 @@ TEST_DBS: Final = {
     "write_limits": 30,
     "cluster": 31,
     "traces": 47,
+    # numbered from the top: other modules take the next free ones from 32 up
+    "cluster_doctor": 63,
 }
 
 

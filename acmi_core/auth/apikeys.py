@@ -11,6 +11,17 @@ Layout (global: looked up before the tenant is known):
                             them, so a configured key (ACMI_API_KEY) that was revoked is
                             never re-created by the next start
 
+Each write is steps of one key each, in an order whose every gap is safe, so they run
+on a Redis Cluster as on one node (the three keys hash to different slots; no plan can
+span them), in either key layout, and keep their reference names:
+- register: the record, then the index entry. A stop between them leaves a key that works
+  but is not listed; a minted one's plaintext was never shown, so no one holds it, and a
+  configured one (``ACMI_API_KEY``) is indexed by the next :func:`register` of it
+  (``HSETNX``: the idempotent second step).
+- revoke: the revoked hash, then the record, then the index entry. A stop after the first
+  leaves the key listed and working; revoke answered an error, and its retry (the index
+  still names the key) finishes. A revoked hash is never registered again.
+
 Lookups are cached per process (:class:`KeyCache`) so that a warm Lambda spends no round
 trip on auth; a revoked key stops working within the cache time.
 
@@ -34,11 +45,10 @@ from enum import StrEnum
 from typing import Final, TypedDict
 
 from acmi_core.base.cache import TtlCache
-from acmi_core.base.errors import AcmiValidationError, NotFound
+from acmi_core.base.errors import AcmiValidationError, NotFound, StoreCommandError
 from acmi_core.base.keys import internal_global
 from acmi_core.base.model import check_tenant, dumps
 from acmi_core.store.base import Store
-from acmi_core.store.writes import WritePlan
 
 KEY_PREFIX: Final = "acmi_"
 INDEX_KEY: Final = internal_global("apikeys")
@@ -146,19 +156,35 @@ def register(
         raise AcmiValidationError("name", "length", "must be 1-64 characters")
     digest = key_hash(plaintext)
     record = ApiKey(digest[:12], check_tenant(tenant), _check_scope(scope), name, now_ms)
-    if _is_revoked(store, digest):
+    # one round trip: revoked?, the record, its index entry (each one key: any layout)
+    revoked, raw, indexed = store.pipeline(
+        [
+            ("SISMEMBER", REVOKED_KEY, digest),
+            ("GET", _record_key(digest)),
+            ("HEXISTS", INDEX_KEY, record.id),
+        ]
+    )
+    for reply in (revoked, raw, indexed):
+        if isinstance(reply, StoreCommandError):
+            raise reply
+    if revoked == 1:
         raise KeyRevoked()
-    existing = lookup(store, plaintext)
+    existing = _decode(raw)
     if existing is not None:
+        if indexed != 1:  # a register stopped between its two steps: finish it
+            store.execute(("HSETNX", INDEX_KEY, existing.id, _indexed(existing, digest)))
         return existing
-    plan = WritePlan()
-    plan.set(_record_key(digest), dumps(record.to_dict()))
-    plan.hset(INDEX_KEY, record.id, dumps({**record.to_dict(), "hash": digest}))
-    plan.apply(store)
+    store.execute(("SET", _record_key(digest), dumps(record.to_dict())))
+    store.execute(("HSET", INDEX_KEY, record.id, _indexed(record, digest)))
     if _is_revoked(store, digest):  # revoked between the check and the write: undo it
         _forget(store, digest, record.id)
         raise KeyRevoked()
     return record
+
+
+def _indexed(record: ApiKey, digest: str) -> str:
+    """The key index's entry: the record with its hash (what revoke finds it by)."""
+    return dumps({**record.to_dict(), "hash": digest})
 
 
 # What keys.create (the key, printed once, and its record) and keys.list answer.
@@ -201,12 +227,12 @@ def revoke(store: Store, key_id: str) -> ApiKey:
 
 
 def _forget(store: Store, digest: str, key_id: str) -> None:
-    """Delete a key's record and remember its hash as revoked, in one atomic write."""
-    plan = WritePlan()
-    plan.delete(_record_key(digest))
-    plan.hdel(INDEX_KEY, key_id)
-    plan.sadd(REVOKED_KEY, digest)
-    plan.apply(store)
+    """Revoke a key's hash, then delete its record and its index entry: three one-key
+    steps (module docstring), the revoked mark first so that no stop between them lets
+    the key be registered again, and the index entry last so that a retry finds it."""
+    store.execute(("SADD", REVOKED_KEY, digest))
+    store.execute(("DEL", _record_key(digest)))
+    store.execute(("HDEL", INDEX_KEY, key_id))
 
 
 def _decode(raw: object) -> ApiKey | None:

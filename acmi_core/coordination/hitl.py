@@ -22,7 +22,10 @@ The index contract (the bootstrap reads the queues directly, ZRANGE 0..N):
 - ``keys.tenants_with(HITL_OPERATOR | HITL_SHARED)``: a create into the operator's queue
   or the shared one marks the tenant there (ZADD LT deadline, same run), so the
   standup-brief job briefs a tenant whose only work is an open item; the job re-syncs it
-  from the queue after each brief (gone once the queue is empty).
+  from the queue after each brief (gone once the queue is empty). In the cluster layout
+  the mark is the tenant's own and the create then adds the tenant to the registry the
+  jobs read, as a plan's marked write does (``store/writes.py`` ``register_marked``: an
+  idempotent second step, once per process and tenant; a retry of the create does it too).
 
 Operations, each one request (``store/lua/hitl.lua``, or one ZRANGE for ``list``):
 
@@ -84,7 +87,7 @@ from acmi_core.base.stored import Unreadable, load_stored, render_json
 from acmi_core.coordination.results import HitlPageBody, ResolvedBody
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg
-from acmi_core.store.writes import script_error
+from acmi_core.store.writes import register_marked, script_error
 
 if TYPE_CHECKING:
     from acmi_core.entities.context import Context
@@ -360,6 +363,8 @@ class HitlAPI:
                 "tenant": tenant if briefed else "",
             },
         )
+        if briefed:  # the mark's registry entry: a second step (module docstring)
+            register_marked(self._ctx.store, [self._keys.tenants_with(brief_index)])
         if status == "EXISTS":
             record = _decode(reply["record"])
             item = record.get("item") if record else None

@@ -146,9 +146,14 @@ def tenant_findings(doctor: Doctor, raw_keys: Sequence[bytes]) -> list[Finding]:
     targets: list[tuple[Keys, str]] = []
     for raw in dict.fromkeys(raw_keys):
         parts = raw.decode("utf-8", "replace").split(":")
-        if len(parts) != 3 or parts[0] != ROOT or not parts[1].startswith(INTERNAL_MARK):
+        if len(parts) != 3 or parts[0] != ROOT:
             continue
-        kind, tenant = parts[1][len(INTERNAL_MARK) :], parts[2]
+        if parts[1].startswith(INTERNAL_MARK):  # reference: acmi:_<kind>:<tenant>
+            kind, tenant = parts[1][len(INTERNAL_MARK) :], parts[2]
+        elif parts[1].startswith("{") and parts[2].startswith(INTERNAL_MARK):
+            kind, tenant = parts[2][len(INTERNAL_MARK) :], parts[1][1:-1]  # acmi:{t}:_<kind>
+        else:
+            continue
         if kind in TENANT_SOURCES and TENANT_RE.fullmatch(tenant):
             keys = doctor.keys_for(tenant)
             if _tenant_index(keys, kind) == raw.decode():

@@ -11,10 +11,12 @@ the memory's own slots (``memory:hot``, ``memory:heartbeat``, ``memory:warm``). 
 entries data older than an index lacks (``ops/backfill.py``).
 
 ``Doctor`` walks the keyspace with SCAN (never KEYS: it would block Redis for the whole
-keyspace) and never writes. Memory stays bounded: one SCAN step of keys at a time, the
-per-key reads of a step in one pipeline, timeline members in chunks; findings stream out
-as they are found. Round trips per ``SCAN_COUNT`` keys: one SCAN, one pipeline for the
-keys, and one per ``PIPELINE_MEMBERS`` timeline members.
+keyspace; on a Redis Cluster every primary's SCAN in turn, ``keyspace.scan_batches``) and
+never writes. It reads the deployment's key layout (``ACMI_KEY_LAYOUT``): the same data
+in either gives the same findings, named by its keys. Memory stays bounded: one SCAN
+step of keys at a time, the per-key reads of a step in one pipeline, timeline members in
+chunks; findings stream out as they are found. Round trips per ``SCAN_COUNT`` keys: one
+SCAN, one pipeline for the keys, and one per ``PIPELINE_MEMBERS`` timeline members.
 
 ``acmi migrate`` (``ops/migrate.py``) repairs what this finds; the key layout it reads is
 ``ops/keyspace.py``'s.
@@ -33,6 +35,7 @@ from acmi_core.base.keys import (
     ROOT,
     SPAWNS,
     Keys,
+    Layout,
     Slot,
 )
 from acmi_core.base.model import EntityId, check_category
@@ -60,7 +63,7 @@ from acmi_core.ops.keyspace import (
     no_progress,
     object_problem,
     parse_key,
-    scan_step,
+    scan_batches,
     slot_rank,
     type_name,
 )
@@ -183,6 +186,7 @@ class Doctor:
         self.acmi = acmi
         self.store = acmi.store
         self.default_tenant = acmi.settings.default_tenant
+        self.layout = Layout(acmi.settings.key_layout)  # the deployment's: what is parsed
         self.category = None if category is None else check_category(category, "--category")
         self.tenant_id_check = tenant_id_check
         self.progress = progress
@@ -192,7 +196,7 @@ class Doctor:
     def keys_for(self, tenant: str) -> Keys:
         keys = self._keys.get(tenant)
         if keys is None:
-            keys = self._keys[tenant] = Keys(tenant, self.default_tenant)
+            keys = self._keys[tenant] = Keys(tenant, self.default_tenant, self.layout)
         return keys
 
     def findings(self) -> Iterator[Finding]:
@@ -200,21 +204,17 @@ class Doctor:
             yield from batch
 
     def batches(self) -> Iterator[list[Finding]]:
-        cursor = 0
-        while True:
-            cursor, raw_keys = scan_step(self.store, cursor, f"{ROOT}:*")
+        for raw_keys in scan_batches(self.store, f"{ROOT}:*"):
             self.scanned += len(raw_keys)
             batch = self._check(raw_keys)
             self.progress(self.scanned)
             if batch:
                 yield batch
-            if cursor == 0:
-                return
 
     def _parse(self, raw_keys: Sequence[bytes]) -> list[ParsedKey]:
         parsed = []
         for raw in dict.fromkeys(raw_keys):  # SCAN may repeat a key
-            info = parse_key(raw, self.default_tenant, self.keys_for)
+            info = parse_key(raw, self.default_tenant, self.keys_for, self.layout)
             if info is not None and self.category in (None, info.category):
                 parsed.append(info)
         return parsed

@@ -1,20 +1,26 @@
 """The keyspace as ACMI and other tools leave it: which entity slot or index an ``acmi:*``
 key is (:func:`parse_key`, the MCP server v2.0 layout ``acmi:<tenant>:<ns>:<id>:<slot>``
 included), how a timeline member reads (:func:`member_state`), whether a profile or
-signals value is a JSON object, and one SCAN step. ``acmi doctor`` (``ops/doctor.py``)
-walks the keyspace with these; ``acmi migrate`` (``ops/migrate.py``) repairs what it finds.
+signals value is a JSON object, and the SCAN of every key (:func:`scan_batches`: on a
+Redis Cluster each primary's, in turn, through redis-py's per-node SCAN). ``acmi doctor``
+(``ops/doctor.py``) walks the keyspace with these; ``acmi migrate`` (``ops/migrate.py``)
+repairs what it finds.
+
+Both layouts parse (``Layout``): the reference's keys (the MCP server v2.0 layout
+included), and the cluster layout's ``acmi:{<tenant>}:...`` (a key without a tenant's tag
+is then no entity of this deployment: other tools' keys, the API keys).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 from acmi_core.base import keys
 from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
-from acmi_core.base.keys import ALL_SLOTS, INTERNAL_MARK, ROOT, Keys, Slot
+from acmi_core.base.keys import ALL_SLOTS, INTERNAL_MARK, ROOT, Keys, Layout, Slot
 from acmi_core.base.model import (
     LOCAL_ID_RE,
     TENANT_RE,
@@ -24,6 +30,7 @@ from acmi_core.base.model import (
 )
 from acmi_core.base.stored import LONE_SURROGATE, Unreadable, load_stored
 from acmi_core.store.base import Reply, Store
+from acmi_core.store.cluster import ClusterStore
 
 # Keys per SCAN step (a hint to Redis) and so per pipeline of per-key reads.
 SCAN_COUNT: Final = 1000
@@ -106,7 +113,21 @@ def _mcp_destination(rest: str, keys_for: Callable[[str], Keys]) -> str | None:
     return keys_for(tenant).slot(entity, slot)
 
 
-def parse_key(raw: bytes, default_tenant: str, keys_for: Callable[[str], Keys]) -> ParsedKey | None:
+def tagged_tenant(rest: str) -> tuple[str, str] | None:
+    """The tenant of a cluster-layout key (``rest``: the key after ``acmi:``) and what
+    follows its tag, or None when ``rest`` carries no tenant's tag."""
+    if not rest.startswith("{"):
+        return None
+    tenant, sep, tail = rest[1:].partition("}:")
+    return (tenant, tail) if sep and TENANT_RE.fullmatch(tenant) else None
+
+
+def parse_key(
+    raw: bytes,
+    default_tenant: str,
+    keys_for: Callable[[str], Keys],
+    layout: Layout = Layout.REFERENCE,
+) -> ParsedKey | None:
     """Classify one ``acmi:*`` key; None for ACMI's own bookkeeping and keys that are no
     entity slot or index (other tools' queues, registries)."""
     text = raw.decode("utf-8", "replace")
@@ -115,7 +136,13 @@ def parse_key(raw: bytes, default_tenant: str, keys_for: Callable[[str], Keys]) 
         return None
     tenant = default_tenant
     spec_tenant = rest.startswith("tenant:")
-    if spec_tenant:
+    if layout is Layout.CLUSTER:
+        tagged = tagged_tenant(rest)
+        if tagged is None or tagged[1].startswith(INTERNAL_MARK):
+            return None
+        tenant, rest = tagged
+        spec_tenant = True  # a tenant named by its tag: no MCP v2.0 key has one
+    elif spec_tenant:
         candidate, sep, rest = rest.removeprefix("tenant:").partition(":")
         if not sep or not TENANT_RE.fullmatch(candidate):
             return None
@@ -258,3 +285,18 @@ def scan_step(store: Store, cursor: int, pattern: str) -> tuple[int, list[bytes]
     ):
         return int(reply[0]), [k for k in reply[1] if isinstance(k, bytes)]
     raise AcmiError("SCAN gave an unexpected reply", field="scan")
+
+
+def scan_batches(store: Store, pattern: str) -> Iterator[list[bytes]]:
+    """Every key matching ``pattern``, one SCAN step (``SCAN_COUNT`` keys) a batch. On a
+    Redis Cluster, each primary's keys in turn (``ClusterStore.scan_primaries``: the
+    library's per-node SCAN): every key once, as one node's SCAN gives them."""
+    if isinstance(store, ClusterStore):
+        yield from store.scan_primaries(pattern, SCAN_COUNT)
+        return
+    cursor = 0
+    while True:
+        cursor, found = scan_step(store, cursor, pattern)
+        yield found
+        if cursor == 0:
+            return

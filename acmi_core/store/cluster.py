@@ -9,8 +9,9 @@ on one node; a command whose keys span slots is refused as CROSSSLOT, never spli
 
 What a cluster has no answer for is refused, never answered partially: a keyspace scan
 (SCAN, KEYS, DBSIZE, RANDOMKEY: each node holds part of it; ``acmi doctor`` and
-``acmi migrate`` need one node), and an error never carries a node's address (MOVED and
-ASK replies name one: they become a 503 to retry).
+``acmi migrate`` walk each primary instead, :meth:`ClusterStore.scan_primaries`), and an
+error never carries a node's address (MOVED and ASK replies name one: they become a
+503 to retry).
 
 :class:`CheckedRespStore` is the one-node store of ``ACMI_REDIS_URL`` in the reference
 layout: before its first command it asks ``INFO cluster``, and a cluster-enabled server
@@ -193,6 +194,29 @@ class ClusterStore(RedisStore):
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         return eval_script(self.execute, script, keys, args)
+
+    def scan_primaries(self, pattern: str, count: int) -> Iterator[list[bytes]]:
+        """Every key matching ``pattern``: each primary's SCAN (redis-py's ``scan`` with
+        ``target_nodes``, the library's per-node call), one step a batch, primary after
+        primary. What ``acmi doctor`` and ``acmi migrate`` walk instead of the SCAN this
+        store refuses; a slot moving between primaries meanwhile may be seen twice or
+        not at all, as a key written during one node's SCAN may."""
+        cluster = self._connected()
+        with _translate():
+            primaries = list(cluster.get_primaries())  # type: ignore[no-untyped-call]
+        for node in primaries:
+            cursor = 0
+            while True:
+                with _translate():
+                    # ({node name: next cursor}, keys): typed as any reply by redis-py
+                    reply: Any = cluster.scan(
+                        cursor=cursor, match=pattern, count=count, target_nodes=node
+                    )
+                cursors, found = reply
+                cursor = int(cursors[node.name])
+                yield [k for k in found if isinstance(k, bytes)]
+                if cursor == 0:
+                    break
 
     def close(self) -> None:
         with self._lock:

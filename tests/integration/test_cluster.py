@@ -261,6 +261,26 @@ def test_the_jobs_serve_every_registered_tenant_with_work(cluster_acmi: Acmi) ->
     assert store.execute(("EXISTS", default.keys.job_tenants("rollup-cron"))) == 1
 
 
+def test_a_hitl_create_alone_registers_its_tenant(cluster_acmi: Acmi) -> None:
+    """A tenant whose only work is an open HITL item is registered by its create (the
+    mark in hitl.lua's run, the registry as its second step), so standup-brief finds it;
+    an item for another addressee marks nothing and registers nothing."""
+    store, settings = cluster_acmi.store, cluster_acmi.settings
+    Acmi(store, settings, tenant="delta").hitl.create(
+        "q", "ask", asked_by="agent:a", addressee="agent:other"
+    )
+    gamma = Acmi(store, settings, tenant="gamma")
+    counted = CountingStore(store)
+    Acmi(counted, settings, tenant="gamma").hitl.create("key", "paste it", asked_by="agent:a")
+    assert store.execute(("SMEMBERS", TENANT_REGISTRY)) == [b"gamma"]
+    assert indexed(cluster_acmi, "standup-brief") == ["gamma"]
+    assert counted.requests == 2  # the create's run, then the one SADD
+    counted.reset()
+    Acmi(counted, settings, tenant="gamma").hitl.create("k2", "again", asked_by="agent:a")
+    assert counted.requests == 1  # registered once per process and tenant
+    assert [i["payload"]["topic"] for i in gamma.hitl.list().items] == ["key", "k2"]
+
+
 def test_a_keyspace_scan_is_refused(cluster_acmi: Acmi) -> None:
     with pytest.raises(StoreCommandError, match="SCAN reads the whole keyspace"):
         cluster_acmi.store.execute(("SCAN", 0))

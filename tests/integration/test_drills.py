@@ -287,6 +287,9 @@ def warm_api(upstash_double: UpstashDouble) -> Iterator[tuple[TestClient, Acmi, 
         auth = {"authorization": f"Bearer {key}"}
         with TestClient(create_app(ApiContext(acmi)), raise_server_exceptions=False) as client:
             assert client.get("/v1/entities/user:warm", headers=auth).status_code == 200
+            # the write script loaded (minting a key runs none: auth/apikeys.py)
+            warm = client.post("/v1/entities/user:warm/events", json=[EVENT], headers=auth)
+            assert warm.status_code == 201, warm.text
             yield client, acmi, auth
 
 
