@@ -35,9 +35,11 @@ def create_acmi(
     tenant: str | None = None,
     clock: Clock | None = None,
 ) -> Acmi:
-    """An ACMI client. With no store, the environment picks one (see ``open_store``)."""
+    """An ACMI client. With no store, the environment picks one (see ``open_store``): with
+    none configured, the embedded data the ``acmi`` command and ``acmi serve`` share, on
+    disk, held per call (``store/shared.py``)."""
     settings = settings or Settings.from_env()
-    store = store if store is not None else open_store(settings)
+    store = store if store is not None else open_store(settings, local=True, per_call=True)
     if clock is None:
         return Acmi(store, settings, tenant=tenant)
     return Acmi(store, settings, tenant=tenant, clock=clock)

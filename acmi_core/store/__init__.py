@@ -9,13 +9,14 @@ from acmi_core.base.settings import Settings
 from acmi_core.store.base import Store
 
 
-def open_store(settings: Settings, *, local: bool = False) -> Store:
+def open_store(settings: Settings, *, local: bool = False, per_call: bool = False) -> Store:
     """A Redis Cluster when ACMI_REDIS_CLUSTER is set (``store/cluster.py``), Upstash when
     its URL and token are set, Redis when ACMI_REDIS_URL is set, else the
     embedded default: with ``local``, the one on disk that every ``acmi`` command and
-    ``acmi serve`` share (``store/local.py``); without, a throwaway in this process (the
-    Lambda functions, tests, samples). Imports only the backend it picks (cold starts pay
-    for one)."""
+    ``acmi serve`` share (``store/local.py``), held by this process until it closes (a
+    CLI command), or with ``per_call`` too for one call at a time (``create_acmi()``:
+    ``store/shared.py``); without, a throwaway in this process (the Lambda functions,
+    tests, samples). Imports only the backend it picks (cold starts pay for one)."""
     if settings.key_layout == Layout.REFERENCE and settings.cluster_buckets.strip() != "1":
         raise AcmiValidationError(
             "ACMI_CLUSTER_BUCKETS",
@@ -42,6 +43,12 @@ def open_store(settings: Settings, *, local: bool = False) -> Store:
 
         return RedisStore.from_url(settings.redis_url, settings)
     try:
+        if local and per_call:
+            import fakeredis  # noqa: F401  (missing extra: named here, not at the first call)
+
+            from acmi_core.store.shared import SharedLocalStore
+
+            return SharedLocalStore(settings)
         if local:
             from acmi_core.store.local import open_local_store
 

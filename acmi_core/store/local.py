@@ -7,7 +7,9 @@ created 0700) holds:
   absolute expiry, replaced atomically (temp file + rename), so a crash leaves the
   previous snapshot whole. Expired keys (idempotency records) are not restored.
 - ``store.lock``: the flock held by the one process that owns the data: ``acmi serve``
-  for its lifetime, or a CLI command for the length of the command.
+  for its lifetime, a CLI command for the length of the command, or ``create_acmi()``'s
+  store for the length of one call (``shared.py``); its content, a random stamp each
+  save replaces, tells a process that cached the data whether it changed since.
 - ``serve.json`` (0600): where a running ``acmi serve`` serves the data over the Redis
   protocol (127.0.0.1, a random port, a random password), and its pid.
 
@@ -62,6 +64,8 @@ SNAPSHOT_EVERY_S: Final = 1.0
 # The one user on the served endpoint: the default (passwordless) user is disabled, so
 # another local user who finds the port still cannot read or write.
 _USER: Final = "acmi"
+# The lock file holds a random stamp of this many bytes, replaced by every save.
+STAMP_BYTES: Final = 16
 # The endpoint's bounds (README, limits): what a connection may send before it has
 # authenticated (an AUTH with the user and a 32-character password is ~70 bytes), how long
 # it may take to, the largest command after (a CLI command's largest write is a few MB),
@@ -103,10 +107,7 @@ def open_local_store(settings: Settings) -> RedisStore:
     this process until :meth:`close` (waiting up to ``LOCK_WAIT_S`` for another command)."""
     import fcntl
 
-    home = data_dir(settings)
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if home.stat().st_mode & 0o077:  # made by hand, or by an older acmi: others could list it
-        home.chmod(0o700)
+    home = prepared_home(settings)
     opened = _OPEN.get(home)
     if opened is not None:  # one owner per process: flock would block on a second fd
         opened.users += 1
@@ -137,6 +138,20 @@ def open_local_store(settings: Settings) -> RedisStore:
         with contextlib.suppress(OSError):
             os.close(fd)
         raise
+
+
+def prepared_home(settings: Settings) -> Path:
+    """The data directory, made (0700) if missing and narrowed to 0700 if wider."""
+    home = data_dir(settings)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if home.stat().st_mode & 0o077:  # made by hand, or by an older acmi: others could list it
+        home.chmod(0o700)
+    return home
+
+
+def stamp_of(lock_fd: int) -> bytes:
+    """The stamp the last save wrote into the lock file (``b""`` before any)."""
+    return os.pread(lock_fd, STAMP_BYTES, 0)
 
 
 def _connect_to_serve(home: Path, settings: Settings) -> ServedStore | None:
@@ -264,6 +279,10 @@ class EmbeddedStore(MemoryStore):
                 "saved_ms": now_ms,
                 "keys": keys,
             }
+            if self._lock_fd is not None:
+                # a new stamp before the new snapshot: a process caching the data between
+                # its holds (store/shared.py) sees any save begun since it last looked
+                os.pwrite(self._lock_fd, secrets.token_hex(STAMP_BYTES // 2).encode(), 0)
             _write_atomically(self.home / SNAPSHOT_FILE, json.dumps(body).encode("utf-8"))
             return True
 

@@ -26,7 +26,6 @@ import redis
 from acmi_core import CorruptData, Settings, StoreUnavailable, create_acmi
 from acmi_core.store import local
 from acmi_core.store.local import EmbeddedStore, ServedStore, open_local_store
-from acmi_core.store.memory import MemoryStore
 from tests.kit import ROOT
 
 
@@ -218,14 +217,6 @@ def test_the_data_dir_default_follows_xdg(tmp_path: Path) -> None:
     assert local.data_dir(Settings(home=str(tmp_path / "x")), {}) == tmp_path / "x"
     assert local.data_dir(Settings(), {}) == Path.home() / ".local" / "share" / "acmi"
     assert Settings.from_env({"ACMI_HOME": "/srv/acmi"}).home == "/srv/acmi"
-
-
-def test_create_acmi_without_a_store_stays_in_memory(tmp_path: Path) -> None:
-    """Library use and the conformance suite keep a throwaway store: only the `acmi`
-    command shares the local data."""
-    acmi_ = create_acmi()
-    assert type(acmi_.store) is MemoryStore
-    acmi_.close()
 
 
 def test_expiry_survives_a_restart_and_expired_keys_are_dropped(

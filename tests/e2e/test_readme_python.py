@@ -4,6 +4,7 @@ ACMI_HOME), and it must end with exit 0."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -38,3 +39,24 @@ def test_a_readme_python_snippet_runs_as_printed(code: str, tmp_path: Path) -> N
         check=False,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
+
+
+def test_the_first_snippet_writes_where_the_acmi_command_reads(tmp_path: Path) -> None:
+    """Its comment says "else embedded": the data the `acmi` command and `acmi serve`
+    share, so what the snippet left (it deletes user:mikey) is there for `acmi`."""
+    env = {k: v for k, v in os.environ.items() if k not in STORE_VARIABLES}
+    env.update(ACMI_HOME=str(tmp_path / "home"), ACMI_CONFIG=str(tmp_path / "absent.toml"))
+    assert "else embedded" in SNIPPETS[0]
+    for argv in (["-c", SNIPPETS[0]], ["-m", "acmi_core", "list", "agent", "--json"]):
+        ran = subprocess.run(
+            [sys.executable, *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "agent:claude" in json.loads(ran.stdout)
+    assert f"# store: embedded, {tmp_path / 'home'}" in ran.stderr

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from acmi_core import AcmiValidationError, Settings, create_acmi
-from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
+from acmi_core.store.shared import SharedLocalStore
 from acmi_core.store.upstash import UpstashStore
 
 
@@ -22,8 +22,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_no_configuration_gives_the_embedded_store() -> None:
-    acmi = create_acmi()
-    assert isinstance(acmi.store, MemoryStore)
+    acmi = create_acmi()  # the shared data on disk (the session's ACMI_HOME), per call
+    assert isinstance(acmi.store, SharedLocalStore)
     assert acmi.tenant == "default"
 
 
