@@ -129,6 +129,9 @@ class Remembered(TypedDict):
     path: str | None
     stored: Literal[True]
     budget: BudgetCheck
+    # the layer already held the line: nothing was written (a second remember of a line,
+    # or a retry of the first)
+    already_held: bool
 
 
 class TopicCreated(TypedDict):

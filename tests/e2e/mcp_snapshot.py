@@ -139,6 +139,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("improve", {"workflow": "wf", "step": "s1", "lesson": "go slow", "agent": "agent:ava"}),
     ("memory_remember", {"entity": "agent:ava", "text": "likes tea"}),
+    ("memory_remember", {"entity": "agent:ava", "text": "likes tea"}),  # held: nothing stored
     (
         "memory_remember",
         {"entity": "agent:ava", "text": "hot one", "layer": "hot", "section": "Now"},

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from acmi_core import Acmi, create_acmi
+from acmi_core import Acmi, EntityId, create_acmi
 from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
@@ -27,6 +27,7 @@ from acmi_core.base.settings import Settings
 from acmi_core.cli import main
 from acmi_core.cli.state import CliState
 from acmi_core.mcp.server import build_server
+from acmi_core.memory import render_tree
 from acmi_core.memory.reads import MAX_GET_LINES
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.redis import RedisStore
@@ -197,3 +198,79 @@ def test_get_through_the_cli_on_the_store_and_the_api(
         code = main(["--api", url, "memory", "get", AGENT, TODAY])  # B has no daily note
         _, err = capsys.readouterr()
         assert code == 3 and "path" in err
+
+
+# Every (layer, section) remember takes, with the line it is given twice.
+REMEMBERED: list[tuple[str, str | None]] = [
+    *(("warm", s) for s in ("about_human", "about_agent", "projects", "people", "lessons")),
+    *(("warm", s) for s in ("preferences", "dates")),
+    *(("hot", s) for s in ("current_priority", "in_progress", "waiting_on", "decisions_today")),
+    ("hot", "next_session"),
+    *(("daily", s) for s in (None, "morning", "afternoon", "takeaways", "tomorrow")),
+    *(("topic", s) for s in ("summary", "key_facts", "decision_log", "open_questions")),
+    ("topic", "related"),
+]
+
+
+def _keys(acmi: Acmi) -> dict[str, Any]:
+    """The agent's memory tree and its timeline's size: what a stored line changes."""
+    size = acmi.store.execute(("ZCARD", acmi.context.keys.timeline(EntityId.parse(AGENT))))
+    return {"tree": render_tree(acmi.memory.export_snapshot(AGENT)), "timeline": size}
+
+
+def test_remember_does_not_store_a_line_the_layer_holds(acmi: Acmi) -> None:
+    a, b = two_tenants(acmi)
+    for layer, section in REMEMBERED:
+        line = f"keep {layer} {section} in mind"
+        topic = "billing" if layer == "topic" else None
+        first = a.memory.remember(AGENT, line, layer=layer, section=section, topic=topic)
+        assert first["already_held"] is False and first["stored"] is True
+        before = _keys(a)
+        again = a.memory.remember(AGENT, f"  {line} ", layer=layer, section=section, topic=topic)
+        assert again["already_held"] is True, (layer, section)
+        assert again["stored"] is True and again["path"] == first["path"]
+        assert_result("memory.remember", again)
+        assert _keys(a) == before, (layer, section)  # nothing written
+    # held in the layer, whichever section it was given for
+    assert a.memory.remember(AGENT, "Priya owns the billing migration")["already_held"]
+    # the other tenant holds none of A's lines: stored there
+    b.memory.topic_create(AGENT, "billing", "Billing")
+    for layer, section in (("warm", "people"), ("daily", None), ("topic", "key_facts")):
+        topic = "billing" if layer == "topic" else None
+        line = f"keep {layer} {section} in mind"
+        held = b.memory.remember(AGENT, line, layer=layer, section=section, topic=topic)
+        assert held["already_held"] is False
+        assert line in b.memory.get(AGENT, held["path"] or "MEMORY.md")["text"]
+    # a line that only contains a held one is new
+    assert not a.memory.remember(AGENT, "Priya owns the billing migration now")["already_held"]
+
+
+def test_a_held_line_is_said_so_on_every_surface(
+    stored: Acmi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = two_tenants(stored)
+    line = "Priya owns the billing migration"  # A's, not B's
+    for tenant, held in ((a, True), (b, False)):
+        http = RouteClient(tenant, "memory")
+        answer = http.call("POST", f"/v1/memory/{AGENT}/remember", {"text": line})
+        assert answer.status_code == 201 and answer.json()["already_held"] is held
+    # B holds it now: the second time, on each surface, it is held
+    again = RouteClient(b, "memory").call("POST", f"/v1/memory/{AGENT}/remember", {"text": line})
+    assert again.json()["already_held"] is True
+
+    async def remember(tenant: Acmi, text: str) -> Any:
+        async with create_connected_server_and_client_session(
+            build_server(tenant, Scope.WRITE)
+        ) as client:
+            return await client.call_tool("memory_remember", {"entity": AGENT, "text": text})
+
+    for tenant in (a, b):
+        assert asyncio.run(remember(tenant, line)).structuredContent["already_held"] is True
+    assert asyncio.run(remember(a, "only A's")).structuredContent["already_held"] is False
+    monkeypatch.delenv("ACMI_API_URL", raising=False)
+    for tenant, held in ((a, True), (b, False), (b, True)):
+        code = main(["memory", "remember", AGENT, "only A's"], state=CliState(preset=tenant))
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert json.loads(out)["already_held"] is held
+    assert b.memory.get(AGENT, "MEMORY.md")["text"].count("only A's") == 1
