@@ -102,6 +102,24 @@ def search(
     emit(found, state().output)
 
 
+@app.command()
+def get(
+    entity: Entity,
+    path: Annotated[str, typer.Argument(help="e.g. MEMORY.md, memory/2026-05-01.md")],
+    from_line: Annotated[int, typer.Option("--from", help="the first line, from 1")] = 1,
+    to_line: Annotated[
+        int | None, typer.Option("--to", help="the last line (at most 500 a call)")
+    ] = None,
+) -> None:
+    """Lines of one memory file by path and range, numbered as search numbers its hits."""
+    got = (
+        state()
+        .backend()
+        .call("memory.get", entity=entity, path=path, from_line=from_line, to_line=to_line)
+    )
+    emit(got, state().output)
+
+
 @app.command("archive")
 def archive_(
     entity: Entity,

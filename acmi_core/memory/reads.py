@@ -1,25 +1,35 @@
 """The memory reads (``MemoryAPI`` composes them): ``status`` (each file's size and budget
 verdict, staleness, next maintenance), ``active`` (the hot layer), ``search`` (every layer,
-fast to slow, ranked; the archived raw events too, through the caller's sink reader) and
+fast to slow, ranked; the archived raw events too, through the caller's sink reader),
+``get`` (one file's lines by path and range, numbered as search numbers them) and
 ``debug`` (missing pieces, hot/warm conflicts, stale items). Each is one ``load`` (2 round
 trips at most) plus, for search, a sink read per archived quarter."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError, NotFound
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
 from acmi_core.memory.conflicts import hot_warm_conflicts
-from acmi_core.memory.layers import LAYERS, SEARCH_ORDER, DailyNote, MemorySnapshot
+from acmi_core.memory.layers import (
+    LAYERS,
+    SEARCH_ORDER,
+    DailyNote,
+    HeartbeatState,
+    Layer,
+    MemorySnapshot,
+)
 from acmi_core.memory.results import (
     ActiveRead,
     LayerStatus,
     MemoryDebug,
+    MemoryGot,
     MemorySearch,
     MemoryStatus,
     Missing,
@@ -33,9 +43,11 @@ from acmi_core.memory.state import (
     DEFAULT_PRUNE_DAYS,
     HOT_KEYS,
     TOPIC_KEYS,
+    WINDOW_EVENTS,
     MemoryCommands,
     first_date,
     local_time,
+    midnight_ms,
     next_due,
     text_of,
 )
@@ -49,6 +61,18 @@ SEARCH_EVENTS: Final = 2_000
 # each: an object holds a whole quarter, read whole)
 ARCHIVED_QUARTERS: Final = 4
 RETENTION_DAYS: Final = 30
+# memory_get answers at most this many lines a call (a range past it is refused; with no
+# to_line the answer stops there and says ``more``): every layer's budget fits in one.
+MAX_GET_LINES: Final = 500
+_GET_PATH: Final = re.compile(
+    r"(?P<daily>memory/(?P<date>\d{4}-\d{2}-\d{2})\.md)"
+    r"|(?P<topic>memory/topics/(?P<slug>[A-Za-z0-9_.-]{1,128})\.md)"
+    r"|(?P<cold>memory/archive/\d{4}-Q[1-4]\.md)"
+)
+GET_PATHS: Final = (
+    "ACTIVE-CONTEXT.md, MEMORY.md, memory/heartbeat-state.json, memory/YYYY-MM-DD.md, "
+    "memory/topics/<slug>.md or memory/archive/YYYY-QN.md"
+)
 STALE_TOPIC_DAYS: Final = 30
 
 # (entity, quarter "YYYY-QN") -> the events archived in its object, None when unreadable
@@ -73,6 +97,33 @@ def _archived_line(event: Event) -> str:
     when = dt.datetime.fromtimestamp(float(event.ts) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
     text = " ".join(text_of(event).split())
     return f"{when} {event.kind} by {event.source}: {text}"
+
+
+def _line_number(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise AcmiValidationError(name, "range", "must be a line number >= 1")
+    return value
+
+
+def _file_of(snap: MemorySnapshot, path: str) -> tuple[Layer | Literal["heartbeat"], str | None]:
+    """The layer and rendered text of ``path`` in ``snap`` (None when it has no such file):
+    the text ``search`` numbers its hits' lines in."""
+    if path == "ACTIVE-CONTEXT.md":
+        return "hot", None if snap.active_context is None else snap.active_context.render()
+    if path == "MEMORY.md":
+        return "warm", None if snap.memory is None else snap.memory.render()
+    if path == HeartbeatState.PATH:
+        return "heartbeat", None if snap.heartbeat is None else snap.heartbeat.render()
+    match = _GET_PATH.fullmatch(path)
+    assert match is not None  # get checked the path
+    if match["daily"]:
+        note = next((n for n in snap.daily if n.path == path), None)
+        return "daily", None if note is None else note.render()
+    if match["topic"]:
+        topic = next((t for t in snap.topics if t.path == path), None)
+        return "topic", None if topic is None else topic.render()
+    archive = next((a for a in snap.archives if a.path == path), None)
+    return "cold", None if archive is None else archive.render()
 
 
 def _slug(link: str) -> str:
@@ -259,6 +310,72 @@ class MemoryReads(MemoryCommands):
         if unread:
             found["archived_unread"] = unread
         return found
+
+    def get(
+        self,
+        entity: str | EntityId,
+        path: object,
+        from_line: object = 1,
+        to_line: object = None,
+    ) -> MemoryGot:
+        """``memory_get``: lines ``from_line``..``to_line`` (1-based, inclusive; numbered as
+        ``search`` numbers its hits) of one memory file, by its path in the seed's tree
+        (``GET_PATHS``). At most ``MAX_GET_LINES`` a call: a longer range is refused, and
+        with no ``to_line`` the answer stops there (``more`` says lines follow). A range
+        past the end answers no lines; a file the entity lacks is a 404. 1 round trip (2
+        for a topic: its profile)."""
+        if not isinstance(path, str) or not (
+            path in ("ACTIVE-CONTEXT.md", "MEMORY.md", HeartbeatState.PATH)
+            or _GET_PATH.fullmatch(path)
+        ):
+            raise AcmiValidationError("path", "memory_path", f"must be {GET_PATHS}")
+        first = _line_number(from_line, "from_line")
+        if to_line is None:
+            last = first + MAX_GET_LINES - 1
+        else:
+            last = _line_number(to_line, "to_line")
+            if last < first:
+                raise AcmiValidationError("to_line", "range", "must be >= from_line")
+            if last - first + 1 > MAX_GET_LINES:
+                raise AcmiValidationError(
+                    "to_line", "max_range", f"at most {MAX_GET_LINES} lines a call"
+                )
+        match = _GET_PATH.fullmatch(path)
+        day = match["date"] if match is not None and match["daily"] else None
+        if day is not None:
+            try:
+                date = dt.date.fromisoformat(day)
+            except ValueError:
+                raise AcmiValidationError("path", "date", f"{day!r} is not a date") from None
+            # the day's events in any zone (UTC-12..+14): the note is then cut to the day
+            start = midnight_ms(date, dt.UTC)
+            state = self.load(
+                entity,
+                since_ms=start - DAY_MS,
+                until_ms=start + 2 * DAY_MS,
+                limit=WINDOW_EVENTS,
+                topics=False,
+            )
+        else:
+            wants_topic = match is not None and bool(match["topic"])
+            state = self.load(entity, events=False, topics=wants_topic)
+        layer, text = _file_of(state.snapshot(include_foreign=True), path)
+        if text is None:
+            raise NotFound(f"{state.entity} has no {path}", field="path", rule="exists")
+        all_lines = text.split("\n")
+        chosen = all_lines[first - 1 : last]
+        return {
+            "entity": str(state.entity),
+            "path": path,
+            "layer": layer,
+            "from_line": first,
+            "to_line": first + len(chosen) - 1,
+            "total_lines": len(all_lines),
+            "lines": [{"line": first + i, "text": t} for i, t in enumerate(chosen)],
+            "text": "\n".join(chosen),
+            "more": len(all_lines) > first - 1 + len(chosen),
+            "truncated": state.truncated,
+        }
 
     def debug(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryDebug:
         """``/memory-debug``: missing pieces, conflicts between the hot and warm layers

@@ -104,6 +104,24 @@ class MemorySearch(TypedDict):
     notes: NotRequired[list[str]]
 
 
+class GotLine(TypedDict):
+    line: int
+    text: str
+
+
+class MemoryGot(TypedDict):
+    entity: str
+    path: str
+    layer: Layer | Literal["heartbeat"]
+    from_line: int
+    to_line: int  # the last line answered (from_line - 1 when none)
+    total_lines: int
+    lines: list[GotLine]
+    text: str
+    more: bool  # lines after to_line exist
+    truncated: bool  # a daily note read from a window cut at its event cap
+
+
 class Remembered(TypedDict):
     entity: str
     layer: Layer
@@ -111,6 +129,9 @@ class Remembered(TypedDict):
     path: str | None
     stored: Literal[True]
     budget: BudgetCheck
+    # the layer already held the line: nothing was written (a second remember of a line,
+    # or a retry of the first)
+    already_held: bool
 
 
 class TopicCreated(TypedDict):

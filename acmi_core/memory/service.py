@@ -16,6 +16,7 @@ handoff / take       HANDOFF.md written / read and cleared atomically (GETDEL)  
 review               the weekly review: promote lessons and decisions, prune       2
 search               every layer, fast to slow, ranked                             2
                      (+ 1 sink read per archived quarter, 4 at most)
+get                  one file's lines by path and range (MAX_GET_LINES at most)    1 (topic 2)
 debug                missing pieces, hot/warm conflicts, stale items               2
 export_snapshot      the whole tree                                                2 + pages
 import_snapshot      a tree, idempotent: only what differs is written              2 + pages
@@ -24,7 +25,7 @@ import_snapshot      a tree, idempotent: only what differs is written           
 
 ``MemoryAPI`` is a composition of one class a concern, each on the tenant's
 :class:`~acmi_core.entities.context.Context`: ``memory/reads.py`` (status, active, search,
-debug), ``memory/writes.py`` (remember, set_active, topic_create, handoff, take_handoff),
+get, debug), ``memory/writes.py`` (remember, set_active, topic_create, handoff, take_handoff),
 ``memory/upkeep.py`` (prune, review, daily_summary), ``memory/transfer.py``
 (export_snapshot, import_snapshot, migrate), all on ``memory/state.py`` (``load``: the one
 read every command starts from, and the writes they share).
@@ -52,6 +53,8 @@ from typing import TYPE_CHECKING
 from acmi_core.base.model import EntityId
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.reads import (
+    GET_PATHS,
+    MAX_GET_LINES,
     MAX_QUERY_LEN,
     MAX_SEARCH_HITS,
     ArchivedReader,
@@ -65,6 +68,7 @@ from acmi_core.memory.results import (
     Handoff,
     Imported,
     MemoryDebug,
+    MemoryGot,
     MemorySearch,
     MemoryStatus,
     Pruned,
@@ -159,6 +163,16 @@ class MemoryAPI:
         """``/memory-search`` (``MemoryReads.search``)."""
         return self._reads.search(entity, query, limit=limit, now_ms=now_ms, archived=archived)
 
+    def get(
+        self,
+        entity: str | EntityId,
+        path: object,
+        from_line: object = 1,
+        to_line: object = None,
+    ) -> MemoryGot:
+        """``memory_get``: one file's lines by path and range (``MemoryReads.get``)."""
+        return self._reads.get(entity, path, from_line, to_line)
+
     def debug(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryDebug:
         """``/memory-debug`` (``MemoryReads.debug``)."""
         return self._reads.debug(entity, now_ms)
@@ -247,6 +261,8 @@ class MemoryAPI:
 
 __all__ = [
     "DEFAULT_PRUNE_DAYS",
+    "GET_PATHS",
+    "MAX_GET_LINES",
     "MAX_QUERY_LEN",
     "MAX_SEARCH_HITS",
     "REMEMBER_LAYERS",

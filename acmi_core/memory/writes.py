@@ -7,6 +7,7 @@ anything is sent, then writes one plan: 1 or 2 round trips."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
@@ -70,6 +71,33 @@ DAILY_SECTIONS: Final = {
 }
 
 
+# A rendered line's item text: past a list marker, a task box and a [HH:MM] stamp.
+_ITEM: Final = re.compile(r"(?:[-*+]|\d+\.)\s+(?:\[[ xX]\]\s+)?(?:\[\d{1,2}:\d{2}\]\s+)?(.*)")
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def holds(rendered: str | None, line: str) -> bool:
+    """Whether a file's text already holds ``line``: as a line of prose, a list item (a
+    task or a [HH:MM] entry) or a table cell, whitespace aside. A fresh ``remember`` of
+    it would store a second copy."""
+    if rendered is None:
+        return False
+    want = _words(line)
+    for raw in rendered.split("\n"):
+        text = raw.strip()
+        if not text:
+            continue
+        item = _ITEM.fullmatch(text)
+        if _words(text) == want or (item is not None and _words(item[1]) == want):
+            return True
+        if text.startswith("|") and want in (_words(c) for c in text.strip("|").split("|")):
+            return True
+    return False
+
+
 def _one_line(value: object, name: str, max_len: int = MAX_TEXT_LEN) -> str:
     if not isinstance(value, str) or not value.strip():
         raise AcmiValidationError(name, "required", "must be a non-empty string")
@@ -91,7 +119,9 @@ def _heading_key(event: Event) -> str:
     return next((k for k, h in DAILY_SECTIONS.items() if h == heading), heading.lower())
 
 
-def _remembered(eid: EntityId, layer: Layer, section: str, report: BudgetReport) -> Remembered:
+def _remembered(
+    eid: EntityId, layer: Layer, section: str, report: BudgetReport, *, held: bool = False
+) -> Remembered:
     return {
         "entity": str(eid),
         "layer": layer,
@@ -99,6 +129,7 @@ def _remembered(eid: EntityId, layer: Layer, section: str, report: BudgetReport)
         "path": report.path,
         "stored": True,
         "budget": report.to_dict(),
+        "already_held": held,
     }
 
 
@@ -144,7 +175,11 @@ class MemoryWrites(MemoryCommands):
         ``warm`` (MEMORY.md, default section ``lessons``), ``hot`` (ACTIVE-CONTEXT.md,
         default ``in_progress``: an open task), ``daily`` (today's note, ``- [HH:MM]
         text`` under Morning/Afternoon by the hour, or ``section``), ``topic`` (the topic
-        file ``topic`` names, default ``key_facts``). 2 round trips: read, write."""
+        file ``topic`` names, default ``key_facts``). A line the layer's file already
+        holds (``holds``) is not stored again: ``already_held`` says so and nothing is
+        written, so a retry stores nothing twice (two writers racing with the same line
+        can both store it: a read, then a write, as the budget check). 2 round trips:
+        read, write (1 when held)."""
         eid = EntityId.parse(entity)
         line = _one_line(self._ctx.guard(text, "text"), "text")
         if layer not in REMEMBER_LAYERS:
@@ -169,6 +204,10 @@ class MemoryWrites(MemoryCommands):
         signals = self._memory_fields(eid)
         local = local_time(now, signals_zone(signals))
         current = signals.get(HOT + key)
+        before = from_signals(signals)
+        if before is not None and holds(before.render(), line):
+            report = check("hot", before.render(), "ACTIVE-CONTEXT.md")
+            return _remembered(eid, "hot", key, report, held=True)
         value: Any
         if key == "current_priority":
             value = line  # the seed: one priority
@@ -191,6 +230,11 @@ class MemoryWrites(MemoryCommands):
 
     def _remember_warm(self, eid: EntityId, key: str, line: str) -> Remembered:
         profile = self._memory_fields(eid)
+        before = from_profile(profile)
+        if before is not None and holds(before.render(), line):
+            return _remembered(
+                eid, "warm", key, check("warm", before.render(), "MEMORY.md"), held=True
+            )
         new = {WARM + key: append_item(profile.get(WARM + key), line)}
         memory = from_profile({**profile, **new})
         assert memory is not None
@@ -220,6 +264,10 @@ class MemoryWrites(MemoryCommands):
                 rule="exists",
             )
         today = local_time(now, tz).date().isoformat()
+        before = topic_from_profile(slug, profile)
+        if before is not None and holds(before.render(), line):
+            report = check("topic", before.render(), before.path)
+            return _remembered(eid, "topic", key, report, held=True)
         item: Any = line
         if key == "decision_log":
             item = {"date": today, "decision": line, "reasoning": "", "outcome": ""}
@@ -254,6 +302,10 @@ class MemoryWrites(MemoryCommands):
         local = local_time(now, tz)
         day = local.date()
         event = entry_event(day, f"{local:%H:%M}", line, source=str(eid), tz=tz, section=heading)
+        held = day_note(state.events, day, tz, [])
+        if holds(held.render(), line):
+            report = check("daily", held.render(), held.path)
+            return _remembered(eid, "daily", section or _heading_key(event), report, held=True)
         note = day_note(state.events, day, tz, [event])
         report = check("daily", note.render(), note.path)
         if not report.ok:

@@ -71,6 +71,17 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         cli="memory search",
         result="acmi_core.memory.results:MemorySearch",
     ),
+    MEMORY.read(
+        "memory.get",
+        "GET",
+        f"{_AT}/lines",
+        "Lines of one memory file by path and range, numbered as search numbers its hits",
+        f"{_MEMORY}.get",
+        mcp="memory_get",
+        params="acmi_core.operations.params.memory:MemoryGetParams",
+        cli="memory get",
+        result="acmi_core.memory.results:MemoryGot",
+    ),
     MEMORY.write(
         "memory.remember",
         "POST",

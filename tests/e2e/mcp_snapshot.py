@@ -139,6 +139,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("improve", {"workflow": "wf", "step": "s1", "lesson": "go slow", "agent": "agent:ava"}),
     ("memory_remember", {"entity": "agent:ava", "text": "likes tea"}),
+    ("memory_remember", {"entity": "agent:ava", "text": "likes tea"}),  # held: nothing stored
     (
         "memory_remember",
         {"entity": "agent:ava", "text": "hot one", "layer": "hot", "section": "Now"},
@@ -148,6 +149,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("memory_remember", {"entity": "agent:ava", "text": "green", "layer": "topic", "topic": "tea"}),
     ("memory_search", {"entity": "agent:ava", "query": "tea"}),
     ("memory_search", {"entity": "agent:ava", "query": "tea", "limit": 1}),
+    ("memory_get", {"entity": "agent:ava", "path": "MEMORY.md", "from_line": 1, "to_line": 3}),
+    ("memory_get", {"entity": "agent:ava", "path": "memory/topics/tea.md"}),
+    ("memory_get", {"entity": "agent:ava", "path": "MEMORY.md", "from_line": 5, "to_line": 4}),
+    ("memory_get", {"entity": "agent:ava", "path": "notes.txt"}),
     ("memory_status", {"entity": "agent:ava"}),
     ("memory_active", {"entity": "agent:ava"}),
     ("memory_active", {"entity": "agent:ava", "text": "# Active\n\n- [ ] task\n"}),

@@ -209,6 +209,7 @@ MEMORY_METHODS = {
     "status",
     "active",
     "search",
+    "get",
     "debug",
     "set_active",
     "remember",

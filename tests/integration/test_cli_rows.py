@@ -52,6 +52,7 @@ VALUES: Final[dict[str, Any]] = {
     "summary": "a rollup",
     "text": "a line to keep",
     "query": "line",
+    "path": "MEMORY.md",
     "slug": "pricing",
     "name": "Pricing",
     "files": {"MEMORY.md": "# Memory\n\n- a line\n"},

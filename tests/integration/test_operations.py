@@ -64,6 +64,7 @@ PARAMETER_VALUES: Final = {
     "workflow": "wf",
     "source": "n8n",
     "q": "x",
+    "path": "MEMORY.md",
 }
 # What each scope is refused: the scope just below it (read is the least).
 BELOW: Final = {Access.WRITE: "read", Access.ADMIN: "write", Access.WEBHOOK: "read"}

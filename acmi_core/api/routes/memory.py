@@ -1,12 +1,12 @@
 """The seed's memory commands over HTTP (``/v1/memory/{entity}/...``, issue 13):
-status, review, search, remember, active, daily-summary, topics, prune, handoff, debug,
-export, import and archive. Each route is one ``MemoryAPI`` call (its round trips are
-listed in ``acmi_core.memory.service``) or, for archive, ``memory_archive.archive_now``;
-reads take a read key, writes a write key. The archive sink is ``ACMI_ARCHIVE_URL`` only,
-never a URL from the request: a tenant must not choose where its data goes (the memory
-function registers the s3 sink); search reads the archived raw events there too. Over a layer's
-budget is a 400 (rule ``memory_budget``) naming the layer, the limit and the seed's fix,
-with nothing stored."""
+status, review, search, get (a file's lines), remember, active, daily-summary, topics,
+prune, handoff, debug, export, import and archive. Each route is one ``MemoryAPI`` call
+(its round trips are listed in ``acmi_core.memory.service``) or, for archive,
+``memory_archive.archive_now``; reads take a read key, writes a write key. The archive
+sink is ``ACMI_ARCHIVE_URL`` only, never a URL from the request: a tenant must not choose
+where its data goes (the memory function registers the s3 sink); search reads the
+archived raw events there too. Over a layer's budget is a 400 (rule ``memory_budget``)
+naming the layer, the limit and the seed's fix, with nothing stored."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from acmi_core.operations.params.memory import (
     MemoryDailySummaryParams,
     MemoryDebugParams,
     MemoryExportParams,
+    MemoryGetParams,
     MemoryHandoffParams,
     MemoryHandoffTakeParams,
     MemoryPruneParams,
@@ -84,6 +85,11 @@ async def search(
     if no_sink:
         found["notes"] = [no_sink]
     return JSONResponse(found)
+
+
+@route("memory.get", response_model=Json)
+async def get(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryGetParams)))
 
 
 # Its own reader: a layer, section or topic of another type is refused before the core

@@ -63,6 +63,20 @@ class MemorySearchParams(Params):
     limit: int = 20
 
 
+class MemoryGetParams(Params):
+    """Lines of one memory file by its path (ACTIVE-CONTEXT.md, MEMORY.md,
+    memory/YYYY-MM-DD.md, memory/topics/<slug>.md, memory/archive/YYYY-QN.md,
+    memory/heartbeat-state.json) and range from_line..to_line (1-based, inclusive, at most
+    500 lines), numbered as memory_search numbers its hits: {lines: [{line, text}], ...}."""
+
+    entity: MemoryEntity
+    path: str = bounded(description="the file's path in the seed's tree", maxLength=256)
+    from_line: int = bounded(1, description="the first line, from 1", minimum=1)
+    to_line: int | None = bounded(
+        None, description="the last line (default: from_line + 499)", minimum=1
+    )
+
+
 class MemoryStatusParams(Params):
     """An entity's memory status: layers, budgets, handoff_pending."""
 
