@@ -146,6 +146,9 @@ HYGIENE: Final = "hygiene"  # earliest due of keys.hygiene_due (ZHEAD by the hyg
 HITL_SHARED: Final = "hitl-shared"
 HITL_OPERATOR: Final = "hitl-operator"
 TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE, HITL_SHARED, HITL_OPERATOR)
+# those kept by writes of any entity, so once per bucket (B > 1); the others summarize
+# bucket 0's coordination indexes (heartbeats, wakes, HITL queues) and live there only
+BUCKETED_INDEXES: Final = (CHANGED, HYGIENE)
 
 
 # The cluster layout's deployment-wide keys: one slot of their own, apart from every tenant.
@@ -317,7 +320,8 @@ class Keys:
         if kind not in TENANT_INDEXES:
             raise ValueError(f"tenant index {kind!r}: one of {TENANT_INDEXES}")
         if self.layout is Layout.CLUSTER:
-            return self.internal("tenants", kind)
+            owner = self if kind in BUCKETED_INDEXES else self._zero
+            return owner.internal("tenants", kind)
         return internal_global("tenants", kind)
 
     def tenant_registry(self) -> str:
@@ -341,7 +345,7 @@ class Keys:
         """The record of one finished execution (WritePlan.once): a retried execution
         id finds it and does nothing. The id is hashed: any id fits in a key."""
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
-        return self._zero.internal("jobrun", job, digest)
+        return self.internal("jobrun", job, digest)  # per bucket: a run per bucket
 
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent

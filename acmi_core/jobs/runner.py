@@ -178,7 +178,9 @@ def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) ->
     if isinstance(previous, bytes):
         return _replayed(previous)
     counting = CountingStore(acmi.store)
-    counted = acmi.__class__(counting, acmi.settings, tenant=acmi.tenant, clock=acmi.clock)
+    counted = acmi.__class__(
+        counting, acmi.settings, tenant=acmi.tenant, clock=acmi.clock, bucket=acmi.keys.bucket
+    )
     started = clock()
     result = job(counted, run)
     summary = {
