@@ -65,7 +65,15 @@ from acmi_core.base.keys import (
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.settings import Settings
 from acmi_core.base.stored import Unreadable, load_stored, scored
-from acmi_core.jobs.runner import Job, JobRun, int_param, job_state, pending, run_job
+from acmi_core.jobs.runner import (
+    BUCKETED_JOBS,
+    Job,
+    JobRun,
+    int_param,
+    job_state,
+    pending,
+    run_job,
+)
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -318,14 +326,6 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
     if waiting:
         summary["waiting"] = waiting
     return summary
-
-
-# The jobs whose work is indexed per bucket (the change index, the memory and hygiene
-# indexes): run once per bucket of a tenant, each on its own watermark, cap and run
-# record. The others read bucket 0 only, where all they look at lives: sweep and wake
-# (heartbeats, wake schedules: agents), standup-brief (the threads and HITL queues);
-# drift-diff reads every bucket's change index itself (one report per tenant).
-BUCKETED_JOBS: Final = frozenset({"rollup-cron", "hygiene"})
 
 
 # a bucket's result fields that are no counts: kept as bucket 0's (the watermark: lowest)

@@ -245,3 +245,34 @@ def test_drift_reads_every_bucket(store: Any, settings: Settings, tenants: tuple
     assert (
         store.execute(("EXISTS", acmi.keys.slot(EntityId.parse(entities[0]), ROLLUP_LATEST))) == 0
     )
+
+
+def test_hygiene_serves_the_memory_of_every_bucket(
+    store: Any, settings: Settings, tenants: tuple[str, str]
+) -> None:
+    from acmi_core.jobs import hygiene
+    from acmi_core.jobs.runner import pending
+    from acmi_core.memory.service import MemoryAPI
+
+    clock = FakeClock()
+    acmi = Acmi(store, settings, tenant=tenants[0], clock=clock)
+    users = [
+        next(f"user:m{b}-{m}" for m in range(100) if acmi.keys.bucket_of(f"user:m{b}-{m}") == b)
+        for b in range(3)
+    ]
+    for user in users:  # each memory write keeps its own bucket's memory index
+        MemoryAPI(acmi.context).remember(user, f"remember {user}", layer="hot")
+        assert acmi.store.execute(("ZSCORE", acmi.keys.of(user).memory_index(), user))
+        acmi.timeline.append(user, _event("note", clock()))  # marks the tenant changed
+    clock.now += 60_000
+    default = Acmi(store, settings, clock=clock)
+    run = JobRun("hygiene", f"hy-{uuid.uuid4().hex}", clock(), {"archive": None})
+    result = run_tenants(default, run, hygiene.run, clock=time.perf_counter)
+    mine = result["tenants"][tenants[0]]
+    assert mine["visited"] == 3, mine  # one entity a bucket, each in its bucket's run
+    assert {b: r["visited"] for b, r in mine["buckets"].items()} == {"0": 1, "1": 1, "2": 1}
+    assert mine["problems"] == [], mine
+    # what waits for rollup-cron: every bucket's changes, each from its own watermark
+    for user in users:
+        acmi.timeline.append(user, _event("later", clock()))
+    assert pending(acmi, "rollup-cron", {})["changed_since_watermark"] == 3
