@@ -298,7 +298,7 @@ def run_tenants(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
                 if tenant == default
                 else acmi.__class__(acmi.store, acmi.settings, tenant=tenant, clock=acmi.clock)
             )
-            result = _run_buckets(client, tenant_run, job, clock=clock)
+            result = run_buckets(client, tenant_run, job, clock=clock)
         except Exception as exc:  # one tenant's failure must not stop the others
             if tenant == default:
                 failure = exc
@@ -336,9 +336,7 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _run_buckets(
-    acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]
-) -> dict[str, Any]:
+def run_buckets(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
     """``run_job`` for the tenant: once, or for a bucketed job on B > 1 once per bucket.
     Then the result is bucket 0's with every count summed over the buckets (requests,
     commands, visited, backlog, ...), the lowest watermark (the tenant's floor covers
