@@ -189,7 +189,10 @@ class Keys:
         buckets: int = 1,
         *,
         bucket: int = 0,
+        zero: Keys | None = None,
     ) -> None:
+        """``bucket``: the view's bucket; ``zero``: that tenant's bucket 0 view when there
+        is one already (``at``), which holds the coordination keys and the views."""
         self.tenant = check_tenant(tenant)
         self.is_default = tenant == default_tenant
         self.layout = Layout(layout)
@@ -198,8 +201,14 @@ class Keys:
         if not 1 <= self.buckets <= MAX_BUCKETS or not 0 <= bucket < self.buckets:
             raise ValueError(f"bucket {bucket} of {buckets}: 1 <= B <= {MAX_BUCKETS}")
         self.bucket = bucket
-        self._views: dict[int, Keys] = {bucket: self}
-        self._zero: Keys = self
+        self._default_tenant = default_tenant
+        if bucket == 0:
+            self._zero: Keys = self
+            self._views: dict[int, Keys] = {}
+        else:  # every view of a tenant shares bucket 0's view and its map of views
+            self._zero = zero or Keys(tenant, default_tenant, layout, buckets)
+            self._views = self._zero._views
+        self._views[bucket] = self
         if self.layout is Layout.CLUSTER:
             # a tenant name has no braces (check_tenant), so the tag is exactly the tenant
             self._prefix = f"{ROOT}:{self.tag}:"
@@ -208,12 +217,10 @@ class Keys:
 
     def at(self, bucket: int) -> Keys:
         """This tenant's keys seen from ``bucket`` (its per-bucket indexes)."""
-        view = self._zero._views.get(bucket)
+        view = self._views.get(bucket)
         if view is None:
-            zero = self._zero
-            view = Keys(zero.tenant, "", zero.layout, zero.buckets, bucket=bucket)
-            view.is_default, view._zero, view._views = zero.is_default, zero, zero._views
-            zero._views[bucket] = view
+            z = self._zero
+            view = Keys(z.tenant, z._default_tenant, z.layout, z.buckets, bucket=bucket, zero=z)
         return view
 
     def of(self, entity: EntityId | str) -> Keys:
