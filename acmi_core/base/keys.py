@@ -146,6 +146,9 @@ HYGIENE: Final = "hygiene"  # earliest due of keys.hygiene_due (ZHEAD by the hyg
 HITL_SHARED: Final = "hitl-shared"
 HITL_OPERATOR: Final = "hitl-operator"
 TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE, HITL_SHARED, HITL_OPERATOR)
+# those kept by writes of any entity, so once per bucket (B > 1); the others summarize
+# bucket 0's coordination indexes (heartbeats, wakes, HITL queues) and live there only
+BUCKETED_INDEXES: Final = (CHANGED, HYGIENE)
 
 
 # The cluster layout's deployment-wide keys: one slot of their own, apart from every tenant.
@@ -186,7 +189,10 @@ class Keys:
         buckets: int = 1,
         *,
         bucket: int = 0,
+        zero: Keys | None = None,
     ) -> None:
+        """``bucket``: the view's bucket; ``zero``: that tenant's bucket 0 view when there
+        is one already (``at``), which holds the coordination keys and the views."""
         self.tenant = check_tenant(tenant)
         self.is_default = tenant == default_tenant
         self.layout = Layout(layout)
@@ -195,8 +201,14 @@ class Keys:
         if not 1 <= self.buckets <= MAX_BUCKETS or not 0 <= bucket < self.buckets:
             raise ValueError(f"bucket {bucket} of {buckets}: 1 <= B <= {MAX_BUCKETS}")
         self.bucket = bucket
-        self._views: dict[int, Keys] = {bucket: self}
-        self._zero: Keys = self
+        self._default_tenant = default_tenant
+        if bucket == 0:
+            self._zero: Keys = self
+            self._views: dict[int, Keys] = {}
+        else:  # every view of a tenant shares bucket 0's view and its map of views
+            self._zero = zero or Keys(tenant, default_tenant, layout, buckets)
+            self._views = self._zero._views
+        self._views[bucket] = self
         if self.layout is Layout.CLUSTER:
             # a tenant name has no braces (check_tenant), so the tag is exactly the tenant
             self._prefix = f"{ROOT}:{self.tag}:"
@@ -205,12 +217,10 @@ class Keys:
 
     def at(self, bucket: int) -> Keys:
         """This tenant's keys seen from ``bucket`` (its per-bucket indexes)."""
-        view = self._zero._views.get(bucket)
+        view = self._views.get(bucket)
         if view is None:
-            zero = self._zero
-            view = Keys(zero.tenant, "", zero.layout, zero.buckets, bucket=bucket)
-            view.is_default, view._zero, view._views = zero.is_default, zero, zero._views
-            zero._views[bucket] = view
+            z = self._zero
+            view = Keys(z.tenant, z._default_tenant, z.layout, z.buckets, bucket=bucket, zero=z)
         return view
 
     def of(self, entity: EntityId | str) -> Keys:
@@ -317,7 +327,8 @@ class Keys:
         if kind not in TENANT_INDEXES:
             raise ValueError(f"tenant index {kind!r}: one of {TENANT_INDEXES}")
         if self.layout is Layout.CLUSTER:
-            return self.internal("tenants", kind)
+            owner = self if kind in BUCKETED_INDEXES else self._zero
+            return owner.internal("tenants", kind)
         return internal_global("tenants", kind)
 
     def tenant_registry(self) -> str:
@@ -341,7 +352,7 @@ class Keys:
         """The record of one finished execution (WritePlan.once): a retried execution
         id finds it and does nothing. The id is hashed: any id fits in a key."""
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
-        return self._zero.internal("jobrun", job, digest)
+        return self.internal("jobrun", job, digest)  # per bucket: a run per bucket
 
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent

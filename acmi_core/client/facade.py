@@ -52,8 +52,9 @@ class Acmi:
         *,
         tenant: str | None = None,
         clock: Clock = system_clock,
+        bucket: int = 0,
     ) -> None:
-        self.context = Context.open(store, settings, tenant=tenant, clock=clock)
+        self.context = Context.open(store, settings, tenant=tenant, clock=clock, bucket=bucket)
         self.profile = ProfileAPI(self.context)
         self.signals = SignalsAPI(self.context)
         self.timeline = TimelineAPI(self.context)
