@@ -320,6 +320,13 @@ class Keys:
         """ZSET workflow id -> last time ``agent`` executed, assessed or improved a step."""
         return self.internal("workflows", str(agent))
 
+    def workflow_pending(self, workflow: EntityId, step: str) -> str:
+        """ZSET run id (correlationId) -> ts of its earliest execution of ``step`` that no
+        assessment covers yet: added by an execute, removed by the run's assessment, in
+        the same plan as the event (what an execute checks when an assessment is required).
+        Steps are checked by ``acmi_core.coordination.workflows`` before they get here."""
+        return self.internal("wfpending", str(workflow), step)
+
     def hygiene_due(self) -> str:
         """ZSET entity -> when its next memory hygiene task is due (ms), fed from the
         change index by the hygiene job: what it reads instead of scanning entities."""
