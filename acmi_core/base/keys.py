@@ -289,6 +289,11 @@ class Keys:
         """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""
         return self.internal("activity")
 
+    def stalled(self) -> str:
+        """ZSET entity id -> the change (ms) it was marked STALLED at: the work items and
+        projects the sweep marked, which it clears when their timeline changes again."""
+        return self.internal("stalled")
+
     def hitl_queue(self, addressee: EntityId | None, state: str) -> str:
         """A HITL queue (ZSET, score = deadline ms when open, resolution ms when closed;
         member = the ``hitl-required`` event JSON). ``addressee`` None: the shared queue."""
