@@ -109,7 +109,8 @@ CASES: Final[tuple[Case, ...]] = (
         "workflows",
         "write",
         "workflows.execute",
-        unique=("correlation_id",),
+        # a new step per call: a step's next run waits for its assessment (the seed's rule)
+        unique=("step",),
         # another workflow: the read above examines up to 500 events of its own
         path=("/v1/workflows/{workflow}/executions", "/v1/workflows/bench-writes/executions"),
     ),

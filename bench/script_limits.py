@@ -177,6 +177,38 @@ def _locks(acmi: Acmi) -> Callable[[], object]:
     return refused_claim
 
 
+def _hedge(acmi: Acmi) -> Callable[[], object]:
+    """A claim hedged by a reference agent's raw coord-claim behind HEDGE_EVENTS - 1
+    coord-releases of others naming the resource, all decoded, HEDGE_BYTES in all."""
+    from acmi_core.base.keys import COORDINATION_THREAD
+    from acmi_core.coordination.locks import HEDGE_BYTES, HEDGE_EVENTS
+
+    resource = "drill:" + "h" * 194
+    now = acmi.clock()
+    size = HEDGE_BYTES // HEDGE_EVENTS - 200  # each member's padding: the window at its cap
+    events = [
+        {
+            "ts": now - HEDGE_EVENTS + i,
+            "source": f"agent:ref-{i}",
+            "kind": "coord-claim" if i == 0 else "coord-release",
+            "correlationId": f"ref-{i}",
+            "summary": "the reference's Lock-Protocol",
+            "payload": {"resource": resource, "note": _pad(size)},
+        }
+        for i in range(HEDGE_EVENTS)
+    ]
+    acmi.timeline.extend(COORDINATION_THREAD, events)
+    counter = iter(range(10**6))
+
+    def hedged_claim() -> object:
+        try:
+            return acmi.locks.claim(resource, f"agent:claimant-{next(counter)}", 60_000)
+        except Exception as exc:  # the Conflict is the case
+            return exc
+
+    return hedged_claim
+
+
 def _hitl(acmi: Acmi) -> Callable[[], object]:
     """A resolve of an item with the largest request text, posting hitl-resolved."""
     counter = iter(range(10**6))
@@ -321,6 +353,9 @@ def cases() -> list[ScriptCase]:
             _sweep,
         ),
         ScriptCase("lock claim refused", "locks", "coord-defer posted and indexed", _locks),
+        ScriptCase(
+            "lock claim hedged", "locks", "200 coord events decoded, 256 KiB scanned", _hedge
+        ),
         ScriptCase("HITL resolve", "hitl", "4 KB request and resolution", _hitl),
         ScriptCase("work signals edit", "work", f"{MAX_EDIT_FIELDS - 1:,} fields, 64 KiB", _work),
         ScriptCase(

@@ -385,6 +385,11 @@ class Keys:
         """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""
         return self._zero.internal("activity")
 
+    def stalled(self) -> str:
+        """ZSET entity id -> the change (ms) it was marked STALLED at: the work items and
+        projects the sweep marked, which it clears when their timeline changes again."""
+        return self.internal("stalled")
+
     def hitl_queue(self, addressee: EntityId | None, state: str) -> str:
         """A HITL queue (ZSET, score = deadline ms when open, resolution ms when closed;
         member = the ``hitl-required`` event JSON). ``addressee`` None: the shared queue."""
@@ -416,6 +421,13 @@ class Keys:
     def agent_workflows(self, agent: EntityId) -> str:
         """ZSET workflow id -> last time ``agent`` executed, assessed or improved a step."""
         return self._zero.internal("workflows", str(agent))
+
+    def workflow_pending(self, workflow: EntityId, step: str) -> str:
+        """ZSET run id (correlationId) -> ts of its earliest execution of ``step`` that no
+        assessment covers yet: added by an execute, removed by the run's assessment, in
+        the same plan as the event (what an execute checks when an assessment is required).
+        Steps are checked by ``acmi_core.coordination.workflows`` before they get here."""
+        return self.internal("wfpending", str(workflow), step)
 
     def hygiene_due(self) -> str:
         """ZSET entity -> when its next memory hygiene task is due (ms), fed from the

@@ -385,6 +385,13 @@ class Settings(BaseSettings):
         "1: an OpenTelemetry span per request, operation and job run (needs acmi[traces];"
         " the process's tracer provider exports them)",
     )
+    # the seed's RL cycle: "no execution without an assessment entry"
+    workflow_require_assessment: Annotated[bool, _parser(_flag)] = _var(
+        "ACMI_WORKFLOW_REQUIRE_ASSESSMENT",
+        True,
+        "1: a workflow step's execute is refused (409) while an earlier run of that step"
+        " has no assessment; 0: executions are only reported (unassessed)",
+    )
     max_body_bytes: Integer = _var(
         "ACMI_MAX_BODY_BYTES", 256 * 1024, "request body cap (413 beyond)", ge=1
     )

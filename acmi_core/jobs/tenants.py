@@ -10,11 +10,13 @@ tenant -> ms, kept by the writes in the same script run as the index they summar
 - ``since``: the tenants whose latest change (or heartbeat) is after the job's floor:
   the lowest watermark a served tenant reached last run. A tenant whose changes were all
   handled is out of the read; a write landing while a job drains has a later score than
-  that floor, so the next run finds its tenant. Four jobs with their own floors share
-  ``changed`` (two share ``activity``: ``readers``), so a tenant leaves such an index only
-  when all of them have passed it: each run records ``keep_after`` (its floor; for a
-  ``window`` job the window's start) and then removes the entries at or below the lowest
-  ``keep_after`` of the jobs reading that index (``_prune``; none until each has run once).
+  that floor, so the next run finds its tenant. Five jobs with their own floors share
+  ``changed`` (two share ``activity``: ``readers``; the sweep's floor is 48 h back, where a
+  work item's silence starts to count, so a tenant stays that long), so a tenant leaves
+  such an index only when all of them have passed it: each run records ``keep_after``
+  (its floor; for a ``window`` job the window's start) and then removes the entries at or
+  below the lowest ``keep_after`` of the jobs reading that index (``_prune``; none until
+  each has run once).
 - ``due``: the tenants whose earliest due time (wake, hygiene) has come. After serving a
   tenant, one ``ZHEAD`` per tenant resets its score to the earliest due left in its own
   index, or removes it when that is empty: read and written in one script run, so a
@@ -115,7 +117,7 @@ SOURCES: Final[dict[str, Sources]] = {
         window_ms=DAY_MS,
         held=((HITL_SHARED, _shared_hitl), (HITL_OPERATOR, _operator_hitl)),
     ),
-    "sweep": Sources(since=(ACTIVITY,)),
+    "sweep": Sources(since=(ACTIVITY, CHANGED)),  # agents; work items and projects
     "wake": Sources(due=((WAKE, Keys.wake_due),)),
 }
 DEFAULT_SOURCES: Final = Sources(since=(CHANGED,))  # a job that names none reads changes

@@ -291,6 +291,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Log that an agent executed a step (kind step-executed)",
         f"{_WORKFLOW}.execute",
         params="acmi_core.operations.params.workflows:WorkflowsExecuteParams",
+        cli="workflow execute",
         result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
@@ -301,6 +302,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.assess",
         mcp="assess",
         params="acmi_core.operations.params.workflows:WorkflowsAssessParams",
+        cli="workflow assess",
         result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
@@ -311,6 +313,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.improve",
         mcp="improve",
         params="acmi_core.operations.params.workflows:WorkflowsImproveParams",
+        cli="workflow improve",
         result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.read(
@@ -320,6 +323,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The newest lessons of a workflow, newest first",
         f"{_WORKFLOW}.lessons",
         params="acmi_core.operations.params.workflows:WorkflowsLessonsParams",
+        cli="workflow lessons",
         result="acmi_core.coordination.results:Lessons",
     ),
     WORKFLOWS.read(

@@ -456,7 +456,12 @@ LOCKS: Final = ScriptProtocol(
                 "defer_template*",
                 "resource",
             ),
-            {"OK": ("fence",), "HELD": ("owner", "expires", "fence"), **REKEY},
+            {
+                "OK": ("fence",),
+                "HELD": ("owner", "expires", "fence"),
+                "HEDGED": ("owner", "expires", "cid"),
+                **REKEY,
+            },
         ),
         "renew": Call(
             _LOCK_KEYS,

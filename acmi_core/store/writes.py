@@ -25,6 +25,7 @@ from acmi_core.base.errors import (
     Conflict,
     CorruptData,
     PayloadTooLarge,
+    Pending,
     PlanError,
     StoreCommandError,
 )
@@ -48,6 +49,11 @@ def _changed(detail: str) -> AcmiError:
     return Conflict(f"{key}: changed since it was read; nothing was written", field=key)
 
 
+def _pending(detail: str) -> AcmiError:
+    key, score, member = [*detail.split(" ", 2), "", ""][:3]
+    return Pending(key, score, member)
+
+
 def _too_large(detail: str) -> AcmiError:
     key, _, what = detail.partition(": ")
     return PayloadTooLarge(key, "max_object_bytes", what)
@@ -59,6 +65,7 @@ SCRIPT_ERRORS: Final[dict[str, Callable[[str], AcmiError]]] = {
     "ACMI_CORRUPT": _corrupt,  # an object key holds text that is not a JSON object
     "ACMI_TOOLARGE": _too_large,  # an object edit, or its object, over MAX_OBJECT_BYTES (413)
     "ACMI_CHANGED": _changed,  # a SAME key changed since its caller read it (check-and-set)
+    "ACMI_PENDING": _pending,  # an ONLY key holds another member (a pending item)
     "ACMI_BADOP": PlanError,  # unknown op, key index out of range, bad argument: a bug here
 }
 
@@ -243,6 +250,13 @@ class WritePlan:
             return self._op("SAME", key, "1", text.decode("utf-8"))
         except UnicodeDecodeError:
             return self._op("SAME", key, "1", text)
+
+    def only(self, key: str, member: str, score: int | float) -> int:
+        """A check: the plan applies only if the ZSET ``key`` (as stored: no earlier op
+        of the plan may name it) is empty or holds just ``member`` at ``score``, which
+        is what a retry of the plan that added them meets; else :class:`Pending` (the
+        oldest other member), nothing written."""
+        return self._op("ONLY", key, member, score)
 
     def record(self, key: str) -> int:
         """The plan's first op: record its results at ``key`` (``keys.request`` of an id

@@ -262,6 +262,40 @@ def test_locks_on_the_api(
     assert served.acmi.locks.get("deploy:prod").to_dict().get("owner") is None
 
 
+def test_the_workflow_commands_on_the_api_print_what_the_store_prints(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    base = ["--api", served.url, "workflow"]
+    execute = ["execute", "deploy", "build", "claude", "--correlation-id"]
+    ran = run(capsys, monkeypatch, [*base, *execute, "r1"])
+    assert ran.code == 0, ran.err
+    assert json.loads(ran.out)["correlationId"] == "r1"
+    refused = run(capsys, monkeypatch, [*base, *execute, "r2"])
+    assert (refused.code, refused.out) == (4, "")
+    assert "step build" in refused.error and "run r1 has no assessment entry" in refused.error
+    # a key of another tenant: its own cycle
+    other = apikeys.mint(served.acmi.store, tenant="t-other", scope="write", name="o", now_ms=START)
+    monkeypatch.setenv("ACMI_API_KEY", other[0])
+    assert run(capsys, monkeypatch, [*base, *execute, "r2"]).code == 0
+    monkeypatch.setenv("ACMI_API_KEY", api[1])
+    assess = ["assess", "deploy", "build", "70", "claude", "--correlation-id", "r1"]
+    assert run(capsys, monkeypatch, [*base, *assess]).code == 0
+    assert run(capsys, monkeypatch, [*base, *execute, "r2"]).code == 0
+    improve = ["improve", "deploy", "build", "pin the base image", "claude"]
+    assert run(capsys, monkeypatch, [*base, *improve]).code == 0
+    remote = run(capsys, monkeypatch, [*base, "lessons", "deploy"])
+    store = run(
+        capsys, monkeypatch, ["workflow", "lessons", "deploy"], state=CliState(preset=served.acmi)
+    )
+    assert remote.code == 0 and remote.out == store.out
+    assert [e["payload"]["lesson"] for e in json.loads(remote.out)["lessons"]] == [
+        "pin the base image"
+    ]
+    unassessed = served.acmi.workflows.unassessed("deploy").executions
+    assert [e["correlationId"] for e in unassessed] == ["r2"]
+
+
 def test_event_with_a_seconds_ts_is_refused_on_the_api(
     api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

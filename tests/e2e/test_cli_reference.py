@@ -342,6 +342,44 @@ def test_cat_refuses_a_name_that_is_not_a_timeline(
 # --- work ----------------------------------------------------------------------------------
 
 
+def test_workflow_commands_run_the_rl_cycle_per_tenant(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = ok(capsys, "workflow", "execute", "deploy", "build", "claude", "--correlation-id", "r1")
+    assert (ran["kind"], ran["correlationId"], ran["payload"]["step"]) == (
+        "step-executed",
+        "r1",
+        "build",
+    )
+    again = ["workflow", "execute", "deploy", "build", "claude", "--correlation-id", "r2"]
+    code, out, err = cli(capsys, *again)
+    assert (code, out) == (4, "") and "run r1 has no assessment entry" in err, err
+    assert "assessment_required" in err
+    # another tenant's step is its own cycle
+    other = ok(capsys, "--tenant", "t-two", *again)
+    assert other["tenant_id"] == "t-two"
+    scored = ok(
+        capsys, "workflow", "assess", "deploy", "build", "85", "claude",
+        "--correlation-id", "r1", "--criteria", '{"tests": "green"}', "--note", "fast",
+    )  # fmt: skip
+    assert scored["payload"]["score"] == 85 and scored["payload"]["criteria"] == {"tests": "green"}
+    assert ok(capsys, *again)["correlationId"] == "r2"
+    learned = ok(capsys, "workflow", "improve", "deploy", "build", "cache the wheels", "claude")
+    assert learned["kind"] == "improvement"
+    lessons = ok(capsys, "workflow", "lessons", "deploy", "--limit", "5")
+    assert lessons == {
+        "workflow": "workflow:deploy",
+        "lessons": acmi.workflows.lessons(workflow="deploy", limit=5),
+    }
+    assert [e["payload"]["lesson"] for e in lessons["lessons"]] == ["cache the wheels"]
+    assert ok(capsys, "--tenant", "t-two", "workflow", "lessons", "deploy")["lessons"] == []
+    assert [e["correlationId"] for e in acmi.workflows.unassessed("deploy").executions] == ["r2"]
+    code, _, err = cli(
+        capsys, "workflow", "assess", "deploy", "build", "85", "claude", "--criteria", "7"
+    )
+    assert code == 2 and "--criteria" in err
+
+
 def test_work_commands(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
     created = ok(
         capsys, "work", "create", "acmi-launch", '{"title": "Launch"}', "--owner", "bentley"
@@ -580,7 +618,7 @@ def test_the_installed_console_script(acmi: Acmi, url: str) -> None:
     assert done.stderr.count("\n") == 2 and "Traceback" not in done.stderr  # note + one line
     # shell completion: bash sets COMP_WORDS/COMP_CWORD and _ACMI_COMPLETE=complete_bash
     done = run(_ACMI_COMPLETE="complete_bash", COMP_WORDS="acmi wo", COMP_CWORD="1")
-    assert (done.returncode, done.stdout.split()) == (0, ["work"])
+    assert (done.returncode, sorted(done.stdout.split())) == (0, ["work", "workflow"])
     done = run(_ACMI_COMPLETE="complete_bash", COMP_WORDS="acmi work s", COMP_CWORD="2")
     assert sorted(done.stdout.split()) == ["sessions", "signal"]
     # the script to source: `eval "$(acmi --show-completion bash)"`

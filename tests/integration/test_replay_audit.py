@@ -192,7 +192,9 @@ AUDIT: tuple[Row, ...] = (
 # writes whose retry is idempotent by itself: each rewrites the same values, and its
 # answer is built by the client or from the values written, never from what it found
 IDEMPOTENT_SCRIPTS = {
-    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, SADD, SREM, HSET, HDEL, OBJ",
+    # ONLY: a retry meets its own member at its own score, which the check admits
+    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, SADD, SREM, HSET, HDEL, "
+    "OBJ, ONLY",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
     "merge": "a read",

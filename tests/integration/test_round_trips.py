@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from acmi_core import Acmi, Settings, create_acmi
+from acmi_core import Acmi, Conflict, Settings, create_acmi
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 
@@ -67,6 +67,28 @@ def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) ->
     upstash_double.reset_counts()
     call(acmi_up)
     assert upstash_double.requests == expected, name
+
+
+def test_a_workflow_execute_checks_for_an_unassessed_run_in_its_one_round_trip(
+    acmi_up: Acmi, upstash_double: UpstashDouble
+) -> None:
+    """ACMI_WORKFLOW_REQUIRE_ASSESSMENT (on): the check is the execute's own script run."""
+    w = acmi_up.workflows
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("execute", lambda: w.execute("deploy", "build", "agent:a", correlation_id="r1")),
+        ("execute refused", lambda: w.execute("deploy", "build", "agent:a", correlation_id="r2")),
+        ("assess", lambda: w.assess("deploy", "build", 90, [], "agent:a", correlation_id="r1")),
+        ("execute again", lambda: w.execute("deploy", "build", "agent:a", correlation_id="r2")),
+    ]
+    counts: dict[str, int] = {}
+    for name, step in steps:
+        upstash_double.reset_counts()
+        try:
+            step()
+        except Conflict as exc:
+            assert name == "execute refused" and exc.rule == "assessment_required"
+        counts[name] = upstash_double.requests
+    assert counts == dict.fromkeys(counts, 1)
 
 
 def test_a_bootstrap_is_one_round_trip_and_two_with_open_work(

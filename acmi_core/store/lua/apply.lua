@@ -26,6 +26,10 @@
 --                                the ops before left it, is absent (present '0') or holds
 --                                exactly text (present '1'); else ACMI_CHANGED, nothing
 --                                written (a caller that read k re-reads and retries)
+--   ONLY k member score          a check: the plan applies only if the ZSET k, as stored
+--                                (no earlier op of the plan may name k), is empty or
+--                                holds just member at score (a retry of the write that
+--                                added it); else ACMI_PENDING, nothing written
 --   TAKE k                       GETDEL a STRING: its value is the op's result (false
 --                                when absent); in a plan that starts with RECORD, so a
 --                                retry answers the value the first run took
@@ -59,6 +63,8 @@
 --   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over
 --                               MAX_OBJECT_BYTES
 --   ACMI_CHANGED <key> ...      a SAME key no longer holds what its caller read
+--   ACMI_PENDING <key> <score> <member>
+--                               an ONLY key holds member (its lowest other) at score
 --   ACMI_BADOP op <i> <op>: ... the plan is malformed (unknown op, key index out of
 --   ACMI_BADOP plan: ...        range, missing or bad argument, miscounted ops): a
 --                               bug in the code that built it (writes.py maps each)
@@ -92,6 +98,7 @@ local OPS = {
   HDEL = { type = 'hash', argc = 1 },
   ONCE = { type = 'string', argc = 2 },
   SAME = { type = 'string', argc = 2 },
+  ONLY = { type = 'zset', argc = 2 },
   RECORD = { type = 'string', argc = 0 },
   TAKE = { type = 'string', argc = 0 },
   OBJ  = { type = 'string' },  -- 1 + n arguments
@@ -101,6 +108,7 @@ local OPS = {
 
 local ktype = {}   -- key index -> effective type as the batch goes
 local kval = {}    -- key index -> string value (false = absent) for SET/OBJ/ONCE keys
+local named = {}   -- key index -> true once an op of the plan named it (ONLY reads stored)
 
 local function type_of(ki)
   if ktype[ki] == nil then
@@ -582,6 +590,8 @@ local function plan_op(op, pos)
     return nil, bad(where, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
   end
   local key, t = KEYS[ki], type_of(ki)
+  local earlier = named[ki]
+  named[ki] = true
   if spec.type and t ~= 'none' and t ~= spec.type then
     return nil, redis.error_reply('ACMI_WRONGTYPE ' .. key .. ' holds a ' .. t ..
       ', expected a ' .. spec.type .. '; nothing was written')
@@ -621,6 +631,17 @@ local function plan_op(op, pos)
         ' changed since it was read; nothing was written')
     end
     w = { 'EXISTS', key }     -- a read: SAME writes nothing
+  elseif code == 'ONLY' then
+    if earlier then return nil, bad(where, 'an earlier op of the plan names its key', key) end
+    if not score_of(b) then return nil, bad(where, 'score is not a number', b) end
+    local head = redis.call('ZRANGE', key, 0, 1, 'WITHSCORES')  -- O(log N): two members
+    for i = 1, #head, 2 do
+      if head[i] ~= a or tonumber(head[i + 1]) ~= tonumber(b) then
+        return nil, redis.error_reply('ACMI_PENDING ' .. key .. ' ' .. head[i + 1] .. ' ' ..
+          head[i])
+      end
+    end
+    w = { 'EXISTS', key }     -- a read: ONLY writes nothing
   elseif code == 'TAKE' then
     w, result = { 'GETDEL', key }, nil
   elseif code == 'ZADD' then
