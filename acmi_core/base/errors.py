@@ -77,6 +77,23 @@ class SecretDetected(AcmiValidationError):
         self.findings = findings
 
 
+class BudgetTooSmall(AcmiValidationError):
+    """A bootstrap budget (``max_tokens`` or ``max_bytes``) below what the bundle's skeleton
+    alone costs (its header and a note per section, everything cut): HTTP 400 with
+    ``min_budget``, the smallest budget that fits. Refused before anything is read or
+    written (no spawn logged, no handoff taken)."""
+
+    def __init__(self, field: str, asked: int, min_budget: int) -> None:
+        unit = "tokens" if field == "max_tokens" else "bytes"
+        super().__init__(
+            field,
+            "min_budget",
+            f"{asked} {unit} cannot hold this bundle with everything cut; "
+            f"min_budget is {min_budget} {unit}",
+        )
+        self.min_budget = min_budget
+
+
 class Unauthenticated(AcmiError):
     """No credentials, or credentials we do not know (HTTP 401)."""
 

@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING, Any, Final
 from acmi_core.base.stored import LONE_SURROGATE, fence, render_json
 from acmi_core.bootstrap.text import iso
 
+# Sections whose value is one object (or null); the others are lists of items.
+OBJECT_SECTIONS: Final = frozenset(
+    ("profile", "handoff", "hot", "warm", "today", "topic", "signals", "rollup", "yesterday")
+)
+
 if TYPE_CHECKING:
-    from acmi_core.bootstrap.bundle import Bundle
+    from acmi_core.bootstrap.bundle import Bundle, Section
 
 # Sections holding one memory file ({path, text}, rendered as the file in a fence).
 FILE_SECTIONS: Final = frozenset(("handoff", "hot", "warm", "today", "topic", "yesterday"))
@@ -173,6 +178,13 @@ def _file_note(name: str, value: Mapping[str, Any], bundle: Bundle) -> str:
     return f"{path}{when} · {state}"
 
 
+def _gone(section: Section, memory: Mapping[str, Any]) -> str:
+    """A section a budget cut whole, as the header names it."""
+    if section.name == "handoff" and str(memory.get("handoff", "")).startswith("put back"):
+        return "handoff (it stays pending)"
+    return section.name if section.name in OBJECT_SECTIONS else f"{section.name} {section.cut}"
+
+
 def markdown(bundle: Bundle) -> str:
     spawn = ""
     if bundle.spawn:
@@ -191,15 +203,19 @@ def markdown(bundle: Bundle) -> str:
     if on_demand:  # level 3 not asked for: named once here, not as empty sections
         out.append(f"level 3 on demand: {_ask_for(on_demand)}")
     out += ["", PREAMBLE]
+    gone: list[str] = []  # sections a budget cut whole: named once, in the header
     for section in bundle.sections:
-        if section.name in on_demand or (section.name == "conflicts" and not section.value):
-            continue  # conflicts: a note when there are some (the JSON always has the list)
-        out += ["", f"## {section.title}"]
         value = section.value
+        if section.name in on_demand or not (value or section.cut):
+            continue  # an empty section costs nothing (the JSON always has it)
+        if not value:
+            gone.append(_gone(section, memory))
+            continue
+        out += ["", f"## {section.title}"]
         if section.name in FILE_SECTIONS and isinstance(value, Mapping):
             out.append(_file_note(section.name, value, bundle))
             out.append(fence(str(value.get("text", "")).rstrip("\n"), "markdown"))
-        elif section.name == "archive" and isinstance(value, list) and value:
+        elif section.name == "archive" and isinstance(value, list):
             for item in value:
                 text = str(item.get("text", "")).rstrip("\n")
                 out += [str(item.get("path")), fence(text, "markdown")]
@@ -212,19 +228,16 @@ def markdown(bundle: Bundle) -> str:
             text = summary[:20_000] if isinstance(summary, str) else _one_line(summary, 20_000)
             out.append(fence(text, "text"))
         elif isinstance(value, Mapping):
-            out.append(
-                fence(render_json(value, indent=1).decode("utf-8"), "json") if value else "(none)"
-            )
-        elif isinstance(value, list) and value:
+            out.append(fence(render_json(value, indent=1).decode("utf-8"), "json"))
+        elif isinstance(value, list):
             lines = event_lines if section.name in EVENT_SECTIONS else item_lines
             out.append(fence("\n".join(line for item in value for line in lines(item)), "text"))
-        elif not section.cut:
-            out.append("(none)")
         if section.cut:
-            what = "all of it" if not isinstance(value, list) else f"{section.cut} more"
-            out.append(f"({what} left out to fit the budget)")
-            if section.name == "handoff" and memory.get("handoff", "").startswith("put back"):
-                out[-1] = "(left out to fit the budget: it stays pending)"
+            out.append(f"({section.cut} more left out to fit the budget)")
+    if bundle.problems_cut:
+        gone.append(f"problems {bundle.problems_cut}")
+    if gone:
+        out.insert(out.index(PREAMBLE) - 1, f"left out to fit the budget: {', '.join(gone)}")
     if bundle.problems:
         out += ["", "## Problems reading the store", *(f"- {p}" for p in bundle.problems)]
     # a lone surrogate (legal in stored JSON) has no UTF-8 form: shown as U+FFFD

@@ -309,6 +309,18 @@ def test_event_with_a_seconds_ts_is_refused_on_the_api(
     assert stored.code == 0 and json.loads(stored.out)["ts"] == 1_745_947_200_000
 
 
+def test_a_bootstrap_budget_too_small_on_the_api_names_the_floor(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    argv = ["bootstrap", "claude", "--format", "markdown", "--max-tokens", "5"]
+    refused = run(capsys, monkeypatch, ["--api", served.url, *argv])
+    local = run(capsys, monkeypatch, argv, state=CliState(preset=served.acmi))
+    assert refused.code == local.code != 0 and refused.out == ""
+    assert "max_tokens: 5 tokens" in refused.error and "(rule: min_budget)" in refused.error
+    assert refused.error == local.error  # the same floor, said the same way
+
+
 def _config(tmp_path: Path, body: str, mode: int = 0o600) -> Path:
     path = tmp_path / "config.toml"
     path.write_text(body, encoding="utf-8")

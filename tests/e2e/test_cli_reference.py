@@ -178,6 +178,18 @@ def test_bootstrap_json_and_markdown(acmi: Acmi, capsys: pytest.CaptureFixture[s
     assert acmi.agents.spawns("claude") == []  # reading logs nothing
 
 
+def test_a_bootstrap_budget_too_small_is_refused_with_the_floor(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "bootstrap", "claude", "--max-tokens", "5", "--format", "markdown")
+    assert code != 0 and out == ""
+    assert "error: max_tokens: 5 tokens" in err and "(rule: min_budget)" in err
+    floor = err.split("min_budget is ")[1].split()[0]
+    argv = ["bootstrap", "claude", "--max-tokens", floor, "--format", "markdown"]
+    code, out, err = cli(capsys, *argv)
+    assert code == 0 and out.startswith("# "), err
+
+
 def test_bootstrap_hook_logs_the_spawn_and_prints_the_bundle(
     acmi: Acmi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

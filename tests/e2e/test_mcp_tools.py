@@ -154,6 +154,19 @@ def test_bootstrap_prompt_and_resource(mcp: McpClient, acmi: Acmi) -> None:
         mcp.run(lambda s: s.get_prompt("bootstrap", {"agent": "bad agent!"}))
 
 
+def test_a_budget_too_small_for_anything_is_a_tool_error_naming_the_floor(
+    mcp: McpClient, acmi: Acmi
+) -> None:
+    refused = mcp.error(
+        "bootstrap",
+        {"agent": "tiny", "max_tokens": 5, "spawn": {"session_id": "s", "model_id": "m"}},
+    )
+    assert refused.startswith("max_tokens:") and "rule: min_budget" in refused
+    floor = int(refused.split("min_budget is ")[1].split()[0])
+    assert acmi.agents.spawns("agent:tiny") == []  # refused before anything was written
+    assert mcp.text("bootstrap", {"agent": "tiny", "max_tokens": floor}).startswith("#")
+
+
 def test_stored_values_another_tool_wrote_come_back_exactly(mcp: McpClient, acmi: Acmi) -> None:
     """What the HTTP API serves with 200, the tools serve too: nested past pydantic's depth
     (255), a number beyond the double range, a lone surrogate. The text is the stored JSON;

@@ -13,17 +13,17 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.base.errors import AcmiValidationError, CorruptData
+from acmi_core.base.errors import AcmiValidationError, BudgetTooSmall, CorruptData
 from acmi_core.base.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.budget import CAPS, MIN_BUDGET_BYTES, TRIM_ORDER
+from acmi_core.bootstrap.budget import CAPS, TRIM_ORDER
 from acmi_core.bootstrap.bundle import TITLES
 from acmi_core.bootstrap.render import PREAMBLE
 from acmi_core.bootstrap.text import count_tokens, tokenizer
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.fleet import build_agent
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import FakeClock
+from tests.kit import FakeClock, RouteClient, assert_error
 
 
 @pytest.fixture
@@ -60,13 +60,11 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     )
     assert data["cut"] == {} and data["problems"] == [] and data["spawn"] is None
     text = clocked.bootstrap(bundle.agent, format="markdown").text
-    # level 3 is named in the header; conflicts are a note when there are some
-    on_demand = ("topic", "yesterday", "topics", "archive", "conflicts")
-    for name, title in TITLES.items():
-        assert (f"## {title}\n" in text) is (name not in on_demand)
+    # the markdown spends nothing on an empty section; level 3 is named in the header
+    assert not any(f"## {title}" in text for title in TITLES.values())
     assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in text
     assert PREAMBLE in text
-    assert len(text.encode()) < MIN_BUDGET_BYTES  # the skeleton fits the smallest budget
+    assert len(text.encode()) < 1024
 
 
 def test_sections_carry_what_the_agent_has(clocked: Acmi) -> None:
@@ -140,8 +138,11 @@ def test_a_bad_spawn_is_refused_and_nothing_is_written(
         ({"events": -1}, "events", "range"),
         ({"events": 201}, "events", "range"),
         ({"events": True}, "events", "range"),
-        ({"max_bytes": MIN_BUDGET_BYTES - 1}, "max_bytes", "range"),
-        ({"max_tokens": 10}, "max_tokens", "range"),
+        ({"max_bytes": 0}, "max_bytes", "range"),
+        ({"max_tokens": 0}, "max_tokens", "range"),
+        ({"max_tokens": "2000"}, "max_tokens", "range"),
+        ({"max_bytes": 100}, "max_bytes", "min_budget"),
+        ({"max_tokens": 10}, "max_tokens", "min_budget"),
     ],
 )
 def test_bad_options_name_the_field(
@@ -211,6 +212,58 @@ def test_a_budget_is_kept_and_the_cut_is_reported(
         assert budgets == {"max_bytes": None, "max_tokens": None, name: value}
     else:
         assert "left out to fit the budget" in bundle.text
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown"])
+@pytest.mark.parametrize("name", ["max_tokens", "max_bytes"])
+def test_a_budget_too_small_for_anything_is_refused_with_the_smallest_that_fits(
+    clocked: Acmi, fmt: str, name: str
+) -> None:
+    """Refused before the script runs: no spawn logged, no handoff taken; the floor it
+    names is a budget that is then kept, with everything cut."""
+    acmi = clocked
+    fleet = build_agent(acmi, _agent(), events=60, tag=f"{uuid.uuid4().hex[:8]}-")
+    acmi.memory.handoff(fleet.agent, "pick up the parser review")
+    spawn = {"session_id": f"floor-{fmt}-{name}", "model_id": "opus-4"}
+    spawns = acmi.agents.spawns(fleet.agent)
+    with pytest.raises(BudgetTooSmall) as info:
+        acmi.bootstrap(fleet.agent, format=fmt, spawn=spawn, **{name: 20})
+    assert (info.value.field, info.value.rule) == (name, "min_budget")
+    floor = info.value.min_budget
+    assert f"min_budget is {floor}" in info.value.message
+    assert acmi.agents.spawns(fleet.agent) == spawns  # nothing logged
+    with pytest.raises(BudgetTooSmall):
+        acmi.bootstrap(fleet.agent, format=fmt, spawn=spawn, **{name: floor - 1})
+    assert acmi.memory.take_handoff(fleet.agent) is not None  # nothing taken either
+    acmi.memory.handoff(fleet.agent, "pick up the parser review")
+    bundle = acmi.bootstrap(fleet.agent, format=fmt, spawn=spawn, **{name: floor})
+    size = bundle.tokens if name == "max_tokens" else bundle.size_bytes
+    assert size <= floor and bundle.cut
+    assert bundle.spawn is not None and bundle.spawn["session_id"] == spawn["session_id"]
+    # the handoff is in the bundle (taken), or was cut and put back, as with any budget
+    shown = bundle.section("handoff").value
+    assert (shown is not None and shown["taken"]) or acmi.memory.take_handoff(fleet.agent)
+
+
+def test_the_api_refuses_a_budget_below_the_floor_with_min_budget(acmi: Acmi) -> None:
+    routes = RouteClient(acmi, "bootstrap")
+    agent = _agent()
+    body = assert_error(
+        routes.call("GET", f"/v1/agents/{agent}/bootstrap?format=markdown&max_tokens=5"),
+        400,
+        "max_tokens",
+    )
+    assert body["rule"] == "min_budget" and isinstance(body["min_budget"], int)
+    assert f"min_budget is {body['min_budget']}" in body["message"]
+    spawn = {"spawn": {"session_id": "s-1", "model_id": "m"}, "max_bytes": 10}
+    body = assert_error(routes.call("POST", f"/v1/agents/{agent}/bootstrap", spawn), 400)
+    assert (body["field"], body["rule"]) == ("max_bytes", "min_budget")
+    assert acmi.agents.spawns(agent) == []
+    ok = routes.call(
+        "POST", f"/v1/agents/{agent}/bootstrap", {**spawn, "max_bytes": body["min_budget"]}
+    )
+    assert ok.status_code == 200 and int(ok.headers["X-Acmi-Bundle-Bytes"]) <= body["min_budget"]
+    assert acmi.agents.spawns(agent)[0]["session_id"] == "s-1"
 
 
 def test_an_unbudgeted_bundle_cuts_nothing(clocked: Acmi) -> None:

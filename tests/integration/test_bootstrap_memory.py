@@ -328,7 +328,7 @@ def test_a_taken_handoff_cut_by_the_budget_is_put_back(
     assert bundle.cut.get("handoff") == 1
     assert store.requests == 2  # the bundle, then the put-back (only in this case)
     assert bundle.memory["handoff"].startswith("put back")
-    assert "(left out to fit the budget: it stays pending)" in bundle.text
+    assert "handoff (it stays pending)" in bundle.text
     kept = memory.take_handoff(AGENT)
     assert kept is not None and kept["text"] == text  # nothing lost
 
