@@ -83,6 +83,7 @@ TEST_DBS: Final = {
     "cluster": 31,
     # numbered from the top: other modules take the next free ones from 32 up
     "cluster_doctor": 63,
+    "relayout.source": 62,
 }
 
 

@@ -274,9 +274,11 @@ def object_problem(reply: Reply | StoreCommandError) -> str | None:
     return f"holds {name}, not a JSON object"
 
 
-def scan_step(store: Store, cursor: int, pattern: str) -> tuple[int, list[bytes]]:
+def scan_step(
+    store: Store, cursor: int, pattern: str, count: int = SCAN_COUNT
+) -> tuple[int, list[bytes]]:
     """One SCAN step over ``pattern``: the next cursor and the keys."""
-    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT))
+    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", count))
     if (
         isinstance(reply, list)
         and len(reply) == 2
