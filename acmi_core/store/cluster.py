@@ -275,8 +275,12 @@ def _error(error: Exception) -> StoreCommandError | StoreBusy | StoreUnavailable
         return error_reply(scrub(_error_text(error)))
     if isinstance(error, ClusterError):  # e.g. its retries exhausted
         return StoreUnavailable(f"redis cluster unavailable: {scrub(str(error))}")
-    if isinstance(error, RedisClusterException):  # refused before sending: keys span slots
-        return StoreCommandError(f"CROSSSLOT {scrub(str(error))}")
+    if isinstance(error, RedisClusterException):
+        text = scrub(str(error))
+        if "slot" in text:  # refused before sending: keys span slots ("same key slot")
+            return StoreCommandError(f"CROSSSLOT {text}")
+        # no seed node answered (the slot map cannot be read): the cluster is unreachable
+        return StoreUnavailable(f"redis cluster unreachable: {text}")
     return StoreUnavailable(f"redis cluster unreachable: {type(error).__name__}")
 
 
