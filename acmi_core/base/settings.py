@@ -308,6 +308,13 @@ class Settings(BaseSettings):
         "1: ACMI_REDIS_URL names a seed node of a Redis Cluster (the cluster client;"
         " needs ACMI_KEY_LAYOUT=cluster)",
     )
+    redis_wait_replicas: Integer = _var(
+        "ACMI_REDIS_WAIT_REPLICAS",
+        0,
+        "with ACMI_REDIS_CLUSTER: replicas each write waits for (WAIT) before it is"
+        " acknowledged; 0: none",
+        ge=0,
+    )
     # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
     home: str | None = _var(
         "ACMI_HOME",

@@ -348,6 +348,30 @@ def test_a_seed_node_unreachable_at_start_is_a_503_naming_no_node() -> None:
     assert "127.0.0.1" not in answer.text and str(port) not in answer.text
 
 
+def test_a_write_that_no_replica_acknowledges_is_a_503(redis_cluster3: RedisCluster) -> None:
+    """ACMI_REDIS_WAIT_REPLICAS=1 on masters without replicas: each write (a script, a
+    one-key write) runs, then WAIT finds no replica within WAIT_TIMEOUT_MS: a 503 to
+    retry, naming the setting and no node; reads are not waited for."""
+    redis_cluster3.flush()
+    settings = Settings(
+        key_layout="cluster",
+        redis_cluster=True,
+        redis_url=redis_cluster3.url,
+        redis_wait_replicas=1,
+    )
+    acmi = create_acmi(open_store(settings), settings)
+    try:
+        with pytest.raises(StoreUnavailable, match="ACMI_REDIS_WAIT_REPLICAS") as caught:
+            acmi.profile.set("user:alice", {"name": "Alice"})
+        status, body, _ = error_answer(caught.value)
+        assert status == 503 and "127.0.0.1" not in str(body)
+        assert acmi.profile.get("user:alice")["name"] == "Alice"  # made, not acknowledged
+        with pytest.raises(StoreUnavailable, match="0 of the 1 replica"):
+            acmi.store.execute(("SADD", TENANT_REGISTRY, "beta"))
+    finally:
+        acmi.close()
+
+
 def test_scrub_removes_node_addresses() -> None:
     assert scrub("MOVED 12447 127.0.0.1:7001") == "MOVED 12447 <node>"
     assert scrub("ASK 1 [::1]:7002 and node-3.cache.amazonaws.com:6379") == (
