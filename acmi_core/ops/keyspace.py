@@ -118,7 +118,8 @@ def tagged_tenant(rest: str) -> tuple[str, str] | None:
     follows its tag, or None when ``rest`` carries no tenant's tag."""
     if not rest.startswith("{"):
         return None
-    tenant, sep, tail = rest[1:].partition("}:")
+    tag, sep, tail = rest[1:].partition("}:")
+    tenant = tag.partition(":")[0]  # a bucket's tag, {<tenant>:<bucket>}, names it first
     return (tenant, tail) if sep and TENANT_RE.fullmatch(tenant) else None
 
 
