@@ -452,6 +452,17 @@ class Keys:
         return self.internal("gmail", source, digest)
 
 
+# `acmi migrate --layout cluster` (ops/relayout.py): where a copy into the cluster layout
+# keeps its checkpoint, on the target, in the deployment's slot.
+RELAYOUT_CHECKPOINT: Final = f"{ROOT}:{DEPLOYMENT_TAG}:{INTERNAL_MARK}relayout"
+# The reference layout's bookkeeping kinds that name no tenant (``internal_global``): API
+# keys and push tokens (their names kept in every layout: looked up before a tenant is
+# known), the deployment-wide indexes of tenants with work, the jobs' state across tenants.
+GLOBAL_KINDS: Final = frozenset(
+    {"apikey", "apikeys", "apikeys_revoked", "pushtoken", "tenants", "jobtenants"}
+)
+
+
 def marked_tenant(key: str) -> str | None:
     """The tenant whose mark ``key`` is, when it is one of the cluster layout's marks
     (``Keys.tenants_with``, of any of its buckets), else None."""

@@ -346,6 +346,13 @@ class Settings(BaseSettings):
         "cluster layout: buckets (hash tags) a tenant's entities spread over, 1-256"
         " (1: one slot per tenant), then per-tenant overrides: 1,acme=12",
     )
+    redis_wait_replicas: Integer = _var(
+        "ACMI_REDIS_WAIT_REPLICAS",
+        0,
+        "with ACMI_REDIS_CLUSTER: replicas each write waits for (WAIT) before it is"
+        " acknowledged; 0: none",
+        ge=0,
+    )
     # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
     home: str | None = _var(
         "ACMI_HOME",

@@ -226,14 +226,22 @@ def migrate(
         str | None, typer.Option(help="set this tenant_id on default-tenant profiles without one")
     ] = None,
     category: Category = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(help="cluster: copy the deployment into the cluster layout at --target"),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option(help="with --layout: a seed node of the target Redis Cluster")
+    ] = None,
 ) -> None:
     """Repair what doctor finds (index, MCP layout, tenant_id); exits 1 when conflicts remain.
-    --json: JSON lines, the last one a summary."""
+    --json: JSON lines, the last one a summary. --layout cluster --target URL: copy the
+    deployment into a Redis Cluster instead (resumable; verified by doctor there)."""
     from acmi_core.ops.migrate import migrate_report
 
     status = migrate_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(),
-        dry_run=dry_run, tenant_id=tenant_id, category=category,
+        dry_run=dry_run, tenant_id=tenant_id, category=category, layout=layout, target=target,
     )  # fmt: skip
     if status:
         raise typer.Exit(status)

@@ -118,7 +118,8 @@ def tagged_tenant(rest: str) -> tuple[str, str] | None:
     follows its tag, or None when ``rest`` carries no tenant's tag."""
     if not rest.startswith("{"):
         return None
-    tenant, sep, tail = rest[1:].partition("}:")
+    tag, sep, tail = rest[1:].partition("}:")
+    tenant = tag.partition(":")[0]  # a bucket's tag, {<tenant>:<bucket>}, names it first
     return (tenant, tail) if sep and TENANT_RE.fullmatch(tenant) else None
 
 
@@ -274,9 +275,11 @@ def object_problem(reply: Reply | StoreCommandError) -> str | None:
     return f"holds {name}, not a JSON object"
 
 
-def scan_step(store: Store, cursor: int, pattern: str) -> tuple[int, list[bytes]]:
+def scan_step(
+    store: Store, cursor: int, pattern: str, count: int = SCAN_COUNT
+) -> tuple[int, list[bytes]]:
     """One SCAN step over ``pattern``: the next cursor and the keys."""
-    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT))
+    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", count))
     if (
         isinstance(reply, list)
         and len(reply) == 2

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, TextIO
 
-from acmi_core.base.errors import Conflict, StoreCommandError
+from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError
 from acmi_core.base.keys import SPAWNS, Keys, Slot
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.stored import Unreadable, load_stored
@@ -344,10 +344,16 @@ def migrate_report(
     dry_run: bool = False,
     tenant_id: str | None = None,
     category: str | None = None,
+    layout: str | None = None,
+    target: str | None = None,
 ) -> int:
     """Run (or with ``dry_run`` only print) the repairs, one line per step, then a
     summary. Returns 0 when everything found was repaired, 1 when conflicts or keys
-    that cannot be copied remain."""
+    that cannot be copied remain. With ``layout`` (``cluster``) and ``target`` (a seed
+    node's URL): the copy of the deployment into the cluster layout there instead
+    (``ops/relayout.py``)."""
+    if layout is not None or target is not None:
+        return _relayout(acmi, layout, target, out, err, dry_run, tenant_id, category)
     migrate = Migrate(
         acmi,
         dry_run=dry_run,
@@ -370,3 +376,24 @@ def migrate_report(
         mode = "would do (dry run, nothing written)" if dry_run else "done"
         print(f"# {migrate.doctor.scanned} keys scanned; {mode}: {done}", file=out)
     return 1 if left else 0
+
+
+def _relayout(
+    acmi: Acmi,
+    layout: str | None,
+    target: str | None,
+    out: TextIO,
+    err: TextIO,
+    *others: object,
+) -> int:
+    if layout != "cluster":
+        raise AcmiValidationError("--layout", "enum", "must be cluster (with --target)")
+    if not target:
+        raise AcmiValidationError("--target", "required", "the cluster's seed node URL")
+    if any(o not in (None, False) for o in others):
+        raise AcmiValidationError(
+            "--layout", "alone", "takes no --dry-run, --tenant-id or --category"
+        )
+    from acmi_core.ops.relayout import relayout_report
+
+    return relayout_report(acmi, target, out=out, err=err)

@@ -20,6 +20,7 @@ from acmi_core.base.model import EntityId
 from acmi_core.base.settings import Settings
 from acmi_core.ops.doctor import Doctor, doctor_report
 from acmi_core.ops.findings import Finding, Kind
+from acmi_core.ops.keyspace import tagged_tenant
 from acmi_core.store import open_store
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_cluster import RedisCluster
@@ -138,3 +139,10 @@ def test_acmi_doctor_reports_the_cluster_with_its_exit_code(on_cluster: Acmi) ->
     summary = json.loads(out.getvalue().splitlines()[-1])["summary"]
     assert summary["problems"] == len(EXPECTED_KINDS)
     assert "127.0.0.1" not in out.getvalue() + err.getvalue()  # no node named
+
+
+def test_a_tag_names_its_tenant_and_a_bucket_tag_too() -> None:
+    assert tagged_tenant("{beta}:user:a:profile") == ("beta", "user:a:profile")
+    assert tagged_tenant("{beta:2}:user:a:profile") == ("beta", "user:a:profile")  # B > 1
+    assert tagged_tenant("{_deployment}:_tenants") is None  # the deployment's, no tenant
+    assert tagged_tenant("user:a:profile") is None

@@ -21,6 +21,8 @@ class MigrateParams(Params):
     dry_run: bool = False
     tenant_id: str | None = None
     category: str | None = None
+    layout: str | None = None
+    target: str | None = None
 
 
 class KeysCreateParams(Params):
