@@ -21,7 +21,8 @@ exactly, lone surrogates and numbers beyond the double range included (``render_
 Timeline reads show what the reference's readers show: an event another tool wrote
 without following every rule (no kind/correlationId, a speaker_type outside the enum, a
 numeric tenant_id, ts out of range, a long summary) is returned, flagged in
-``Event.legacy``; only a member with no usable ts/source/summary is skipped.
+``Event.legacy`` (a record with no source or summary too: a ``message``, an MCP spawn
+record); only a member with no usable ts is skipped.
 """
 
 from __future__ import annotations
