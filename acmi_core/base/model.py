@@ -94,6 +94,26 @@ class EntityId:
         return cls._parse(raw, field)
 
     @classmethod
+    def parse_listed(cls, raw: object, field: str = "entity") -> EntityId:
+        """An id as ``list`` may print it, for reads: ``parse``'s rule, except that the id
+        after the first ':' may be any non-empty text without '/' (other writers' ids, e.g.
+        the reference SDK's ``user:mikey@example.com``, are in the index and must read
+        back; a '/' cannot be one segment of an HTTP path, so the CLI's list leaves such an
+        id out, naming it). Writes keep ``parse``: a new id follows the rule."""
+        try:
+            return cls.parse(raw, field)
+        except AcmiValidationError as exc:
+            if exc.rule != "id_format":  # a category, length or type error stands
+                raise
+        assert isinstance(raw, str)  # parse got as far as the id
+        category, _, local_id = raw.partition(":")
+        if not local_id or "/" in local_id:
+            raise AcmiValidationError(
+                field, "id_format", "id after ':' must be non-empty, with no '/'"
+            )
+        return cls(category, local_id)
+
+    @classmethod
     def _parse(cls, raw: object, field: str) -> EntityId:
         if not isinstance(raw, str):
             raise AcmiValidationError(field, "type", "must be a string '<category>:<id>'")
