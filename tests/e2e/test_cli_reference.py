@@ -203,6 +203,18 @@ def test_bootstrap_hook_logs_the_spawn_and_prints_the_bundle(
         "laptop",
     )
     assert acmi.timeline.read("agent:claude") == []  # spawns never go in the timeline
+    # a resume and a compact of the session run the hook again: still one spawn
+    for source in ("resume", "compact"):
+        stdin(monkeypatch, json.dumps(hook | {"source": source}))
+        code, out, err = cli(capsys, *argv)
+        assert code == 0 and "session 9f1c2e7a-session" in out, err
+    assert [s["session_id"] for s in acmi.agents.spawns("claude")] == ["9f1c2e7a-session"]
+    stdin(monkeypatch, json.dumps(hook | {"session_id": "next-session"}))
+    assert cli(capsys, *argv)[0] == 0
+    assert [s["session_id"] for s in acmi.agents.spawns("claude")] == [
+        "next-session",
+        "9f1c2e7a-session",
+    ]
 
 
 def test_spawn_defaults_to_unknown(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
