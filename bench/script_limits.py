@@ -11,6 +11,7 @@ tests/integration/test_script_bounds.py."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -19,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acmi_core import Acmi, Settings
-from acmi_core.base.keys import COORDINATION_THREAD, MEMORY_ARCHIVE
+from acmi_core.base.keys import COORDINATION_THREAD, MEMORY_ARCHIVE, SPAWNS
 from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, EntityId, dumps
 from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
-from acmi_core.bootstrap.budget import CAPS
+from acmi_core.bootstrap.budget import CAPS, READ_BYTES
 from acmi_core.bootstrap.bundle import MAX_EVENTS
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.jobs import sweep
@@ -96,7 +97,9 @@ def _bootstrap(acmi: Acmi) -> Callable[[], object]:
     """Every section at its cap: 200 coordination events of EVENT_BYTES mentioning the
     agent among near misses, CAPS['work'] work items with 64 KiB profile and signals,
     both HITL queues full, a profile and signals at the object cap, MAX_EVENTS timeline
-    events of TIMELINE_EVENT_BYTES, all asked for."""
+    events of TIMELINE_EVENT_BYTES, all asked for; and a spawn logged, its session looked
+    for among CAPS['spawn_sessions'] spawns another tool wrote (READ_BYTES of them, the
+    newest whatever the clock says, none of its session)."""
     for i in range(200):
         note = _near_misses(EVENT_BYTES - 200) + f" {AGENT}"
         acmi.timeline.append(
@@ -135,7 +138,17 @@ def _bootstrap(acmi: Acmi) -> Callable[[], object]:
                 "payload": {"pad": _pad(TIMELINE_EVENT_BYTES)},
             },
         )
-    return lambda: acmi.bootstrap(AGENT, events=MAX_EVENTS)
+    spawns = acmi.keys.slot(EntityId.parse(AGENT), SPAWNS)
+    window = CAPS["spawn_sessions"]
+    for i in range(window):
+        ts = NOW + 10**12 + i
+        record = {"ts": ts, "session_id": f"foreign-{i}", "model_id": "m"}
+        member = dumps({**record, "pad": _pad(READ_BYTES // window - 100)})
+        acmi.store.execute(("ZADD", spawns, ts, member))
+    sessions = itertools.count()
+    return lambda: acmi.bootstrap(
+        AGENT, events=MAX_EVENTS, spawn={"session_id": f"s-{next(sessions)}", "model_id": "m"}
+    )
 
 
 def _sweep(acmi: Acmi) -> Callable[[], object]:
@@ -343,7 +356,8 @@ def cases() -> list[ScriptCase]:
         ScriptCase(
             "bootstrap, every section full",
             "bootstrap",
-            f"200 x {EVENT_BYTES // 1024} KiB mentions, {CAPS['work']} work items of 2 x 64 KiB",
+            f"200 x {EVENT_BYTES // 1024} KiB mentions, {CAPS['work']} work items of 2 x 64 KiB, "
+            f"a spawn's session looked for in {READ_BYTES // 1024} KiB of spawns",
             _bootstrap,
         ),
         ScriptCase(

@@ -47,6 +47,10 @@ CAPS: Final = {
     # newest timeline events examined at most for the timeline section when the agent has
     # daily notes (their lines are skipped there): 10 a wanted event, at most this
     "timeline_scanned": 500,
+    # a spawn the bootstrap logs (a session-start hook's) is a repeat, not logged, when its
+    # session_id is among the agent's newest this many spawns (a resume or a compact of
+    # the same session); read to READ_BYTES
+    "spawn_sessions": 16,
 }
 # The events' bytes each of the bootstrap's event reads (timeline, daily notes, lessons,
 # coordination) takes at most; the first event read is taken whatever its size (<= one

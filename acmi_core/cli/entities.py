@@ -146,9 +146,9 @@ def get(
     """An entity's profile, signals and newest events: one round trip (JSON: the
     reference's timeline_recent, the newest 10 first, then ours: timeline oldest first)."""
     if id is None:  # `get user:mikey`, as `cat` and `bootstrap` take it
-        if ns.count(":") != 1:
+        ns, colon, id = ns.partition(":")  # the id may hold ':' (another tool's, listed)
+        if not colon:
             raise AcmiValidationError("ID", "required", "give NS ID, or ns:id")
-        ns, id = ns.split(":")
     context = state().backend().call("entities.get", entity=entity_of(ns, id), events=events)
     emit(entity_view(context), state().output, render_context)
 
@@ -179,11 +179,12 @@ def list_(ns: Ns) -> None:
 
 
 def _readable(entity: str) -> bool:
-    """Whether ``get`` takes this id; when not (another tool indexed an id outside the id
-    grammar, e.g. ``user:mikey@example.com``), it is left out of the list and named on
-    stderr: printing it would hand a script an id no command accepts."""
+    """Whether ``get`` takes this id (every read takes another tool's ids, e.g.
+    ``user:mikey@example.com``: ``EntityId.parse_listed``); one it does not is left out
+    of the list and named on stderr: printing it would hand a script an id no command
+    accepts."""
     try:
-        EntityId.parse(entity, "entity")
+        EntityId.parse_listed(entity, "entity")
     except AcmiValidationError as exc:
         note(f"left out {entity!r}: {exc.message} (`acmi doctor` reports it as bad_id)")
         return False
@@ -228,7 +229,7 @@ def cat(
 def timeline_entity(raw: str) -> str:
     """``acmi:user:x:timeline``, ``user:x:timeline`` or ``user:x`` -> ``user:x``."""
     name = raw.removeprefix("acmi:").removesuffix(":timeline")
-    if name.count(":") != 1:
+    if ":" not in name:  # the id may hold ':' (another tool's, as `list` prints it)
         raise AcmiValidationError("ENTITY", "entity", f"{raw!r} must be ns:id")
     return name
 

@@ -163,6 +163,28 @@ def sources_set(
     emit(shown, state().output)
 
 
+@sources.command("list")
+def sources_list(
+    configured: Annotated[bool, typer.Option(help="only the sources with a config")] = False,
+) -> None:
+    """Every source of the tenant (the senders, and each named one configured) and what it
+    is configured with: never a secret (an HMAC secret shows as ***, a push token as set).
+    Finds the named ones by SCAN, as doctor does."""
+    acmi = state().acmi()
+    listed = source_configs.list_configs(acmi.store, acmi.keys, configured)
+    columns = ("source", "kind", "configured", "hmac_secret", "push_token", "entity")
+    emit(listed, state().output, lambda rows: table(rows, columns))
+
+
+@sources.command("get")
+def sources_get(
+    source: Annotated[str, typer.Argument(help="a source's name, e.g. n8n or n8n-billing")],
+) -> None:
+    """A source's configuration: what `sources set` stored, never a secret."""
+    acmi = state().acmi()
+    emit(source_configs.describe_source(acmi.store, acmi.keys, source), state().output)
+
+
 @keys.command("create")
 def keys_create(
     tenant: Annotated[str, typer.Option(help="the key's tenant")],

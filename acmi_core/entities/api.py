@@ -21,7 +21,8 @@ exactly, lone surrogates and numbers beyond the double range included (``render_
 Timeline reads show what the reference's readers show: an event another tool wrote
 without following every rule (no kind/correlationId, a speaker_type outside the enum, a
 numeric tenant_id, ts out of range, a long summary) is returned, flagged in
-``Event.legacy``; only a member with no usable ts/source/summary is skipped.
+``Event.legacy`` (a record with no source or summary too: a ``message``, an MCP spawn
+record); only a member with no usable ts is skipped.
 """
 
 from __future__ import annotations
@@ -419,7 +420,7 @@ class ProfileAPI(_Slot):
     """Who: a stable JSON object per entity."""
 
     def get(self, entity: str | EntityId) -> StoredObject | None:
-        key = self._keys.profile(EntityId.parse(entity))
+        key = self._keys.profile(EntityId.parse_listed(entity))
         return decode_object(_read(self._ctx.store, ("GET", key), key), key)
 
     def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> StoredObject | None:
@@ -471,7 +472,7 @@ class SignalsAPI(_Slot):
     """Now: a flat map of key -> any JSON value per entity."""
 
     def all(self, entity: str | EntityId) -> StoredObject:
-        key = self._keys.signals(EntityId.parse(entity))
+        key = self._keys.signals(EntityId.parse_listed(entity))
         return decode_object(_read(self._ctx.store, ("GET", key), key), key) or {}
 
     def get(
@@ -626,7 +627,7 @@ class TimelineAPI(_Slot):
         """Oldest first (newest first with ``reverse``); bounds inclusive; ``limit``
         counts from the first event in that order. Without ``limit`` this reads the whole
         range: for long timelines use ``page``/``pages``."""
-        key = self._keys.timeline(EntityId.parse(entity))
+        key = self._keys.timeline(EntityId.parse_listed(entity))
         low, high = _bounds(since_ms, until_ms)
         command: list[str | int] = ["ZRANGE", key]
         command += [high, low, "BYSCORE", "REV"] if reverse else [low, high, "BYSCORE"]
@@ -768,7 +769,7 @@ class TimelineAPI(_Slot):
         orders equal scores by member bytes) and a digest of the last member, so events
         with equal ``ts`` are neither lost nor repeated across pages, even when events
         are added at that very ``ts`` meanwhile (those land behind the cursor)."""
-        key = self._keys.timeline(EntityId.parse(entity))
+        key = self._keys.timeline(EntityId.parse_listed(entity))
         low, high = _bounds(since_ms, until_ms)
         size = page_size(limit)
         at = None if cursor is None else TimelinePosition.decode(cursor, reverse)
@@ -856,7 +857,9 @@ class TimelineAPI(_Slot):
             cursor = page.next_cursor
 
     def size(self, entity: str | EntityId) -> int:
-        reply = self._ctx.store.execute(("ZCARD", self._keys.timeline(EntityId.parse(entity))))
+        reply = self._ctx.store.execute(
+            ("ZCARD", self._keys.timeline(EntityId.parse_listed(entity)))
+        )
         assert isinstance(reply, int)
         return reply
 
@@ -870,7 +873,7 @@ def _bounds(since_ms: float | None, until_ms: float | None) -> tuple[str, str]:
 
 
 def _cat_entities(entities: Iterable[str | EntityId]) -> list[EntityId]:
-    eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
+    eids = list(dict.fromkeys(EntityId.parse_listed(e) for e in entities))
     if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
         raise AcmiValidationError(
             "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
@@ -964,8 +967,9 @@ class EntityAPI:
         self._ctx = ctx
 
     def get(self, entity: str | EntityId, events: int = DEFAULT_BUNDLE_EVENTS) -> EntityContext:
-        """Profile, signals and the newest ``events`` events (oldest first): one round trip."""
-        eid = EntityId.parse(entity)
+        """Profile, signals and the newest ``events`` events (oldest first): one round trip.
+        Any id ``list`` prints reads back (``EntityId.parse_listed``)."""
+        eid = EntityId.parse_listed(entity)
         if isinstance(events, bool) or not isinstance(events, int) or not 0 <= events <= 1000:
             # the bound every surface gave (HTTP and MCP checked it before the core did)
             raise AcmiValidationError("events", "range", "must be an integer from 0 to 1000")

@@ -213,8 +213,8 @@ def _event_state(data: dict[str, Any]) -> str:
 
 
 def member_state(member: Reply) -> str:
-    """``ok``, ``legacy`` (an object with ts/source/summary that is no valid event:
-    missing kind/correlationId, or a field out of range), ``invalid`` (another object)
+    """``ok``, ``legacy`` (an object with a usable ts that is no valid event: missing
+    kind/correlationId/source/summary, or a field out of range), ``invalid`` (another object)
     or ``unreadable`` (not UTF-8, not JSON, not an object)."""
     if not isinstance(member, bytes):
         return "unreadable"

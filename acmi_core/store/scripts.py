@@ -607,6 +607,8 @@ BOOTSTRAP: Final = ScriptProtocol(
             "utc_from",
             "utc_to",
             "read_bytes",
+            "spawn_session",
+            "spawn_window",
         ),
         (
             "profile",

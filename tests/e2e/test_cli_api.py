@@ -193,6 +193,46 @@ def test_the_reference_commands_print_the_same_on_the_api(
     assert hooked.out.startswith("# Wake bundle for agent:claude") and "sess-hook" in hooked.out
 
 
+def _plant_reference_ids(acmi: Acmi) -> None:
+    """Ids the reference SDK and CLI write, outside our id rule, as they left them."""
+    from acmi_core.base.model import EntityId
+
+    event = '{"ts":1790000000000,"source":"gmail","summary":"hi"}'
+    for local in ("mikey@example.com", "a:b"):
+        entity = EntityId("user", local)  # built as stored: parse would refuse it
+        acmi.store.execute(("SET", acmi.keys.profile(entity), json.dumps({"name": local})))
+        acmi.store.execute(("ZADD", acmi.keys.timeline(entity), "1790000000000", event))
+        acmi.store.execute(("SADD", acmi.keys.index("user"), local))
+
+
+READ_IDS: Final[tuple[tuple[str, ...], ...]] = (
+    ("list", "user"),
+    ("get", "user:mikey@example.com"),
+    ("get", "user", "mikey@example.com"),
+    ("get", "user:a:b"),
+    ("profile", "user", "a:b"),
+    ("cat", "user:mikey@example.com", "user:a:b", "--json"),
+    ("profile", "user", "eve@example.com", "{}"),  # a write: the id rule stands (exit 2)
+)
+
+
+def test_every_id_list_prints_reads_back_on_the_api(
+    api: tuple[Served, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    served, _ = api
+    _plant_reference_ids(served.acmi)
+    on_store = [run(capsys, monkeypatch, a, state=CliState(preset=served.acmi)) for a in READ_IDS]
+    on_api = [run(capsys, monkeypatch, ["--api", served.url, *a]) for a in READ_IDS]
+    for argv, store, remote in zip(READ_IDS, on_store, on_api, strict=True):
+        assert (remote.code, remote.out, remote.error) == (store.code, store.out, store.error), argv
+    assert sorted(json.loads(on_api[0].out)) == ["user:a:b", "user:mikey@example.com"]
+    assert json.loads(on_api[1].out)["profile"] == {"name": "mikey@example.com"}
+    assert json.loads(on_api[3].out)["timeline"][0]["summary"] == "hi"
+    assert on_api[-1].code == 2 and "id_format" in on_api[-1].error
+
+
 FIXTURE: Final = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"
 
 

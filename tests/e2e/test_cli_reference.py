@@ -215,6 +215,18 @@ def test_bootstrap_hook_logs_the_spawn_and_prints_the_bundle(
         "laptop",
     )
     assert acmi.timeline.read("agent:claude") == []  # spawns never go in the timeline
+    # a resume and a compact of the session run the hook again: still one spawn
+    for source in ("resume", "compact"):
+        stdin(monkeypatch, json.dumps(hook | {"source": source}))
+        code, out, err = cli(capsys, *argv)
+        assert code == 0 and "session 9f1c2e7a-session" in out, err
+    assert [s["session_id"] for s in acmi.agents.spawns("claude")] == ["9f1c2e7a-session"]
+    stdin(monkeypatch, json.dumps(hook | {"session_id": "next-session"}))
+    assert cli(capsys, *argv)[0] == 0
+    assert [s["session_id"] for s in acmi.agents.spawns("claude")] == [
+        "next-session",
+        "9f1c2e7a-session",
+    ]
 
 
 def test_spawn_defaults_to_unknown(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
@@ -687,18 +699,41 @@ def test_reference_shaped_events_read_as_events(
     assert "2025-11-24 16:00Z [agent:claude / gmail] head cli, 17 digits" in out
 
 
-def test_list_prints_only_ids_get_takes_and_get_takes_ns_colon_id(
+def test_every_id_list_prints_get_takes_and_get_takes_ns_colon_id(
     acmi: Acmi, capsys: pytest.CaptureFixture[str]
 ) -> None:
     acmi.profile.set("user:mikey", {"name": "Mikey"})
-    # what the reference CLI's `profile user mikey@example.com '{...}'` writes
-    acmi.store.execute(("SET", "acmi:user:mikey@example.com:profile", '{"name":"M"}'))
-    acmi.store.execute(("SADD", "acmi:user:list", "mikey@example.com"))
+    # what the reference CLI's `profile user mikey@example.com '{...}'` writes, and an id
+    # with a ':' in it; the same ids under another tenant hold its own data
+    for tenant, prefix in (("default", "acmi:"), ("acme", "acmi:tenant:acme:")):
+        for local in ("mikey@example.com", "a:b"):
+            profile = json.dumps({"name": f"{tenant} {local}"})
+            acmi.store.execute(("SET", f"{prefix}user:{local}:profile", profile))
+            acmi.store.execute(("SADD", f"{prefix}user:list", local))
+    acmi.store.execute(("SADD", "acmi:user:list", "x/y"))  # no HTTP path segment holds it
     code, out, err = cli(capsys, "list", "user")
-    assert code == 0 and json.loads(out) == ["user:mikey"]
-    assert "left out 'user:mikey@example.com'" in err and "bad_id" in err
-    for entity in json.loads(out):  # every id listed is one `get` takes
-        assert ok(capsys, "get", entity)["profile"]["name"] == "Mikey"
+    assert code == 0 and sorted(json.loads(out)) == [
+        "user:a:b",
+        "user:mikey",
+        "user:mikey@example.com",
+    ]
+    assert [line for line in err.splitlines() if "left out" in line] == [
+        "left out 'user:x/y': entity: id after ':' must be non-empty, with no '/' "
+        "(`acmi doctor` reports it as bad_id)"
+    ]
+    names = {"user:mikey": "Mikey"}
+    names |= {e: f"default {e[5:]}" for e in ("user:a:b", "user:mikey@example.com")}
+    for entity in json.loads(out):  # every id listed is one `get` takes, in both forms
+        assert ok(capsys, "get", entity)["profile"]["name"] == names[entity]
+        ns, _, local = entity.partition(":")
+        assert ok(capsys, "get", ns, local)["profile"]["name"] == names[entity]
+        assert ok(capsys, "profile", ns, local)["name"] == names[entity]
+    assert ok(capsys, "--tenant", "acme", "get", "user:mikey@example.com")["profile"] == {
+        "name": "acme mikey@example.com"
+    }
+    # a write still takes only an id that follows the rule
+    code, _, err = cli(capsys, "profile", "user", "eve@example.com", "{}")
+    assert code == 2 and "id_format" in err
     assert ok(capsys, "get", "user:mikey") == ok(capsys, "get", "user", "mikey")
     code, _, err = cli(capsys, "get", "user")  # neither NS ID nor ns:id
     assert code == 2 and "ns:id" in err

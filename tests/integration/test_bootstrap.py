@@ -110,6 +110,47 @@ def test_the_spawn_is_logged_in_the_same_step(clocked: Acmi) -> None:
     assert agent in clocked.list("agent")
 
 
+def test_a_session_is_logged_once_however_often_it_starts(clocked: Acmi) -> None:
+    """A session-start hook runs again on a resume and a compact of the same session: the
+    spawn is logged once (within the newest CAPS["spawn_sessions"] spawns), the later
+    runs say duplicate, and only the first takes the handoff. Per tenant."""
+    agent = _agent()
+    session = {"session_id": "s-1", "model_id": "opus-4"}
+    clocked.memory.handoff(agent, "next: ship")
+    first = clocked.bootstrap(agent, spawn=session)
+    assert first.spawn is not None and "duplicate" not in first.spawn
+    assert first.memory["handoff"] == "taken"
+    clocked.memory.handoff(agent, "a newer handoff")
+    for _ in range(2):  # resume, compact
+        again = clocked.bootstrap(agent, spawn=session | {"model_id": "opus-4.1"})
+        assert again.spawn is not None and again.spawn["duplicate"] is True
+        assert again.memory["handoff"] == "pending"  # left for the next new session
+    # a longer id that starts the same, an id inside another field's text: other sessions
+    prefix = clocked.bootstrap(agent, spawn={"session_id": "s-10", "model_id": "m"})
+    inside = clocked.bootstrap(agent, spawn={"session_id": "s-2", "model_id": '"session_id":"s-1"'})
+    assert prefix.spawn is not None and "duplicate" not in prefix.spawn
+    assert inside.spawn is not None and "duplicate" not in inside.spawn
+    assert [s["session_id"] for s in clocked.agents.spawns(agent, 10)] == ["s-2", "s-10", "s-1"]
+    # another tenant's agent of the same id has its own spawns
+    other = clocked.for_tenant(f"t-{uuid.uuid4().hex[:8]}")
+    theirs = other.bootstrap(agent, spawn=session)
+    assert theirs.spawn is not None and "duplicate" not in theirs.spawn
+    assert [s["session_id"] for s in other.agents.spawns(agent)] == ["s-1"]
+    # the window is bounded: past it, the session is logged again
+    for n in range(CAPS["spawn_sessions"]):
+        clocked.bootstrap(agent, spawn={"session_id": f"other-{n}", "model_id": "m"})
+    late = clocked.bootstrap(agent, spawn=session)
+    assert late.spawn is not None and "duplicate" not in late.spawn
+    # a spawn the reference (or `acmi spawn`) logged counts too
+    logged = clocked.agents.spawn(agent, "s-ref", "m")
+    assert clocked.bootstrap(agent, spawn={"session_id": "s-ref", "model_id": "m"}).spawn == {
+        "ts": logged["ts"] + 1,
+        "session_id": "s-ref",
+        "model_id": "m",
+        "duplicate": True,
+    }
+
+
 @pytest.mark.parametrize(
     ("spawn", "field", "rule"),
     [

@@ -169,6 +169,8 @@ STORE_ONLY_ARGS: Final[dict[str, list[str]]] = {
     "keys list": [],
     "keys revoke": ["k-1"],
     "sources set": ["generic"],
+    "sources list": [],
+    "sources get": ["generic"],
     "jobs run": ["sweep"],
     "jobs status": [],
     "quota-monitor": [],

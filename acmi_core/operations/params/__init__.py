@@ -106,6 +106,8 @@ if TYPE_CHECKING:  # at run time each name is imported with its module, on first
         MigrateParams,
         QuotaMonitorParams,
         QuotaReportParams,
+        SourcesGetParams,
+        SourcesListParams,
         SourcesSetParams,
     )
     from acmi_core.operations.params.work import (
@@ -191,6 +193,8 @@ __all__ = [
     "SignalsGetParams",
     "SignalsPatchParams",
     "SignalsPutParams",
+    "SourcesGetParams",
+    "SourcesListParams",
     "SourcesSetParams",
     "TenantsListParams",
     "TimelineParams",
@@ -284,6 +288,8 @@ _MODULE_OF: Final = {
     "KeysListParams": "service",
     "KeysRevokeParams": "service",
     "SourcesSetParams": "service",
+    "SourcesListParams": "service",
+    "SourcesGetParams": "service",
     "JobsRunParams": "service",
     "JobsStatusParams": "service",
     "QuotaMonitorParams": "service",

@@ -65,6 +65,18 @@ class SourcesSetParams(Params):
     replace: bool = False
 
 
+class SourcesListParams(Params):
+    """The tenant's sources: the senders of the table and every named one configured."""
+
+    configured: bool = False
+
+
+class SourcesGetParams(Params):
+    """One source's configuration, without its secrets."""
+
+    source: str
+
+
 class JobsRunParams(Params):
     """Run a scheduled job now, by its name (the runner makes its run and its clock)."""
 
