@@ -120,6 +120,19 @@ def get(
     emit(got, state().output)
 
 
+@app.command()
+def forget(
+    entity: Entity,
+    path: Annotated[str, typer.Argument(help="e.g. MEMORY.md, memory/2026-05-01.md")],
+    line: Annotated[int | None, typer.Option(help="the line's number (memory get)")] = None,
+    text: Annotated[str | None, typer.Option(help="the line's text, exactly")] = None,
+) -> None:
+    """Forget one line (by --line, or --text; both: that line if it holds that text),
+    recorded on the timeline as an audit event."""
+    gone = state().backend().call("memory.forget", entity=entity, path=path, line=line, text=text)
+    emit(gone, state().output)
+
+
 @app.command("archive")
 def archive_(
     entity: Entity,

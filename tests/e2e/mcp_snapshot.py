@@ -25,8 +25,9 @@ from acmi_core.store.memory import MemoryStore
 SNAPSHOT = Path(__file__).parent / "snapshots" / "mcp_tools.json"
 START_MS = 1_780_000_000_000  # 2026-05-28: a fixed "now" so stamps repeat
 
-# Ids the core draws at random (lease tokens and correlation ids, HITL ids): masked.
-_RANDOM_ID = re.compile(r"(lock|hitl)-[0-9a-f]{32}")
+# Ids the core draws at random (lease tokens and correlation ids, HITL ids, audit
+# events' correlation ids): masked.
+_RANDOM_ID = re.compile(r"(lock|hitl|forget)-[0-9a-f]{32}")
 _RANDOM_TOKEN = re.compile(r'("owner_token": ")[\w-]{43}"')
 
 
@@ -153,6 +154,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("memory_get", {"entity": "agent:ava", "path": "memory/topics/tea.md"}),
     ("memory_get", {"entity": "agent:ava", "path": "MEMORY.md", "from_line": 5, "to_line": 4}),
     ("memory_get", {"entity": "agent:ava", "path": "notes.txt"}),
+    ("memory_remember", {"entity": "agent:ava", "text": "forget me"}),
+    ("memory_forget", {"entity": "agent:ava", "path": "MEMORY.md", "text": "forget me"}),
+    ("memory_forget", {"entity": "agent:ava", "path": "MEMORY.md", "line": 1}),
+    ("memory_forget", {"entity": "agent:ava", "path": "MEMORY.md"}),
     ("memory_status", {"entity": "agent:ava"}),
     ("memory_active", {"entity": "agent:ava"}),
     ("memory_active", {"entity": "agent:ava", "text": "# Active\n\n- [ ] task\n"}),

@@ -1,8 +1,8 @@
 """The seed's memory commands over HTTP (``/v1/memory/{entity}/...``, issue 13):
-status, review, search, get (a file's lines), remember, active, daily-summary, topics,
-prune, handoff, debug, export, import and archive. Each route is one ``MemoryAPI`` call
-(its round trips are listed in ``acmi_core.memory.service``) or, for archive,
-``memory_archive.archive_now``; reads take a read key, writes a write key. The archive
+status, review, search, get (a file's lines), forget (one line), remember, active,
+daily-summary, topics, prune, handoff, debug, export, import and archive. Each route is
+one ``MemoryAPI`` call (its round trips are listed in ``acmi_core.memory.service``) or,
+for archive, ``memory_archive.archive_now``; reads take a read key, writes a write key. The archive
 sink is ``ACMI_ARCHIVE_URL`` only, never a URL from the request: a tenant must not choose
 where its data goes (the memory function registers the s3 sink); search reads the
 archived raw events there too. Over a layer's budget is a 400 (rule ``memory_budget``)
@@ -34,6 +34,7 @@ from acmi_core.operations.params.memory import (
     MemoryDailySummaryParams,
     MemoryDebugParams,
     MemoryExportParams,
+    MemoryForgetParams,
     MemoryGetParams,
     MemoryHandoffParams,
     MemoryHandoffTakeParams,
@@ -90,6 +91,11 @@ async def search(
 @route("memory.get", response_model=Json)
 async def get(req: Authorized) -> JSONResponse:
     return JSONResponse(await req.run(await req.params(MemoryGetParams)))
+
+
+@route("memory.forget", about="the line: path and line, or text", response_model=Json)
+async def forget(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryForgetParams)))
 
 
 # Its own reader: a layer, section or topic of another type is refused before the core

@@ -77,6 +77,19 @@ class MemoryGetParams(Params):
     )
 
 
+class MemoryForgetParams(Params):
+    """Forget one memory line: line (numbered as memory_get and memory_search number it)
+    of path (ACTIVE-CONTEXT.md, MEMORY.md, memory/YYYY-MM-DD.md, memory/topics/<slug>.md),
+    or the first line holding text exactly; both: that line, only if it holds that text.
+    Recorded on the entity's timeline as an audit event (path, line, layer; never the
+    text)."""
+
+    entity: MemoryEntity
+    path: str = bounded(description="the file's path in the seed's tree", maxLength=256)
+    line: int | None = bounded(None, description="the line's number, from 1", minimum=1)
+    text: str | None = Field(None, description="the line's text, exactly")
+
+
 class MemoryStatusParams(Params):
     """An entity's memory status: layers, budgets, handoff_pending."""
 
