@@ -192,6 +192,23 @@ def delete(ns: Ns, id: Id) -> None:
     emit({"deleted": entity_of(ns, id)}, state().output)
 
 
+@app.command("event-delete")
+def event_delete(
+    entity: Annotated[str, typer.Argument(help="ns:id, e.g. user:mikey")],
+    ts: Annotated[int | None, typer.Option(help="the event's ts (epoch ms)")] = None,
+    id: Annotated[str | None, typer.Option("--id", help="the event's correlationId")] = None,
+    member: Annotated[str | None, typer.Option(help="the stored event's JSON, exactly")] = None,
+) -> None:
+    """Delete one event of a timeline (--ts and --id, or --member), recorded on the same
+    timeline as an audit event."""
+    gone = (
+        state()
+        .backend()
+        .call("entities.timeline.delete", entity=entity, ts=ts, id=id, member=member)
+    )
+    emit(gone, state().output)
+
+
 @app.command()
 def cat(
     entities: Annotated[

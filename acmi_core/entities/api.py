@@ -69,8 +69,15 @@ from acmi_core.base.stored import (
     stored_dict,
 )
 from acmi_core.entities.context import Context
-from acmi_core.entities.results import EntityBody, EventPageBody, LegacyEvent, SkippedMember
+from acmi_core.entities.results import (
+    EntityBody,
+    EventDeleted,
+    EventPageBody,
+    LegacyEvent,
+    SkippedMember,
+)
 from acmi_core.entities.timeline_parts import event_parts, incomplete
+from acmi_core.entities.unlog import delete_event
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Command, Reply, Store, is_noscript
 from acmi_core.store.writes import WritePlan
@@ -840,6 +847,18 @@ class TimelineAPI(_Slot):
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+    def delete_event(
+        self,
+        entity: str | EntityId,
+        ts: object = None,
+        id: object = None,
+        member: object = None,
+    ) -> EventDeleted:
+        """Delete one event, by ``ts`` and ``id`` (its correlationId) or by its stored
+        ``member``, with an audit event on the same timeline: one script run
+        (``entities/unlog.py``, which says what happens to the indexes)."""
+        return delete_event(self._ctx, entity, ts, id, member)
 
     def size(self, entity: str | EntityId) -> int:
         reply = self._ctx.store.execute(("ZCARD", self._keys.timeline(EntityId.parse(entity))))

@@ -180,6 +180,17 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         params="acmi_core.operations.params.entities:TimelineParams",
         result="acmi_core.entities.api:EventPage",
     ),
+    ENTITIES.write(
+        "entities.timeline.delete",
+        "POST",
+        f"{_ENTITY}/timeline/delete",
+        "Delete one event (by ts and id, or its member), audited on the same timeline",
+        f"{_TIMELINE}.delete_event",
+        mcp="event_delete",
+        params="acmi_core.operations.params.entities:EventDeleteParams",
+        cli="event-delete",
+        result="acmi_core.entities.results:EventDeleted",
+    ),
     Operation(
         "entities.cat",
         "Several timelines merged, newest first",

@@ -27,7 +27,7 @@ START_MS = 1_780_000_000_000  # 2026-05-28: a fixed "now" so stamps repeat
 
 # Ids the core draws at random (lease tokens and correlation ids, HITL ids, audit
 # events' correlation ids): masked.
-_RANDOM_ID = re.compile(r"(lock|hitl|forget)-[0-9a-f]{32}")
+_RANDOM_ID = re.compile(r"(lock|hitl|forget|unlog)-[0-9a-f]{32}")
 _RANDOM_TOKEN = re.compile(r'("owner_token": ")[\w-]{43}"')
 
 
@@ -64,6 +64,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("get", {"entity": "user:ann"}),
     ("get", {"entity": "user:ann", "events": 1}),
     ("get", {"entity": "user:ann", "events": 1001}),
+    ("event", {"entity": "user:ann", "event": {**_event("gone"), "ts": START_MS - 9}}),
+    ("event_delete", {"entity": "user:ann", "ts": START_MS - 9, "id": "c-gone"}),
+    ("event_delete", {"entity": "user:ann", "ts": START_MS - 9, "id": "c-gone"}),
+    ("event_delete", {"entity": "user:ann", "id": "c-one"}),
     ("list", {"category": "user"}),
     ("list", {"category": "user", "limit": 1}),
     ("cat", {"entities": ["user:ann", "user:bob"], "since": "7d"}),

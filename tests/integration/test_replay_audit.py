@@ -182,6 +182,14 @@ AUDIT: tuple[Row, ...] = (
         "test_a_forget_whose_reply_is_lost_answers_its_first_run",
     ),
     Row(
+        "timeline event delete",
+        "unlog.lua",
+        "NONE (404): its own deletion met as an event already gone",
+        "replay.lua record",
+        "tests/integration/test_event_delete.py::"
+        "test_a_delete_whose_reply_is_lost_answers_its_first_run",
+    ),
+    Row(
         "hygiene job: the archive lease",
         "SET NX PX",
         "the lease its first try took: nothing archived",
@@ -225,7 +233,7 @@ def test_every_script_is_in_the_table() -> None:
     audited = {row.write.split(" ")[0].removesuffix(".lua") for row in AUDIT}
     names = {p.name for p in scripts.PROTOCOLS}
     assert names <= audited | set(IDEMPOTENT_SCRIPTS), names - audited - set(IDEMPOTENT_SCRIPTS)
-    for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE):
+    for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE, scripts.UNLOG):
         assert "replay" in protocol.sources  # every op of a recorded script takes its record
 
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # at run time each name is imported with its module, on first
     from acmi_core.operations.params.entities import (
         CatParams,
         DeleteParams,
+        EventDeleteParams,
         EventsAppendParams,
         GetParams,
         IngestWebhookParams,
@@ -145,6 +146,7 @@ __all__ = [
     "CatParams",
     "DeleteParams",
     "DoctorParams",
+    "EventDeleteParams",
     "EventsAppendParams",
     "GetParams",
     "HitlCreateParams",
@@ -232,6 +234,7 @@ _MODULE_OF: Final = {
     "SignalGetParams": "entities",
     "SignalDeleteParams": "entities",
     "TimelineParams": "entities",
+    "EventDeleteParams": "entities",
     "BootstrapReadParams": "memory",
     "MemoryRememberParams": "memory",
     "MemorySearchParams": "memory",

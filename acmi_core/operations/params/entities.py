@@ -159,6 +159,18 @@ class SignalDeleteParams(Params):
     key: SignalKey
 
 
+class EventDeleteParams(Params):
+    """Delete one event of an entity's timeline, by ts and id (its correlationId) or by
+    member (the stored event's JSON, exactly), with an audit event (kind event-delete,
+    naming the ts and id, never the event's text) on the same timeline; copies in the
+    coordination thread's mentions index go too."""
+
+    entity: Entity
+    ts: Ms = Field(None, description="the event's ts (epoch ms)")
+    id: str | None = Field(None, description="the event's correlationId")
+    member: str | None = Field(None, description="the stored event's JSON, exactly")
+
+
 class TimelineParams(Params):
     """One page of an entity's timeline, oldest first (reverse: newest first)."""
 
