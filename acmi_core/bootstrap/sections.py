@@ -48,6 +48,7 @@ def build(
     """The bundle's sections other than memory, from the script's reply; and the stored
     profile and signals (whole)."""
     read = Reader()
+    from acmi_core.entities.expiry import live
     from acmi_core.memory.slots import HOT, WARM, is_private
 
     stored_profile = read.obj(reply["profile"], "profile")
@@ -64,6 +65,7 @@ def build(
         if _may_hold(reply["signals"], _key(HOT))
         else stored_signals
     )
+    signals = live(signals, now)  # no expired signal, no expiry field (entities/expiry.py)
     timeline = read.events(reply["timeline"], "timeline")[::-1]
     spawns = read.events(reply["spawns"], "spawns")
     active: list[dict[str, Any]] = []

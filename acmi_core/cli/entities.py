@@ -90,6 +90,24 @@ def signal(
     emit(shown, state().output, lambda v: pairs(v, entity))
 
 
+@app.command("signal-set")
+def signal_set(
+    entity: Annotated[str, typer.Argument(help="ns:id, e.g. user:mikey")],
+    key: Annotated[str, typer.Argument(help="the signal's key")],
+    value: Annotated[str, typer.Argument(metavar="JSON", help="its value, any JSON")],
+    ttl: Annotated[
+        str | None, typer.Option(help="time to live: 30m, 24h, 7d; reads stop showing it")
+    ] = None,
+) -> None:
+    """Set one signal (the others kept), with --ttl for how long reads show it."""
+    stored = (
+        state()
+        .backend()
+        .call("entities.signal.put", entity=entity, key=key, value=json_arg(value, "json"), ttl=ttl)
+    )
+    emit({"entity": entity, "key": key, "value": stored}, state().output)
+
+
 @app.command()
 def event(
     ns: Ns,

@@ -160,6 +160,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_SIGNALS}.set",
         mcp="signal_set",
         params="acmi_core.operations.params.entities:SignalPutParams",
+        cli="signal-set",
         result=STORED_VALUE,
     ),
     ENTITIES.write(

@@ -59,6 +59,8 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("signal_get", {"entity": "user:ann"}),
     ("signal_get", {"entity": "user:ann", "key": "mood"}),
     ("signal_set", {"entity": "user:ann", "key": "mood", "value": [1, {"a": None}]}),
+    ("signal_set", {"entity": "user:ann", "key": "tmp", "value": 1, "ttl": "1h"}),
+    ("signal_set", {"entity": "user:ann", "key": "tmp", "value": 1, "ttl": "soon"}),
     ("event", {"entity": "user:ann", "event": _event("one")}),
     ("event", {"entity": "user:ann", "event": {**_event("two"), "ts": START_MS - 5}}),
     ("get", {"entity": "user:ann"}),

@@ -190,6 +190,7 @@ async def get_signal(req: Authorized) -> Response:
 @route(
     "entities.signal.put",
     reader=True,
+    query=("ttl",),
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
     },

@@ -56,11 +56,14 @@ class SignalsGetParams(Params):
 
 
 class SignalPutParams(Params):
-    """Set one signal of an entity (others kept): {entity, key, value as stored}."""
+    """Set one signal of an entity (others kept): {entity, key, value as stored}. ttl
+    (30m, 24h, 7d; at most 366d): reads stop showing it after that; without one, an
+    earlier ttl of the signal is dropped."""
 
     entity: Entity
     key: SignalKey
     value: Any
+    ttl: str | None = Field(None, description="time to live: 30m, 24h, 7d (at most 366d)")
 
 
 class EventsAppendParams(Params):
