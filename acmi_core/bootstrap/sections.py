@@ -157,11 +157,19 @@ class Memory:
 
     def _slots(self, reply: Slots) -> None:
         read = Reader()
-        self.signals = {
-            **(read.obj(reply["hot"], "memory:hot") or {}),
-            **(read.obj(reply["heartbeat"], "memory:heartbeat") or {}),
-        }
-        self.profile = read.obj(reply["warm"], "memory:warm") or {}
+        from acmi_core.memory.expiry import unexpired
+        from acmi_core.memory.slots import HOT, WARM
+
+        # lines whose ttl ran out are not shown (memory/expiry.py)
+        self.signals = unexpired(
+            {
+                **(read.obj(reply["hot"], "memory:hot") or {}),
+                **(read.obj(reply["heartbeat"], "memory:heartbeat") or {}),
+            },
+            HOT,
+            self.now,
+        )
+        self.profile = unexpired(read.obj(reply["warm"], "memory:warm") or {}, WARM, self.now)
         self.bundle.problems += read.problems
 
     def problem(self, what: str, exc: Exception) -> None:
@@ -292,11 +300,12 @@ class Memory:
         )
 
     def _topic(self, raw: Reply, slug: str) -> None:
-        from acmi_core.memory.slots import topic_from_profile
+        from acmi_core.memory.expiry import unexpired
+        from acmi_core.memory.slots import TOPIC_PREFIX, topic_from_profile
 
-        stored = Reader().obj(raw, f"topic:{slug}")
+        stored = unexpired(Reader().obj(raw, f"topic:{slug}") or {}, TOPIC_PREFIX, self.now)
         try:
-            topic = topic_from_profile(slug, stored or {})
+            topic = topic_from_profile(slug, stored)
         except AcmiValidationError as exc:
             self.problem(f"topic:{slug}", exc)
             return

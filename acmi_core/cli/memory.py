@@ -162,6 +162,9 @@ def remember(
         str | None, typer.Option(help="a section of the layer, e.g. lessons")
     ] = None,
     topic: Annotated[str | None, typer.Option(help="--layer topic: the topic's slug")] = None,
+    ttl: Annotated[
+        str | None, typer.Option(help="time to live: 30m, 24h, 7d (not --layer daily)")
+    ] = None,
 ) -> None:
     """Write a line now (write-ahead: before the answer, not after)."""
     if layer not in ("daily", "hot", "warm", "topic"):
@@ -170,7 +173,13 @@ def remember(
         state()
         .backend()
         .call(
-            "memory.remember", entity=entity, text=text, layer=layer, section=section, topic=topic
+            "memory.remember",
+            entity=entity,
+            text=text,
+            layer=layer,
+            section=section,
+            topic=topic,
+            ttl=ttl,
         )
     )
     emit(kept, state().output)

@@ -33,11 +33,13 @@ from acmi_core.base.keys import MEMORY_HOT, MEMORY_WARM
 from acmi_core.base.model import EntityId, Event
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.daily import DAILY, HEADER_KIND, daily_from_events
+from acmi_core.memory.expiry import unexpired
 from acmi_core.memory.layers import ActiveContext, LongTermMemory, MarkdownFile, TopicFile
 from acmi_core.memory.reads import MemoryPath
 from acmi_core.memory.results import Forgot
 from acmi_core.memory.slots import (
     TOPIC_LINKS,
+    TOPIC_PREFIX,
     from_profile,
     from_signals,
     to_profile_sections,
@@ -196,6 +198,7 @@ class MemoryForget(MemoryCommands):
             assert where.slug is not None
             slot_key = self._keys.profile(topic_entity(where.slug))
             current = stored_object(pipeline_reply(topic_raw, slot_key), slot_key)
+            current = unexpired(current, TOPIC_PREFIX, self._ctx.clock)  # as reads show it
             file, known = topic_from_profile(where.slug, current), TOPIC_KEYS
         if file is None:
             raise NotFound(f"{eid} has no {where.path}", field="path", rule="exists")

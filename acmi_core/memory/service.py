@@ -7,7 +7,7 @@ its budget check).
 operation            what                                                          round trips
 ===================  ===========================================================  ==========
 status               sizes, lines, tokens, budget verdicts, staleness, next due    2
-remember             write-ahead: stored (one script) before it returns            2
+remember             write-ahead: stored (one script) before it returns; a ttl     2
 active / set_active  the hot layer: read / replace                                 1 / 1
 daily_summary        one day's note and what it holds                              1
 topic_create         a ``topic:<slug>`` entity from the seed's template, linked    2
@@ -200,10 +200,11 @@ class MemoryAPI:
         section: str | None = None,
         topic: str | None = None,
         now_ms: int | None = None,
+        ttl: str | None = None,
     ) -> Remembered:
         """``/remember`` (``MemoryWrites.remember``)."""
         return self._writes.remember(
-            entity, text, layer=layer, section=section, topic=topic, now_ms=now_ms
+            entity, text, layer=layer, section=section, topic=topic, now_ms=now_ms, ttl=ttl
         )
 
     def topic_create(

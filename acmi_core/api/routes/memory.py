@@ -110,6 +110,7 @@ async def forget(req: Authorized) -> JSONResponse:
             "layer": {"type": "string", "enum": list(REMEMBER_LAYERS)},
             "section": {"type": "string", "description": "a section key of the layer"},
             "topic": {"type": "string", "description": "layer topic: the topic's slug"},
+            "ttl": {"type": "string", "description": "time to live: 30m, 24h, 7d (not daily)"},
         },
     ),
     response_model=Json,
@@ -117,8 +118,8 @@ async def forget(req: Authorized) -> JSONResponse:
 )
 async def remember(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("text",), ("layer", "section", "topic"))
-    for name in ("layer", "section", "topic"):
+    body = await read_fields(req.request, acmi, ("text",), ("layer", "section", "topic", "ttl"))
+    for name in ("layer", "section", "topic", "ttl"):
         if name in body and not isinstance(body[name], str):
             raise AcmiValidationError(name, "type", "must be a string")
     stored = await req.call(
@@ -128,6 +129,7 @@ async def remember(req: Authorized, entity: Entity) -> JSONResponse:
         layer=body.get("layer", "warm"),
         section=body.get("section"),
         topic=body.get("topic"),
+        ttl=body.get("ttl"),
     )
     return JSONResponse(stored, status_code=201)
 

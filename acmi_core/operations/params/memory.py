@@ -46,13 +46,16 @@ class BootstrapReadParams(Params):
 
 class MemoryRememberParams(Params):
     """Remember a line in an entity's memory: layer warm (MEMORY.md), hot
-    (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional."""
+    (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional;
+    ttl (30m, 24h, 7d; not daily): reads stop showing the line after that. A line the
+    layer already holds is not stored again (already_held)."""
 
     entity: MemoryEntity
     text: str
     layer: str = "warm"
     section: str | None = None
     topic: str | None = None
+    ttl: str | None = None
 
 
 class MemorySearchParams(Params):
