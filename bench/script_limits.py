@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acmi_core import Acmi, Settings
-from acmi_core.base.keys import COORDINATION_THREAD, MEMORY_ARCHIVE, SPAWNS
+from acmi_core.base.keys import (
+    CHANGED,
+    COORDINATION_THREAD,
+    MEMORY_ARCHIVE,
+    MENTIONS_PER_EVENT,
+    SPAWNS,
+)
 from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, EntityId, dumps
 from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
 from acmi_core.bootstrap.budget import CAPS, READ_BYTES
@@ -272,6 +278,62 @@ def _hygiene(acmi: Acmi) -> Callable[[], object]:
     return trim
 
 
+# unlog.lua's caps (store/lua/unlog.lua MAX_AT_TS, MAX_AT_TS_BYTES): the events at one ts
+# it reads, at most
+UNLOG_AT_TS: Final = 64
+UNLOG_AT_TS_BYTES: Final = 1_048_576
+
+
+def _unlog(acmi: Acmi) -> Callable[[], object]:
+    """A delete by ts and id on the coordination thread among UNLOG_AT_TS events at that
+    ts, as many bytes as it reads: the id JSON escapes (no plain find holds it), so every
+    event is decoded; the one found mentions MENTIONS_PER_EVENT agents, its copies
+    removed from their mentions indexes."""
+    thread = EntityId.parse(COORDINATION_THREAD)
+    key = acmi.keys.timeline(thread)
+    agents = [f"agent:drill-{i}" for i in range(MENTIONS_PER_EVENT)]
+    size = UNLOG_AT_TS_BYTES // UNLOG_AT_TS - 400
+    others = [
+        dumps({"ts": NOW, "source": AGENT, "kind": "note", "correlationId": f"o-{i}",
+               "summary": "x", "payload": {"pad": _pad(size)}})
+        for i in range(UNLOG_AT_TS - 1)
+    ]  # fmt: skip
+    cid = 'drill-"quoted"'
+    target = dumps({"ts": NOW, "source": AGENT, "kind": "note", "correlationId": cid,
+                    "summary": " ".join(agents), "payload": {"pad": _pad(size - 600)}})  # fmt: skip
+    acmi.store.execute(("ZADD", key, *[x for m in others for x in (NOW, m)]))
+    mentions = [acmi.keys.mentions(a.removeprefix("agent:")) for a in agents]
+    audit = dumps({"ts": NOW + 1, "source": "acmi", "kind": "event-delete",
+                   "correlationId": "unlog-drill", "summary": "deleted one event"})  # fmt: skip
+
+    def delete() -> object:
+        acmi.store.execute(("ZADD", key, NOW, target))
+        for index in mentions:
+            acmi.store.execute(("ZADD", index, NOW, target))
+        return scripts.UNLOG.eval(
+            acmi.store,
+            {
+                "timeline": key,
+                "changed": acmi.keys.changed(),
+                "tenants": acmi.keys.tenants_with(CHANGED),
+                "mentions": mentions,
+                "replay": acmi.keys.request(scripts.new_request_id()),
+            },
+            {
+                "now": NOW + 1,
+                "entity": str(thread),
+                "tenant": acmi.keys.tenant,
+                "thread": 1,
+                "score": str(NOW),
+                "id": cid,
+                "member": "",
+                "audit": audit,
+            },
+        )
+
+    return delete
+
+
 def _page(acmi: Acmi) -> Callable[[], object]:
     """A page of MAX_PAGE_SIZE events making MAX_PAGE_BYTES, the page's byte cap."""
     size = MAX_PAGE_BYTES // MAX_PAGE_SIZE - 120
@@ -377,6 +439,12 @@ def cases() -> list[ScriptCase]:
             "hygiene",
             f"{TRIM_MEMBERS:,} members, {TRIM_BYTES // 1024} KiB",
             _hygiene,
+        ),
+        ScriptCase(
+            "event delete by ts and id",
+            "unlog",
+            f"{UNLOG_AT_TS} events at one ts, {UNLOG_AT_TS_BYTES // 1024} KiB, all decoded",
+            _unlog,
         ),
         ScriptCase("timeline page", "page", f"{MAX_PAGE_SIZE:,} events, 1 MiB", _page),
         ScriptCase(

@@ -90,6 +90,24 @@ def signal(
     emit(shown, state().output, lambda v: pairs(v, entity))
 
 
+@app.command("signal-set")
+def signal_set(
+    entity: Annotated[str, typer.Argument(help="ns:id, e.g. user:mikey")],
+    key: Annotated[str, typer.Argument(help="the signal's key")],
+    value: Annotated[str, typer.Argument(metavar="JSON", help="its value, any JSON")],
+    ttl: Annotated[
+        str | None, typer.Option(help="time to live: 30m, 24h, 7d; reads stop showing it")
+    ] = None,
+) -> None:
+    """Set one signal (the others kept), with --ttl for how long reads show it."""
+    stored = (
+        state()
+        .backend()
+        .call("entities.signal.put", entity=entity, key=key, value=json_arg(value, "json"), ttl=ttl)
+    )
+    emit({"entity": entity, "key": key, "value": stored}, state().output)
+
+
 @app.command()
 def event(
     ns: Ns,
@@ -196,6 +214,23 @@ def delete(ns: Ns, id: Id) -> None:
     """Delete an entity: all its keys and its index entries, atomically."""
     state().backend().call("entities.delete", entity=entity_of(ns, id), dry_run=False)
     emit({"deleted": entity_of(ns, id)}, state().output)
+
+
+@app.command("event-delete")
+def event_delete(
+    entity: Annotated[str, typer.Argument(help="ns:id, e.g. user:mikey")],
+    ts: Annotated[int | None, typer.Option(help="the event's ts (epoch ms)")] = None,
+    id: Annotated[str | None, typer.Option("--id", help="the event's correlationId")] = None,
+    member: Annotated[str | None, typer.Option(help="the stored event's JSON, exactly")] = None,
+) -> None:
+    """Delete one event of a timeline (--ts and --id, or --member), recorded on the same
+    timeline as an audit event."""
+    gone = (
+        state()
+        .backend()
+        .call("entities.timeline.delete", entity=entity, ts=ts, id=id, member=member)
+    )
+    emit(gone, state().output)
 
 
 @app.command()

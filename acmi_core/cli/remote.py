@@ -500,6 +500,13 @@ def _signals_put(b: HttpBackend, q: p.SignalsPutParams) -> Any:
     return b.send(name, entity=q.entity, body=dict(q.signals), field="signals")
 
 
+def _signal_put(b: HttpBackend, q: p.SignalPutParams) -> Any:
+    # the body is the value itself; the ttl goes in the query
+    method, path, _ = b._route("entities.signal.put", {"entity": q.entity, "key": q.key})
+    answer = b._object(method, path, params={"ttl": q.ttl}, body=q.value, field="value")
+    return answer.get("value")
+
+
 def _append(b: HttpBackend, q: p.EventsAppendParams) -> Any:
     answer = b.send("entities.events.append", entity=q.entity, body=dict(q.event), field="event")
     stored = answer.get("events")
@@ -652,6 +659,7 @@ REQUESTS: Final[dict[str, Request]] = {
     "entities.profile.put": _profile_put,
     "entities.profile.patch": _profile_patch,
     "entities.signals.put": _signals_put,
+    "entities.signal.put": _signal_put,
     "entities.events.append": _append,
     "entities.list": _list,
     "entities.delete": _delete,

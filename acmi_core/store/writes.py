@@ -160,7 +160,7 @@ class WritePlan:
         """Index upkeep: add ``member``, or move it to ``score`` (ZADD without NX)."""
         return self._op("ZSET", key, repr(score), member)
 
-    def zrem(self, key: str, member: str) -> int:
+    def zrem(self, key: str, member: str | bytes) -> int:
         return self._op("ZREM", key, member)
 
     def zmax(self, key: str, score: int | float, member: str) -> int:

@@ -52,6 +52,8 @@ VALUES: Final[dict[str, Any]] = {
     "summary": "a rollup",
     "text": "a line to keep",
     "query": "line",
+    "key": "mood",
+    "value": "busy",
     "path": "MEMORY.md",
     "slug": "pricing",
     "name": "Pricing",
