@@ -26,6 +26,7 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "cryptography": "gmail",
     "mcp": "mcp",
     "hiredis": "fast",
+    "langgraph": "langgraph",
 }
 
 

@@ -192,7 +192,8 @@ AUDIT: tuple[Row, ...] = (
 # writes whose retry is idempotent by itself: each rewrites the same values, and its
 # answer is built by the client or from the values written, never from what it found
 IDEMPOTENT_SCRIPTS = {
-    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, SADD, SREM, HSET, HDEL, OBJ",
+    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, ZBUMP, ZHAS, SADD, "
+    "SREM, HSET, HDEL, HPUT (keeps the created_at it finds: its own on a retry), OBJ",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
     "merge": "a read",
