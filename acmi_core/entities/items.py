@@ -23,9 +23,11 @@ The layout (keys built in ``acmi_core/base/keys.py``):
   ``ZADD XX GT`` (a put or delete that landed in between is never undone).
 
 Costs: a batch of puts and deletes is one round trip (one ``WritePlan``, split only past
-``WRITES_PER_PLAN``); gets are one pipeline; a namespace's items are read with HSCAN in
-pages of ``SCAN_PAGE`` (one round trip each, plus one ZMSCORE when items have a TTL); the
-namespace index in pages of ``NAMESPACE_PAGE``. One read visits at most
+``WRITES_PER_PLAN`` writes or ``WRITE_PLAN_BYTES``; 200 overwrites of items at the object
+cap with TTLs cost Redis ~5 ms, bench/script_limits.py); gets are one pipeline; a
+namespace's items are read with HSCAN in pages of ``SCAN_PAGE`` (one round trip each,
+plus one ZMSCORE when items have a TTL); the namespace index in pages of
+``NAMESPACE_PAGE``. One read visits at most
 ``MAX_SCAN_ITEMS`` items and ``MAX_SCAN_NAMESPACES`` namespaces, and refuses (413,
 naming the rule) past them rather than answer from part of them.
 """
@@ -33,7 +35,7 @@ naming the rule) past them rather than answer from part of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,11 +47,15 @@ from acmi_core.store.writes import WritePlan
 NAMESPACE_CATEGORY: Final = "ns"
 MAX_KEY_BYTES: Final = 1024  # an item's key, in UTF-8 bytes (a HASH field)
 MAX_LABELS: Final = 32  # labels in one namespace
-SCAN_PAGE: Final = 256  # HSCAN COUNT: items asked for per round trip
+# HSCAN COUNT: items asked for per round trip; at most 8 MiB of items at the object cap
+SCAN_PAGE: Final = 128
 NAMESPACE_PAGE: Final = 1000  # namespaces read from the index per round trip
 MAX_SCAN_ITEMS: Final = 10_000  # items one read may visit
 MAX_SCAN_NAMESPACES: Final = 10_000  # namespaces one read may visit
 WRITES_PER_PLAN: Final = 200  # puts and deletes per script run (MAX_REQUEST_ARGS)
+# bytes of item text per script run: 512 KiB of HSETs is a few ms of Redis time, where 200
+# items at the 64 KiB cap (12.5 MiB) would pass MAX_REQUEST_BYTES and block Redis for long
+WRITE_PLAN_BYTES: Final = 512 * 1024
 _SEP: Final = "\x00"
 _KEPT: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 
@@ -211,8 +217,9 @@ class ItemsAPI:
     def write(self, writes: Sequence[ItemWrite]) -> None:
         """Apply puts and deletes (the last write of a (namespace, key) wins, as in
         LangGraph's batch), each with the namespace index and expiry index, in one
-        script run (one per ``WRITES_PER_PLAN``). Everything is checked, and every value
-        guarded, before anything is sent."""
+        script run (a new one past ``WRITES_PER_PLAN`` writes or ``WRITE_PLAN_BYTES`` of
+        item text). Everything is checked, and every value guarded, before anything is
+        sent."""
         last: dict[tuple[Namespace, str], ItemWrite] = {}
         for w in writes:
             namespace = check_namespace(w.namespace)
@@ -225,20 +232,27 @@ class ItemsAPI:
             last[(namespace, key)] = ItemWrite(namespace, key, value, check_ttl(w.ttl))
         now = self._ctx.clock()
         staged = [self._stage(w, now) for w in last.values()]
-        for start in range(0, len(staged), WRITES_PER_PLAN):
-            plan = WritePlan()
-            for stage in staged[start : start + WRITES_PER_PLAN]:
-                stage(plan)
+        plans: list[WritePlan] = []
+        count = size = 0
+        for stage, stage_bytes in staged:
+            if not plans or count == WRITES_PER_PLAN or size + stage_bytes > WRITE_PLAN_BYTES:
+                plans.append(WritePlan())
+                count = size = 0
+            stage(plans[-1])
+            count, size = count + 1, size + stage_bytes
+        for plan in plans:  # each all-or-nothing: one that fails leaves those before it
             plan.apply(self._ctx.store)
 
-    def _stage(self, w: ItemWrite, now: int) -> Any:
+    def _stage(self, w: ItemWrite, now: int) -> tuple[Callable[[WritePlan], None], int]:
         namespace_key = self._ctx.keys.store_items(namespace_id(w.namespace))
         member = index_member(w.namespace)
         expiry_member = member + w.key
         text = None
+        expires = None
         if w.value is not None:
             value_text = json_object_text(w.value, "value")
-            expires = None if w.ttl is None else now + _ttl_ms(w.ttl)
+            if w.ttl is not None:
+                expires = now + _ttl_ms(w.ttl)
             text = (
                 f'{{"created_at":{now},"updated_at":{now},'
                 f'"ttl":{json.dumps(w.ttl)},"expires_at":{json.dumps(expires)},'
@@ -264,7 +278,7 @@ class ItemsAPI:
                     plan.zset(self._expiry, expires, expiry_member)
             plan.zhas(self._index, member, namespace_key)
 
-        return stage
+        return stage, 0 if text is None else len(text.encode("utf-8"))
 
     def put(
         self, namespace: Sequence[str], key: str, value: dict[str, Any], *, ttl: float | None = None

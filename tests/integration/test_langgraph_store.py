@@ -26,6 +26,7 @@ from langgraph.store.base import (
     PutOp,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from langgraph.store.memory import InMemoryStore
 
@@ -306,3 +307,88 @@ def test_a_read_past_its_bound_is_refused_not_cut(
     # a namespace is read whole (to order its keys); a search stops at the namespace
     # that completes its page: 2 namespaces, 4 items, under the bound
     assert [i.key for i in store.search(("a",), limit=3)] == ["0", "1", "2"]
+
+
+# --- TTL ----------------------------------------------------------------------------------
+
+
+def _timed(acmi: Acmi, **config: Any) -> tuple[AcmiStore, FakeClock]:
+    clock = FakeClock()
+    tenant = _fresh(acmi)
+    client = Acmi(tenant.store, tenant.settings, tenant=tenant.tenant, clock=clock)
+    return AcmiStore(client, ttl=TTLConfig(**config) if config else None), clock
+
+
+def test_an_item_with_a_ttl_is_never_read_once_expired(acmi: Acmi) -> None:
+    store, clock = _timed(acmi)
+    store.put(("a",), "brief", {"v": 1}, ttl=1)  # minutes
+    store.put(("a",), "kept", {"v": 2})
+    clock.now += 59_000
+    assert store.get(("a",), "brief", refresh_ttl=False) is not None
+    clock.now += 2_000
+    assert store.get(("a",), "brief") is None
+    assert [i.key for i in store.search(("a",))] == ["kept"]
+    # an overwrite without a TTL keeps it for good
+    store.put(("a",), "brief", {"v": 3}, ttl=1)
+    store.put(("a",), "brief", {"v": 4})
+    clock.now += 10 * 60_000
+    got = store.get(("a",), "brief")
+    assert got is not None and got.value == {"v": 4}
+
+
+def test_a_read_refreshes_the_ttl_unless_told_not_to(acmi: Acmi) -> None:
+    store, clock = _timed(acmi)
+    store.put(("a",), "get", {"v": 1}, ttl=1)
+    store.put(("a",), "search", {"v": 2}, ttl=1)
+    store.put(("b",), "cold", {"v": 3}, ttl=1)
+    clock.now += 50_000
+    assert store.get(("a",), "get") is not None  # refresh_ttl defaults to True
+    assert len(store.search(("a",), filter={"v": 2})) == 1
+    assert store.get(("b",), "cold", refresh_ttl=False) is not None
+    clock.now += 50_000  # 100 s after the puts, 50 s after the reads
+    assert store.get(("a",), "get") is not None
+    assert [i.key for i in store.search(("a",), refresh_ttl=False)] == ["get", "search"]
+    assert store.get(("b",), "cold") is None
+
+
+def test_the_stores_ttl_config_gives_the_default_and_the_refresh(acmi: Acmi) -> None:
+    store, clock = _timed(acmi, default_ttl=1, refresh_on_read=False)
+    store.put(("a",), "k", {"v": 1})  # the default TTL
+    store.put(("a",), "long", {"v": 2}, ttl=10)
+    store.put(("a",), "ever", {"v": 3}, ttl=None)
+    clock.now += 50_000
+    assert store.get(("a",), "k") is not None  # read, not refreshed
+    clock.now += 20_000
+    assert store.get(("a",), "k") is None
+    assert [i.key for i in store.search(("a",))] == ["ever", "long"]
+
+
+def test_a_refresh_never_undoes_a_delete_or_a_put_without_ttl(acmi: Acmi) -> None:
+    store, clock = _timed(acmi)
+    store.put(("a",), "k", {"v": 1}, ttl=1)
+    read = store.acmi.items.get(("a",), "k")
+    assert read is not None
+    store.put(("a",), "k", {"v": 2})  # lands between the read and its refresh
+    store.acmi.items.refresh([read])
+    clock.now += 10 * 60_000
+    got = store.get(("a",), "k")
+    assert got is not None and got.value == {"v": 2}
+    store.delete(("a",), "k")
+    store.acmi.items.refresh([read])
+    expiry = store.acmi.store.execute(("ZCARD", store.acmi.keys.store_expiry()))
+    assert expiry == 0
+
+
+def test_a_sweeper_is_refused_rather_than_ignored(acmi: Acmi) -> None:
+    with pytest.raises(AcmiValidationError) as caught:
+        AcmiStore(_fresh(acmi), ttl={"sweep_interval_minutes": 5})
+    assert caught.value.field == "ttl.sweep_interval_minutes"
+
+
+def test_a_large_batch_is_split_by_bytes_and_every_item_is_stored(acmi: Acmi) -> None:
+    store = AcmiStore(_fresh(acmi))
+    big = "x" * 60_000
+    store.batch([PutOp(("a",), f"k{n:02d}", {"text": big}) for n in range(20)])  # 1.2 MB
+    found = store.search(("a",), limit=100)
+    assert [i.key for i in found] == [f"k{n:02d}" for n in range(20)]
+    assert all(i.value == {"text": big} for i in found)
