@@ -1048,6 +1048,12 @@ class EntityAPI:
         for key in self._ctx.keys.all_slots(eid):
             plan.delete(key)
         plan.srem(self._ctx.keys.index(eid.category), eid.local_id)
+        from acmi_core.entities.items import namespace_member  # a rare call: no cold start
+
+        member = namespace_member(eid)
+        if member is not None:  # a store namespace leaves the tenant's namespace index
+            items = self._ctx.keys.store_items(eid)
+            plan.zhas(self._ctx.keys.store_namespaces(), member, items)
         for index in (
             self._ctx.keys.changed(),
             self._ctx.keys.activity(),

@@ -12,6 +12,8 @@ The layout (keys built in ``acmi_core/base/keys.py``):
   ``{"created_at": ms, "updated_at": ms, "ttl": minutes | null, "expires_at": ms | null,
   "value": {...}}``. A slot of its own: never the profile or signals, so no replace of
   those erases an item.
+- The entity is in its category's list (``acmi list ns``) from its first put until
+  ``acmi delete ns:<id>``, which deletes its items and its index entry too.
 - The tenant's namespace index (``keys.store_namespaces``) is a ZSET, every score 0,
   member the labels each followed by NUL (a label holds no NUL): Redis's byte order is
   Python's tuple order, and a prefix is one ZRANGEBYLEX range. A namespace is in it
@@ -155,6 +157,17 @@ def index_member(namespace: Namespace) -> str:
     return "".join(label + _SEP for label in namespace)
 
 
+def namespace_member(entity: EntityId) -> str | None:
+    """The namespace index's member of an ``ns:`` entity, or None when its id is no
+    namespace's (another writer's entity of that category): what ``acmi delete`` drops."""
+    if entity.category != NAMESPACE_CATEGORY:
+        return None
+    try:
+        return index_member(namespace_of(entity))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _from_member(member: bytes | str) -> Namespace:
     text = member.decode("utf-8") if isinstance(member, bytes) else member
     return tuple(text.split(_SEP)[:-1])
@@ -244,7 +257,8 @@ class ItemsAPI:
             plan.apply(self._ctx.store)
 
     def _stage(self, w: ItemWrite, now: int) -> tuple[Callable[[WritePlan], None], int]:
-        namespace_key = self._ctx.keys.store_items(namespace_id(w.namespace))
+        entity = namespace_id(w.namespace)
+        namespace_key = self._ctx.keys.store_items(entity)
         member = index_member(w.namespace)
         expiry_member = member + w.key
         text = None
@@ -271,6 +285,8 @@ class ItemsAPI:
                 plan.hdel(namespace_key, w.key)
                 plan.zrem(self._expiry, expiry_member)
             else:
+                # the entity in its category's list, as every entity written (doctor)
+                plan.sadd(self._ctx.index_key(NAMESPACE_CATEGORY), entity.local_id)
                 plan.hput(namespace_key, w.key, text)
                 if expires is None:
                     plan.zrem(self._expiry, expiry_member)
@@ -438,5 +454,6 @@ __all__ = [
     "check_namespace",
     "index_member",
     "namespace_id",
+    "namespace_member",
     "namespace_of",
 ]

@@ -392,3 +392,21 @@ def test_a_large_batch_is_split_by_bytes_and_every_item_is_stored(acmi: Acmi) ->
     found = store.search(("a",), limit=100)
     assert [i.key for i in found] == [f"k{n:02d}" for n in range(20)]
     assert all(i.value == {"text": big} for i in found)
+
+
+def test_doctor_finds_nothing_and_acmi_delete_drops_the_namespace(acmi: Acmi) -> None:
+    """A namespace is an entity like any: in its category's list (doctor's check), and
+    ``acmi delete ns:<id>`` removes its items and its entry in the namespace index."""
+    from acmi_core.ops.doctor import Doctor
+
+    tenant = _fresh(acmi)
+    store = AcmiStore(tenant)
+    store.put(("users", "x_1"), "k", {"v": 1}, ttl=5)
+    store.put(("users",), "k", {"v": 2})
+    mine = [f for f in Doctor(tenant).findings() if f.tenant == tenant.tenant]
+    assert mine == []
+    assert tenant.list("ns") == ["ns:users", "ns:users.x_5F1"]
+    tenant.delete("ns:users.x_5F1")
+    assert store.list_namespaces() == [("users",)]
+    assert store.get(("users", "x_1"), "k") is None
+    tenant.delete("ns:not_ZZ_a_namespace")  # another writer's id of that category: no error
