@@ -30,11 +30,14 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
+from acmi_core import Settings, create_acmi
 from acmi_core.base.errors import AcmiValidationError, PayloadTooLarge, SecretDetected
 from acmi_core.client import Acmi
 from acmi_core.entities import items as items_module
 from acmi_core.entities.items import namespace_id, namespace_of
 from acmi_core.integrations.langgraph import AcmiStore
+from acmi_core.store import open_store
+from acmi_core.testing.redis_cluster import RedisCluster
 from tests.kit import FakeClock
 
 NAMESPACES: list[tuple[str, ...]] = sorted(
@@ -154,6 +157,21 @@ def test_the_same_script_answers_the_same_as_langgraphs_in_memory_store(acmi: Ac
     for name, step in _script():
         expected, got = _plain(step(reference)), _plain(step(ours))
         assert got == expected, name
+
+
+@pytest.mark.slow
+def test_the_same_script_on_a_redis_cluster_in_the_cluster_layout(
+    redis_cluster3: RedisCluster,
+) -> None:
+    """Every key of a tenant's store carries its hash tag: each put's script (the items,
+    the namespace and expiry indexes) runs on one node of a 3-master cluster."""
+    settings = Settings(key_layout="cluster", redis_url=redis_cluster3.url, redis_cluster=True)
+    with create_acmi(open_store(settings), settings) as client:
+        reference, ours = InMemoryStore(), AcmiStore(_fresh(client))
+        for name, step in _script():
+            assert _plain(step(ours)) == _plain(step(reference)), name
+        other = AcmiStore(_fresh(client))
+        assert other.list_namespaces() == [] and other.search(()) == []
 
 
 def test_gets_and_searches_answer_langgraph_items(acmi: Acmi) -> None:
