@@ -37,7 +37,9 @@ from acmi_core.entities import items as items_module
 from acmi_core.entities.items import namespace_id, namespace_of
 from acmi_core.integrations.langgraph import AcmiStore
 from acmi_core.store import open_store
+from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.redis_cluster import RedisCluster
+from acmi_core.testing.upstash_double import UpstashDouble
 from tests.kit import FakeClock
 
 NAMESPACES: list[tuple[str, ...]] = sorted(
@@ -428,3 +430,28 @@ def test_doctor_finds_nothing_and_acmi_delete_drops_the_namespace(acmi: Acmi) ->
     assert store.list_namespaces() == [("users",)]
     assert store.get(("users", "x_1"), "k") is None
     tenant.delete("ns:not_ZZ_a_namespace")  # another writer's id of that category: no error
+
+
+def test_a_store_write_whose_reply_is_lost_is_retried_to_the_same_result(
+    upstash_store: UpstashStore, upstash_double: UpstashDouble
+) -> None:
+    """The Upstash transport sends a write again when its reply is lost: the retry of a
+    put finds the item its first run stored and keeps its created_at (HPUT), the indexes
+    hold it once; a lost delete's retry deletes nothing more."""
+    clock = FakeClock()
+    client = Acmi(upstash_store, Settings(), tenant=f"lg-{uuid.uuid4().hex[:12]}", clock=clock)
+    store = AcmiStore(client)
+    store.put(("a",), "k", {"v": 1})
+    first = store.get(("a",), "k")
+    clock.now += 1_000
+    upstash_double.reset_counts()
+    upstash_double.lose_reply_next(1)
+    store.put(("a",), "k", {"v": 2}, ttl=5)
+    assert upstash_double.requests == 2  # the write, and its retry
+    got = store.get(("a",), "k")
+    assert first is not None and got is not None and got.value == {"v": 2}
+    assert got.created_at == first.created_at
+    assert client.store.execute(("ZCARD", client.keys.store_expiry())) == 1
+    upstash_double.lose_reply_next(1)
+    store.delete(("a",), "k")
+    assert store.get(("a",), "k") is None and store.list_namespaces() == []
