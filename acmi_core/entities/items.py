@@ -22,7 +22,9 @@ The layout (keys built in ``acmi_core/base/keys.py``):
 - An item with a TTL is also in the tenant's expiry index (``keys.store_expiry``,
   member ``<namespace member><key>``, score the ms it expires at). A read never
   returns an expired item; a read that refreshes moves the expiry forward with
-  ``ZADD XX GT`` (a put or delete that landed in between is never undone).
+  ``ZADD XX GT`` (a put or delete that landed in between is never undone). ``sweep``
+  deletes expired items from that index (apply.lua ``HDUE``: only what is still
+  expired in its run), at most ``SWEEP_ITEMS`` a run.
 
 Costs: a batch of puts and deletes is one round trip (one ``WritePlan``, split only past
 ``WRITES_PER_PLAN`` writes or ``WRITE_PLAN_BYTES``; 200 overwrites of items at the object
@@ -55,6 +57,7 @@ NAMESPACE_PAGE: Final = 1000  # namespaces read from the index per round trip
 MAX_SCAN_ITEMS: Final = 10_000  # items one read may visit
 MAX_SCAN_NAMESPACES: Final = 10_000  # namespaces one read may visit
 WRITES_PER_PLAN: Final = 200  # puts and deletes per script run (MAX_REQUEST_ARGS)
+SWEEP_ITEMS: Final = 200  # expired items one sweep run deletes (6 arguments each)
 # bytes of item text per script run: 512 KiB of HSETs is a few ms of Redis time, where 200
 # items at the 64 KiB cap (12.5 MiB) would pass MAX_REQUEST_BYTES and block Redis for long
 WRITE_PLAN_BYTES: Final = 512 * 1024
@@ -182,6 +185,8 @@ def check_key(key: object, field: str = "key") -> str:
         raise AcmiValidationError(field, "utf8", "an item key must be valid Unicode") from None
     if size > MAX_KEY_BYTES:
         raise AcmiValidationError(field, "max_key_bytes", f"at most {MAX_KEY_BYTES} bytes")
+    if _SEP in key:  # the expiry index's member is the namespace's, NUL-ended, then the key
+        raise AcmiValidationError(field, "key_chars", "an item key has no NUL")
     return key
 
 
@@ -317,6 +322,33 @@ class ItemsAPI:
                 plan.zbump(self._expiry, now + _ttl_ms(item.ttl), member)
         if len(plan):
             plan.apply(self._ctx.store)
+
+    def sweep(self, limit: int = SWEEP_ITEMS) -> int:
+        """Delete up to ``limit`` of the tenant's expired items (and the namespace index
+        entries they leave empty): one read of the expiry index, one script run; each
+        item only if its expiry is still past in that run. Returns how many went (call
+        again while it returns ``limit``)."""
+        now = self._ctx.clock()
+        limit = max(1, min(limit, SWEEP_ITEMS))
+        reply = self._ctx.store.execute(
+            ("ZRANGEBYSCORE", self._expiry, "-inf", str(now), "LIMIT", "0", str(limit))
+        )
+        members = [m for m in reply if isinstance(m, bytes)] if isinstance(reply, list) else []
+        if not members:
+            return 0
+        plan = WritePlan()
+        touched: dict[str, str] = {}
+        for raw in members:
+            text = raw.decode("utf-8")
+            cut = text.rindex(_SEP) + 1
+            namespace, key = _from_member(text[:cut]), text[cut:]
+            items_key = self._ctx.keys.store_items(namespace_id(namespace))
+            plan.hdue(items_key, key, self._expiry, text, now)
+            touched[items_key] = text[:cut]
+        for items_key, member in touched.items():
+            plan.zhas(self._index, member, items_key)
+        results = plan.apply(self._ctx.store)
+        return sum(1 for r in results[: len(members)] if r == 1)
 
     # --- reads --------------------------------------------------------------------------
 

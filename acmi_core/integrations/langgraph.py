@@ -35,9 +35,10 @@ What each op does, and where it differs from ``InMemoryStore``:
   even by a get).
 - TTL (``supports_ttl``): ``ttl`` on put (minutes), the store's ``ttl`` config
   (``default_ttl``, ``refresh_on_read``), ``refresh_ttl`` per get and search. An expired
-  item is never returned (``omit_expired`` always on); a namespace whose items all
-  expired stays listed until they are deleted or overwritten. ``sweep_interval_minutes``
-  is not supported (no sweeper yet): it is refused rather than ignored.
+  item is never returned (``omit_expired`` always on); ``sweep_ttl()`` deletes expired
+  items (a namespace whose items all expired stays listed until then).
+  ``sweep_interval_minutes`` is refused rather than ignored: no thread sweeps on its
+  own, a Lambda function has none to keep; call ``sweep_ttl()`` from a scheduled job.
 
 Bounds (README limits): one read visits at most ``MAX_SCAN_ITEMS`` items and
 ``MAX_SCAN_NAMESPACES`` namespaces and refuses past them (413 naming the rule).
@@ -68,7 +69,7 @@ from langgraph.store.base import (
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.client import Acmi
-from acmi_core.entities.items import ItemWrite, StoredItem
+from acmi_core.entities.items import SWEEP_ITEMS, ItemWrite, StoredItem
 
 _WORD = re.compile(r"\w+")
 
@@ -207,8 +208,8 @@ class AcmiStore(BaseStore):
             raise AcmiValidationError(
                 "ttl.sweep_interval_minutes",
                 "unsupported",
-                "AcmiStore has no sweeper: expired items are never returned, and go when "
-                "overwritten or deleted",
+                "AcmiStore runs no sweeper thread: expired items are never returned; call "
+                "sweep_ttl() from a scheduled job to delete them",
             )
         self.acmi = acmi
         self.ttl_config = ttl
@@ -240,6 +241,23 @@ class AcmiStore(BaseStore):
         if writes:
             self.acmi.items.write(writes)
         return results
+
+    def sweep_ttl(self, *, max_items: int | None = None) -> int:
+        """Delete expired items of the tenant, as LangGraph's Postgres store's
+        ``sweep_ttl``: runs of at most ``SWEEP_ITEMS`` (one read and one script run each)
+        until none is left or ``max_items`` went. Returns how many were deleted. Run it
+        from a scheduled job; reads never return an expired item meanwhile."""
+        done = 0
+        while max_items is None or done < max_items:
+            step = SWEEP_ITEMS if max_items is None else min(SWEEP_ITEMS, max_items - done)
+            went = self.acmi.items.sweep(step)
+            done += went
+            if went < step:
+                break
+        return done
+
+    async def asweep_ttl(self, *, max_items: int | None = None) -> int:
+        return await asyncio.to_thread(self.sweep_ttl, max_items=max_items)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # the client is synchronous and thread-safe: a worker thread keeps the loop free

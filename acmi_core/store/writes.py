@@ -209,6 +209,16 @@ class WritePlan:
             index = self._key_index[src] = len(self._keys)
         return self._op("ZHAS", key, member, index)
 
+    def hdue(self, key: str, field: str, src: str, member: str, now: int) -> int:
+        """The TTL sweep of one store item: HDEL ``field`` of ``key`` and ZREM ``member``
+        of the expiry ZSET ``src`` when its score there is <= ``now`` in this run (so a
+        put that moved the expiry later, after the sweep read it, keeps its item)."""
+        index = self._key_index.get(src)
+        if index is None:
+            self._keys.append(src)
+            index = self._key_index[src] = len(self._keys)
+        return self._op("HDUE", key, field, index, member, repr(now))
+
     def zbump(self, key: str, score: int | float, member: str) -> int:
         """ZADD XX GT: move an existing ``member`` later, never add one or move it back."""
         return self._op("ZBUMP", key, repr(score), member)

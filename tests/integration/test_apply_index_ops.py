@@ -121,3 +121,19 @@ def test_zbump_only_moves_an_existing_member_later(acmi: Acmi) -> None:
     plan.zbump(key, 60, "a")
     plan.apply(acmi.store)
     assert _members(acmi, key) == [(b"a", 60.0)]
+
+
+def test_hdue_deletes_only_what_is_still_due_in_its_run(acmi: Acmi) -> None:
+    items, expiry = _key("items"), _key("expiry")
+    plan = WritePlan()
+    for field, due in (("old", 10), ("renewed", 500)):
+        plan.hset(items, field, "{}")
+        plan.zset(expiry, due, field)
+    plan.apply(acmi.store)
+    plan = WritePlan()
+    plan.hdue(items, "old", expiry, "old", 100)
+    plan.hdue(items, "renewed", expiry, "renewed", 100)  # its expiry moved past now
+    plan.hdue(items, "gone", expiry, "gone", 100)  # neither there: nothing
+    assert plan.apply(acmi.store) == [1, 0, 0]
+    assert acmi.store.execute(("HKEYS", items)) == [b"renewed"]
+    assert _members(acmi, expiry) == [(b"renewed", 500.0)]

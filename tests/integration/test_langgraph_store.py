@@ -455,3 +455,31 @@ def test_a_store_write_whose_reply_is_lost_is_retried_to_the_same_result(
     upstash_double.lose_reply_next(1)
     store.delete(("a",), "k")
     assert store.get(("a",), "k") is None and store.list_namespaces() == []
+
+
+def test_sweep_ttl_deletes_what_expired_and_keeps_what_a_put_renewed(acmi: Acmi) -> None:
+    store, clock = _timed(acmi)
+    for n in range(5):
+        store.put(("a", str(n)), "k", {"v": n}, ttl=1)
+    store.put(("a", "0"), "kept", {"v": "no ttl"})
+    store.put(("b",), "late", {"v": 1}, ttl=10)
+    assert store.sweep_ttl() == 0  # nothing expired yet
+    clock.now += 2 * 60_000
+    assert store.sweep_ttl(max_items=2) == 2
+    assert store.sweep_ttl() == 3
+    assert store.list_namespaces() == [("a", "0"), ("b",)]  # emptied ones left the index
+    assert store.acmi.store.execute(("ZCARD", store.acmi.keys.store_expiry())) == 1
+    # an expired item overwritten before the sweep is the new item: kept (a put landing
+    # between the sweep's read and its run: test_apply_index_ops's HDUE test)
+    clock.now += 20 * 60_000
+    store.put(("b",), "late", {"v": 3}, ttl=1)
+    assert asyncio.run(store.asweep_ttl()) == 0
+    got = store.get(("b",), "late")
+    assert got is not None and got.value == {"v": 3}
+
+
+def test_a_key_with_nul_is_refused(acmi: Acmi) -> None:
+    store = AcmiStore(_fresh(acmi))
+    with pytest.raises(AcmiValidationError) as caught:
+        store.put(("a",), "k\x00x", {"v": 1})
+    assert (caught.value.field, caught.value.rule) == ("key", "key_chars")

@@ -193,7 +193,8 @@ AUDIT: tuple[Row, ...] = (
 # answer is built by the client or from the values written, never from what it found
 IDEMPOTENT_SCRIPTS = {
     "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, ZBUMP, ZHAS, SADD, "
-    "SREM, HSET, HDEL, HPUT (keeps the created_at it finds: its own on a retry), OBJ",
+    "SREM, HSET, HDEL, HPUT (keeps the created_at it finds: its own on a retry), HDUE "
+    "(a retry finds nothing due left), OBJ",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
     "merge": "a read",

@@ -25,6 +25,9 @@
 --                                store's namespace index, kept by each put and delete
 --   SADD k member / SREM k member
 --   HSET k field value / HDEL k field
+--   HDUE k field src member now  the store's TTL sweep: HDEL field and ZREM member from
+--                                the ZSET src when member's score there is <= now, as
+--                                this run finds it (a put that moved it later wins)
 --   HPUT k field text            HSET of a store item, text starting
 --                                {"created_at":<ms>, : when the field holds such text
 --                                already, its created_at is kept (an overwrite)
@@ -60,7 +63,7 @@
 -- every step is O(n) (the caller also caps the fields of one edit).
 --
 --: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new
---    JSON text, TAKE -> the value taken, others -> 0
+--    JSON text, TAKE -> the value taken, HDUE -> 1 deleted / 0 kept, others -> 0
 --: reply ACMI_REPLAY stored: a ONCE key existed: nothing was written, its value
 -- Errors (nothing was written), each starting with a marker:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
@@ -101,6 +104,7 @@ local OPS = {
   ZHAS = { type = 'zset', creates = true, argc = 2 },
   HSET = { type = 'hash', creates = true, argc = 2 },
   HPUT = { type = 'hash', creates = true, argc = 2 },
+  HDUE = { type = 'hash', argc = 4 },
   HDEL = { type = 'hash', argc = 1 },
   ONCE = { type = 'string', argc = 2 },
   SAME = { type = 'string', argc = 2 },
@@ -669,6 +673,19 @@ local function plan_op(op, pos)
         ', expected a hash; nothing was written')
     end
     w = { 'ZHAS', key, a, KEYS[si] }
+  elseif code == 'HDUE' then
+    local si = count_of(b)
+    if not si or si < 1 or si > #KEYS then
+      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
+    end
+    local st = type_of(si)
+    if st ~= 'none' and st ~= 'zset' then
+      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
+        ', expected a zset; nothing was written')
+    end
+    local now = ARGV[pos + 3]
+    if not score_of(now) then return nil, bad(where, 'now is not a number', now) end
+    w, result = { 'HDUE', key, a, KEYS[si], ARGV[pos + 2], now }, nil
   elseif code == 'HPUT' then
     if not find(b, '^{"created_at":%d+,') then
       return nil, bad(where, 'text does not start {"created_at":<ms>,', sub(b, 1, 32))
@@ -704,6 +721,14 @@ local function write(w)
   if w[1] == 'ZHAS' then
     if redis.call('EXISTS', w[4]) == 1 then return redis.call('ZADD', w[2], 0, w[3]) end
     return redis.call('ZREM', w[2], w[3])
+  end
+  if w[1] == 'HDUE' then
+    local due = redis.call('ZSCORE', w[4], w[5])
+    if due and tonumber(due) <= tonumber(w[6]) then
+      redis.call('ZREM', w[4], w[5])
+      return redis.call('HDEL', w[2], w[3])
+    end
+    return 0
   end
   if w[1] == 'HPUT' then
     local text = w[4]
