@@ -483,3 +483,14 @@ def test_a_key_with_nul_is_refused(acmi: Acmi) -> None:
     with pytest.raises(AcmiValidationError) as caught:
         store.put(("a",), "k\x00x", {"v": 1})
     assert (caught.value.field, caught.value.rule) == ("key", "key_chars")
+
+
+def test_under_the_redact_policy_a_secret_is_stored_redacted(acmi: Acmi) -> None:
+    tenant = _fresh(acmi)
+    settings = tenant.settings.replace(secret_policy="redact")
+    store = AcmiStore(Acmi(tenant.store, settings, tenant=tenant.tenant))
+    secret = "AKIA" + "IOSFODNN7" + "EXAMPLE"
+    store.put(("a",), "k", {"note": f"aws key {secret}", "ok": "kept"})
+    got = store.get(("a",), "k")
+    assert got is not None and got.value["ok"] == "kept"
+    assert secret not in str(got.value) and "[REDACTED:" in got.value["note"]
