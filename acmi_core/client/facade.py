@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from acmi_core.coordination.wake import WakeAPI
     from acmi_core.coordination.work import WorkAPI
     from acmi_core.coordination.workflows import WorkflowAPI
+    from acmi_core.entities.items import ItemsAPI
     from acmi_core.guard.secrets import SecretPolicy
     from acmi_core.memory.service import MemoryAPI
 
@@ -150,6 +151,13 @@ class Acmi:
         from acmi_core.memory.service import MemoryAPI
 
         return MemoryAPI(self.context)
+
+    @cached_property
+    def items(self) -> ItemsAPI:
+        """Namespaced items: the long-term memory store's core (the LangGraph store)."""
+        from acmi_core.entities.items import ItemsAPI
+
+        return ItemsAPI(self.context)
 
     def for_tenant(self, tenant: str) -> Acmi:
         """The same store seen as another tenant (keys under acmi:tenant:<t>:...)."""

@@ -1126,6 +1126,11 @@ class EntityAPI:
         for key in keys.all_slots(eid):
             plan.delete(key)
         plan.srem(keys.index(eid.category), eid.local_id)
+        from acmi_core.entities.items import namespace_member  # a rare call: no cold start
+
+        member = namespace_member(eid)
+        if member is not None:  # a store namespace leaves the tenant's namespace index
+            plan.zhas(keys.store_namespaces(), member, keys.store_items(eid))
         # the activity and wake indexes (bucket 0's) hold agents only, pinned to bucket 0
         pinned = [keys.activity(), keys.wake_due()] if keys.bucket == 0 else []
         indexes = [keys.changed(), *pinned, keys.hygiene_due()]

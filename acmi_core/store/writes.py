@@ -230,6 +230,34 @@ class WritePlan:
     def hdel(self, key: str, field: str) -> int:
         return self._op("HDEL", key, field)
 
+    def hput(self, key: str, field: str, text: str) -> int:
+        """HSET of a store item whose ``text`` starts ``{"created_at":<ms>,``: an
+        overwrite keeps the created_at already stored (acmi_core.entities.items)."""
+        return self._op("HPUT", key, field, text)
+
+    def zhas(self, key: str, member: str, src: str) -> int:
+        """``member`` (score 0) is in ``key`` iff the HASH ``src`` has a field once the ops
+        before ran: an index of the non-empty hashes, kept in the run that changes them."""
+        index = self._key_index.get(src)
+        if index is None:
+            self._keys.append(src)
+            index = self._key_index[src] = len(self._keys)
+        return self._op("ZHAS", key, member, index)
+
+    def hdue(self, key: str, field: str, src: str, member: str, now: int) -> int:
+        """The TTL sweep of one store item: HDEL ``field`` of ``key`` and ZREM ``member``
+        of the expiry ZSET ``src`` when its score there is <= ``now`` in this run (so a
+        put that moved the expiry later, after the sweep read it, keeps its item)."""
+        index = self._key_index.get(src)
+        if index is None:
+            self._keys.append(src)
+            index = self._key_index[src] = len(self._keys)
+        return self._op("HDUE", key, field, index, member, repr(now))
+
+    def zbump(self, key: str, score: int | float, member: str) -> int:
+        """ZADD XX GT: move an existing ``member`` later, never add one or move it back."""
+        return self._op("ZBUMP", key, repr(score), member)
+
     def take(self, key: str) -> int:
         """Read and delete the STRING ``key`` (GETDEL): its value (None when absent) is
         this op's result. Not idempotent by itself: put it in a plan with ``record``."""

@@ -209,8 +209,9 @@ AUDIT: tuple[Row, ...] = (
 # answer is built by the client or from the values written, never from what it found
 IDEMPOTENT_SCRIPTS = {
     # ONLY: a retry meets its own member at its own score, which the check admits
-    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, SADD, SREM, HSET, HDEL, "
-    "OBJ, ONLY",
+    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, ZBUMP, ZHAS, SADD, "
+    "SREM, HSET, HDEL, HPUT (keeps the created_at it finds: its own on a retry), HDUE "
+    "(a retry finds nothing due left), OBJ, ONLY",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
     "merge": "a read",

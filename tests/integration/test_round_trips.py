@@ -232,3 +232,34 @@ def test_a_write_whose_keys_come_from_stored_data_costs_one_more_in_another_proc
     upstash_double.reset_counts()
     acmi_up.locks.release("deploy", again.owner_token or "")
     assert upstash_double.requests == 1
+
+
+def test_the_langgraph_stores_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble) -> None:
+    """AcmiStore: a batch of puts and deletes is one script run; its gets one pipeline; a
+    search of one namespace two (the index range, one HSCAN), plus one a namespace more;
+    a read that refreshes TTLs one more; a listing one per 1,000 namespaces."""
+    from langgraph.store.base import GetOp, PutOp
+
+    from acmi_core.integrations.langgraph import AcmiStore
+
+    store = AcmiStore(acmi_up.for_tenant("rt-langgraph"))
+
+    def counted(call: Callable[[], Any]) -> int:
+        upstash_double.reset_counts()
+        call()
+        return upstash_double.requests
+
+    puts = [PutOp(("users", str(n)), f"k{k}", {"n": n}) for n in range(5) for k in range(4)]
+    assert counted(lambda: store.batch([*puts, PutOp(("users", "0"), "k0", None)])) == 1
+    assert counted(lambda: store.put(("users", "9"), "k", {"v": 1})) == 1
+    assert counted(lambda: store.delete(("users", "9"), "k")) == 1
+    gets = [GetOp(("users", str(n)), "k1") for n in range(5)]
+    assert counted(lambda: store.batch(gets)) == 1
+    assert counted(lambda: store.search(("users", "1"), limit=10)) == 2
+    assert counted(lambda: store.search(("users",), limit=100)) == 1 + 5
+    assert counted(lambda: store.search(("users",), limit=2)) == 1 + 1  # stops early
+    assert counted(lambda: store.list_namespaces(prefix=("users",))) == 1
+    store.put(("t",), "k", {"v": 1}, ttl=5)
+    assert counted(lambda: store.get(("t",), "k")) == 2  # the read, then the refresh
+    assert counted(lambda: store.get(("t",), "k", refresh_ttl=False)) == 1
+    assert counted(lambda: store.search(("t",), refresh_ttl=False)) == 3  # + ZMSCORE

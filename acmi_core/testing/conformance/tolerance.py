@@ -1,8 +1,9 @@
 """``tolerance``: reads show what the reference's readers show. A stored timeline member
 another tool wrote without following every rule (no kind/correlationId, as the reference
 CLI's ``event`` writes; snake_case correlation_id; a speaker_type outside the enum; a
-numeric tenant_id; ts out of range or in seconds; a summary over 500 UTF-16 units; no source or summary,
-as the reference MCP server's spawn records and a ``message`` record) is returned verbatim,
+numeric tenant_id; ts out of range or in seconds; a summary over 500 UTF-16 units; no
+source or summary, as the reference MCP server's spawn records and a ``message`` record) is
+returned verbatim,
 flagged in ``Event.legacy``. Only a member that is not JSON, not an object, or has no
 usable ts (a finite number) is skipped and reported; nothing is ever raised, and the
 events around it are still read."""
