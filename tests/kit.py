@@ -81,6 +81,7 @@ TEST_DBS: Final = {
     "store_deadlines.double": 29,
     "write_limits": 30,
     "cluster": 31,
+    "dashboard_browser": 32,
 }
 
 

@@ -58,7 +58,7 @@
   }
 
   function when(ts) {
-    return typeof ts === "number" ? new Date(ts).toISOString().replace(".000Z", "Z") : "";
+    return typeof ts === "number" ? new Date(ts).toISOString().replace(/\.\d{3}Z$/, "Z") : "";
   }
 
   async function call(method, path, key, body) {
@@ -77,6 +77,57 @@
       throw error;
     }
     return data;
+  }
+
+  // HITL rows are kept across polls, keyed by correlationId: a resolution being typed
+  // keeps its text and focus while the rest of the page refreshes.
+  const hitlRows = new Map();
+
+  function hitlRow(h) {
+    const form = document.createElement("form");
+    const text = el("input");
+    text.type = "text";
+    text.placeholder = "resolution";
+    text.required = true;
+    text.className = "resolution";
+    const button = el("button", "Resolve");
+    button.type = "submit";
+    form.append(text, button);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      resolve(h.correlationId, text.value, button);
+    });
+    const tr = row(["", "", "", "", "", "", form]);
+    tr.dataset.cid = h.correlationId || "";
+    return tr;
+  }
+
+  function renderHitl(items) {
+    const body = $("hitl").tBodies[0];
+    const wanted = [];
+    const seen = new Set();
+    for (const h of items) {
+      const cid = h.correlationId || "";
+      seen.add(cid);
+      let tr = hitlRows.get(cid);
+      if (!tr) { tr = hitlRow(h); hitlRows.set(cid, tr); }
+      const cells = tr.cells;
+      cells[0].replaceChildren(el("span", h.urgency, "badge " + (h.urgency || "")));
+      [h.topic, h.request, h.asked_by, h.queue, when(h.deadline)].forEach((value, i) => {
+        cells[i + 1].textContent = value === null || value === undefined ? "" : String(value);
+      });
+      wanted.push(tr);
+    }
+    for (const [cid, tr] of hitlRows) if (!seen.has(cid)) { tr.remove(); hitlRows.delete(cid); }
+    const current = Array.from(body.rows);
+    const same = current.length === wanted.length && current.every((tr, i) => tr === wanted[i]);
+    if (!same) body.replaceChildren(...wanted);  // moved only when the order changed
+    if (!wanted.length) {
+      const tr = row(["nothing waits for a human"]);
+      tr.firstChild.colSpan = 7;
+      tr.className = "muted";
+      body.replaceChildren(tr);
+    }
   }
 
   function render(view) {
@@ -100,25 +151,7 @@
       return tr;
     }), "no lease held");
 
-    fill("hitl", view.hitl.map((h) => {
-      const form = document.createElement("form");
-      const text = el("input");
-      text.type = "text";
-      text.placeholder = "resolution";
-      text.required = true;
-      text.className = "resolution";
-      const button = el("button", "Resolve");
-      button.type = "submit";
-      form.append(text, button);
-      form.addEventListener("submit", (event) => {
-        event.preventDefault();
-        resolve(h.correlationId, text.value, button);
-      });
-      const tr = row([el("span", h.urgency, "badge " + (h.urgency || "")), h.topic, h.request,
-        h.asked_by, h.queue, when(h.deadline), form]);
-      tr.dataset.cid = h.correlationId || "";
-      return tr;
-    }), "nothing waits for a human");
+    renderHitl(view.hitl);
 
     fill("work", view.work.map((w) => {
       const tr = row([w.owner || "(unowned)", w.id, w.status || "(no status)"]);
