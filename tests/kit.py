@@ -82,6 +82,7 @@ TEST_DBS: Final = {
     "write_limits": 30,
     "cluster": 31,
     "dashboard_browser": 32,
+    "dashboard_bounds": 33,
 }
 
 

@@ -288,7 +288,7 @@ class DashboardAPI:
     ) -> list[str]:
         """One SSCAN step of a category index: its ids, sorted, at most ``cap``."""
         ids = _scan_ids(reply)
-        notes.cut(category, len(ids) > cap or _more(reply))
+        notes.cut("work" if category == "work" else "workflows", len(ids) > cap or _more(reply))
         return [i for i in ids[:cap] if self._entity(f"{category}:{i}", category, notes)]
 
     def _agents(

@@ -19,13 +19,18 @@ from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import EntityId
 from acmi_core.coordination import dashboard
 from acmi_core.jobs.sweep import STALL_AFTER_MS
+from acmi_core.store.counting import CountingStore
 from acmi_core.store.memory import MemoryStore
+from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
+from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import FakeClock, fresh_tenant
+from bench import script_limits
+from tests.kit import TEST_DBS, FakeClock, fresh_tenant
 from tests.results import assert_result
 
 HOUR = 3600 * 1000
+DB_BOUNDS = TEST_DBS["dashboard_bounds"]  # this module's own database (tests/kit.py TEST_DBS)
 
 
 def seed(acmi: Acmi, clock: FakeClock, tag: str) -> None:
@@ -238,3 +243,101 @@ def dashboard_assets() -> dict[str, str]:
     from acmi_core.api.routes.dashboard import ASSETS
 
     return {name: kind.split(";")[0] for name, kind in ASSETS.items()}
+
+
+# --- at the largest inputs the caps allow ---------------------------------------------------
+
+
+@pytest.mark.slow  # fills ~30 MB
+def test_the_read_at_the_largest_inputs_stays_within_the_script_budget(
+    redis_server: RedisServer,
+) -> None:
+    """Every index full past its cap, every value it reads at the write limits (64 KiB
+    signals, 4,000-character HITL texts, events of a whole request body): the read's
+    Redis CPU time stays under the scripts' budget (each page.lua run in it too, in
+    SLOWLOG time when the machine has a core for Redis), and the answer stays under the
+    documented ~4 MB."""
+    store = RedisStore.from_url(redis_server.url_for(DB_BOUNDS))
+    store.execute(("FLUSHDB",))
+    try:
+        counting = CountingStore(store)
+        acmi = Acmi(counting, Settings())
+        _fill(store, acmi)
+        acmi.dashboard.read(events=dashboard.MAX_EVENTS)  # page.lua loaded
+        runs: list[tuple[float, float, int]] = []
+        with script_limits.slowlog_everything(store):
+            for _ in range(3):
+                store.execute(("SLOWLOG", "RESET"))
+                before = script_limits.cpu_us(store)
+                counting.reset()
+                view = acmi.dashboard.read(events=dashboard.MAX_EVENTS)
+                cpu_ms = (script_limits.cpu_us(store) - before) / 1000
+                entries = store.execute(("SLOWLOG", "GET", "-1"))
+                assert isinstance(entries, list)
+                slowest = max(e[2] for e in entries if isinstance(e, list)) / 1000
+                runs.append((cpu_ms, slowest, counting.requests))
+        size = len(json.dumps(view))
+        print(f"dashboard read at the caps: CPU ms {sorted(r[0] for r in runs)}, slowest "
+              f"command ms {sorted(r[1] for r in runs)}, answer {size:,} bytes")  # fmt: skip
+        assert {r[2] for r in runs} == {2}  # two round trips, full or not
+        assert min(r[0] for r in runs) < script_limits.BUDGET_MS
+        if script_limits.quiet():
+            assert min(r[1] for r in runs) < script_limits.BUDGET_MS
+        assert size < 4_000_000
+        assert len(view["agents"]) == dashboard.MAX_AGENTS
+        assert len(view["work"]) == dashboard.MAX_WORK
+        assert len(view["workflows"]) == dashboard.MAX_WORKFLOWS
+        assert len(view["locks"]) == dashboard.MAX_LOCKS
+        assert set(view["truncated"]) >= {"agents", "locks", "hitl", "work", "workflows"}
+    finally:
+        store.execute(("FLUSHDB",))
+        store.close()
+
+
+def _fill(store: RedisStore, acmi: Acmi) -> None:
+    keys, now = acmi.keys, acmi.clock()
+    big_signals = json.dumps({"status": "ACTIVE", "status_note": "n" * (64 * 1024 - 60)})
+
+    def bulk(command: str, key: str, items: list[Any], step: int = 1000) -> None:
+        for i in range(0, len(items), step):
+            store.execute((command, key, *items[i : i + step]))
+
+    agents = [f"agent:a{i:05}" for i in range(10_000)]
+    bulk("ZADD", keys.activity(), [x for i, a in enumerate(agents) for x in (now - i, a)])
+    for agent in agents[: dashboard.MAX_AGENTS + 1]:
+        store.execute(("SET", keys.signals(EntityId.parse(agent)), big_signals))
+    leases = [f"agent:a{i:05}|res-{i}|{now + 60_000}|1|c{i}" for i in range(10_000)]
+    bulk("ZADD", keys.leases(), [x for lease in leases for x in (0, lease)])
+    text = "t" * 4000
+    payload = {"topic": "x", "concrete_unblock_request": text, "urgency": "P1"}
+    for queue in (keys.hitl_queue(None, "open"),
+                  keys.hitl_queue(EntityId.parse("user:operator"), "open")):  # fmt: skip
+        items: list[Any] = []
+        for i in range(1000):
+            item = {"ts": now, "source": "agent:a", "kind": "hitl-required",
+                    "correlationId": f"h{i}", "summary": "[HITL] x",
+                    "payload": {**payload, "deadline": now + i}}  # fmt: skip
+            items += [now + i, json.dumps(item)]
+        bulk("ZADD", queue, items, step=200)
+    work = [f"w{i:03}" for i in range(128)]  # a listpack set: one SSCAN step answers all
+    bulk("SADD", keys.index("work"), work)
+    for w in work:
+        store.execute(("SET", keys.signals(EntityId.parse(f"work:{w}")), big_signals))
+    flows = [f"f{i:03}" for i in range(128)]
+    bulk("SADD", keys.index("workflow"), flows)
+    event = {"source": "agent:a", "kind": "assessment", "summary": "s",
+             "payload": {"step": "build", "score": 80, "note": "n" * 60_000}}  # fmt: skip
+    for f in flows[: dashboard.MAX_WORKFLOWS]:
+        timeline = keys.timeline(EntityId.parse(f"workflow:{f}"))
+        for i in range(20):
+            member = json.dumps({**event, "ts": now - i, "correlationId": f"r{i}"})
+            store.execute(("ZADD", timeline, now - i, member))
+    huge = "e" * script_limits.EVENT_BYTES
+    for i in range(20):
+        note = {"ts": now - i, "source": "agent:a", "kind": "note", "correlationId": f"n{i}",
+                "summary": "big", "payload": huge}  # fmt: skip
+        member = json.dumps(note)
+        store.execute(("ZADD", keys.coordination_timeline(), now - i, member))
+    lessons = [json.dumps({"ts": now - i, "kind": "improvement", "summary": "l" * 4000})
+               for i in range(1000)]  # fmt: skip
+    bulk("ZADD", keys.lessons(), [x for i, m in enumerate(lessons) for x in (now - i, m)], 200)
