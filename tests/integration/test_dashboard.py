@@ -19,10 +19,12 @@ from acmi_core.base.keys import COORDINATION_THREAD
 from acmi_core.base.model import EntityId
 from acmi_core.coordination import dashboard
 from acmi_core.jobs.sweep import STALL_AFTER_MS
+from acmi_core.store import open_store
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.store.upstash import UpstashStore
+from acmi_core.testing.redis_cluster import RedisCluster
 from acmi_core.testing.redis_server import RedisServer
 from acmi_core.testing.upstash_double import UpstashDouble
 from bench import script_limits
@@ -341,3 +343,27 @@ def _fill(store: RedisStore, acmi: Acmi) -> None:
     lessons = [json.dumps({"ts": now - i, "kind": "improvement", "summary": "l" * 4000})
                for i in range(1000)]  # fmt: skip
     bulk("ZADD", keys.lessons(), [x for i, m in enumerate(lessons) for x in (now - i, m)], 200)
+
+
+@pytest.mark.parametrize("shape", ["redis_cluster3", "redis_cluster1"])
+def test_the_read_on_a_cluster_is_each_tenants_in_its_slot(
+    request: pytest.FixtureRequest, shape: str
+) -> None:
+    """The cluster layout: every key the read names carries the tenant's hash tag, so
+    both pipelines go to the tenant's node; two tenants see their own."""
+    cluster: RedisCluster = request.getfixturevalue(shape)
+    settings = Settings(key_layout="cluster", redis_cluster=True, redis_url=cluster.url)
+    base = create_acmi(open_store(settings), settings)
+    clock = FakeClock(tick=1)
+    try:
+        mine, theirs = fresh_tenant(base, clock), fresh_tenant(base, clock)
+        seed(mine, clock, "a")
+        seed(theirs, clock, "b")
+        view = mine.dashboard.read()
+        assert view["problems"] == [] and "b-" not in json.dumps(view)
+        assert [a["agent"] for a in view["agents"]] == ["agent:a-live", "agent:a-old"]
+        assert {h["correlationId"] for h in view["hitl"]} == {"a-h1", "a-h2"}
+        assert [w["workflow"] for w in view["workflows"]] == ["workflow:a-release"]
+        assert {w["id"] for w in theirs.dashboard.read()["work"]} == {"b-w1", "b-w2"}
+    finally:
+        base.close()
