@@ -45,7 +45,7 @@ from acmi_core.coordination.results import (
 from acmi_core.coordination.work import is_open
 from acmi_core.entities.api import newest_command, newest_members
 from acmi_core.store import scripts
-from acmi_core.store.base import Command, Reply, is_noscript
+from acmi_core.store.base import Command, Reply, Store, is_noscript
 
 if TYPE_CHECKING:
     from acmi_core.entities.context import Context
@@ -69,8 +69,9 @@ HITL_BYTES: Final = 256 * 1024  # per queue
 WORKFLOW_BYTES: Final = 128 * 1024  # per workflow
 LESSONS_BYTES: Final = 64 * 1024
 EVENTS_BYTES: Final = 256 * 1024
-# An SSCAN step's COUNT is a hint: a small set (listpack, <= 128 members) answers whole,
-# a large one about COUNT members; the ids past the cap are left out and said so.
+# An SSCAN step's COUNT is a hint: a small set (a listpack of <= 128 members, an intset of
+# <= 512 integer ids) answers whole, a large one about COUNT members; the ids past the cap
+# are left out and said so.
 SCAN_COUNT: Final = 64
 
 LIMITS: Final[dict[str, int]] = {
@@ -108,7 +109,7 @@ def _soonest_command(key: str, count: int, max_bytes: int) -> Command:
     return ("EVALSHA", scripts.PAGE.script.sha, len(packed_keys), *packed_keys, *packed_args)
 
 
-def _loaded(store: Any, reply: Reply | StoreCommandError, command: Command) -> Reply:
+def _loaded(store: Store, reply: Reply | StoreCommandError, command: Command) -> Reply:
     """A page.lua reply; a server that has not loaded the script answers NOSCRIPT, and the
     command goes once more whole (EVAL loads it)."""
     if isinstance(reply, StoreCommandError) and is_noscript(reply):
@@ -228,7 +229,10 @@ class DashboardAPI:
         for (key, queue), reply, command in zip(queues, replies[2:4], first[2:4], strict=True):
             members = self._members(reply, command, key, "hitl", notes)
             notes.cut("hitl", len(members) > MAX_HITL)
-            hitl.extend(self._hitl(m, queue) for m in members[:MAX_HITL] if _json(m))
+            readable = [m for m in members[:MAX_HITL] if _json(m)]
+            if len(readable) < len(members[:MAX_HITL]):
+                notes.problems.append(f"{key}: members that are not JSON objects, not shown")
+            hitl.extend(self._hitl(m, queue) for m in readable)
         work_ids = self._ids(replies[4], "work", MAX_WORK, notes)
         workflow_ids = self._ids(replies[5], "workflow", MAX_WORKFLOWS, notes)
         lessons = self._events(replies[6], lessons_key, (MAX_LESSONS, LESSONS_BYTES), notes)

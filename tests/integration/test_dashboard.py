@@ -157,12 +157,18 @@ def test_values_another_tool_wrote_are_reported_not_raised(acmi: Acmi, clock: Fa
         ("SET", keys.signals(EntityId.parse("agent:huge")), json.dumps({"s": "y" * 20_000}))
     )
     mine.store.execute(("ZADD", keys.activity(), 1, "foreign member"))
+    mine.store.execute(("ZADD", keys.hitl_queue(None, "open"), 5, "not an event"))
+    mine.store.execute(("SADD", keys.index("work"), "w1"))
+    mine.store.execute(("SET", keys.signals(EntityId.parse("work:w1")), b"[1, 2]"))
     view = mine.dashboard.read()
     assert {a["agent"] for a in view["agents"]} == {"agent:odd", "agent:huge"}
     assert all(a["status"] is None for a in view["agents"])
     problems = " ".join(view["problems"])
     assert "agent:odd:signals" in problems and "not shown" in problems
     assert "agent index" in problems
+    assert "thread:hitl:open: members that are not JSON objects" in problems
+    assert "work:w1:signals holds JSON that is not an object" in problems
+    assert view["hitl"] == [] and view["work"][0]["status"] is None
     assert "foreign member" not in problems  # named by its index, not echoed
 
 
