@@ -228,3 +228,18 @@ def test_the_page_shows_its_tenant_only_resolves_and_updates_without_reload(
         lambda d: any("web deployed to prod" in e for e in texts(d, "#events li")),
     )
     assert browser.execute_script("return window.__same_page") == 1  # the same page, not reloaded
+
+    # logging out leaves nothing of this tenant in the page; the other tenant's key sees its own
+    browser.find_element(By.ID, "logout").click()
+    assert browser.find_element(By.ID, "login").is_displayed()
+    assert "acme" not in browser.find_element(By.TAG_NAME, "body").get_attribute("textContent")
+    open_with(browser, url, keys["other"])
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "tenant globex" in body and "acme" not in body
+    assert {
+        r.get_attribute("data-cid")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#hitl tbody tr")
+    } == {
+        "globex-deploy",
+        "globex-budget",
+    }

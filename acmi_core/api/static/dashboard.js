@@ -228,6 +228,12 @@
     clearInterval(timer);
     sessionStorage.removeItem(STORE);
     $("write-key").value = "";
+    // nothing of this key's tenant stays in the page for the next key to glimpse
+    hitlRows.clear();
+    for (const table of document.querySelectorAll("#board table")) table.tBodies[0].replaceChildren();
+    for (const id of ["lessons", "events", "tenant", "updated", "error", "truncated", "hitl-message"]) {
+      $(id).replaceChildren();
+    }
     $("board").hidden = true;
     $("logout").hidden = true;
     $("login").hidden = false;
