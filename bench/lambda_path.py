@@ -116,6 +116,8 @@ CASES: Final[tuple[Case, ...]] = (
     ),
     Case("bootstrap", "read", "bootstrap.read-markdown", setup=("bootstrap.spawn",)),
     Case("bootstrap", "write", "bootstrap.spawn", unique=("spawn", "session_id")),
+    Case("dashboard", "read", "dashboard.read"),  # a read-only function: no write case
+    Case("dashboard", "read", "dashboard.page"),
     Case("docs", "read", "docs.openapi"),
     Case("docs", "read", "docs.docs"),
     Case("memory", "read", "memory.status", setup=("memory.remember",)),

@@ -85,6 +85,8 @@ TEST_DBS: Final = {
     # numbered from the top: other modules take the next free ones from 32 up
     "cluster_doctor": 63,
     "relayout.source": 62,
+    "dashboard_browser": 32,
+    "dashboard_bounds": 33,
 }
 
 

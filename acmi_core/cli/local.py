@@ -202,7 +202,11 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
     if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it
         shared = acmi.store.serve(avoid=port)  # the HTTP port is bound later
         print(f"# store: other acmi commands reach it at {shared[0]}:{shared[1]}", file=sys.stderr)
-    print(f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs", file=sys.stderr)
+    print(
+        f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs;"
+        f" dashboard: http://{host}:{port}/dashboard",
+        file=sys.stderr,
+    )
     api = serve_app(acmi, create_app(ApiContext(acmi, offload=True)))
     # uvicorn re-raises SIGTERM once it has shut down, which would end the process before
     # main closes the store (the embedded one saves its last writes then): exit via main

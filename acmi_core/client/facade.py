@@ -31,6 +31,7 @@ from acmi_core.store.base import Store
 if TYPE_CHECKING:
     from acmi_core.bootstrap.bootstrapper import Bootstrapper
     from acmi_core.coordination.agents import AgentAPI
+    from acmi_core.coordination.dashboard import DashboardAPI
     from acmi_core.coordination.hitl import HitlAPI
     from acmi_core.coordination.locks import LockAPI
     from acmi_core.coordination.wake import WakeAPI
@@ -145,6 +146,12 @@ class Acmi:
         from acmi_core.coordination.wake import WakeAPI
 
         return WakeAPI(self.context)
+
+    @cached_property
+    def dashboard(self) -> DashboardAPI:
+        from acmi_core.coordination.dashboard import DashboardAPI
+
+        return DashboardAPI(self.context)
 
     @cached_property
     def memory(self) -> MemoryAPI:

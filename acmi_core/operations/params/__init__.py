@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # at run time each name is imported with its module, on first
         AgentsThreadsParams,
         AgentsWakeParams,
     )
+    from acmi_core.operations.params.dashboard import DashboardReadParams
     from acmi_core.operations.params.entities import (
         CatParams,
         DeleteParams,
@@ -146,6 +147,7 @@ __all__ = [
     "BootstrapReadParams",
     "BootstrapSpawnParams",
     "CatParams",
+    "DashboardReadParams",
     "DeleteParams",
     "DoctorParams",
     "EventDeleteParams",
@@ -300,6 +302,7 @@ _MODULE_OF: Final = {
     "JobsStatusParams": "service",
     "QuotaMonitorParams": "service",
     "QuotaReportParams": "service",
+    "DashboardReadParams": "dashboard",
 }
 
 
