@@ -291,7 +291,7 @@ class ItemsAPI:
                 plan.zrem(self._expiry, expiry_member)
             else:
                 # the entity in its category's list, as every entity written (doctor)
-                plan.sadd(self._ctx.index_key(NAMESPACE_CATEGORY), entity.local_id)
+                plan.sadd(self._ctx.index_key(entity), entity.local_id)
                 plan.hput(namespace_key, w.key, text)
                 if expires is None:
                     plan.zrem(self._expiry, expiry_member)
