@@ -87,6 +87,7 @@ TEST_DBS: Final = {
     "relayout.source": 62,
     "dashboard_browser": 32,
     "dashboard_bounds": 33,
+    "openai_agents_session": 46,
 }
 
 

