@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
 
+    from acmi_core.base.model import Event
     from acmi_core.client.facade import Acmi
-    from acmi_core.entities.api import Event
 
 KIND: Final = "session-item"
 SOURCE: Final = "openai-agents"
