@@ -264,7 +264,7 @@ def test_the_read_at_the_largest_inputs_stays_within_the_script_budget(
     signals, 4,000-character HITL texts, events of a whole request body): the read's
     Redis CPU time stays under the scripts' budget (each page.lua run in it too, in
     SLOWLOG time when the machine has a core for Redis), and the answer stays under the
-    documented ~4 MB."""
+    documented ~0.9 MB of stored bytes."""
     store = RedisStore.from_url(redis_server.url_for(DB_BOUNDS))
     store.execute(("FLUSHDB",))
     try:
@@ -291,7 +291,7 @@ def test_the_read_at_the_largest_inputs_stays_within_the_script_budget(
         assert min(r[0] for r in runs) < script_limits.BUDGET_MS
         if script_limits.quiet():
             assert min(r[1] for r in runs) < script_limits.BUDGET_MS
-        assert size < 4_000_000
+        assert size < 1_000_000  # the README: at most ~0.9 MB of stored bytes
         assert len(view["agents"]) == dashboard.MAX_AGENTS
         assert len(view["work"]) == dashboard.MAX_WORK
         assert len(view["workflows"]) == dashboard.MAX_WORKFLOWS
