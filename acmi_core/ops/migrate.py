@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Final, TextIO
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError
-from acmi_core.base.keys import SPAWNS, Keys, Slot
+from acmi_core.base.keys import SPAWNS, Keys, Layout, Slot
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
@@ -177,11 +177,18 @@ class Migrate:
         overwritten, and a second run finds nothing to add. A mention is its ZADD and a
         ZKEEP: any split of an agent's mentions across scripts keeps the same newest ten."""
         plan, steps, size = WritePlan(), list[Step](), 0
+        # in the cluster layout a script holds one tenant's repairs: its keys, one slot
+        per_tenant = Layout(self.acmi.settings.key_layout) is Layout.CLUSTER
+        tenant: str | None = None
         for finding in findings:
             units = _repair_units(finding.repairs)
+            moved = per_tenant and tenant is not None and finding.tenant != tenant
+            tenant = finding.tenant
             for unit in units:
                 cost = sum(len(member) for _, _, _, member in unit)
-                if len(plan) and (len(plan) + len(unit) > REPAIR_OPS or size + cost > REPAIR_BYTES):
+                full = len(plan) + len(unit) > REPAIR_OPS or size + cost > REPAIR_BYTES
+                if len(plan) and (full or moved):
+                    moved = False
                     if not self.dry_run:
                         plan.apply(self.store)
                     yield from steps
