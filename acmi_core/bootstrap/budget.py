@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from acmi_core.base.errors import AcmiValidationError, BudgetTooSmall
 from acmi_core.base.stored import render_json
 from acmi_core.bootstrap.bundle import Bundle, Section
-from acmi_core.bootstrap.render import OBJECT_SECTIONS, item_lines, render
+from acmi_core.bootstrap.render import OBJECT_SECTIONS, View, item_line, render
 from acmi_core.bootstrap.text import count_tokens, utf8_len
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def fit(bundle: Bundle, budget: Budget) -> None:
     re-render per item; the text is rendered (and its tokens counted) again only to
     confirm, and a shortfall (fence lengths, separators, tokens) feeds the next pass."""
     sections = {s.name: s for s in bundle.sections}
-    cost = _item_cost(bundle.format)
+    cost = _item_cost(bundle)
     order = [sections[name] for name in TRIM_ORDER if name in sections]
     while True:
         excess = budget.excess(bundle.text)
@@ -186,11 +186,11 @@ def fit(bundle: Bundle, budget: Budget) -> None:
             value = section.value
             if isinstance(value, list):
                 while value and excess > 0:
-                    excess -= cost(value.pop())
+                    excess -= cost(section.name, value.pop())
                     section.cut += 1
                     progressed = True
             elif value:
-                excess -= cost(value)
+                excess -= cost(section.name, value)
                 section.value = (
                     None if not isinstance(value, dict) or section.name != "signals" else {}
                 )
@@ -205,7 +205,17 @@ def fit(bundle: Bundle, budget: Budget) -> None:
             return  # nothing left to cut: the skeleton alone (the budget's floor refused)
 
 
-def _item_cost(fmt: str) -> Callable[[Any], int]:
-    if fmt == "json":
-        return lambda item: len(render_json(item)) + 1
-    return lambda item: utf8_len("\n".join(item_lines(item))) + 1
+def _item_cost(bundle: Bundle) -> Callable[[str, Any], int]:
+    """What an item (or a whole object section) adds to the text, about: the next pass
+    measures the text itself."""
+    if bundle.format == "json":
+        return lambda _, item: len(render_json(item)) + 1
+    view = View(bundle.generated_at, bundle.agent)
+    return lambda name, item: (
+        (
+            len(render_json(item))
+            if name in OBJECT_SECTIONS
+            else utf8_len(item_line(name, item, view))
+        )
+        + 1
+    )

@@ -118,7 +118,7 @@ EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
     "work.create-invalid": ("id", "id_format"),
     "work.event": ("id", "exists"),
     "work.get": ("id", "exists"),
-    "bootstrap.invalid-budget": ("max_bytes", "range"),
+    "bootstrap.invalid-budget": ("max_bytes", "min_budget"),
     "agents.heartbeat-invalid": ("status", "status"),
     "hitl.create-invalid": ("urgency", "enum"),
     "workflows.assess-invalid": ("score", "range"),

@@ -32,6 +32,9 @@ def clocked(acmi: Acmi) -> Acmi:
     return Acmi(acmi.store, acmi.settings, clock=FakeClock(1_795_000_000_000, tick=1))
 
 
+SPAWN = {"session_id": "s-1", "model_id": "opus-4"}
+
+
 def _agent() -> str:
     return f"agent:boot-{uuid.uuid4().hex[:10]}"
 
@@ -63,8 +66,10 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     # the markdown spends nothing on an empty section; level 3 is named in the header
     assert not any(f"## {title}" in text for title in TITLES.values())
     assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in text
-    assert PREAMBLE in text
-    assert len(text.encode()) < 1024
+    assert PREAMBLE not in text  # nothing fenced: nothing to warn about
+    assert count_tokens(text) <= 80  # the scaffolding
+    acmi_text = clocked.bootstrap(bundle.agent, format="markdown", spawn=SPAWN).text
+    assert PREAMBLE in acmi_text and acmi_text.count(PREAMBLE) == 1
 
 
 def test_sections_carry_what_the_agent_has(clocked: Acmi) -> None:

@@ -267,7 +267,8 @@ def test_a_hot_warm_conflict_is_shown_with_the_layer_that_wins(
     assert conflict["hot"] in bundle.section("hot").value["text"]
     text = acmi.bootstrap(AGENT, format="markdown").text
     _, inside = _fenced(text)
-    assert "Analyst hire: hot wins (current_state)" in inside  # stored text: fenced
+    # one line, stored text: fenced
+    assert any(line.startswith("Analyst hire: hot wins (current_state) · ") for line in inside)
     # MemoryAPI.debug finds the same one
     assert [c["about"] for c in memory.debug(AGENT, now_ms=NOW)["conflicts"]] == ["Analyst hire"]
     # a group bundle has no MEMORY.md to quote
