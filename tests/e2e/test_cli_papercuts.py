@@ -151,6 +151,7 @@ def test_help_shows_no_rst_markup(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Exit codes:" in texts["acmi"]
 
 
+
 # --- the conformance example prints no warnings ----------------------------------------------
 
 
@@ -263,3 +264,22 @@ def test_without_the_mcp_extra_the_error_says_what_to_install(
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "pip install 'acmi[mcp]'" in result.stderr
+
+
+def test_a_port_in_use_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Exit 2 and one line naming --port, before the store is opened (it was exit 3,
+    "not found", once uvicorn had started and failed to bind)."""
+    import socket
+
+    monkeypatch.setenv("ACMI_HOME", str(tmp_path / "data"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"error: --port: 127.0.0.1:{port} is in use" in err and "(rule: in_use)" in err
+    assert not (tmp_path / "data").exists()  # nothing was opened
