@@ -151,6 +151,28 @@ def test_help_shows_no_rst_markup(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Exit codes:" in texts["acmi"]
 
 
+def test_help_renders_what_it_says(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain text, at 80 columns: `agent:<id>` is not read as a tag, `:id:` not as an
+    emoji, and every option's name is shown whole."""
+    monkeypatch.setenv("COLUMNS", "80")
+    texts = help_texts(capsys)
+    assert "agent:<id> or <id>" in texts["acmi bootstrap"]
+    assert "acmi:ns:id:timeline and ns:id:timeline" in " ".join(texts["acmi cat"].split())
+    root = typer.main.get_command(app)
+    for name, text in texts.items():
+        assert all(ord(ch) < 0x2500 for ch in text), (name, "box drawing or emoji")
+        command = root
+        for part in name.split()[1:]:
+            command = command.commands[part]  # type: ignore[attr-defined]
+        for param in command.params:
+            if getattr(param, "hidden", False):
+                continue
+            for option in getattr(param, "opts", []):
+                if option.startswith("-"):
+                    assert option in text, (name, option)
+
 
 # --- the conformance example prints no warnings ----------------------------------------------
 
