@@ -41,7 +41,9 @@ app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,  # errors are one line on stderr, never a traceback
-    rich_markup_mode="markdown",  # docstrings reflow; `code` reads as code
+    # plain text: markdown read `agent:<id>` as a tag and `:id:` as an emoji, and rich
+    # boxes cut option names at 80 columns
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 for commands in (entities.app, agents.app, local.app, operator.app, quota.app):

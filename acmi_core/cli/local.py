@@ -183,7 +183,32 @@ def serve(
     port: Annotated[int, typer.Option(help="the port to listen on")] = 8000,
 ) -> None:
     """Run the HTTP API locally (uvicorn), on the store the environment selects."""
+    check_port_free(host, port)  # before the store is opened: nothing started, nothing to undo
     serve_on(state().acmi(), host, port)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port something already listens on, as a usage error naming it (uvicorn
+    would log the bind error and exit 1 once the app had started). Bound the way uvicorn
+    binds (SO_REUSEADDR), so a port in TIME_WAIT is not taken for one in use."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise AcmiValidationError("--host", "address", f"{host!r}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise AcmiValidationError(
+                "--port",
+                "in_use",
+                f"{host}:{port} is in use ({exc.strerror}): stop what listens there "
+                "(another acmi serve?) or choose another with --port",
+            ) from None
 
 
 def serve_on(acmi: Acmi, host: str, port: int) -> None:

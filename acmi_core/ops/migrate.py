@@ -321,12 +321,16 @@ class Migrate:
                     entity_plan.plan.edit_object(destination, fields)
         for score, member in copy.members:
             entity_plan.plan.zadd(destination, score, member)
+        for thread, entry in copy.fields:  # an MCP active_threads SET's threads
+            entity_plan.plan.hset(destination, thread, entry)
         spawns = mapped.slot(info.entity, SPAWNS)
         for score, member in copy.spawns:  # an MCP timeline's spawn records
             entity_plan.plan.zadd(spawns, score, member)
         detail = f"from {info.text}"
         if copy.spawns:
             detail += f" ({len(copy.spawns)} spawn records into {spawns})"
+        if copy.fields:
+            detail += f" ({len(copy.fields)} threads)"
         entity_plan.steps.append(Step(Action.COPY, destination, detail, finding.entity))
         return None
 

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +83,11 @@ def test_the_cli_tour_runs_line_by_line(redis_url: str, capsys: pytest.CaptureFi
     assert acmi.work.get("web-deploy").to_dict()["sessions"] == ["s-42"]
     (spawn,) = acmi.agents.spawns("claude")
     assert spawn["session_id"] == "s-42"
+    # the tour's lease is brief: the wake routine's claim of deploy:web that a reader runs
+    # next finds it free
+    lease = acmi.locks.get("deploy:web")
+    assert lease.held and lease.expires_at is not None
+    assert lease.expires_at - int(time.time() * 1000) <= 5_000
 
 
 def test_the_workflow_snippet_runs_the_cycle(
