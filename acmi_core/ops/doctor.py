@@ -231,7 +231,9 @@ class Doctor:
     def keys_for(self, tenant: str) -> Keys:
         keys = self._keys.get(tenant)
         if keys is None:
-            keys = self._keys[tenant] = Keys(tenant, self.default_tenant, self.layout)
+            buckets = self.acmi.settings.buckets_for(tenant)  # the deployment's B for it
+            keys = Keys(tenant, self.default_tenant, self.layout, buckets)
+            self._keys[tenant] = keys
         return keys
 
     def findings(self) -> Iterator[Finding]:

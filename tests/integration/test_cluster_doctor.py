@@ -176,3 +176,20 @@ def test_migrate_repairs_on_the_cluster_what_it_repairs_on_one_node(
     assert left[on_cluster] == left[single]
     kinds = {kind for kind, *_ in left[on_cluster]}
     assert "index_missing" not in kinds and "tenant_unindexed" not in kinds
+
+
+def test_a_buckets_tenant_index_is_checked_as_bucket_zeros_is() -> None:
+    """B > 1: a bucket's change index (``acmi:{t:b}:_changed``) is one doctor checks
+    against its bucket's mark, as bucket 0's; a bucket past the tenant's B is not its."""
+    from acmi_core.ops.backfill import _tenant_target
+    from acmi_core.store.memory import MemoryStore
+
+    settings = Settings(ACMI_KEY_LAYOUT="cluster", ACMI_CLUSTER_BUCKETS="1,acme=3")  # type: ignore[call-arg]
+    doctor = Doctor(create_acmi(MemoryStore(), settings))
+    three = Keys("acme", "default", Layout.CLUSTER, 3)
+    for bucket in range(3):
+        target = _tenant_target(doctor, three.at(bucket).changed())
+        assert target is not None and target[0].bucket == bucket, bucket
+    assert _tenant_target(doctor, "acmi:{acme:3}:_changed") is None  # past acme's B
+    assert _tenant_target(doctor, "acmi:{beta:1}:_changed") is None  # beta has B = 1
+    assert _tenant_target(doctor, "acmi:{acme:x}:_changed") is None
