@@ -208,8 +208,9 @@ def lookup(store: Store, plaintext: str) -> ApiKey | None:
     raw, revoked = store.pipeline(
         [("GET", _record_key(digest)), ("SISMEMBER", REVOKED_KEY, digest)]
     )
-    if isinstance(raw, StoreCommandError):
-        raise raw
+    for reply in (raw, revoked):  # an unreadable answer is not "unknown": never a 401
+        if isinstance(reply, StoreCommandError):
+            raise reply
     return None if revoked == 1 else _decode(raw)
 
 

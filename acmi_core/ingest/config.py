@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import secrets
-from typing import Any, Final
+from typing import Any, Final, Required, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -301,7 +301,25 @@ def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:
 LIST_SCAN_COUNT: Final = 1000
 
 
-def shown_config(source: str, config: SourceConfig | None) -> dict[str, Any]:
+class ShownSource(TypedDict, total=False):
+    """A source as ``acmi sources get`` (and each of ``sources list``) shows it: its name
+    and kind, whether it is configured, then its config's other fields as stored
+    (``hmac_secret`` as ``***``, ``push_token`` as ``set``); ``readable: false`` for a
+    config that cannot be read."""
+
+    source: Required[str]
+    kind: str
+    configured: bool
+    readable: bool
+    hmac_secret: str
+    push_token: str
+
+
+# The sources a tenant has, as ``sources list`` answers them.
+SourceList = list[ShownSource]
+
+
+def shown_config(source: str, config: SourceConfig | None) -> ShownSource:
     """A source as ``acmi sources get`` shows it: what is configured, never a secret (an
     HMAC secret is ``"***"``; a push token, stored as its hash only, is ``"set"``)."""
     if config is None:
@@ -313,16 +331,16 @@ def shown_config(source: str, config: SourceConfig | None) -> dict[str, Any]:
         shown["hmac_secret"] = "***"
     if shown.pop("push_token_hash", None) is not None:
         shown["push_token"] = "set"
-    return shown
+    return cast(ShownSource, shown)  # the config's fields beside the named ones
 
 
-def describe_source(store: Store, keys: Keys, source: str) -> dict[str, Any]:
+def describe_source(store: Store, keys: Keys, source: str) -> ShownSource:
     """One source of the tenant, configured or not (one GET)."""
     check_source(source)
     return shown_config(source, get_config(store, keys, source))
 
 
-def list_configs(store: Store, keys: Keys, configured: bool = False) -> list[dict[str, Any]]:
+def list_configs(store: Store, keys: Keys, configured: bool = False) -> SourceList:
     """Every source of the tenant: each sender of the table (configured or not; with
     ``configured``, only those that are) and every named one configured
     (``n8n-billing``), sorted by name; a config that cannot be read is listed as
@@ -344,7 +362,7 @@ def list_configs(store: Store, keys: Keys, configured: bool = False) -> list[dic
                     names.add(name)
         if cursor in (0, b"0"):
             break
-    shown = []
+    shown: SourceList = []
     for name in sorted(names):
         try:
             shown.append(describe_source(store, keys, name))

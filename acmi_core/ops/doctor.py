@@ -20,6 +20,9 @@ SCAN, one pipeline for the keys, and one per ``PIPELINE_MEMBERS`` timeline membe
 
 ``acmi migrate`` (``ops/migrate.py``) repairs what this finds; the key layout it reads is
 ``ops/keyspace.py``'s.
+
+One module: the walk (a SCAN step, its pipeline, its timeline chunks) and the checks it
+runs on each key are one pass over the keyspace; a check apart would walk it again.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -22,10 +22,10 @@ from acmi_core.api.status import STATUS_BY_ERROR
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenError, GoogleTokenVerifier
-from acmi_core.base.errors import StoreAuthError, StoreUnavailable, Throttled
+from acmi_core.base.errors import StoreAuthError, StoreCommandError, StoreUnavailable, Throttled
 from acmi_core.base.model import EntityId
 from acmi_core.ingest import config as sources
-from acmi_core.store.base import Command, Reply
+from acmi_core.store.base import Arg, Command, Reply, Script
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 
@@ -175,6 +175,12 @@ class FailingStore(MemoryStore):
         self.error = error
 
     def execute(self, command: Command) -> Reply:
+        raise self.error()
+
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        raise self.error()
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         raise self.error()
 
 

@@ -40,7 +40,7 @@ def test_bucket_is_crc32_of_the_entity_id_mod_b() -> None:
 
 
 def test_pinned_categories_stay_in_bucket_zero() -> None:
-    assert {"agent", "work", "thread", "topic", "workflow"} == PINNED_CATEGORIES
+    assert {"agent", "work", "thread", "topic", "workflow", "ns"} == PINNED_CATEGORIES
     for category in PINNED_CATEGORIES:
         assert all(bucket_of(f"{category}:n{n}", 12) == 0 for n in range(50))
 
