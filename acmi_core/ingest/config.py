@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import secrets
-from typing import Any, Final
+from typing import Any, Final, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -297,11 +297,31 @@ def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:
 
 # --- what the operator sees: configs without their secrets ---------------------------------
 
+
+class ShownSource(TypedDict, total=False):
+    """``sources.get``'s answer (and each of ``sources.list``'s): a source as shown, what
+    is set of it and never a secret; ``readable`` is false for a config that cannot be
+    read (``source`` alone beside it)."""
+
+    source: str
+    kind: str
+    configured: bool
+    readable: bool
+    hmac_secret: str  # "***"
+    push_token: str  # "set"
+    oidc_audience: str
+    oidc_email: str
+    entity: str
+    mapping: dict[str, str]
+    gmail_credentials_secret: str
+
+
+ShownSources = list[ShownSource]
 # A SCAN step of `list_configs` (run by hand, as doctor is: O(the keyspace))
 LIST_SCAN_COUNT: Final = 1000
 
 
-def shown_config(source: str, config: SourceConfig | None) -> dict[str, Any]:
+def shown_config(source: str, config: SourceConfig | None) -> ShownSource:
     """A source as ``acmi sources get`` shows it: what is configured, never a secret (an
     HMAC secret is ``"***"``; a push token, stored as its hash only, is ``"set"``)."""
     if config is None:
@@ -313,16 +333,16 @@ def shown_config(source: str, config: SourceConfig | None) -> dict[str, Any]:
         shown["hmac_secret"] = "***"
     if shown.pop("push_token_hash", None) is not None:
         shown["push_token"] = "set"
-    return shown
+    return cast(ShownSource, shown)
 
 
-def describe_source(store: Store, keys: Keys, source: str) -> dict[str, Any]:
+def describe_source(store: Store, keys: Keys, source: str) -> ShownSource:
     """One source of the tenant, configured or not (one GET)."""
     check_source(source)
     return shown_config(source, get_config(store, keys, source))
 
 
-def list_configs(store: Store, keys: Keys, configured: bool = False) -> list[dict[str, Any]]:
+def list_configs(store: Store, keys: Keys, configured: bool = False) -> ShownSources:
     """Every source of the tenant: each sender of the table (configured or not; with
     ``configured``, only those that are) and every named one configured
     (``n8n-billing``), sorted by name; a config that cannot be read is listed as

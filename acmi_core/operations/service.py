@@ -94,7 +94,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ingest.config:list_configs",
         "sources list",
         "SourcesListParams",
-        result="builtins:list",
+        result="acmi_core.ingest.config:ShownSources",
     ),
     _operator(
         "sources.get",
@@ -103,7 +103,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ingest.config:describe_source",
         "sources get",
         "SourcesGetParams",
-        result="builtins:dict",
+        result="acmi_core.ingest.config:ShownSource",
     ),
     _operator(
         "jobs.run",
