@@ -4,6 +4,7 @@ over stdio). On the store only."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -11,10 +12,11 @@ import os
 import re
 import signal
 import sys
+import time
 import uuid
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Final, NoReturn
 from urllib.parse import unquote_plus
 
 import typer
@@ -28,6 +30,12 @@ from acmi_core.cli.output import emit, one_of
 from acmi_core.cli.state import state
 
 EXAMPLE_EVENT_KEY = apikeys.EXAMPLE_EVENT_KEY  # the key the events/ samples carry
+# The signing secrets the events/ slack and github samples are signed with (public, as
+# the sample key is): `acmi invoke` gives them to the throwaway store's sources.
+SAMPLE_SIGNING_SECRETS: Final = {
+    "slack": "8f742231b10e8888abcd99yyyzzz85a5",
+    "github": "gh-webhook-secret-acme-2026-0001",
+}
 
 app = typer.Typer()
 
@@ -310,6 +318,8 @@ def invoke(
     if not env.get("ACMI_API_KEY") and acmi.store.name == apikeys.EMBEDDED_STORE:
         # the embedded store starts empty: accept the key the sample events carry
         env["ACMI_API_KEY"] = EXAMPLE_EVENT_KEY
+    if acmi.store.name == apikeys.EMBEDDED_STORE and isinstance(event, dict):
+        event = prepare_sample(acmi, event)
     headers = event.get("headers") if isinstance(event, dict) else None
     credential = str((headers or {}).get("authorization", "")).partition(" ")[2].strip()
     if acmi.store.name != apikeys.EMBEDDED_STORE and apikeys.is_sample_key(credential):
@@ -335,6 +345,42 @@ def invoke(
         handler.configure(env=env, store=acmi.store)
         response = handler(event, context)
     emit(response, state().output)
+
+
+def prepare_sample(acmi: Acmi, event: dict[str, Any]) -> dict[str, Any]:
+    """What a sample assumes on the throwaway store, which starts empty: a signed
+    sender's source has the secret the sample is signed with, a Slack sample is signed
+    again now (its timestamp must be within 5 minutes), and a work item's sample finds
+    the item. Said on stderr; the event file is not changed."""
+    from acmi_core.auth.signatures import sign_slack
+    from acmi_core.base.errors import Conflict
+    from acmi_core.ingest.config import put_config
+
+    parts = str(event.get("rawPath") or "").strip("/").split("/")
+    if parts[:2] == ["v1", "ingest"] and len(parts) == 3:
+        source = parts[2]
+        secret = SAMPLE_SIGNING_SECRETS.get(source.split("-", 1)[0])
+        if secret is None:
+            return event
+        put_config(acmi.store, acmi.keys, source, hmac_secret=secret)
+        note = f"# throwaway store: source {source} has the sample's signing secret"
+        if source.split("-", 1)[0] == "slack":
+            raw = event.get("body") or ""
+            body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
+            signed = {k.lower(): v for k, v in sign_slack(secret, body, int(time.time())).items()}
+            headers = {k: signed.get(k.lower(), v) for k, v in (event.get("headers") or {}).items()}
+            event = {**event, "headers": {**signed, **headers}}
+            note += ", signed again now"
+        print(note, file=sys.stderr)
+    elif parts[:2] == ["v1", "work"] and len(parts) >= 3:
+        try:
+            acmi.work.create(parts[2], {"title": f"sample item {parts[2]}"})
+            print(
+                f"# throwaway store: work item {parts[2]} created for the sample", file=sys.stderr
+            )
+        except Conflict:
+            pass
+    return event
 
 
 @app.command()

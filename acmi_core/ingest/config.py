@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import secrets
-from typing import Any, Final, Required, TypedDict, cast
+from typing import Any, Final, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -297,26 +297,28 @@ def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:
 
 # --- what the operator sees: configs without their secrets ---------------------------------
 
-# A SCAN step of `list_configs` (run by hand, as doctor is: O(the keyspace))
-LIST_SCAN_COUNT: Final = 1000
-
 
 class ShownSource(TypedDict, total=False):
-    """A source as ``acmi sources get`` (and each of ``sources list``) shows it: its name
-    and kind, whether it is configured, then its config's other fields as stored
-    (``hmac_secret`` as ``***``, ``push_token`` as ``set``); ``readable: false`` for a
-    config that cannot be read."""
+    """``sources.get``'s answer (and each of ``sources.list``'s): a source as shown, what
+    is set of it and never a secret; ``readable`` is false for a config that cannot be
+    read (``source`` alone beside it)."""
 
-    source: Required[str]
+    source: str
     kind: str
     configured: bool
     readable: bool
-    hmac_secret: str
-    push_token: str
+    hmac_secret: str  # "***"
+    push_token: str  # "set"
+    oidc_audience: str
+    oidc_email: str
+    entity: str
+    mapping: dict[str, str]
+    gmail_credentials_secret: str
 
 
-# The sources a tenant has, as ``sources list`` answers them.
-SourceList = list[ShownSource]
+ShownSources = list[ShownSource]
+# A SCAN step of `list_configs` (run by hand, as doctor is: O(the keyspace))
+LIST_SCAN_COUNT: Final = 1000
 
 
 def shown_config(source: str, config: SourceConfig | None) -> ShownSource:
@@ -331,7 +333,7 @@ def shown_config(source: str, config: SourceConfig | None) -> ShownSource:
         shown["hmac_secret"] = "***"
     if shown.pop("push_token_hash", None) is not None:
         shown["push_token"] = "set"
-    return cast(ShownSource, shown)  # the config's fields beside the named ones
+    return cast(ShownSource, shown)
 
 
 def describe_source(store: Store, keys: Keys, source: str) -> ShownSource:
@@ -340,7 +342,7 @@ def describe_source(store: Store, keys: Keys, source: str) -> ShownSource:
     return shown_config(source, get_config(store, keys, source))
 
 
-def list_configs(store: Store, keys: Keys, configured: bool = False) -> SourceList:
+def list_configs(store: Store, keys: Keys, configured: bool = False) -> ShownSources:
     """Every source of the tenant: each sender of the table (configured or not; with
     ``configured``, only those that are) and every named one configured
     (``n8n-billing``), sorted by name; a config that cannot be read is listed as
@@ -362,7 +364,7 @@ def list_configs(store: Store, keys: Keys, configured: bool = False) -> SourceLi
                     names.add(name)
         if cursor in (0, b"0"):
             break
-    shown: SourceList = []
+    shown = []
     for name in sorted(names):
         try:
             shown.append(describe_source(store, keys, name))

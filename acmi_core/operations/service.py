@@ -94,7 +94,7 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         "acmi_core.ingest.config:list_configs",
         "sources list",
         "SourcesListParams",
-        result="acmi_core.ingest.config:SourceList",
+        result="acmi_core.ingest.config:ShownSources",
     ),
     _operator(
         "sources.get",

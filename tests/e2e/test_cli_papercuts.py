@@ -305,3 +305,37 @@ def test_a_port_in_use_is_a_usage_error_naming_it(
     assert code == 2, err
     assert f"error: --port: 127.0.0.1:{port} is in use" in err and "(rule: in_use)" in err
     assert not (tmp_path / "data").exists()  # nothing was opened
+
+
+@pytest.mark.parametrize(
+    ("function", "sample", "status"),
+    [
+        ("ingest", "ingest.slack", 201),
+        ("ingest", "ingest.github", 201),
+        ("work", "work.event", 201),
+        ("work", "work.get", 200),
+    ],
+)
+def test_invoke_samples_work_on_the_throwaway_store(
+    function: str,
+    sample: str,
+    status: int,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The store starts empty: the signed senders' sources get the samples' secrets (the
+    Slack sample signed again now: its timestamp must be fresh), a work sample finds its
+    item; they answered 401 and 404."""
+    import json
+
+    for name in ("ACMI_REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ACMI_HOME", str(tmp_path / "data"))
+    code = main(["invoke", function, "--event", str(ROOT / "events" / f"{sample}.json"), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    response = json.loads(out)
+    assert response["statusCode"] == status, response["body"]
+    assert "# throwaway store: " in err
+    assert not (tmp_path / "data").exists()  # the samples stay out of the shared data

@@ -23,6 +23,7 @@ from acmi_core.auth.apikeys import register
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.base.keys import Keys
 from acmi_core.base.lambdas import FUNCTIONS, FunctionSpec
+from acmi_core.cli import local as local_commands
 from acmi_core.ingest.config import put_config
 from acmi_core.jobs.runner import JobRun
 from acmi_core.store.redis import RedisStore
@@ -154,10 +155,7 @@ WEBHOOK_RETRIES = (
 )
 # The signing secrets the slack and github samples are signed with, and the time the
 # Slack sample was signed at (its X-Slack-Request-Timestamp; the auth clock is held there).
-SAMPLE_SIGNING_SECRETS = {
-    "slack": "8f742231b10e8888abcd99yyyzzz85a5",
-    "github": "gh-webhook-secret-acme-2026-0001",
-}
+SAMPLE_SIGNING_SECRETS = local_commands.SAMPLE_SIGNING_SECRETS  # as `acmi invoke` gives them
 SLACK_SAMPLE_SIGNED_AT = 1795977726
 
 
