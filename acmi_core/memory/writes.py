@@ -17,7 +17,7 @@ from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.entities.expiry import ttl_ms
 from acmi_core.memory.budgets import BudgetReport, check
 from acmi_core.memory.daily import entry_event
-from acmi_core.memory.expiry import ttl_edit, unexpired
+from acmi_core.memory.expiry import TTL_KEY, ttl_edit, unexpired
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -158,6 +158,8 @@ class MemoryWrites(MemoryCommands):
             raise MemoryOverBudget(report, "text")
         edit = [(m, k, v) for m, k, v in object_edits({}, to_signals(active))]
         edit += [("del", k, "null") for k in sorted(HOT_KEYS - {k for _, k, _ in edit})]
+        # a replaced file's lines are new: no earlier line's expiry applies to them
+        edit.append(("del", HOT + TTL_KEY, "null"))
         plan = WritePlan()
         self._memory_edit(eid, edit)(plan)
         plan.apply(self._ctx.store)

@@ -69,6 +69,11 @@ def test_a_line_with_a_ttl_leaves_every_read_once_expired(acmi: Acmi) -> None:
     assert isinstance(raw, bytes) and LINE.encode() not in raw
     # remembered again after it expired: a new line
     assert a.memory.remember(AGENT, LINE)["already_held"] is False
+    # a replaced hot layer keeps no earlier expiry: the same text written later stays
+    a.memory.remember(AGENT, "short-lived task", layer="hot", ttl="1h")
+    a.memory.set_active(AGENT, "# ACTIVE-CONTEXT.md\n\n## In Progress\n- [ ] short-lived task\n")
+    _later(a, 2 * HOUR)
+    assert "short-lived task" in a.memory.get(AGENT, "ACTIVE-CONTEXT.md")["text"]
 
 
 def test_a_bad_ttl_is_refused_naming_it(acmi: Acmi) -> None:
