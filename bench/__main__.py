@@ -1,7 +1,8 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
 Runs every section (round_trips, latency, cold_start, throughput, write_limits,
-coordination, jobs, client_cpu, lambda_path, scaling, cluster), prints its tables as it goes,
+coordination, jobs, client_cpu, lambda_path, scaling, cluster, density), prints its tables
+as it goes,
 writes all figures to JSON (default bench/results/latest.json, git-ignored) and, after a
 full run of every section, the committed summary bench/RESULTS.md."""
 
@@ -25,6 +26,7 @@ from bench import (
     cluster,
     cold_start,
     coordination,
+    density,
     jobs,
     lambda_path,
     latency,
@@ -47,6 +49,7 @@ SECTIONS = (
     "lambda_path",
     "scaling",
     "cluster",
+    "density",
 )
 TITLES = {
     "round_trips": round_trips.TITLE,
@@ -60,6 +63,7 @@ TITLES = {
     "lambda_path": lambda_path.TITLE,
     "scaling": scaling.TITLE,
     "cluster": cluster.TITLE,
+    "density": density.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -144,6 +148,7 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "lambda_path": lambda s: lambda_path.run(s, quick=args.quick),
         "scaling": lambda s: scaling.run(s, quick=args.quick),
         "cluster": lambda s: cluster.run(s, quick=args.quick),
+        "density": lambda s: density.run(s, quick=args.quick),
     }
 
 

@@ -118,6 +118,9 @@ class Bundle:
     reads: dict[str, int] = field(default_factory=dict)
     # problems a budget left out (the last thing it cuts), said in ``cut`` as "problems"
     problems_cut: int = 0
+    # False for an agent with no memory at all (sections.Memory): the markdown then does
+    # not offer level 3 (no topics linked, no note of yesterday); the JSON still lists it
+    has_memory: bool = True
 
     def section(self, name: str) -> Section:
         for section in self.sections:

@@ -197,6 +197,7 @@ class Memory:
         }
         if "handoff" in self.loaded:
             self.bundle.memory["handoff"] = "none"
+        self.bundle.has_memory = False
         return True
 
     def read(self, reply: Slots) -> None:

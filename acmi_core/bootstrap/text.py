@@ -41,7 +41,7 @@ _PIECES: Final = re.compile(
 # the fleet agent, in every scope and format, and the seed's memory files: with a token per
 # 5 letters of a word (per 3 past 16 letters: random ids, not words), per 3 characters of a
 # punctuation run, and one more per byte past the first of a non-ASCII character, the
-# estimate was 1.06-1.23x the real count (tests/integration/test_bundle_budget.py holds it
+# estimate was 1.11-1.23x the real count (tests/integration/test_bundle_budget.py holds it
 # at >= 1; the README states it).
 _WORD_CHARS: Final = 5
 _LONG_WORD: Final = 16
@@ -51,7 +51,7 @@ _PUNCT_CHARS: Final = 3
 
 def estimate_tokens(text: str) -> int:
     """Tokens ``text`` costs an LLM, estimated with no tokenizer: cl100k's pieces, each
-    charged for its length (see ``_PIECES``). It errs high (1.05x cl100k and more on the
+    charged for its length (see ``_PIECES``). It errs high (1.1x cl100k and more on the
     texts it was calibrated on), so a budget it keeps is kept."""
     count = 0
     for match in _PIECES.finditer(text):

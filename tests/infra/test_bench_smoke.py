@@ -234,3 +234,21 @@ def test_every_job_costs_the_same_over_1000_or_100_idle_entities(report: dict[st
     for job, row in jobs.items():
         assert row["flat"] == "yes", (job, row)
         assert row["commands_big"] == row["commands_small"] > 0, (job, row)
+
+
+def test_density_per_fixture_agent(report: dict[str, Any]) -> None:
+    """Issue 26's density targets, on the bench's own figures: scaffolding <= 80 tokens,
+    the markdown <= 0.6x the reference's minified JSON for the same facts (agents with
+    facts), and no budgeted bundle over its budget with either counter."""
+    section = report["density"]
+    records = {r["agent"]: r for r in section["records"]}
+    assert set(records) == {"empty", "idle", "busy", "coordinating", "memory"}
+    for name, row in records.items():
+        assert row["scaffolding"] <= 80, row
+        parts = sum(section["sections"][name].values())  # each part counted alone
+        assert abs(parts - row["markdown"]) <= 0.02 * row["markdown"] + 2, (parts, row)
+        if row["facts"]:
+            assert row["ratio"] <= 0.6 and row["facts_per_1k"] > 0, row
+    assert {r["counter"] for r in section["budgets"]["rows"]} == {"cl100k", "estimate"}
+    assert all(0 < r["worst"] <= 1 for r in section["budgets"]["rows"])
+    assert section["budgets"]["estimate_low"] >= 1

@@ -63,9 +63,11 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     )
     assert data["cut"] == {} and data["problems"] == [] and data["spawn"] is None
     text = clocked.bootstrap(bundle.agent, format="markdown").text
-    # the markdown spends nothing on an empty section; level 3 is named in the header
+    # the markdown spends nothing on an empty section, nor offers level 3 to an agent
+    # with no memory (the JSON lists it)
     assert not any(f"## {title}" in text for title in TITLES.values())
-    assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in text
+    assert "on demand:" not in text
+    assert data["memory"]["on_demand"] == ["topics", "yesterday", "archive", "topic"]
     assert PREAMBLE not in text  # nothing fenced: nothing to warn about
     assert count_tokens(text) <= 80  # the scaffolding
     acmi_text = clocked.bootstrap(bundle.agent, format="markdown", spawn=SPAWN).text

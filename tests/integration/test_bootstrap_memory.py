@@ -109,7 +109,7 @@ def test_main_loads_levels_one_and_two_in_the_seeds_shapes(
     # the seed's headings are there, inside the fences: stored text is data
     for heading in ("## 🔥 Current Priority", "## About Priya", "## Morning", "## Tomorrow"):
         assert heading in inside and heading not in outside
-    assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in outside
+    assert "on demand: include=topics,yesterday,archive · topic=<slug>" in outside
     assert "## Yesterday's note" not in text  # named once in the header, not as a section
 
 
