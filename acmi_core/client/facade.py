@@ -96,6 +96,10 @@ class Acmi:
         """``Context.guard``: ``value`` as this tenant may store it."""
         return self.context.guard(value, path)
 
+    def guard_event(self, event: T, path: str) -> T:
+        """``Context.guard_event``: an event as this tenant may store it, its ts a time."""
+        return self.context.guard_event(event, path)
+
     def index_key(self, entity: EntityId) -> str:
         return self.context.index_key(entity)
 

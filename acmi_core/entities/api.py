@@ -595,7 +595,7 @@ class TimelineAPI(_Slot):
         eid = EntityId.parse(entity)
         now = self._ctx.clock()
         tenant = self._keys.tenant
-        guard = self._ctx.guard
+        guard = self._ctx.guard_event
         encoded = [
             encode_event(
                 guard(e.to_dict() if isinstance(e, Event) else e, f"events[{i}]"),

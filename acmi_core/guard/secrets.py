@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, Literal, get_args
@@ -416,6 +416,18 @@ def _findings(hits: list[_Hit]) -> list[Finding]:
                 seen.add((where, rule))
                 out.append(Finding(where, rule, _RULE_BY_ID[rule].text))
     return out
+
+
+def ts_aside(event: Any, check: Callable[[Any], Any]) -> Any:
+    """``check`` (a guard) on an event with its numeric ``ts`` set aside, then put back in
+    its place: a ts is a time, and one of 13-15 digits passes a card number's checksum
+    one time in ten. Anything else is checked whole."""
+    ts = event.get("ts") if isinstance(event, dict) else None
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return check(event)
+    checked = dict(check({**event, "ts": 0}))
+    checked["ts"] = ts
+    return checked
 
 
 def scan(value: Any, *, path: str = "$") -> list[Finding]:

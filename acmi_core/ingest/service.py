@@ -38,7 +38,7 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData, IdempotencyKeyReused
 from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
@@ -52,6 +52,7 @@ from acmi_core.store.writes import Replayed, WritePlan
 if TYPE_CHECKING:
     import httpx
 
+    from acmi_core.guard.secrets import Finding
     from acmi_core.ingest.gmail_api import AccessTokens
 
 log = logging.getLogger("acmi.ingest")
@@ -202,12 +203,20 @@ def _guarded(acmi: Acmi, event: dict[str, Any], field: str) -> dict[str, Any]:
 
     if provably_clean(event):
         return event
-    from acmi_core.guard.secrets import guard, redact
+    from acmi_core.guard.secrets import guard, redact, ts_aside
 
     if acmi.settings.ingest_secret_policy_for(acmi.tenant) == "reject":
-        checked: dict[str, Any] = guard(event, "reject", path=field)
+        checked: dict[str, Any] = ts_aside(event, lambda e: guard(e, "reject", path=field))
         return checked
-    clean, findings = redact(event, path="$")
+    found: list[Finding] = []  # what the redaction of the event, ts aside, found
+
+    def redacting(value: dict[str, Any]) -> dict[str, Any]:
+        clean, findings = redact(value, path="$")
+        found.extend(findings)
+        return cast(dict[str, Any], clean)
+
+    clean = ts_aside(event, redacting)
+    findings = found
     if not findings:
         return event
     seen: dict[tuple[str, str], None] = {}
@@ -239,7 +248,9 @@ def store_deliveries(
         entity = EntityId.parse(delivery.entity, f"{field}.entity")
         raw_event = _bound_ts(delivery.event, now) if bound_future_ts else delivery.event
         # every source, Gmail messages included, after mapping and before validation
-        raw_event = _guarded(acmi, raw_event, field) if webhook else acmi.guard(raw_event, field)
+        raw_event = (
+            _guarded(acmi, raw_event, field) if webhook else acmi.guard_event(raw_event, field)
+        )
         event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
         plan.entity_bucket(acmi.keys, str(entity), f"{field}.entity")  # one run: one bucket
         acmi.timeline.stage(plan, entity, [event])
