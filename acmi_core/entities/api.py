@@ -1119,8 +1119,9 @@ class EntityAPI:
 
     def delete(self, entity: str | EntityId) -> None:
         """Every key of the entity (extensions included), its index entry and its place in
-        the tenant's change, activity, wake and hygiene indexes, atomically."""
-        eid = EntityId.parse(entity)
+        the tenant's change, activity, wake and hygiene indexes, atomically. Any id a list
+        prints (``parse_listed``: another writer's ``user:mikey@example.com`` too)."""
+        eid = EntityId.parse_listed(entity)
         plan = WritePlan()
         keys = self._ctx.keys.of(eid)
         for key in keys.all_slots(eid):

@@ -122,7 +122,7 @@ def _delete_target(entity: str) -> EntityId:
         raise AcmiValidationError(
             "entity", "entity_not_key", "is a Redis key; give the entity '<category>:<id>'"
         )
-    return EntityId.parse(entity)
+    return EntityId.parse_listed(entity)  # any id a list prints (another writer's too)
 
 
 def delete(acmi: Acmi, scope: Scope, q: p.DeleteParams) -> dict[str, Any]:

@@ -745,3 +745,20 @@ def test_every_id_list_prints_get_takes_and_get_takes_ns_colon_id(
     assert ok(capsys, "get", "user:mikey") == ok(capsys, "get", "user", "mikey")
     code, _, err = cli(capsys, "get", "user")  # neither NS ID nor ns:id
     assert code == 2 and "ns:id" in err
+
+
+def test_every_id_list_prints_delete_removes_in_its_own_tenant(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What reads take, delete takes too: the reference CLI's ``user:mikey@example.com``
+    is removed with its index entry, and the other tenant's same id is kept."""
+    for prefix in ("acmi:", "acmi:tenant:acme:"):
+        acmi.store.execute(("SET", f"{prefix}user:mikey@example.com:profile", '{"name":"M"}'))
+        acmi.store.execute(("SADD", f"{prefix}user:list", "mikey@example.com"))
+    code, _, err = cli(capsys, "delete", "user", "mikey@example.com")
+    assert code == 0, err
+    assert acmi.store.execute(("EXISTS", "acmi:user:mikey@example.com:profile")) == 0
+    assert acmi.store.execute(("SISMEMBER", "acmi:user:list", "mikey@example.com")) == 0
+    assert ok(capsys, "--tenant", "acme", "get", "user:mikey@example.com")["profile"] == {
+        "name": "M"
+    }
