@@ -255,6 +255,10 @@ def migrate(
     target: Annotated[
         str | None, typer.Option(help="with --layout: a seed node of the target Redis Cluster")
     ] = None,
+    buckets: Annotated[
+        str | None,
+        typer.Option(help="with --layout: the target's ACMI_CLUSTER_BUCKETS (default 1)"),
+    ] = None,
 ) -> None:
     """Repair what doctor finds (index, MCP layout, tenant_id); exits 1 when conflicts remain.
     --json: JSON lines, the last one a summary. --layout cluster --target URL: copy the
@@ -264,6 +268,7 @@ def migrate(
     status = migrate_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(),
         dry_run=dry_run, tenant_id=tenant_id, category=category, layout=layout, target=target,
+        buckets=buckets,
     )  # fmt: skip
     if status:
         raise typer.Exit(status)

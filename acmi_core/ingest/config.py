@@ -27,6 +27,7 @@ from acmi_core.base.keys import Keys, internal_global
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.ingest.mapping import check_mapping
 from acmi_core.ingest.sources import SOURCES, check_source, source_spec
+from acmi_core.ops.keyspace import scan_batches
 from acmi_core.store.base import Store
 from acmi_core.store.writes import WritePlan
 
@@ -347,24 +348,17 @@ def list_configs(store: Store, keys: Keys, configured: bool = False) -> ShownSou
     ``configured``, only those that are) and every named one configured
     (``n8n-billing``), sorted by name; a config that cannot be read is listed as
     ``{"source", "readable": false}``. Finds the named ones by SCAN (an operator's
-    command, run by hand as doctor is)."""
+    command, run by hand as doctor is: O(the keyspace)), through ``ops/keyspace.py``
+    ``scan_batches``, so on a Redis Cluster each primary's SCAN in turn (the cluster
+    client's per-node scan: the store refuses a SCAN with no single answer)."""
     prefix = _config_key(keys, "")
     names = set() if configured else {spec.name for spec in SOURCES}
-    cursor: bytes | int = 0
-    while True:
-        reply = store.execute(("SCAN", cursor, "MATCH", prefix + "*", "COUNT", LIST_SCAN_COUNT))
-        assert isinstance(reply, list) and len(reply) == 2
-        next_cursor, found = reply[0], reply[1]
-        assert isinstance(next_cursor, bytes | int)
-        cursor = next_cursor
-        for key in found if isinstance(found, list) else []:
-            if isinstance(key, bytes):
-                name = key.decode("utf-8", "replace")[len(prefix) :]
-                if ":" not in name:  # another kind whose prefix this one is: not a source
-                    names.add(name)
-        if cursor in (0, b"0"):
-            break
-    shown = []
+    for found in scan_batches(store, prefix + "*"):
+        for key in found:
+            name = key.decode("utf-8", "replace")[len(prefix) :]
+            if ":" not in name:  # another kind whose prefix this one is: not a source
+                names.add(name)
+    shown: ShownSources = []
     for name in sorted(names):
         try:
             shown.append(describe_source(store, keys, name))

@@ -59,7 +59,9 @@ assert set(TENANT_SOURCES) == set(TENANT_INDEXES) - {HITL_SHARED, HITL_OPERATOR}
 def memory_index_findings(doctor: Doctor, infos: list[ParsedKey]) -> list[Finding]:
     found = []
     for info in infos:
-        index, entity = doctor.keys_for(info.tenant).memory_index(), str(info.entity)
+        keys = doctor.keys_for(info.tenant)
+        own = keys.of(info.entity) if info.entity is not None else keys  # its bucket's
+        index, entity = own.memory_index(), str(info.entity)
         detail = (
             f"{entity} has memory ({info.slot}) but is not in {index}: the hygiene job "
             "never visits it"

@@ -192,16 +192,23 @@ class Doctor:
             # Reported with the entity's first existing slot key, whichever SCAN step
             # holds it: no memory of what was reported, whatever the keyspace's size.
             keys = self.keys_for(tenant)
-            read(info, "indexed", ("SISMEMBER", keys.index(entity.category), entity.local_id))
+            # with B > 1 the entity's own bucket holds its index entry (``Keys.of``)
+            own = keys.of(entity)
+            read(info, "indexed", ("SISMEMBER", own.index(entity.category), entity.local_id))
             for slot in ALL_SLOTS[: slot_rank(info)]:
                 read(info, "earlier", ("EXISTS", keys.slot(entity, slot)))
         for (tenant, entity), info in memories.items():
             # as above: reported with its first memory slot key, whichever step holds it
             keys = self.keys_for(tenant)
-            read(info, "memory_indexed", ("ZSCORE", keys.memory_index(), str(entity)))
+            read(info, "memory_indexed", ("ZSCORE", keys.of(entity).memory_index(), str(entity)))
             for slot in MEMORY_INDEXED_SLOTS[: memory_rank(info)]:
                 read(info, "memory_earlier", ("EXISTS", keys.slot(entity, slot)))
         return commands, reads
+
+    def _own(self, info: ParsedKey) -> Keys:
+        """The keys of ``info``'s entity's bucket (with B > 1 its index entries are there)."""
+        keys = self.keys_for(info.tenant)
+        return keys.of(info.entity) if info.entity is not None else keys
 
     def _check(self, raw_keys: Sequence[bytes]) -> list[Finding]:
         """One pipeline of per-key reads, then timeline members and MCP copies in
@@ -250,7 +257,7 @@ class Doctor:
             elif what == "memory_earlier" and reply != 0:
                 memory_unindexed.pop(info.key, None)
         for info in unindexed.values():
-            index = self.keys_for(info.tenant).index(info.category)
+            index = self._own(info).index(info.category)
             detail = f"not in {index}: `acmi list {info.category}` misses it"
             found.append(
                 Finding(

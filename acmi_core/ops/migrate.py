@@ -261,7 +261,7 @@ class Migrate:
             plan.edit_object(keys.slot(entity, slot), edits, field=slot)
         if indexed:
             # now, past the hygiene job's watermark; NX: a newer write's time stays
-            plan.zadd(keys.memory_index(), self.clock(), str(entity))
+            plan.zadd(keys.of(entity).memory_index(), self.clock(), str(entity))
         return plan, steps
 
     def _index(
@@ -274,7 +274,7 @@ class Migrate:
     ) -> _EntityPlan:
         entity_plan = plans.setdefault((tenant, entity), _EntityPlan())
         if not entity_plan.indexed:
-            index = self.doctor.keys_for(tenant).index(entity.category)
+            index = self.doctor.keys_for(tenant).of(entity).index(entity.category)
             entity_plan.plan.sadd(index, entity.local_id)  # idempotent: SADD
             entity_plan.indexed = True
             if announce:
@@ -357,6 +357,7 @@ def migrate_report(
     category: str | None = None,
     layout: str | None = None,
     target: str | None = None,
+    buckets: str | None = None,
 ) -> int:
     """Run (or with ``dry_run`` only print) the repairs, one line per step, then a
     summary. Returns 0 when everything found was repaired, 1 when conflicts or keys
@@ -364,7 +365,9 @@ def migrate_report(
     node's URL): the copy of the deployment into the cluster layout there instead
     (``ops/relayout.py``)."""
     if layout is not None or target is not None:
-        return _relayout(acmi, layout, target, out, err, dry_run, tenant_id, category)
+        return _relayout(acmi, layout, target, buckets, out, err, dry_run, tenant_id, category)
+    if buckets is not None:
+        raise AcmiValidationError("--buckets", "with_layout", "goes with --layout cluster")
     migrate = Migrate(
         acmi,
         dry_run=dry_run,
@@ -393,6 +396,7 @@ def _relayout(
     acmi: Acmi,
     layout: str | None,
     target: str | None,
+    buckets: str | None,
     out: TextIO,
     err: TextIO,
     *others: object,
@@ -407,4 +411,4 @@ def _relayout(
         )
     from acmi_core.ops.relayout import relayout_report
 
-    return relayout_report(acmi, target, out=out, err=err)
+    return relayout_report(acmi, target, out=out, err=err, buckets=buckets or "1")

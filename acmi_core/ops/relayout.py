@@ -27,6 +27,19 @@ target that holds any ``acmi:*`` key (nothing of another deployment is overwritt
 after the last step answers the finished checkpoint. Writers must be stopped on the source
 (a key written behind the cursor is not copied); the checkpoint names the source by a hash
 of its URL, so a resume from another source is refused.
+
+Buckets: the target's B per tenant is ``--buckets`` (the target deployment's
+``ACMI_CLUSTER_BUCKETS``, default 1; the source, in the reference layout, has none), kept
+in the checkpoint (a resume with another B is refused). With B > 1 an entity's slots go to
+its bucket (``Keys.of``), and each index the cluster layout keeps per bucket is SPLIT
+member by member into the bucket of the entity the member names (``BY_MEMBER``: the
+category lists, the change index, hygiene due, the memory index, the stalled marks); a
+member that names no entity stays in bucket 0. The per-bucket bookkeeping a member does
+not place (request records, job watermarks and run records, delivery idempotency records:
+``EVERY_BUCKET``) is copied into every bucket, so a retry in any bucket finds its first
+run, and a job resumes every bucket from the tenant's watermark; the marks of the
+per-bucket indexes (``BUCKETED_INDEXES``) go to every bucket (a job that visits a bucket
+with nothing due re-syncs its mark). Everything else stays in bucket 0, as with B = 1.
 """
 
 from __future__ import annotations
@@ -35,10 +48,11 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Final, TextIO, TypedDict
+from typing import Final, Literal, TextIO, TypedDict
 
 from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
 from acmi_core.base.keys import (
+    BUCKETED_INDEXES,
     GLOBAL_KINDS,
     INTERNAL_MARK,
     RELAYOUT_CHECKPOINT,
@@ -48,8 +62,8 @@ from acmi_core.base.keys import (
     Keys,
     Layout,
 )
-from acmi_core.base.model import TENANT_RE
-from acmi_core.base.settings import Settings
+from acmi_core.base.model import TENANT_RE, EntityId
+from acmi_core.base.settings import Settings, parse_buckets
 from acmi_core.client import Acmi
 from acmi_core.ops.doctor import Doctor
 from acmi_core.ops.keyspace import SCAN_COUNT, parse_key, scan_batches, scan_step
@@ -63,6 +77,13 @@ PIPELINE_BYTES: Final = 4 * 1024 * 1024
 # most a few KiB each, so well under MAX_REQUEST_ARGS and MAX_REQUEST_BYTES.
 CHUNK_MEMBERS: Final = 500
 _TYPED: Final = {"zset": ("ZSCAN", "ZADD"), "hash": ("HSCAN", "HSET"), "set": ("SSCAN", "SADD")}
+# With B > 1: the per-bucket indexes (``Keys.changed``, ``hygiene_due``, ``memory_index``,
+# ``stalled``; each a ZSET whose members are entity ids) split member by member, and the
+# per-bucket bookkeeping no member places, copied into every bucket (``Keys.request``,
+# ``job_state``, ``job_run``, the ingest's ``idem`` records that ``Keys.moved`` puts
+# beside their entity). Any other bookkeeping kind is bucket 0's (``Keys._zero``).
+BY_MEMBER: Final = frozenset({"changed", "hygiene", "memory", "stalled"})
+EVERY_BUCKET: Final = frozenset({"req", "job", "jobrun", "idem"})
 
 
 class RelayoutCounts(TypedDict):
@@ -75,12 +96,16 @@ class RelayoutCounts(TypedDict):
     uncopyable: int
 
 
-class RelayoutCheckpoint(TypedDict):
+class RelayoutCheckpointBase(TypedDict):
     source: str  # a hash of the source's URL
     cursor: int  # the source's SCAN cursor the next step starts from
     steps: int
     done: bool
     counts: RelayoutCounts
+
+
+class RelayoutCheckpoint(RelayoutCheckpointBase, total=False):
+    buckets: str  # the target's B per tenant (ACMI_CLUSTER_BUCKETS); absent: "1"
 
 
 class RelayoutResult(TypedDict):
@@ -106,12 +131,41 @@ def source_id(url: str) -> str:
 
 @dataclass(frozen=True)
 class Mapped:
-    """Where a source key goes: ``name`` on the target, or ``split`` (the kind of a
-    reference index of tenants with work), or ``skip`` (why it is not copied)."""
+    """Where a source key goes: ``name`` on the target (and ``also``, the same value
+    under more names: every bucket), or ``split`` (the kind of a reference index of tenants
+    with work), or ``members`` (a per-bucket index split by member), or ``skip`` (why
+    it is not copied)."""
 
     name: str | None = None
     split: str | None = None
     skip: str | None = None
+    also: tuple[str, ...] = ()
+    members: ByMember | None = None
+
+
+@dataclass(frozen=True)
+class ByMember:
+    """A per-bucket index of ``keys``'s tenant split member by member: the bucket of the
+    entity each member names (``category``: the members are local ids of that category,
+    a category list; None: entity ids), ``name(bucket)`` the target key there."""
+
+    keys: Keys
+    kind: str  # the internal kind, or "" for a category list
+    category: str | None
+
+    def name(self, bucket: int) -> str:
+        view = self.keys.at(bucket)
+        return view.index(self.category) if self.category is not None else view.internal(self.kind)
+
+    def bucket(self, member: bytes) -> int:
+        text = member.decode("utf-8", "replace")
+        if self.category is not None:
+            text = f"{self.category}:{text}"
+        try:
+            EntityId.parse_listed(text)  # any id a list reads back (other writers' too)
+        except AcmiValidationError:
+            return 0  # names no entity: bucket 0, where a B = 1 deployment has it
+        return self.keys.bucket_of(text)  # the writers' rule, on the same text
 
 
 @dataclass
@@ -124,6 +178,8 @@ class Relayout:
     source_url: str
     count: int = SCAN_COUNT
     progress: Callable[[int], None] = field(default=lambda copied: None)
+    # the target deployment's settings (its B per tenant); None: the source's, B = 1
+    settings: Settings | None = None
     _keys: dict[tuple[str, Layout], Keys] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -132,11 +188,16 @@ class Relayout:
                 "--layout", "source_layout", "copies a deployment in the reference layout"
             )
         self.default = self.source.settings.default_tenant
+        if self.settings is None:
+            self.settings = target_settings(self.source.settings, "")
+        self.buckets = self.settings.cluster_buckets.strip()
 
     def keys(self, tenant: str, layout: Layout = Layout.CLUSTER) -> Keys:
         keys = self._keys.get((tenant, layout))
         if keys is None:
-            keys = self._keys[(tenant, layout)] = Keys(tenant, self.default, layout)
+            assert self.settings is not None  # set by __post_init__
+            b = self.settings.buckets_for(tenant) if layout is Layout.CLUSTER else 1
+            keys = self._keys[(tenant, layout)] = Keys(tenant, self.default, layout, b)
         return keys
 
     # --- names -------------------------------------------------------------------------
@@ -159,6 +220,8 @@ class Relayout:
         if info is not None and info.entity is not None:
             keys = self.keys(info.tenant)
             if info.slot is None:
+                if keys.buckets > 1:
+                    return Mapped(members=ByMember(keys, "", info.category))
                 return Mapped(keys.index(info.category))
             return Mapped(keys.slot(info.entity, info.slot))
         # no builder names it (a registry, a HITL queue, an id outside the grammar): what
@@ -181,7 +244,14 @@ class Relayout:
         tenant, _, parts = tail.partition(":")
         if not TENANT_RE.fullmatch(tenant):
             return Mapped(text)  # no tenant named: kept as it is
-        return Mapped(self.keys(tenant).internal(kind, *(parts.split(":") if parts else ())))
+        keys = self.keys(tenant)
+        args = parts.split(":") if parts else []
+        if keys.buckets > 1 and kind in BY_MEMBER and not args:
+            return Mapped(members=ByMember(keys, kind, None))
+        if keys.buckets > 1 and kind in EVERY_BUCKET:
+            names = [view.internal(kind, *args) for view in keys.every_bucket()]
+            return Mapped(names[0], also=tuple(names[1:]))
+        return Mapped(keys.internal(kind, *args))
 
     # --- the run -----------------------------------------------------------------------
 
@@ -209,10 +279,24 @@ class Relayout:
                     "holds acmi:* keys and no checkpoint of a copy: a copy goes into an empty"
                     " cluster (nothing of another deployment is overwritten)",
                 )
-            checkpoint = {"source": me, "cursor": 0, "steps": 0, "done": False, "counts": _zero()}
+            checkpoint = {
+                "source": me,
+                "cursor": 0,
+                "steps": 0,
+                "done": False,
+                "counts": _zero(),
+                "buckets": self.buckets,
+            }
         elif checkpoint["source"] != me:
             raise AcmiValidationError(
                 "--target", "same_source", "holds the checkpoint of a copy from another source"
+            )
+        elif checkpoint.get("buckets", "1") != self.buckets:
+            raise AcmiValidationError(
+                "--buckets",
+                "same_buckets",
+                f"the copy on the target was made with --buckets {checkpoint.get('buckets', '1')}:"
+                " a resume keeps its buckets",
             )
         while not checkpoint["done"]:
             cursor, raw_keys = scan_step(
@@ -226,6 +310,7 @@ class Relayout:
                 "steps": checkpoint["steps"] + 1,
                 "done": cursor == 0,
                 "counts": counts,
+                "buckets": self.buckets,
             }
             self._save(checkpoint)  # after the step's writes: a stop redoes the step
             self.progress(checkpoint["counts"]["copied"])
@@ -239,9 +324,11 @@ class Relayout:
 
     def _step(self, raw_keys: list[bytes], counts: RelayoutCounts) -> None:
         mapped = [(raw, m) for raw in raw_keys if (m := self.map_key(raw)) is not None]
-        copies = [(raw, m.name) for raw, m in mapped if m.name is not None]
+        copies = [(raw, (m.name, *m.also)) for raw, m in mapped if m.name is not None]
         for raw, m in mapped:
-            if m.skip == "mcp_layout":
+            if m.members is not None:
+                counts[self._by_member(raw, m.members)] += 1
+            elif m.skip == "mcp_layout":
                 counts["mcp_layout"] += 1
             elif m.skip == "uncopyable":
                 counts["uncopyable"] += 1
@@ -255,7 +342,7 @@ class Relayout:
         replies = self.source.store.pipeline(reads)
         writes: list[Command] = []
         weight = 0
-        for position, (raw, name) in enumerate(copies):
+        for position, (raw, names) in enumerate(copies):
             dump, ttl, kind = replies[3 * position : 3 * position + 3]
             if not isinstance(dump, bytes) or not isinstance(ttl, int) or ttl == -2:
                 counts["vanished"] += 1
@@ -263,16 +350,17 @@ class Relayout:
             keep_ms = max(ttl, 0)  # -1: no TTL (RESTORE's 0)
             if len(dump) > DUMP_MAX_BYTES:
                 type_name = kind.decode() if isinstance(kind, bytes) else ""
-                if self._typed(raw, name, type_name, keep_ms):
+                if all([self._typed(raw, name, type_name, keep_ms) for name in names]):
                     counts["copied"] += 1
                 else:
                     counts["uncopyable"] += 1
                 continue
-            if writes and weight + len(dump) > PIPELINE_BYTES:
-                self._write(writes)
-                writes, weight = [], 0
-            writes.append(("RESTORE", name, keep_ms, dump, "REPLACE"))
-            weight += len(dump)
+            for name in names:  # one source key: one name, or one per bucket (EVERY_BUCKET)
+                if writes and weight + len(dump) > PIPELINE_BYTES:
+                    self._write(writes)
+                    writes, weight = [], 0
+                writes.append(("RESTORE", name, keep_ms, dump, "REPLACE"))
+                weight += len(dump)
             counts["copied"] += 1
         if writes:
             self._write(writes)
@@ -304,6 +392,42 @@ class Relayout:
             self.target.execute(("PEXPIRE", name, keep_ms))
         return True
 
+    def _by_member(
+        self, raw: bytes, split: ByMember
+    ) -> Literal["copied", "vanished", "uncopyable"]:
+        """A per-bucket index (a SET or ZSET) split into the buckets of its members: every
+        bucket's key deleted first (so a redone step writes it whole again), then the
+        members in chunks, then the key's TTL on each bucket's part. The count it adds to."""
+        kind, ttl = self.source.store.pipeline([("TYPE", raw), ("PTTL", raw)])
+        type_name = kind.decode() if isinstance(kind, bytes) else ""
+        if type_name == "none" or not isinstance(ttl, int) or ttl == -2:
+            return "vanished"
+        if type_name not in ("set", "zset"):
+            return "uncopyable"  # no index of ours has another type
+        names = [split.name(b) for b in range(split.keys.buckets)]
+        self._write([("DEL", name) for name in names])
+        scan, add = _TYPED[type_name]
+        written: set[str] = set()
+        cursor = 0
+        while True:
+            reply = self.source.store.execute((scan, raw, cursor, "COUNT", CHUNK_MEMBERS))
+            cursor, items = _scan_reply(reply)
+            parts: dict[str, list[bytes]] = {}
+            if type_name == "zset":  # ZSCAN gives member, score: ZADD takes score, member
+                for member, score in zip(items[::2], items[1::2], strict=True):
+                    parts.setdefault(names[split.bucket(member)], []).extend((score, member))
+            else:
+                for member in items:
+                    parts.setdefault(names[split.bucket(member)], []).append(member)
+            if parts:
+                self._write([(add, name, *values) for name, values in parts.items()])
+                written.update(parts)
+            if cursor == 0:
+                break
+        if ttl > 0 and written:
+            self._write([("PEXPIRE", name, ttl) for name in sorted(written)])
+        return "copied"
+
     def _split(self, raw: bytes, kind: str) -> int:
         """The reference's index of tenants with work ``kind`` as each tenant's mark and
         the registry (ZADD and SADD: a redone step writes the same)."""
@@ -318,7 +442,11 @@ class Relayout:
                 tenant = member.decode("utf-8", "replace")
                 if not TENANT_RE.fullmatch(tenant):
                     continue  # no tenant: nothing a job could serve
-                commands.append(("ZADD", self.keys(tenant).tenants_with(kind), score, member))
+                keys = self.keys(tenant)
+                # a per-bucket index's mark goes to every bucket (its members were split)
+                views = keys.every_bucket() if kind in BUCKETED_INDEXES else [keys]
+                for view in views:
+                    commands.append(("ZADD", view.tenants_with(kind), score, member))
                 tenants.append(member)
             if tenants:
                 commands.append(("SADD", TENANT_REGISTRY, *tenants))
@@ -354,16 +482,23 @@ def _scan_reply(reply: Reply) -> tuple[int, list[bytes]]:
     raise AcmiError("a SCAN of a key gave an unexpected reply", field="scan")
 
 
-def target_settings(source: Settings, url: str) -> Settings:
-    """The target deployment's settings: the source's, in the cluster layout on ``url``."""
+def target_settings(source: Settings, url: str, buckets: str = "1") -> Settings:
+    """The target deployment's settings: the source's, in the cluster layout on ``url``,
+    with ``buckets`` (``--buckets``: its ``ACMI_CLUSTER_BUCKETS``) per tenant."""
+    parse_buckets(buckets, "--buckets")  # a 4xx naming the option, before anything is read
     return source.model_copy(
-        update={"key_layout": Layout.CLUSTER.value, "redis_cluster": True, "redis_url": url}
+        update={
+            "key_layout": Layout.CLUSTER.value,
+            "redis_cluster": True,
+            "redis_url": url,
+            "cluster_buckets": buckets.strip(),
+        }
     )
 
 
 def relayout(source: Acmi, target: Store, source_url: str, settings: Settings) -> RelayoutResult:
     """Copy (or resume copying) ``source`` into ``target``, then verify it with doctor."""
-    run = Relayout(source, target, source_url)
+    run = Relayout(source, target, source_url, settings=settings)
     checkpoint, resumed = run.copy()
     verified, n_source, n_target = run.verify(settings)
     return {
@@ -377,9 +512,12 @@ def relayout(source: Acmi, target: Store, source_url: str, settings: Settings) -
     }
 
 
-def relayout_report(acmi: Acmi, target_url: str, *, out: TextIO, err: TextIO) -> int:
-    """`acmi migrate --layout cluster --target URL`: the copy into a Redis Cluster at
-    ``target_url``, its result as one JSON object; exit 0 when done and verified."""
+def relayout_report(
+    acmi: Acmi, target_url: str, *, out: TextIO, err: TextIO, buckets: str = "1"
+) -> int:
+    """`acmi migrate --layout cluster --target URL [--buckets SPEC]`: the copy into a Redis
+    Cluster at ``target_url`` with ``buckets`` per tenant (the target's
+    ``ACMI_CLUSTER_BUCKETS``), its result as one JSON object; exit 0 when done and verified."""
     from acmi_core.store.cluster import ClusterStore
 
     if not target_url.startswith(("redis://", "rediss://")):
@@ -391,7 +529,7 @@ def relayout_report(acmi: Acmi, target_url: str, *, out: TextIO, err: TextIO) ->
             "source",
             "copies from one Redis node (ACMI_REDIS_URL, the reference layout)",
         )
-    settings = target_settings(acmi.settings, target_url)
+    settings = target_settings(acmi.settings, target_url, buckets)
     target = ClusterStore(target_url, settings)
     try:
         print("# copying into the cluster layout (resumable: run again after a stop)", file=err)

@@ -17,7 +17,7 @@ from redis.cluster import RedisCluster as ClusterClient
 from acmi_core import Acmi, create_acmi
 from acmi_core.auth import apikeys
 from acmi_core.base.errors import AcmiValidationError, StoreCommandError, StoreUnavailable
-from acmi_core.base.keys import RELAYOUT_CHECKPOINT, TENANT_REGISTRY
+from acmi_core.base.keys import RELAYOUT_CHECKPOINT, TENANT_REGISTRY, key_tag
 from acmi_core.base.settings import Settings
 from acmi_core.cli.app import main
 from acmi_core.ops.doctor import Doctor
@@ -27,7 +27,7 @@ from acmi_core.store.cluster import ClusterStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_cluster import RedisCluster
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import TEST_DBS
+from tests.kit import TEST_DBS, FakeClock
 
 DB = TEST_DBS["relayout.source"]  # this module's own database (tests/kit.py TEST_DBS)
 TENANTS = ("default", "beta")
@@ -241,3 +241,132 @@ def test_the_command_copies_and_exits_0(
     assert result["done"] and result["verified"] and result["counts"]["copied"] > 800
     assert main(["migrate", "--layout", "reference", "--target", redis_cluster3.url]) == 2
     assert "--layout" in capsys.readouterr().err
+
+
+BUCKETS = "1,beta=3"  # the target's ACMI_CLUSTER_BUCKETS: default at B = 1, beta at B = 3
+
+
+def _drift_entities(acmi: Acmi) -> dict[str, int]:
+    """A drift-diff run's count of changed entities per tenant (every bucket's)."""
+    import time
+
+    from acmi_core.jobs import drift
+    from acmi_core.jobs.runner import JobRun
+    from acmi_core.jobs.tenants import run_tenants
+
+    clock = FakeClock(int(time.time() * 1000) + 3_600_000)  # past every settle time
+    default = Acmi(acmi.store, acmi.settings, clock=clock)
+    run = JobRun("drift-diff", f"drift-{time.time_ns()}", clock(), {})
+    result = run_tenants(default, run, drift.run, clock=time.perf_counter)
+    # the default tenant's answer is the top level, the others' under "tenants"
+    others = {t: int(r["entities"]) for t, r in result.get("tenants", {}).items()}
+    return {"default": int(result["entities"]), **others}
+
+
+def test_a_copy_into_three_buckets_splits_the_indexes_and_serves_every_entity(
+    env: tuple[Acmi, str], redis_cluster3: RedisCluster
+) -> None:
+    source, url = env
+    settings = target_settings(source.settings, redis_cluster3.url, BUCKETS)
+    with redis.Redis.from_url(url) as raw:
+        before = snapshot(raw)
+    stopped = StoppedAfter(redis_cluster3.url, settings, limit=400)
+    with pytest.raises(StoreUnavailable):
+        Relayout(source, stopped, url, count=STEP, settings=settings).copy()
+    stopped.close()
+    target = ClusterStore(redis_cluster3.url, settings)
+    try:
+        with pytest.raises(AcmiValidationError, match="--buckets"):
+            Relayout(source, target, url, settings=target_settings(source.settings, "x")).copy()
+        run = Relayout(source, target, url, count=STEP, settings=settings)
+        checkpoint, resumed = run.copy()
+        verified, n_source, n_target = run.verify(settings)
+    finally:
+        target.close()
+    print(f"# B=3 copy, stopped and resumed: {checkpoint['counts']} in {checkpoint['steps']} steps")
+    assert resumed and checkpoint["done"] and checkpoint["buckets"] == BUCKETS
+    assert checkpoint["counts"]["vanished"] == checkpoint["counts"]["uncopyable"] == 0
+    with redis.Redis.from_url(url) as raw:
+        assert snapshot(raw) == before  # the source untouched
+
+    with ClusterClient.from_url(redis_cluster3.url) as cluster:
+        for tenant, b in (("default", 1), ("beta", 3)):
+            keys = Acmi(source.store, settings, tenant=tenant).keys
+            assert keys.buckets == b
+            for index in ("user", "changed"):
+                split: set[bytes] = set()
+                for view in keys.every_bucket():
+                    name = view.index("user") if index == "user" else view.changed()
+                    members = (
+                        cluster.smembers(name)
+                        if index == "user"
+                        else {m for m, _ in cluster.zrange(name, 0, -1, withscores=True)}
+                    )
+                    text = [m.decode() for m in members]
+                    # each member in the bucket of the entity it names (0: names none)
+                    assert all(
+                        keys.bucket_of(f"user:{m}" if index == "user" else m) == view.bucket
+                        for m in text
+                    ), (tenant, index, view.bucket)
+                    assert not split & members  # in one bucket only
+                    split |= members
+                src = Acmi(source.store, source.settings, tenant=tenant).keys
+                ref = src.index("user") if index == "user" else src.changed()
+                kind, value, _ = before[ref.encode()]
+                whole = set(value) if kind == "set" else {m for m, _ in value}
+                assert split == whole, (tenant, index)
+            if b == 1:  # a registry of the default tenant: its TTL kept
+                assert cluster.pttl(keys.registry("agent-model-policy")) > 0
+            else:  # beta's users spread over its three buckets (and masters)
+                tags = {key_tag(keys.profile(_entity(f"user:u{n}"))) for n in range(ENTITIES)}
+                assert len(tags) == 3
+
+    assert verified and n_source == n_target == 1  # the unindexed SDK entity, both sides
+    # list / get / jobs on the target find every entity the source has, per tenant
+    store = ClusterStore(redis_cluster3.url, settings)
+    try:
+        for tenant in TENANTS:
+            old = Acmi(source.store, source.settings, tenant=tenant)
+            new = Acmi(store, settings, tenant=tenant)
+            assert sorted(new.list("user")) == sorted(old.list("user"))
+            assert len(new.list("user")) == ENTITIES + (tenant == "default")  # and big
+            for n in range(ENTITIES):
+                entity = f"user:u{n}"
+                got, want = new.get(entity), old.get(entity)
+                assert (got.profile, got.signals, got.timeline, got.problems) == (
+                    want.profile,
+                    want.signals,
+                    want.timeline,
+                    [],
+                )
+            if tenant == "default":  # the timeline too large for one RESTORE
+                assert len(new.timeline.read(BIG, limit=5000)) == 3000
+            assert new.locks.get("deploy").to_dict() == old.locks.get("deploy").to_dict()
+        # a job over the copy visits what it visits on the source: every bucket's changes
+        jobs = _drift_entities(Acmi(store, settings)), _drift_entities(source)
+        print(f"# drift-diff entities, target vs source: {jobs}")
+        assert jobs[0] == jobs[1] == {"default": ENTITIES, "beta": ENTITIES}
+    finally:
+        store.close()
+
+
+def test_the_command_takes_the_targets_buckets(
+    env: tuple[Acmi, str],
+    redis_cluster3: RedisCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, url = env
+    monkeypatch.setenv("ACMI_REDIS_URL", url)
+    bad = ["migrate", "--layout", "cluster", "--target", redis_cluster3.url, "--buckets", "0"]
+    assert main(bad) == 2
+    assert "--buckets" in capsys.readouterr().err  # refused before anything is copied
+    with ClusterClient.from_url(redis_cluster3.url) as cluster:
+        assert cluster.get(RELAYOUT_CHECKPOINT) is None
+    code = main([*bad[:-1], BUCKETS])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code in (0, None) and result["done"] and result["verified"], result
+    with ClusterClient.from_url(redis_cluster3.url) as cluster:
+        assert json.loads(cluster.get(RELAYOUT_CHECKPOINT))["buckets"] == BUCKETS
+        # beta's users are in its three buckets' lists, none in bucket 0's alone
+        assert cluster.exists("acmi:{beta:1}:user:list", "acmi:{beta:2}:user:list") == 2
