@@ -28,12 +28,11 @@
 
 local find = string.find
 
--- op -> the Redis type its key holds, its argument count, the ZADD flag (ZADD family)
+-- op -> the Redis type its key holds; its argument count
 local TYPE = { ZADD = 'zset', ZSET = 'zset', ZMAX = 'zset', ZMIN = 'zset', ZREM = 'zset',
   SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string' }
 local ARGC = { ZADD = 2, ZSET = 2, ZMAX = 2, ZMIN = 2, ZREM = 1, SADD = 1, SREM = 1,
   HSET = 2, HDEL = 1, SET = 1 }
-local FLAG = { ZADD = 'NX', ZMAX = 'GT', ZMIN = 'LT' }
 
 local function bad(where, what, value)
   local message = 'ACMI_BADOP ' .. where .. ': ' .. what
@@ -44,7 +43,7 @@ end
 -- a decimal number or +-inf, as ZADD takes it (apply.lua's score_of): no hex, no nan,
 -- nothing Redis would refuse half-way through the writes
 local function score_ok(s)
-  if find(s, '^%d+$') and #s <= 15 then return true end  -- an integer ms: the usual case
+  if #s <= 15 and find(s, '^%d+$') then return true end  -- an integer ms: the usual case
   if find(string.lower(s), '^[+-]?inf$') then return true end
   local x = tonumber(s)
   if not x or not find(s, '^[+-]?[%d.][%d.eE+-]*$') then return false end
@@ -62,15 +61,14 @@ local checked = {}  -- key index -> true once its type is checked
 local pos = 2
 for op = 1, nops do
   local code = ARGV[pos]
-  local want = TYPE[code]
+  local want, argc = TYPE[code], ARGC[code]
   if not want then return bad('op ' .. op, 'unknown op code', code) end
   local ki = tonumber(ARGV[pos + 1])
   if not ki or not KEYS[ki] then
     return bad('op ' .. op .. ' ' .. code, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
   end
-  local argc = ARGV[pos + 1 + ARGC[code]] ~= nil
-  if not argc then return bad('op ' .. op .. ' ' .. code, 'arguments missing') end
-  if ARGC[code] == 2 and TYPE[code] == 'zset' and not score_ok(ARGV[pos + 2]) then
+  if ARGV[pos + 1 + argc] == nil then return bad('op ' .. op .. ' ' .. code, 'arguments missing') end
+  if want == 'zset' and argc == 2 and not score_ok(ARGV[pos + 2]) then
     return bad('op ' .. op .. ' ' .. code, 'score is not a number', ARGV[pos + 2])
   end
   if not checked[ki] then
@@ -82,31 +80,35 @@ for op = 1, nops do
     end
     checked[ki] = true
   end
-  pos = pos + 2 + ARGC[code]
+  pos = pos + 2 + argc
 end
 if ARGV[pos] ~= nil then
   return bad('plan', (#ARGV - pos + 1) .. ' arguments after its last op', ARGV[pos])
 end
 
--- phase 2: write (nothing here can fail: the types and arguments are checked)
+-- phase 2: write (nothing here can fail: the types and arguments are checked); one
+-- branch an op, the usual ones first
 local results = {}
 pos = 2
 for op = 1, nops do
   local code, key = ARGV[pos], KEYS[tonumber(ARGV[pos + 1])]
-  local a, b = ARGV[pos + 2], ARGV[pos + 3]
   if code == 'ZADD' then
-    results[op] = redis.call('ZADD', key, 'NX', a, b)
+    results[op] = redis.call('ZADD', key, 'NX', ARGV[pos + 2], ARGV[pos + 3])
+    pos = pos + 4
   else
-    local flag = FLAG[code]
-    if flag then
-      redis.call('ZADD', key, flag, a, b)
-    elseif code == 'ZSET' or code == 'HSET' then
-      redis.call(code == 'ZSET' and 'ZADD' or 'HSET', key, a, b)
-    else
-      redis.call(code, key, a)  -- ZREM SADD SREM HDEL SET
-    end
     results[op] = 0
+    if code == 'ZSET' then
+      redis.call('ZADD', key, ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'ZMAX' then
+      redis.call('ZADD', key, 'GT', ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'ZMIN' then
+      redis.call('ZADD', key, 'LT', ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'HSET' then
+      redis.call('HSET', key, ARGV[pos + 2], ARGV[pos + 3])
+    else
+      redis.call(code, key, ARGV[pos + 2])  -- ZREM SADD SREM HDEL SET
+    end
+    pos = pos + 2 + ARGC[code]
   end
-  pos = pos + 2 + ARGC[code]
 end
 return results
