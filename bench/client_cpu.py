@@ -23,7 +23,7 @@ GET_EVENTS = 60  # more than the 50 read, so every get reads a full page
 
 # (row, our op kind, the contender's op kind, what ours does per call)
 OPS: tuple[tuple[str, str, str, str], ...] = (
-    ("append", "append", "append", "one EVALSHA (lua/apply.lua)"),
+    ("append", "append", "append", "one EVALSHA (lua/lean.lua)"),
     ("signals.set", "signals.set", "signals.set", "one EVALSHA"),
     ("profile.merge", "profile.merge", "profile.merge", "one EVALSHA"),
     ("get (50 events)", "get", "get", "one pipeline: GET, GET, ZRANGE"),

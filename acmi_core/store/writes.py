@@ -1,4 +1,5 @@
-"""WritePlan: every ACMI write is a list of ops run by one Lua script (lua/apply.lua).
+"""WritePlan: every ACMI write is a list of ops run by one Lua script (lua/apply.lua, or
+lua/lean.lua for a plan of plain ops).
 
 One script means one round trip, atomic, all-or-nothing (key types and stored JSON are
 checked before the first write), and no lost updates: read-modify-write of a JSON
@@ -37,8 +38,8 @@ APPLY: Final = scripts.APPLY.script
 LEAN: Final = scripts.LEAN.script
 
 # The ops lean.lua runs, each with the one Redis type its key holds: a plan of these
-# alone, each key named with one type, needs none of apply.lua's interpreter (a third
-# of its Redis time for an append; see lua/lean.lua).
+# alone, each key named with one type, needs none of apply.lua's interpreter (about
+# half its Redis time for an append; see lua/lean.lua).
 _LEAN_TYPES: Final[dict[str, str]] = {
     "ZADD": "zset",
     "ZSET": "zset",
