@@ -9,9 +9,12 @@ ratios of each (> 1: ours is faster)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 from acmi_core import Acmi, Settings
+from acmi_core.store import writes
 from acmi_core.store.redis import RedisStore
 from bench import contender as c
 from bench._infra import Column, RedisServer, median, table_of
@@ -23,7 +26,7 @@ GET_EVENTS = 60  # more than the 50 read, so every get reads a full page
 
 # (row, our op kind, the contender's op kind, what ours does per call)
 OPS: tuple[tuple[str, str, str, str], ...] = (
-    ("append", "append", "append", "one EVALSHA (lua/apply.lua)"),
+    ("append", "append", "append", "one EVALSHA (lua/lean.lua)"),
     ("signals.set", "signals.set", "signals.set", "one EVALSHA"),
     ("profile.merge", "profile.merge", "profile.merge", "one EVALSHA"),
     ("get (50 events)", "get", "get", "one pipeline: GET, GET, ZRANGE"),
@@ -138,10 +141,75 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
+# The write operations whose script's Redis time is measured: (row, the call, a call number)
+_WRITES: tuple[tuple[str, Callable[[Acmi, int], object]], ...] = (
+    (
+        "append",
+        lambda a, i: a.timeline.append(
+            "user:cpu-redis-append",
+            {"source": "agent:bench", "kind": "note", "correlationId": f"r-{i}", "summary": "s"},
+        ),
+    ),
+    ("signals.set", lambda a, i: a.signals.set("user:cpu-redis-signals", f"k{i % 10}", i)),
+    ("profile.merge", lambda a, i: a.profile.merge("user:cpu-redis-profile", {f"n{i % 10}": i})),
+)
+
+
+def _script_us(acmi: Acmi, call: Callable[[Acmi, int], object], start: int, n: int) -> float:
+    """Redis's own time per script run over ``n`` calls (INFO commandstats, EVALSHA)."""
+    acmi.store.execute(("CONFIG", "RESETSTAT"))
+    for i in range(start, start + n):
+        call(acmi, i)
+    stats = acmi.store.execute(("INFO", "commandstats"))
+    text = stats.decode() if isinstance(stats, bytes) else str(stats)
+    line = next(x for x in text.splitlines() if x.startswith("cmdstat_evalsha:"))
+    return float(line.split("usec_per_call=")[1].split(",")[0])
+
+
+def redis_time(server: RedisServer, *, rounds: int, n: int) -> list[dict[str, Any]]:
+    """Each write's script, Redis time per run: the script it runs (lean.lua for an
+    append) and, for the same calls, apply.lua (every plan sent to it, as before lean.lua),
+    interleaved round by round; medians."""
+    server.flush(DB)
+    times: dict[tuple[str, str], list[float]] = {}
+    with Acmi(RedisStore.from_url(server.url_for(DB)), Settings()) as acmi:
+        for r in range(rounds):
+            for row, call in _WRITES:
+                call(acmi, -1)  # loads the scripts: not timed
+                times.setdefault((row, "ours"), []).append(_script_us(acmi, call, r * n, n))
+                with mock.patch.dict(writes._LEAN_TYPES, clear=True):  # every plan: apply.lua
+                    call(acmi, -2)
+                    base = (rounds + r) * n
+                    times.setdefault((row, "apply"), []).append(_script_us(acmi, call, base, n))
+    out = []
+    for row, _ in _WRITES:
+        ours, generic = median(times[(row, "ours")]), median(times[(row, "apply")])
+        out.append(
+            {
+                "op": row,
+                "script": "lean.lua" if row == "append" else "apply.lua",
+                "ours_us": ours,
+                "apply_us": generic,
+                "ratio": ours / generic,
+            }
+        )
+    return out
+
+
+REDIS_COLUMNS: tuple[Column, ...] = (
+    ("operation", "op"),
+    ("its script", "script"),
+    ("Redis µs a run", "ours_us"),
+    ("apply.lua µs a run, same calls", "apply_us"),
+    ("ratio", "ratio"),
+)
+
+
 def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     rounds, n, warmup = (2, 60, 30) if quick else (21, 1000, 300)
     measured = measure(server, rounds=rounds, n=n, warmup=warmup)
     records = rows(measured)
+    script_rows = redis_time(server, rounds=2 if quick else 5, n=100 if quick else 2000)
     node, pure = measured["node"], measured["pure"]
     ours_runtime = measured["runs"]["ours"][0].runtime
     contender = node if isinstance(node, str) else measured["runs"]["contender"][0].runtime
@@ -159,6 +227,8 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
         "rows": records,
         "summary": {r["op"]: r["ratio"] for r in records},
         "table": table_of(COLUMNS, records),
+        "script_rows": script_rows,
+        "tables": {"redis_time_per_write_script": table_of(REDIS_COLUMNS, script_rows)},
         "note": (
             f"{rounds} interleaved rounds of {n} calls per operation after {warmup} warm-up "
             "calls, one fresh process per side and round; medians over rounds; each ratio is "
@@ -168,6 +238,9 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
             f"`Acmi(RedisStore.from_url(...))`; {hiredis_note}. Contender: {contender}, "
             "issuing exactly the reference SDK's commands (its ioredis adapter) with the "
             "same client-side work (id check, event fill, JSON). Ours is one round trip per "
-            "call and atomic; the reference's signals.set and profile.merge are two and racy."
+            "call and atomic; the reference's signals.set and profile.merge are two and racy. "
+            "Redis time: INFO commandstats usec_per_call of EVALSHA (the script and the "
+            "commands it runs), medians of interleaved rounds; apply.lua: the same calls "
+            "with every plan sent to the generic interpreter."
         ),
     }

@@ -533,7 +533,7 @@ def timeline_rows(
         # name -> (Redis work, the call per size)
         ops: dict[str, tuple[str, dict[int, Call]]] = {
             "append 1 event": (
-                "one apply.lua run: ZADD NX + ZADD (change index) + SADD, O(log N)",
+                "one lean.lua run: ZADD NX + ZADD (change index) + SADD, O(log N)",
                 {n: append(n) for n in sizes},
             ),
             "get (profile, signals, newest 50)": (

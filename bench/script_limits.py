@@ -32,6 +32,7 @@ from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
 from acmi_core.bootstrap.budget import CAPS, READ_BYTES
 from acmi_core.bootstrap.bundle import MAX_EVENTS
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
+from acmi_core.entities.timeline_parts import event_parts
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
 from acmi_core.store import scripts
@@ -243,6 +244,26 @@ def _hedge(acmi: Acmi) -> Callable[[], object]:
     return hedged_claim
 
 
+def _lean(acmi: Acmi) -> Callable[[], object]:
+    """An extend of as many events as one request carries (one lean.lua run: a ZADD NX
+    each, and the indexes), each call new events on a timeline of many."""
+    counter = iter(range(10**6))
+    acmi.timeline.extend("user:drill-lean", [_event(f"seed-{i}") for i in range(5000)])
+    fits = len(event_parts([dumps(_event("x" * 12), "e")] * 2000, False)[0])
+
+    def extend() -> object:
+        run = next(counter)
+        return acmi.timeline.extend(
+            "user:drill-lean", [_event(f"r{run:04d}-{i:06d}") for i in range(fits)]
+        )
+
+    return extend
+
+
+def _event(correlation: str) -> dict[str, Any]:
+    return {"source": "agent:drill", "kind": "note", "correlationId": correlation, "summary": "s"}
+
+
 def _hitl(acmi: Acmi) -> Callable[[], object]:
     """A resolve of an item with the largest request text, posting hitl-resolved."""
     counter = iter(range(10**6))
@@ -430,6 +451,7 @@ def cases() -> list[ScriptCase]:
         ScriptCase(
             "edit at the caps", "apply", f"{MAX_EDIT_FIELDS:,} fields, 64 KiB object", _apply
         ),
+        ScriptCase("extend of a full request", "lean", "~990 events and their indexes", _lean),
         ScriptCase(
             "bootstrap, every section full",
             "bootstrap",

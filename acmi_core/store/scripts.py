@@ -397,6 +397,8 @@ APPLY_REPLY: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 APPLY: Final = ScriptProtocol("apply", single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY))
+# apply's layout for plans of plain ops only (WritePlan.apply picks it); no replay reply
+LEAN: Final = ScriptProtocol("lean", single(("plan_keys*",), ("op_count", "ops*"), ("results*",)))
 
 WORK: Final = ScriptProtocol(
     "work",
@@ -650,6 +652,18 @@ BOOTSTRAP: Final = ScriptProtocol(
     ),
 )
 
-PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, MERGE, LOCKS, HITL, HYGIENE, UNLOG, BOOTSTRAP)
+PROTOCOLS: Final = (
+    APPLY,
+    LEAN,
+    WORK,
+    SWEEP,
+    PAGE,
+    MERGE,
+    LOCKS,
+    HITL,
+    HYGIENE,
+    UNLOG,
+    BOOTSTRAP,
+)
 # Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#])
 LIBRARIES: Final = ("mentions", "replay")

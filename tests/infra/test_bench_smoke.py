@@ -88,6 +88,7 @@ def test_the_largest_allowed_edit_is_timed_by_the_server(report: dict[str, Any])
     scripts = {c["script"] for c in section["scripts"].values()}
     assert scripts == {
         "apply",
+        "lean",
         "bootstrap",
         "sweep",
         "locks",

@@ -344,6 +344,7 @@ def test_a_script_error_without_a_marker_stays_a_store_error(
     acmi: Acmi, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
     monkeypatch.setattr("acmi_core.store.writes.APPLY", Script(source))
+    monkeypatch.setattr("acmi_core.store.writes.LEAN", Script(source))  # a SET plan runs there
     plan = WritePlan()
     plan.set(three_keys(acmi)[0], "{}")
     with pytest.raises(StoreCommandError, match="boom") as err:

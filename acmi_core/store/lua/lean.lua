@@ -1,0 +1,114 @@
+-- lean.lua: the plans of plain ops (a timeline append or extend and its indexes), as one
+-- atomic, all-or-nothing step, without apply.lua's interpreter.
+--
+-- Redis runs a script's whole body on every call: apply.lua defines its JSON scanner,
+-- its op table and ~40 functions each run (~27 us of Redis time for an append, against
+-- ~3 us for the commands it runs). This script is what an append needs and no more.
+-- WritePlan.apply sends a plan here only when every op is one of the ops below and each
+-- key is named by ops of one Redis type (so one TYPE per key, read before any write,
+-- decides every op); any other plan goes to apply.lua. Same ops, results and errors as
+-- apply.lua (tests/integration/test_lean_script.py runs both on the same plans).
+--
+-- The protocol (acmi_core/store/scripts.py LEAN declares the same names):
+--: KEYS[1..] plan_keys*: every key the ops name, by index
+--: ARGV[1] op_count: the number of ops
+--: ARGV[2..] ops*: per op: opcode, key index (into KEYS), op arguments:
+--   ZADD k score member    ZADD NX (an exact duplicate event is stored once)
+--   ZSET / ZMAX / ZMIN k score member    ZADD / ZADD GT / ZADD LT (indexes)
+--   ZREM k member / SADD k member / SREM k member / HSET k field value / HDEL k field
+--   SET  k value           overwrite a STRING
+--
+--: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, others -> 0
+-- Errors (nothing was written), as apply.lua's:
+--   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
+--   ACMI_BADOP op <i> <op>: ... a malformed plan (a bug in the code that built it)
+--
+-- Bounded: O(ops) commands, each O(log N); a plan is at most MAX_REQUEST_ARGS arguments
+-- (bench/script_limits.py drills the largest extend).
+
+local find = string.find
+
+-- op -> the Redis type its key holds; its argument count
+local TYPE = { ZADD = 'zset', ZSET = 'zset', ZMAX = 'zset', ZMIN = 'zset', ZREM = 'zset',
+  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string' }
+local ARGC = { ZADD = 2, ZSET = 2, ZMAX = 2, ZMIN = 2, ZREM = 1, SADD = 1, SREM = 1,
+  HSET = 2, HDEL = 1, SET = 1 }
+
+local function bad(where, what, value)
+  local message = 'ACMI_BADOP ' .. where .. ': ' .. what
+  if value ~= nil then message = message .. " '" .. string.sub(value, 1, 40) .. "'" end
+  return redis.error_reply(message .. '; nothing was written')
+end
+
+-- a decimal number or +-inf, as ZADD takes it (apply.lua's score_of): no hex, no nan,
+-- nothing Redis would refuse half-way through the writes
+local function score_ok(s)
+  if #s <= 15 and find(s, '^%d+$') then return true end  -- an integer ms: the usual case
+  if find(string.lower(s), '^[+-]?inf$') then return true end
+  local x = tonumber(s)
+  if not x or not find(s, '^[+-]?[%d.][%d.eE+-]*$') then return false end
+  if x == math.huge or x == -math.huge then return false end
+  return not (x == 0 and find((string.match(s, '^[^eE]*')), '[1-9]'))
+end
+
+local nops = tonumber(ARGV[1])
+if not nops or not find(ARGV[1], '^%d+$') then
+  return bad('plan', 'op count is not a count', ARGV[1])
+end
+
+-- phase 1: check every op and every key's type; nothing is written
+local checked = {}  -- key index -> true once its type is checked
+local pos = 2
+for op = 1, nops do
+  local code = ARGV[pos]
+  local want, argc = TYPE[code], ARGC[code]
+  if not want then return bad('op ' .. op, 'unknown op code', code) end
+  local ki = tonumber(ARGV[pos + 1])
+  if not ki or not KEYS[ki] then
+    return bad('op ' .. op .. ' ' .. code, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
+  end
+  if ARGV[pos + 1 + argc] == nil then return bad('op ' .. op .. ' ' .. code, 'arguments missing') end
+  if want == 'zset' and argc == 2 and not score_ok(ARGV[pos + 2]) then
+    return bad('op ' .. op .. ' ' .. code, 'score is not a number', ARGV[pos + 2])
+  end
+  if not checked[ki] then
+    local t = redis.call('TYPE', KEYS[ki])
+    if type(t) == 'table' then t = t.ok end
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[ki] .. ' holds a ' .. t ..
+        ', expected a ' .. want .. '; nothing was written')
+    end
+    checked[ki] = true
+  end
+  pos = pos + 2 + argc
+end
+if ARGV[pos] ~= nil then
+  return bad('plan', (#ARGV - pos + 1) .. ' arguments after its last op', ARGV[pos])
+end
+
+-- phase 2: write (nothing here can fail: the types and arguments are checked); one
+-- branch an op, the usual ones first
+local results = {}
+pos = 2
+for op = 1, nops do
+  local code, key = ARGV[pos], KEYS[tonumber(ARGV[pos + 1])]
+  if code == 'ZADD' then
+    results[op] = redis.call('ZADD', key, 'NX', ARGV[pos + 2], ARGV[pos + 3])
+    pos = pos + 4
+  else
+    results[op] = 0
+    if code == 'ZSET' then
+      redis.call('ZADD', key, ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'ZMAX' then
+      redis.call('ZADD', key, 'GT', ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'ZMIN' then
+      redis.call('ZADD', key, 'LT', ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'HSET' then
+      redis.call('HSET', key, ARGV[pos + 2], ARGV[pos + 3])
+    else
+      redis.call(code, key, ARGV[pos + 2])  -- ZREM SADD SREM HDEL SET
+    end
+    pos = pos + 2 + ARGC[code]
+  end
+end
+return results
