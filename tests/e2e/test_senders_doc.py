@@ -8,15 +8,20 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 
 from acmi_core import Settings, create_acmi
 from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
+from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.store import open_store
 from acmi_core.testing.redis_server import RedisServer
 from tests.kit import ROOT, TEST_DBS, console_script, serving
@@ -44,6 +49,25 @@ def sections() -> list[str]:
 class Served:
     url: str
     env: dict[str, str]
+    google_key: rsa.RSAPrivateKey  # the test's own Google: the app trusts only its key
+
+
+def google_token(served: Served, section: str) -> str:
+    """What Pub/Sub puts in ``Authorization``: signed for the audience and service account
+    the section's ``acmi sources set`` names (the endpoint on the served app)."""
+    email = re.search(r"--oidc-email (\S+)", block("run", section))
+    assert email, f"{section}: no --oidc-email"
+    now = int(time.time())
+    claims = {
+        "iss": "https://accounts.google.com",
+        "aud": f"{served.url}/v1/ingest/gmail",
+        "email": email.group(1),
+        "email_verified": True,
+        "sub": "1234",
+        "iat": now,
+        "exp": now + 3600,
+    }
+    return jwt.encode(claims, served.google_key, algorithm="RS256", headers={"kid": "k1"})
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +83,16 @@ def served(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) 
         "PATH": f"{BIN}:{env.get('PATH', '/usr/bin:/bin')}",
         "NO_COLOR": "1",
     }
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
+    jwks = {"keys": [{**jwk, "kid": "k1", "alg": "RS256", "use": "sig"}]}
+    google = GoogleTokenVerifier(fetch_jwks=lambda: (jwks, 3600))
     settings = Settings.from_env(env)
     store = open_store(settings)
     try:
-        with serving(create_app(ApiContext(create_acmi(store, settings), offload=True))) as url:
-            yield Served(url, env | {"ACMI_URL": url})
+        ctx = ApiContext(create_acmi(store, settings), offload=True, google=google)
+        with serving(create_app(ctx)) as url:
+            yield Served(url, env | {"ACMI_URL": url}, key)
     finally:
         store.close()
 
@@ -77,10 +106,13 @@ def normalised(text: str, url: str) -> str:
 
 
 def run(section: str, served: Served) -> str:
+    env = dict(served.env)
+    if "GOOGLE_OIDC_TOKEN" in block("run", section):
+        env["GOOGLE_OIDC_TOKEN"] = google_token(served, section)
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block("run", section)],
         check=False,
-        env=served.env,
+        env=env,
         cwd=served.env["ACMI_HOME"],
         capture_output=True,
         text=True,
@@ -91,7 +123,7 @@ def run(section: str, served: Served) -> str:
 
 
 def test_every_section_has_its_output() -> None:
-    assert sections()[:4] == ["make", "n8n", "slack", "github"], sections()
+    assert sections() == ["make", "n8n", "slack", "github", "gmail"], sections()
     for section in sections():
         assert "FILL" not in block("output", section), section
 
