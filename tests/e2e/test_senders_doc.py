@@ -122,12 +122,16 @@ def run(section: str, served: Served) -> str:
     return normalised(done.stdout, served.url)
 
 
-def test_every_section_has_its_output() -> None:
+def test_every_section_has_its_output_and_every_shell_block_runs() -> None:
     assert sections() == ["make", "n8n", "slack", "github", "gmail"], sections()
     for section in sections():
         assert "FILL" not in block("output", section), section
+    # a shell block the test does not run could go stale unseen
+    shell = re.findall(r"(?:(<!-- run: [\w-]+ -->)\n)?```(?:bash|sh|shell)\n", DOC)
+    assert shell and all(shell), "every shell block in docs/senders.md is marked <!-- run: ... -->"
 
 
+@pytest.mark.slow  # fresh interpreters: every `acmi` line is one
 @pytest.mark.parametrize("section", sections())
 def test_a_section_prints_what_the_doc_shows(section: str, served: Served) -> None:
     printed = run(section, served)
