@@ -5,6 +5,7 @@ on a real redis-server, with a fresh ACMI_HOME, and what it prints must be the s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -24,7 +25,7 @@ from acmi_core.api.context import ApiContext
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.store import open_store
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import ROOT, TEST_DBS, console_script, serving
+from tests.kit import ROOT, TEST_DBS, console_script, load_event, serving
 
 DOC_PATH = ROOT / "docs" / "senders.md"
 DOC = DOC_PATH.read_text(encoding="utf-8")
@@ -129,6 +130,18 @@ def test_every_section_has_its_output_and_every_shell_block_runs() -> None:
     # a shell block the test does not run could go stale unseen
     shell = re.findall(r"(?:(<!-- run: [\w-]+ -->)\n)?```(?:bash|sh|shell)\n", DOC)
     assert shell and all(shell), "every shell block in docs/senders.md is marked <!-- run: ... -->"
+
+
+@pytest.mark.parametrize("section", ["make", "n8n", "slack", "github"])
+def test_a_section_posts_the_senders_captured_body(section: str) -> None:
+    """The body a section posts is its sender's captured one (events/ingest.<source>.json),
+    so the doc shows what the sender really sends, and both change together."""
+    shell = block("run", section)
+    found = re.search(r"<<'BODY'\n(.*?)\nBODY\n", shell, re.S) or re.search(
+        r"^body='(.*)'$", shell, re.M
+    )
+    assert found, f"{section}: no body in its run block"
+    assert json.loads(found.group(1)) == json.loads(load_event(f"ingest.{section}")["body"])
 
 
 @pytest.mark.slow  # fresh interpreters: every `acmi` line is one
