@@ -88,6 +88,7 @@ TEST_DBS: Final = {
     "dashboard_browser": 32,
     "dashboard_bounds": 33,
     "openai_agents_session": 46,
+    "senders_doc": 45,
 }
 
 
