@@ -54,6 +54,7 @@ IMPORT_NAMES = {
     "pyjwt": "jwt",
     "fastapi-offline": "fastapi_offline",
     "opentelemetry-api": "opentelemetry",
+    "google-genai": "google",
 }
 
 # Runs ``args["steps"]`` where only ``args["allowed"]`` top-level packages import; for each
