@@ -246,3 +246,42 @@ def test_04_openai_review_is_one_code_review_event_even_when_rerun(
     assert event.summary == REVIEW_TEXT
     assert (event.model_extra or {})["review"] == REVIEW_TEXT
     _nothing_in(served.other, "repo:website")
+
+
+PLAN = {"resource": "work:website-pricing", "steps": ["write the copy", "deploy"]}
+
+
+def _coordination(acmi: Acmi) -> list[str]:
+    return [e.kind for e in acmi.timeline.read("thread:agent-coordination", limit=50)]
+
+
+def test_05_ide_agent_claims_works_heartbeats_and_releases(
+    env: pytest.MonkeyPatch, served: Served
+) -> None:
+    served.acmi.signals.set("project:website", "plan", PLAN)
+    assert example("05_ide_agent").main(["project:website"]) == 0
+    done = served.acmi.timeline.read("project:website", limit=10)
+    assert [(e.kind, (e.model_extra or {})["step"]) for e in done] == [
+        ("step-done", "write the copy"),
+        ("step-done", "deploy"),
+    ]
+    assert {(e.model_extra or {})["fence"] for e in done} == {1}
+    assert served.acmi.locks.get(PLAN["resource"]).to_dict()["owner"] is None
+    assert _coordination(served.acmi) == ["coord-claim", "coord-release"]
+    signals = served.acmi.get("agent:ide").signals
+    assert signals["status"] == "IDLE" and "last_heartbeat_ts" in signals
+    _nothing_in(served.other, "project:website", "agent:ide")
+    assert _coordination(served.other) == []
+
+
+def test_05_ide_agent_defers_when_another_agent_holds_the_work(
+    env: pytest.MonkeyPatch, served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served.acmi.signals.set("project:website", "plan", PLAN)
+    served.acmi.locks.claim(PLAN["resource"], "agent:claude", 60_000)
+    assert example("05_ide_agent").main(["project:website"]) == 0
+    assert "deferring" in capsys.readouterr().out
+    assert served.acmi.timeline.read("project:website", limit=10) == []
+    assert served.acmi.locks.get(PLAN["resource"]).to_dict()["owner"] == "agent:claude"
+    assert _coordination(served.acmi) == ["coord-claim", "coord-defer"]
+    assert served.acmi.signals.get("agent:ide", "status_note") == "deferred"
