@@ -248,7 +248,8 @@ def test_04_openai_review_is_one_code_review_event_even_when_rerun(
     _nothing_in(served.other, "repo:website")
 
 
-PLAN = {"resource": "work:website-pricing", "steps": ["write the copy", "deploy"]}
+RESOURCE = "work:website-pricing"
+PLAN = {"resource": RESOURCE, "steps": ["write the copy", "deploy"]}
 
 
 def _coordination(acmi: Acmi) -> list[str]:
@@ -266,7 +267,7 @@ def test_05_ide_agent_claims_works_heartbeats_and_releases(
         ("step-done", "deploy"),
     ]
     assert {(e.model_extra or {})["fence"] for e in done} == {1}
-    assert served.acmi.locks.get(PLAN["resource"]).to_dict()["owner"] is None
+    assert served.acmi.locks.get(RESOURCE).to_dict()["owner"] is None
     assert _coordination(served.acmi) == ["coord-claim", "coord-release"]
     signals = served.acmi.get("agent:ide").signals
     assert signals["status"] == "IDLE" and "last_heartbeat_ts" in signals
@@ -278,10 +279,76 @@ def test_05_ide_agent_defers_when_another_agent_holds_the_work(
     env: pytest.MonkeyPatch, served: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     served.acmi.signals.set("project:website", "plan", PLAN)
-    served.acmi.locks.claim(PLAN["resource"], "agent:claude", 60_000)
+    served.acmi.locks.claim(RESOURCE, "agent:claude", 60_000)
     assert example("05_ide_agent").main(["project:website"]) == 0
     assert "deferring" in capsys.readouterr().out
     assert served.acmi.timeline.read("project:website", limit=10) == []
-    assert served.acmi.locks.get(PLAN["resource"]).to_dict()["owner"] == "agent:claude"
+    assert served.acmi.locks.get(RESOURCE).to_dict()["owner"] == "agent:claude"
     assert _coordination(served.acmi) == ["coord-claim", "coord-defer"]
     assert served.acmi.signals.get("agent:ide", "status_note") == "deferred"
+
+
+VAPI = Path(__file__).resolve().parents[1] / "fixtures" / "vapi"
+CALL = "vapi-call:4f1b5c7e-93a2-4b8e-9d61-0c2f7a9e5b13"
+CALLER = "vapi-customer:14155550123"
+
+
+def test_06_vapi_answers_from_status_report_and_writes_the_call_twice(
+    env: pytest.MonkeyPatch, served: Served
+) -> None:
+    import httpx
+
+    env.setenv("VAPI_SECRET", "vapi-server-secret-0001")
+    served.acmi.signals.set(
+        "project:website", "status_report", {"summary": GEMINI_TEXT, "events": 2}
+    )
+    module = example("06_vapi")
+    with module.acmi_client() as acmi:
+        server = module.make_server(acmi, 0)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        secret = {"x-vapi-secret": "vapi-server-secret-0001"}
+        try:
+            with httpx.Client(base_url=url, timeout=10) as vapi:
+                assert vapi.post("/", json={"message": {}}).status_code == 401  # no secret
+                answers = [
+                    vapi.post(
+                        "/", json=json.loads((VAPI / f"{name}.json").read_text()), headers=secret
+                    )
+                    for name in (
+                        "status-update",
+                        "tool-calls",
+                        "end-of-call-report",
+                        "end-of-call-report",
+                    )  # Vapi may deliver a report twice
+                ]
+        finally:
+            server.shutdown()
+            server.server_close()
+    assert [a.status_code for a in answers] == [200] * 4
+    assert answers[1].json() == {
+        "results": [{"toolCallId": "call_Vq3hYx8k2LmN5pR7sT9uW1aB", "result": GEMINI_TEXT}]
+    }
+    for entity in (CALLER, CALL):
+        kinds = [e.kind for e in served.acmi.timeline.read(entity, limit=10)]
+        assert sorted(kinds) == [
+            "vapi.end-of-call-report",
+            "vapi.status-update",
+            "vapi.tool-calls",
+        ], entity
+    _nothing_in(served.other, CALLER, CALL)
+
+
+def test_06_vapi_tool_without_a_report_says_so(env: pytest.MonkeyPatch, served: Served) -> None:
+    module = example("06_vapi")
+    body = json.loads((VAPI / "tool-calls.json").read_text())
+    body["message"]["toolCallList"][0]["function"]["arguments"] = {"entity": "project:none"}
+    with module.acmi_client() as acmi:
+        answer = module.handle(acmi, body)
+    assert answer["results"][0]["result"] == "I have no status report for project:none yet."
+    # Another tenant's report is not this key's to read.
+    served.other.signals.set("project:website", "status_report", {"summary": "not yours"})
+    body["message"]["toolCallList"][0]["function"]["arguments"] = {"entity": "project:website"}
+    with module.acmi_client() as acmi:
+        assert "not yours" not in module.handle(acmi, body)["results"][0]["result"]
