@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 
 from acmi_core import Acmi
@@ -296,8 +300,6 @@ CALLER = "vapi-customer:14155550123"
 def test_06_vapi_answers_from_status_report_and_writes_the_call_twice(
     env: pytest.MonkeyPatch, served: Served
 ) -> None:
-    import httpx
-
     env.setenv("VAPI_SECRET", "vapi-server-secret-0001")
     served.acmi.signals.set(
         "project:website", "status_report", {"summary": GEMINI_TEXT, "events": 2}
@@ -352,3 +354,42 @@ def test_06_vapi_tool_without_a_report_says_so(env: pytest.MonkeyPatch, served: 
     body["message"]["toolCallList"][0]["function"]["arguments"] = {"entity": "project:website"}
     with module.acmi_client() as acmi:
         assert "not yours" not in module.handle(acmi, body)["results"][0]["result"]
+
+
+def test_04_runs_as_the_script_a_user_copies(
+    env: pytest.MonkeyPatch, served: Served, vendor: Vendor
+) -> None:
+    """`python examples/04_openai.py repo:cli < diff`, in a process of its own: the
+    environment is all it is given."""
+    diff = "--- a/cli.py\n+++ b/cli.py\n@@ -1 +1 @@\n-print(1)\n+print(2)\n"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "04_openai.py"), "repo:cli"],
+        input=diff,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == REVIEW_TEXT
+    [event] = served.acmi.timeline.read("repo:cli", limit=10)
+    assert event.kind == "code-review"
+
+
+def test_every_example_is_listed_with_the_test_that_runs_it() -> None:
+    index = (EXAMPLES / "README.md").read_text()
+    tests = Path(__file__).read_text()
+    scripts = sorted(p.name for p in EXAMPLES.glob("[0-9][0-9]_*.py"))
+    assert scripts == [
+        "02_claude.py",
+        "03_gemini.py",
+        "04_openai.py",
+        "05_ide_agent.py",
+        "06_vapi.py",
+    ]
+    for script in scripts:
+        number = script[:2]
+        assert f"[{script}]({script})" in index, f"{script} is not in examples/README.md"
+        assert f"test_examples.py::test_{number}_*" in index, f"{script}: no test named"
+        assert f"def test_{number}_" in tests, f"{script} has no test here"
