@@ -7,11 +7,12 @@ goes to ACMI's `vapi` webhook source, which writes the call on the caller's time
     export ACMI_API_URL=http://127.0.0.1:8000 ACMI_API_KEY=<write key> VAPI_SECRET=<secret>
     python examples/06_vapi.py          # listens on 127.0.0.1:8787 (VAPI_PORT)
 
-In Vapi, set the assistant's Server URL to where this listens (a tunnel, or your host), its
-secret to VAPI_SECRET (Vapi sends it as X-Vapi-Secret), its server messages to
+In Vapi, set the assistant's Server URL to where this listens (a tunnel, or your host) with
+an X-Vapi-Secret custom credential holding VAPI_SECRET, its server messages to
 end-of-call-report, status-update and tool-calls, and add a function tool
 `get_status_report` with an `entity` string argument. Without tools, Vapi can post straight
-to `<ApiUrl>v1/ingest/vapi?token=<push token>` (`acmi sources set vapi --push-token`).
+to `<ApiUrl>v1/ingest/vapi`, with a Bearer Token credential holding an ACMI write key, or
+`?token=<push token>` (`acmi sources set vapi --push-token`).
 """
 
 from __future__ import annotations
