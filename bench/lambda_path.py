@@ -109,12 +109,15 @@ CASES: Final[tuple[Case, ...]] = (
         "workflows",
         "write",
         "workflows.execute",
-        unique=("correlation_id",),
+        # a new step per call: a step's next run waits for its assessment (the seed's rule)
+        unique=("step",),
         # another workflow: the read above examines up to 500 events of its own
         path=("/v1/workflows/{workflow}/executions", "/v1/workflows/bench-writes/executions"),
     ),
     Case("bootstrap", "read", "bootstrap.read-markdown", setup=("bootstrap.spawn",)),
     Case("bootstrap", "write", "bootstrap.spawn", unique=("spawn", "session_id")),
+    Case("dashboard", "read", "dashboard.read"),  # a read-only function: no write case
+    Case("dashboard", "read", "dashboard.page"),
     Case("docs", "read", "docs.openapi"),
     Case("docs", "read", "docs.docs"),
     Case("memory", "read", "memory.status", setup=("memory.remember",)),

@@ -11,6 +11,7 @@ tests/integration/test_script_bounds.py."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -19,10 +20,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acmi_core import Acmi, Settings
-from acmi_core.base.keys import COORDINATION_THREAD, MEMORY_ARCHIVE
+from acmi_core.base.keys import (
+    CHANGED,
+    COORDINATION_THREAD,
+    MEMORY_ARCHIVE,
+    MENTIONS_PER_EVENT,
+    SPAWNS,
+)
 from acmi_core.base.model import MAX_EDIT_FIELDS, MAX_OBJECT_BYTES, EntityId, dumps
 from acmi_core.base.pages import MAX_PAGE_BYTES, MAX_PAGE_SIZE
-from acmi_core.bootstrap.budget import CAPS
+from acmi_core.bootstrap.budget import CAPS, READ_BYTES
 from acmi_core.bootstrap.bundle import MAX_EVENTS
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.jobs import sweep
@@ -96,7 +103,9 @@ def _bootstrap(acmi: Acmi) -> Callable[[], object]:
     """Every section at its cap: 200 coordination events of EVENT_BYTES mentioning the
     agent among near misses, CAPS['work'] work items with 64 KiB profile and signals,
     both HITL queues full, a profile and signals at the object cap, MAX_EVENTS timeline
-    events of TIMELINE_EVENT_BYTES, all asked for."""
+    events of TIMELINE_EVENT_BYTES, all asked for; and a spawn logged, its session looked
+    for among CAPS['spawn_sessions'] spawns another tool wrote (READ_BYTES of them, the
+    newest whatever the clock says, none of its session)."""
     for i in range(200):
         note = _near_misses(EVENT_BYTES - 200) + f" {AGENT}"
         acmi.timeline.append(
@@ -135,7 +144,17 @@ def _bootstrap(acmi: Acmi) -> Callable[[], object]:
                 "payload": {"pad": _pad(TIMELINE_EVENT_BYTES)},
             },
         )
-    return lambda: acmi.bootstrap(AGENT, events=MAX_EVENTS)
+    spawns = acmi.keys.slot(EntityId.parse(AGENT), SPAWNS)
+    window = CAPS["spawn_sessions"]
+    for i in range(window):
+        ts = NOW + 10**12 + i
+        record = {"ts": ts, "session_id": f"foreign-{i}", "model_id": "m"}
+        member = dumps({**record, "pad": _pad(READ_BYTES // window - 100)})
+        acmi.store.execute(("ZADD", spawns, ts, member))
+    sessions = itertools.count()
+    return lambda: acmi.bootstrap(
+        AGENT, events=MAX_EVENTS, spawn={"session_id": f"s-{next(sessions)}", "model_id": "m"}
+    )
 
 
 def _sweep(acmi: Acmi) -> Callable[[], object]:
@@ -162,6 +181,21 @@ def _apply(acmi: Acmi) -> Callable[[], object]:
     return lambda: acmi.signals.update("user:drill", edit)
 
 
+def _store_items(acmi: Acmi) -> Callable[[], object]:
+    """A batch of store writes at both caps: WRITES_PER_PLAN overwrites of items at the
+    object cap (each HPUT reads the item it replaces), WRITE_PLAN_BYTES of new text, all in
+    one namespace with a TTL (the namespace and expiry indexes kept for each)."""
+    from acmi_core.entities.items import WRITE_PLAN_BYTES, WRITES_PER_PLAN, ItemWrite
+
+    namespace = ("drill", "n" * 100)
+    big = {"text": _pad(MAX_OBJECT_BYTES - 200)}
+    for start in range(0, WRITES_PER_PLAN, 4):
+        acmi.items.write([ItemWrite(namespace, f"k{n:04d}", big) for n in range(start, start + 4)])
+    small = {"text": _pad(WRITE_PLAN_BYTES // WRITES_PER_PLAN - 200)}
+    batch = [ItemWrite(namespace, f"k{n:04d}", small, 60.0) for n in range(WRITES_PER_PLAN)]
+    return lambda: acmi.items.write(batch)
+
+
 def _locks(acmi: Acmi) -> Callable[[], object]:
     """A claim refused (coord-defer, indexed under both agents) on a held lease."""
     resource = "drill:" + "r" * 194  # the longest name allowed
@@ -175,6 +209,38 @@ def _locks(acmi: Acmi) -> Callable[[], object]:
             return exc
 
     return refused_claim
+
+
+def _hedge(acmi: Acmi) -> Callable[[], object]:
+    """A claim hedged by a reference agent's raw coord-claim behind HEDGE_EVENTS - 1
+    coord-releases of others naming the resource, all decoded, HEDGE_BYTES in all."""
+    from acmi_core.base.keys import COORDINATION_THREAD
+    from acmi_core.coordination.locks import HEDGE_BYTES, HEDGE_EVENTS
+
+    resource = "drill:" + "h" * 194
+    now = acmi.clock()
+    size = HEDGE_BYTES // HEDGE_EVENTS - 200  # each member's padding: the window at its cap
+    events = [
+        {
+            "ts": now - HEDGE_EVENTS + i,
+            "source": f"agent:ref-{i}",
+            "kind": "coord-claim" if i == 0 else "coord-release",
+            "correlationId": f"ref-{i}",
+            "summary": "the reference's Lock-Protocol",
+            "payload": {"resource": resource, "note": _pad(size)},
+        }
+        for i in range(HEDGE_EVENTS)
+    ]
+    acmi.timeline.extend(COORDINATION_THREAD, events)
+    counter = iter(range(10**6))
+
+    def hedged_claim() -> object:
+        try:
+            return acmi.locks.claim(resource, f"agent:claimant-{next(counter)}", 60_000)
+        except Exception as exc:  # the Conflict is the case
+            return exc
+
+    return hedged_claim
 
 
 def _hitl(acmi: Acmi) -> Callable[[], object]:
@@ -225,6 +291,62 @@ def _hygiene(acmi: Acmi) -> Callable[[], object]:
         )
 
     return trim
+
+
+# unlog.lua's caps (store/lua/unlog.lua MAX_AT_TS, MAX_AT_TS_BYTES): the events at one ts
+# it reads, at most
+UNLOG_AT_TS: Final = 64
+UNLOG_AT_TS_BYTES: Final = 1_048_576
+
+
+def _unlog(acmi: Acmi) -> Callable[[], object]:
+    """A delete by ts and id on the coordination thread among UNLOG_AT_TS events at that
+    ts, as many bytes as it reads: the id JSON escapes (no plain find holds it), so every
+    event is decoded; the one found mentions MENTIONS_PER_EVENT agents, its copies
+    removed from their mentions indexes."""
+    thread = EntityId.parse(COORDINATION_THREAD)
+    key = acmi.keys.timeline(thread)
+    agents = [f"agent:drill-{i}" for i in range(MENTIONS_PER_EVENT)]
+    size = UNLOG_AT_TS_BYTES // UNLOG_AT_TS - 400
+    others = [
+        dumps({"ts": NOW, "source": AGENT, "kind": "note", "correlationId": f"o-{i}",
+               "summary": "x", "payload": {"pad": _pad(size)}})
+        for i in range(UNLOG_AT_TS - 1)
+    ]  # fmt: skip
+    cid = 'drill-"quoted"'
+    target = dumps({"ts": NOW, "source": AGENT, "kind": "note", "correlationId": cid,
+                    "summary": " ".join(agents), "payload": {"pad": _pad(size - 600)}})  # fmt: skip
+    acmi.store.execute(("ZADD", key, *[x for m in others for x in (NOW, m)]))
+    mentions = [acmi.keys.mentions(a.removeprefix("agent:")) for a in agents]
+    audit = dumps({"ts": NOW + 1, "source": "acmi", "kind": "event-delete",
+                   "correlationId": "unlog-drill", "summary": "deleted one event"})  # fmt: skip
+
+    def delete() -> object:
+        acmi.store.execute(("ZADD", key, NOW, target))
+        for index in mentions:
+            acmi.store.execute(("ZADD", index, NOW, target))
+        return scripts.UNLOG.eval(
+            acmi.store,
+            {
+                "timeline": key,
+                "changed": acmi.keys.changed(),
+                "tenants": acmi.keys.tenants_with(CHANGED),
+                "mentions": mentions,
+                "replay": acmi.keys.request(scripts.new_request_id()),
+            },
+            {
+                "now": NOW + 1,
+                "entity": str(thread),
+                "tenant": acmi.keys.tenant,
+                "thread": 1,
+                "score": str(NOW),
+                "id": cid,
+                "member": "",
+                "audit": audit,
+            },
+        )
+
+    return delete
 
 
 def _page(acmi: Acmi) -> Callable[[], object]:
@@ -311,7 +433,8 @@ def cases() -> list[ScriptCase]:
         ScriptCase(
             "bootstrap, every section full",
             "bootstrap",
-            f"200 x {EVENT_BYTES // 1024} KiB mentions, {CAPS['work']} work items of 2 x 64 KiB",
+            f"200 x {EVENT_BYTES // 1024} KiB mentions, {CAPS['work']} work items of 2 x 64 KiB, "
+            f"a spawn's session looked for in {READ_BYTES // 1024} KiB of spawns",
             _bootstrap,
         ),
         ScriptCase(
@@ -320,7 +443,16 @@ def cases() -> list[ScriptCase]:
             f"{sweep.MARK_BATCH} agents, signals of 64 KiB",
             _sweep,
         ),
+        ScriptCase(
+            "store batch at the caps",
+            "apply",
+            "200 overwrites of 64 KiB items, 512 KiB written, with TTLs",
+            _store_items,
+        ),
         ScriptCase("lock claim refused", "locks", "coord-defer posted and indexed", _locks),
+        ScriptCase(
+            "lock claim hedged", "locks", "200 coord events decoded, 256 KiB scanned", _hedge
+        ),
         ScriptCase("HITL resolve", "hitl", "4 KB request and resolution", _hitl),
         ScriptCase("work signals edit", "work", f"{MAX_EDIT_FIELDS - 1:,} fields, 64 KiB", _work),
         ScriptCase(
@@ -328,6 +460,12 @@ def cases() -> list[ScriptCase]:
             "hygiene",
             f"{TRIM_MEMBERS:,} members, {TRIM_BYTES // 1024} KiB",
             _hygiene,
+        ),
+        ScriptCase(
+            "event delete by ts and id",
+            "unlog",
+            f"{UNLOG_AT_TS} events at one ts, {UNLOG_AT_TS_BYTES // 1024} KiB, all decoded",
+            _unlog,
         ),
         ScriptCase("timeline page", "page", f"{MAX_PAGE_SIZE:,} events, 1 MiB", _page),
         ScriptCase(

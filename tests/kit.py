@@ -84,6 +84,10 @@ TEST_DBS: Final = {
     "traces": 47,
     # numbered from the top: other modules take the next free ones from 32 up
     "cluster_doctor": 63,
+    "relayout.source": 62,
+    "dashboard_browser": 32,
+    "dashboard_bounds": 33,
+    "openai_agents_session": 46,
 }
 
 

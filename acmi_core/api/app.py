@@ -39,6 +39,7 @@ ROUTER_MODULES: Final = {
     "hitl": "acmi_core.api.routes.hitl",
     "workflows": "acmi_core.api.routes.workflows",
     "memory": "acmi_core.api.routes.memory",
+    "dashboard": "acmi_core.api.routes.dashboard",
 }
 
 

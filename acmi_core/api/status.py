@@ -12,6 +12,7 @@ from typing import Any
 from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
+    BudgetTooSmall,
     Conflict,
     CorruptData,
     Forbidden,
@@ -100,4 +101,7 @@ def error_answer(exc: AcmiError) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, StoreUnavailable) and not isinstance(exc, StoreBusy):
         log.warning("store unavailable: %s", exc.message, extra={"error": exc.code})
         message = next(m for cls, m in STORE_UNAVAILABLE_MESSAGES.items() if isinstance(exc, cls))
-    return status, error_body(exc.code, message, exc.field, exc.rule), headers
+    body = error_body(exc.code, message, exc.field, exc.rule)
+    if isinstance(exc, BudgetTooSmall):  # a key added to the four: what to ask for instead
+        body["min_budget"] = exc.min_budget
+    return status, body, headers

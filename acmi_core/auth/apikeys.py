@@ -18,8 +18,9 @@ span them), in either key layout, and keep their reference names:
   but is not listed; a minted one's plaintext was never shown, so no one holds it, and a
   configured one (``ACMI_API_KEY``) is indexed by the next :func:`register` of it
   (``HSETNX``: the idempotent second step).
-- revoke: the revoked hash, then the record, then the index entry. A stop after the first
-  leaves the key listed and working; revoke answered an error, and its retry (the index
+- revoke: the revoked hash, then the record, then the index entry. A lookup reads the
+  revoked set with the record (one pipeline, one round trip), so the key stops working at
+  the first step; a stop after it leaves the key listed, and revoke's retry (the index
   still names the key) finishes. A revoked hash is never registered again.
 
 Lookups are cached per process (:class:`KeyCache`) so that a warm Lambda spends no round
@@ -201,9 +202,16 @@ def mint(store: Store, *, tenant: str, scope: str, name: str, now_ms: int) -> Mi
 
 
 def lookup(store: Store, plaintext: str) -> ApiKey | None:
-    """The key's record, or None when unknown or revoked. One round trip."""
-    raw = store.execute(("GET", _record_key(key_hash(plaintext))))
-    return _decode(raw)
+    """The key's record, or None when unknown or revoked (its hash in the revoked set,
+    whatever a stopped revoke left of its record). One round trip."""
+    digest = key_hash(plaintext)
+    raw, revoked = store.pipeline(
+        [("GET", _record_key(digest)), ("SISMEMBER", REVOKED_KEY, digest)]
+    )
+    for reply in (raw, revoked):  # an unreadable answer is not "unknown": never a 401
+        if isinstance(reply, StoreCommandError):
+            raise reply
+    return None if revoked == 1 else _decode(raw)
 
 
 def list_keys(store: Store, tenant: str | None = None) -> KeyList:

@@ -5,7 +5,8 @@ HTTP mapping lives in one place (the API layer); here only the meaning:
 - AcmiValidationError: the caller's input breaks a rule (4xx). Nothing was stored.
 - Unauthenticated / Forbidden: no or unknown credentials / not allowed (401 / 403).
 - NotFound: the thing asked for does not exist.
-- Conflict: a concurrent writer won and the retry deadline passed.
+- Conflict: a concurrent writer won and the retry deadline passed; Pending: a write that
+  needs nothing pending found something pending (a workflow step's unassessed run).
 - CorruptData: stored data (often written by another tool) cannot be used as asked.
 - Unavailable: something we depend on failed for now (the store, Google's keys); the
   caller should retry after ``retry_after`` seconds (503 + Retry-After).
@@ -76,6 +77,23 @@ class SecretDetected(AcmiValidationError):
         self.findings = findings
 
 
+class BudgetTooSmall(AcmiValidationError):
+    """A bootstrap budget (``max_tokens`` or ``max_bytes``) below what the bundle's skeleton
+    alone costs (its header and a note per section, everything cut): HTTP 400 with
+    ``min_budget``, the smallest budget that fits. Refused before anything is read or
+    written (no spawn logged, no handoff taken)."""
+
+    def __init__(self, field: str, asked: int, min_budget: int) -> None:
+        unit = "tokens" if field == "max_tokens" else "bytes"
+        super().__init__(
+            field,
+            "min_budget",
+            f"{asked} {unit} cannot hold this bundle with everything cut; "
+            f"min_budget is {min_budget} {unit}",
+        )
+        self.min_budget = min_budget
+
+
 class Unauthenticated(AcmiError):
     """No credentials, or credentials we do not know (HTTP 401)."""
 
@@ -102,6 +120,18 @@ class Conflict(AcmiError):
     code = "conflict"
     default_field = "entity"
     default_rule = "no_concurrent_writer"
+
+
+class Pending(Conflict):
+    """A write that needs a set of pending items empty found one there (apply.lua's ONLY
+    op: the oldest other ``member``, pending since ``score``, in ``key``). Nothing was
+    written; the caller says what the member means (a workflow run with no assessment)."""
+
+    default_rule = "pending"
+
+    def __init__(self, key: str, score: str, member: str) -> None:
+        super().__init__(f"{key}: {member} is pending; nothing was written", field=key)
+        self.key, self.score, self.member = key, score, member
 
 
 class CorruptData(AcmiError):

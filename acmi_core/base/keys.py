@@ -7,6 +7,7 @@ Default tenant (wire-compatible with the reference deployment)::
     acmi:agent:<id>:spawns | active_context | rollup:latest
     acmi:<cat>:<id>:memory:hot | memory:warm | memory:heartbeat   STRING JSON (memory)
     acmi:work:<id>:sessions
+    acmi:ns:<labels>:store:items                       HASH (a LangGraph store namespace)
     acmi:hitl:<cat>:<id>:open | closed                 ZSET (SPEC v1.3 §11.6 per-addressee HITL)
     acmi:thread:hitl:open | closed                     ZSET (the shared HITL queue, SPEC v1.2)
 
@@ -85,6 +86,10 @@ MEMORY_HOT: Final = "memory:hot"  # ACTIVE-CONTEXT.md: hot.<section>, hot.update
 MEMORY_WARM: Final = "memory:warm"  # MEMORY.md: warm.<section>, warm.topics
 # heartbeat-state.json: heartbeat.<key>, the hygiene job's bookkeeping included
 MEMORY_HEARTBEAT: Final = "memory:heartbeat"
+# HASH item key -> JSON {created_at, updated_at, value, ttl, expires_at}: the items of one
+# namespace of the long-term memory store (acmi_core.entities.items, the LangGraph store):
+# a slot of its own, never the profile or signals.
+STORE_ITEMS: Final = "store:items"
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -98,6 +103,7 @@ EXTENSION_SLOTS: Final = (
     MEMORY_HOT,
     MEMORY_WARM,
     MEMORY_HEARTBEAT,
+    STORE_ITEMS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
@@ -146,6 +152,9 @@ HYGIENE: Final = "hygiene"  # earliest due of keys.hygiene_due (ZHEAD by the hyg
 HITL_SHARED: Final = "hitl-shared"
 HITL_OPERATOR: Final = "hitl-operator"
 TENANT_INDEXES: Final = (CHANGED, ACTIVITY, WAKE, HYGIENE, HITL_SHARED, HITL_OPERATOR)
+# those kept by writes of any entity, so once per bucket (B > 1); the others summarize
+# bucket 0's coordination indexes (heartbeats, wakes, HITL queues) and live there only
+BUCKETED_INDEXES: Final = (CHANGED, HYGIENE)
 
 
 # The cluster layout's deployment-wide keys: one slot of their own, apart from every tenant.
@@ -157,7 +166,9 @@ TENANT_REGISTRY: Final = f"{ROOT}:{DEPLOYMENT_TAG}:{INTERNAL_MARK}tenants"
 # (locks, HITL, work, the bootstrap, workflows) read and write them beside bucket 0's
 # coordination keys in one run, so they must share its slot. Few entities, many reads:
 # a tenant's many entities (users, contacts, webhook senders) are the ones spread.
-PINNED_CATEGORIES: Final = frozenset({"agent", "work", "thread", "topic", "workflow"})
+# LangGraph store namespaces (``ns``, acmi_core.entities.items) too: the tenant's namespace
+# index is kept in the same run as a namespace's items.
+PINNED_CATEGORIES: Final = frozenset({"agent", "work", "thread", "topic", "workflow", "ns"})
 # B at most this: a reader that spans a tenant sends a command per bucket
 MAX_BUCKETS: Final = 256
 
@@ -186,7 +197,10 @@ class Keys:
         buckets: int = 1,
         *,
         bucket: int = 0,
+        zero: Keys | None = None,
     ) -> None:
+        """``bucket``: the view's bucket; ``zero``: that tenant's bucket 0 view when there
+        is one already (``at``), which holds the coordination keys and the views."""
         self.tenant = check_tenant(tenant)
         self.is_default = tenant == default_tenant
         self.layout = Layout(layout)
@@ -195,8 +209,14 @@ class Keys:
         if not 1 <= self.buckets <= MAX_BUCKETS or not 0 <= bucket < self.buckets:
             raise ValueError(f"bucket {bucket} of {buckets}: 1 <= B <= {MAX_BUCKETS}")
         self.bucket = bucket
-        self._views: dict[int, Keys] = {bucket: self}
-        self._zero: Keys = self
+        self._default_tenant = default_tenant
+        if bucket == 0:
+            self._zero: Keys = self
+            self._views: dict[int, Keys] = {}
+        else:  # every view of a tenant shares bucket 0's view and its map of views
+            self._zero = zero or Keys(tenant, default_tenant, layout, buckets)
+            self._views = self._zero._views
+        self._views[bucket] = self
         if self.layout is Layout.CLUSTER:
             # a tenant name has no braces (check_tenant), so the tag is exactly the tenant
             self._prefix = f"{ROOT}:{self.tag}:"
@@ -205,12 +225,10 @@ class Keys:
 
     def at(self, bucket: int) -> Keys:
         """This tenant's keys seen from ``bucket`` (its per-bucket indexes)."""
-        view = self._zero._views.get(bucket)
+        view = self._views.get(bucket)
         if view is None:
-            zero = self._zero
-            view = Keys(zero.tenant, "", zero.layout, zero.buckets, bucket=bucket)
-            view.is_default, view._zero, view._views = zero.is_default, zero, zero._views
-            zero._views[bucket] = view
+            z = self._zero
+            view = Keys(z.tenant, z._default_tenant, z.layout, z.buckets, bucket=bucket, zero=z)
         return view
 
     def of(self, entity: EntityId | str) -> Keys:
@@ -317,7 +335,8 @@ class Keys:
         if kind not in TENANT_INDEXES:
             raise ValueError(f"tenant index {kind!r}: one of {TENANT_INDEXES}")
         if self.layout is Layout.CLUSTER:
-            return self.internal("tenants", kind)
+            owner = self if kind in BUCKETED_INDEXES else self._zero
+            return owner.internal("tenants", kind)
         return internal_global("tenants", kind)
 
     def tenant_registry(self) -> str:
@@ -341,7 +360,7 @@ class Keys:
         """The record of one finished execution (WritePlan.once): a retried execution
         id finds it and does nothing. The id is hashed: any id fits in a key."""
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
-        return self._zero.internal("jobrun", job, digest)
+        return self.internal("jobrun", job, digest)  # per bucket: a run per bucket
 
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent
@@ -373,6 +392,11 @@ class Keys:
     def activity(self) -> str:
         """ZSET entity id -> its last heartbeat (ms): the liveness sweep's index."""
         return self._zero.internal("activity")
+
+    def stalled(self) -> str:
+        """ZSET entity id -> the change (ms) it was marked STALLED at: the work items and
+        projects the sweep marked, which it clears when their timeline changes again."""
+        return self.internal("stalled")
 
     def hitl_queue(self, addressee: EntityId | None, state: str) -> str:
         """A HITL queue (ZSET, score = deadline ms when open, resolution ms when closed;
@@ -406,6 +430,13 @@ class Keys:
         """ZSET workflow id -> last time ``agent`` executed, assessed or improved a step."""
         return self._zero.internal("workflows", str(agent))
 
+    def workflow_pending(self, workflow: EntityId, step: str) -> str:
+        """ZSET run id (correlationId) -> ts of its earliest execution of ``step`` that no
+        assessment covers yet: added by an execute, removed by the run's assessment, in
+        the same plan as the event (what an execute checks when an assessment is required).
+        Steps are checked by ``acmi_core.coordination.workflows`` before they get here."""
+        return self.internal("wfpending", str(workflow), step)
+
     def hygiene_due(self) -> str:
         """ZSET entity -> when its next memory hygiene task is due (ms), fed from the
         change index by the hygiene job: what it reads instead of scanning entities."""
@@ -417,6 +448,24 @@ class Keys:
         entities that have memory (from its watermark) and never a webhook entity."""
         return self.internal("memory")
 
+    def store_items(self, namespace: EntityId) -> str:
+        """HASH of one store namespace's items (``STORE_ITEMS``; acmi_core.entities.items)."""
+        return self.slot(namespace, STORE_ITEMS)
+
+    def store_namespaces(self) -> str:
+        """ZSET (every score 0) of this tenant's store namespaces that hold an item, each
+        member the namespace's labels, each followed by NUL: lexicographic order is
+        LangGraph's tuple order and a prefix is one ZRANGEBYLEX range. Kept by the write
+        that adds or removes an item (apply.lua ``ZHAS``), in the same run."""
+        return self._zero.internal("storens")  # beside the ns entities, pinned to bucket 0
+
+    def store_expiry(self) -> str:
+        """ZSET of this tenant's store items that have a TTL (member ``<namespace
+        member><key>``, score the ms they expire at): set by the put, moved forward by
+        a read that refreshes them (``ZADD XX GT``), removed by a put without TTL or a
+        delete. What a read of such an item checks and a sweep reads."""
+        return self._zero.internal("storettl")
+
     def hygiene_lease(self) -> str:
         """STRING, SET NX PX: one hygiene run at a time rewrites a quarter's S3 object."""
         return self._zero.internal("hygiene-lease")
@@ -427,6 +476,17 @@ class Keys:
         in a key name, and any address fits."""
         digest = hashlib.sha256(email.lower().encode("utf-8")).hexdigest()
         return self.internal("gmail", source, digest)
+
+
+# `acmi migrate --layout cluster` (ops/relayout.py): where a copy into the cluster layout
+# keeps its checkpoint, on the target, in the deployment's slot.
+RELAYOUT_CHECKPOINT: Final = f"{ROOT}:{DEPLOYMENT_TAG}:{INTERNAL_MARK}relayout"
+# The reference layout's bookkeeping kinds that name no tenant (``internal_global``): API
+# keys and push tokens (their names kept in every layout: looked up before a tenant is
+# known), the deployment-wide indexes of tenants with work, the jobs' state across tenants.
+GLOBAL_KINDS: Final = frozenset(
+    {"apikey", "apikeys", "apikeys_revoked", "pushtoken", "tenants", "jobtenants"}
+)
 
 
 def marked_tenant(key: str) -> str | None:

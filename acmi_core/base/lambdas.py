@@ -148,6 +148,12 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         routers=("memory",),
     ),
     FunctionSpec(
+        "dashboard",
+        "the fleet dashboard: its page (no CDN) and one read of agents, locks, HITL, work,"
+        " assessment scores and the newest coordination events",
+        routers=("dashboard",),
+    ),
+    FunctionSpec(
         "sweep",
         "liveness: agents silent 48 h become STALLED and are escalated to the operator once",
         job="acmi_core.jobs.sweep:run",

@@ -57,6 +57,10 @@ MAX_EDIT_FIELDS: Final = 1_000  # fields one object edit sets or deletes (merge,
 # One stored profile or signals object, in UTF-8 bytes; apply.lua holds the same number
 # and refuses an edit of a bigger object or one that would make it bigger.
 MAX_OBJECT_BYTES: Final = 64 * 1024
+# One event as stored, in UTF-8 bytes: the HTTP body cap's default, so what one surface may
+# write every other may too, and a page (MAX_PAGE_BYTES) always holds several. Events
+# another tool stored bigger still read (a page lists one over its cap under skipped).
+MAX_EVENT_BYTES: Final = 256 * 1024
 
 
 class ActorType(StrEnum):
@@ -98,6 +102,26 @@ class EntityId:
                 _PARSED_IDS[raw] = parsed
             return parsed
         return cls._parse(raw, field)
+
+    @classmethod
+    def parse_listed(cls, raw: object, field: str = "entity") -> EntityId:
+        """An id as ``list`` may print it, for reads: ``parse``'s rule, except that the id
+        after the first ':' may be any non-empty text without '/' (other writers' ids, e.g.
+        the reference SDK's ``user:mikey@example.com``, are in the index and must read
+        back; a '/' cannot be one segment of an HTTP path, so the CLI's list leaves such an
+        id out, naming it). Writes keep ``parse``: a new id follows the rule."""
+        try:
+            return cls.parse(raw, field)
+        except AcmiValidationError as exc:
+            if exc.rule != "id_format":  # a category, length or type error stands
+                raise
+        assert isinstance(raw, str)  # parse got as far as the id
+        category, _, local_id = raw.partition(":")
+        if not local_id or "/" in local_id:
+            raise AcmiValidationError(
+                field, "id_format", "id after ':' must be non-empty, with no '/'"
+            )
+        return cls(category, local_id)
 
     @classmethod
     def _parse(cls, raw: object, field: str) -> EntityId:
@@ -706,6 +730,13 @@ def encode_event(
     except AcmiValidationError:
         dumps(data, field)  # the error a check in the caller's key order meets first
         raise
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > MAX_EVENT_BYTES:
+        raise PayloadTooLarge(
+            field,
+            "max_event_bytes",
+            f"is {size} bytes as JSON; an event holds at most {MAX_EVENT_BYTES} bytes",
+        )
     if tenant_first:
         values = {**event.__dict__, **(event.__pydantic_extra__ or {})}
         event = TenantFirstEvent.model_construct(event.model_fields_set, **values)
@@ -797,9 +828,10 @@ def _copy_tree(data: dict[str, Any]) -> dict[str, Any]:
 
 def event_from_stored(data: dict[str, Any]) -> Event | str:
     """A stored event as the reference's readers show it: a valid event; or, when it has a
-    usable ``ts`` (a finite number), ``source`` and ``summary`` (strings), a legacy event
-    flagged with every rule it breaks; else why it is skipped (``"source: required"``).
-    """
+    usable ``ts`` (a finite number), a legacy event flagged with every rule it breaks
+    (the reference MCP server's spawn and quota records have no ``source`` or
+    ``summary``, its other tools a ``message`` instead: the bootstrap and ``cat`` show
+    them, so every read does); else why it is skipped (``"ts: required"``)."""
     try:
         valid: Event = Event.__pydantic_validator__.validate_python(data)  # model_validate
     except PydanticValidationError as exc:
@@ -814,12 +846,8 @@ def event_from_stored(data: dict[str, Any]) -> Event | str:
         return "ts: required"
     if not _usable_ts(data["ts"]):
         return "ts: type"
-    for name in ("source", "summary"):
-        if name not in data:
-            return f"{name}: required"
-        if not isinstance(data[name], str):
-            return f"{name}: type"
-    too_long = summary_too_long(data["summary"])
+    summary = data.get("summary")
+    too_long = isinstance(summary, str) and summary_too_long(summary)
     broken: dict[str, str] = {"summary": "max_length"} if too_long else {}
     for err in errors:
         name = str(err["loc"][0]) if err["loc"] else "event"

@@ -346,6 +346,13 @@ class Settings(BaseSettings):
         "cluster layout: buckets (hash tags) a tenant's entities spread over, 1-256"
         " (1: one slot per tenant), then per-tenant overrides: 1,acme=12",
     )
+    redis_wait_replicas: Integer = _var(
+        "ACMI_REDIS_WAIT_REPLICAS",
+        0,
+        "with ACMI_REDIS_CLUSTER: replicas each write waits for (WAIT) before it is"
+        " acknowledged; 0: none",
+        ge=0,
+    )
     # the embedded store's data directory (None: $XDG_DATA_HOME/acmi or ~/.local/share/acmi)
     home: str | None = _var(
         "ACMI_HOME",
@@ -384,6 +391,13 @@ class Settings(BaseSettings):
         False,
         "1: an OpenTelemetry span per request, operation and job run (needs acmi[traces];"
         " the process's tracer provider exports them)",
+    )
+    # the seed's RL cycle: "no execution without an assessment entry"
+    workflow_require_assessment: Annotated[bool, _parser(_flag)] = _var(
+        "ACMI_WORKFLOW_REQUIRE_ASSESSMENT",
+        True,
+        "1: a workflow step's execute is refused (409) while an earlier run of that step"
+        " has no assessment; 0: executions are only reported (unassessed)",
     )
     max_body_bytes: Integer = _var(
         "ACMI_MAX_BODY_BYTES", 256 * 1024, "request body cap (413 beyond)", ge=1

@@ -60,7 +60,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import MEMORY_HANDOFF
 from acmi_core.base.model import EntityId
 from acmi_core.bootstrap import script
-from acmi_core.bootstrap.budget import check_budget, count_in, fit
+from acmi_core.bootstrap.budget import check_budget, count_in, fit, floor
 from acmi_core.bootstrap.bundle import (
     DEFAULT_EVENTS,
     FORMATS,
@@ -71,11 +71,14 @@ from acmi_core.bootstrap.bundle import (
     PROBLEM_CHARS,
     SCOPE_SECTIONS,
     SCOPES,
+    TITLES,
     Bundle,
+    Section,
 )
 from acmi_core.bootstrap.render import render
 from acmi_core.bootstrap.script import as_list, pairs, string
-from acmi_core.bootstrap.sections import Memory, build
+from acmi_core.bootstrap.sections import Memory, build, on_demand
+from acmi_core.bootstrap.text import iso
 from acmi_core.coordination.agents import agent_id, spawn_record
 from acmi_core.store.base import Reply
 
@@ -119,6 +122,8 @@ class Bootstrapper:
         )
         wanted = SCOPE_SECTIONS[scope]
         loaded = wanted - (set(ON_DEMAND) - extra) - (set() if slug else {"topic"})
+        if budget is not None:
+            floor(budget, _skeleton(self._ctx.tenant, eid, scope, format, now, loaded, record))
         reply = script.run(self._ctx, eid, now, events, wanted, loaded, record, slug)
         bundle, _, _ = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
         took = zip(("timeline", "daily", "stamps"), as_list(reply["read"]), strict=False)
@@ -149,6 +154,23 @@ class Bootstrapper:
         self._ctx.store.execute(("SET", key, raw, "NX"))
         bundle.memory["handoff"] = "put back: cut to fit the budget, still pending"
         bundle.text = render(bundle)
+
+
+def _skeleton(
+    tenant: str,
+    eid: EntityId,
+    scope: str,
+    format: str,
+    now: int,
+    loaded: frozenset[str],
+    record: Mapping[str, Any] | None,
+) -> Bundle:
+    """The request's bundle with nothing read, for ``budget.floor`` to price."""
+    sections = [Section(name, None) for name in TITLES if name in SCOPE_SECTIONS[scope]]
+    bundle = Bundle(str(eid), tenant, scope, format, now, sections)
+    bundle.spawn = None if record is None else {**record}
+    bundle.memory = {"today": iso(now)[:10], "on_demand": list(on_demand(scope, loaded))}
+    return bundle
 
 
 def _capped(bundle: Bundle, raw: Reply) -> None:

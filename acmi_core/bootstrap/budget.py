@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError, BudgetTooSmall
 from acmi_core.base.stored import render_json
-from acmi_core.bootstrap.render import item_lines, render
+from acmi_core.bootstrap.bundle import Bundle, Section
+from acmi_core.bootstrap.render import OBJECT_SECTIONS, View, item_line, render
 from acmi_core.bootstrap.text import count_tokens, utf8_len
 
 if TYPE_CHECKING:
-    from acmi_core.bootstrap.bundle import Bundle
+    from acmi_core.bootstrap.results import BundleMemory
 
 # How much each section reads at most (the script's cost is bounded by these).
 CAPS: Final = {
@@ -46,14 +47,22 @@ CAPS: Final = {
     # newest timeline events examined at most for the timeline section when the agent has
     # daily notes (their lines are skipped there): 10 a wanted event, at most this
     "timeline_scanned": 500,
+    # a spawn the bootstrap logs (a session-start hook's) is a repeat, not logged, when its
+    # session_id is among the agent's newest this many spawns (a resume or a compact of
+    # the same session); read to READ_BYTES
+    "spawn_sessions": 16,
 }
 # The events' bytes each of the bootstrap's event reads (timeline, daily notes, lessons,
 # coordination) takes at most; the first event read is taken whatever its size (<= one
 # request body). 20 events of 255 KB cost the script ~40 ms of CPU by count alone.
 READ_BYTES: Final = 512 * 1024
-MIN_BUDGET_BYTES: Final = 1024
-MIN_BUDGET_TOKENS: Final = 342  # 1,024 bytes at 3 bytes a token
 MAX_BUDGET: Final = 2**31
+# The skeleton a budget must hold (``floor``) is priced at its worst: every section cut
+# with a three-digit count (no list section reads more than 999 items), the longest IANA
+# zone name, the longest handoff state.
+_WORST_CUT: Final = 999
+_WORST_ZONE: Final = "America/Argentina/ComodRivadavia"
+_WORST_HANDOFF: Final = "put back: cut to fit the budget, still pending"
 
 # Lowest priority first: what a budget cuts first. List sections lose their last items
 # (the oldest or least urgent) one by one; the others go whole.
@@ -111,14 +120,49 @@ class Budget:
 
 
 def check_budget(max_bytes: int | None, max_tokens: int | None) -> Budget | None:
-    """The budget the two limits make, or None."""
+    """The budget the two limits make, or None. How small it may be depends on the
+    request: ``floor``."""
     if max_bytes is not None:
-        count_in(max_bytes, "max_bytes", MIN_BUDGET_BYTES, MAX_BUDGET)
+        count_in(max_bytes, "max_bytes", 1, MAX_BUDGET)
     if max_tokens is not None:
-        count_in(max_tokens, "max_tokens", MIN_BUDGET_TOKENS, MAX_BUDGET)
+        count_in(max_tokens, "max_tokens", 1, MAX_BUDGET)
     if max_bytes is None and max_tokens is None:
         return None
     return Budget(max_bytes, max_tokens)
+
+
+def floor(budget: Budget, skeleton: Bundle) -> None:
+    """Refuse ``budget`` when it cannot hold ``skeleton`` (the request's bundle with nothing
+    read: its header, spawn and memory line) once every section is cut: ``fit`` cuts down to
+    at most that, so every budget this lets through is kept. Checked before the script
+    runs, so a refused call reads and writes nothing."""
+    memory: BundleMemory = {
+        **skeleton.memory,
+        "timezone": _WORST_ZONE,
+        "handoff": _WORST_HANDOFF,
+    }
+    worst = Bundle(
+        skeleton.agent,
+        skeleton.tenant,
+        skeleton.scope,
+        skeleton.format,
+        skeleton.generated_at,
+        [
+            Section(s.name, None if s.name in OBJECT_SECTIONS else [], _WORST_CUT)
+            for s in skeleton.sections
+        ],
+        spawn=None if skeleton.spawn is None else {**skeleton.spawn, "duplicate": True},
+        # the JSON echoes the budget: priced at its longest, so the floor is one number
+        max_bytes=None if budget.max_bytes is None else MAX_BUDGET,
+        max_tokens=None if budget.max_tokens is None else MAX_BUDGET,
+        memory=memory,
+        problems_cut=_WORST_CUT,
+    )
+    text = render(worst)
+    if budget.max_tokens is not None and count_tokens(text) > budget.max_tokens:
+        raise BudgetTooSmall("max_tokens", budget.max_tokens, count_tokens(text))
+    if budget.max_bytes is not None and utf8_len(text) > budget.max_bytes:
+        raise BudgetTooSmall("max_bytes", budget.max_bytes, utf8_len(text))
 
 
 def fit(bundle: Bundle, budget: Budget) -> None:
@@ -128,7 +172,7 @@ def fit(bundle: Bundle, budget: Budget) -> None:
     re-render per item; the text is rendered (and its tokens counted) again only to
     confirm, and a shortfall (fence lengths, separators, tokens) feeds the next pass."""
     sections = {s.name: s for s in bundle.sections}
-    cost = _item_cost(bundle.format)
+    cost = _item_cost(bundle)
     order = [sections[name] for name in TRIM_ORDER if name in sections]
     while True:
         excess = budget.excess(bundle.text)
@@ -142,11 +186,11 @@ def fit(bundle: Bundle, budget: Budget) -> None:
             value = section.value
             if isinstance(value, list):
                 while value and excess > 0:
-                    excess -= cost(value.pop())
+                    excess -= cost(section.name, value.pop())
                     section.cut += 1
                     progressed = True
             elif value:
-                excess -= cost(value)
+                excess -= cost(section.name, value)
                 section.value = (
                     None if not isinstance(value, dict) or section.name != "signals" else {}
                 )
@@ -161,7 +205,17 @@ def fit(bundle: Bundle, budget: Budget) -> None:
             return  # nothing left to cut: the skeleton alone (the budget's floor refused)
 
 
-def _item_cost(fmt: str) -> Callable[[Any], int]:
-    if fmt == "json":
-        return lambda item: len(render_json(item)) + 1
-    return lambda item: utf8_len("\n".join(item_lines(item))) + 1
+def _item_cost(bundle: Bundle) -> Callable[[str, Any], int]:
+    """What an item (or a whole object section) adds to the text, about: the next pass
+    measures the text itself."""
+    if bundle.format == "json":
+        return lambda _, item: len(render_json(item)) + 1
+    view = View(bundle.generated_at, bundle.agent)
+    return lambda name, item: (
+        (
+            len(render_json(item))
+            if name in OBJECT_SECTIONS
+            else utf8_len(item_line(name, item, view))
+        )
+        + 1
+    )

@@ -27,28 +27,29 @@ MAX_PROBLEMS: Final = 3  # reported in a bundle (each cut to PROBLEM_CHARS); the
 PROBLEM_CHARS: Final = 160
 
 # Display order, with each section's title (memory first: the seed's startup order, §7).
+# Lists are newest first (HITL: most urgent first).
 TITLES: Final = {
-    "profile": "Profile (who you are)",
+    "profile": "Profile",
     "handoff": "Handoff (HANDOFF.md)",
-    "hot": "ACTIVE-CONTEXT.md (hot memory)",
+    "hot": "ACTIVE-CONTEXT.md",
     "conflicts": "Memory conflicts",
-    "warm": "MEMORY.md (long-term memory)",
+    "warm": "MEMORY.md",
     "today": "Today's note",
     "topic": "Topic file",
-    "signals": "Signals (current state)",
-    "rollup": "Latest rollup",
-    "hitl": "Open HITL items addressed to you (most urgent first)",
-    "hitl_shared": "Open HITL items in the shared queue (most urgent first)",
+    "signals": "Signals",
+    "rollup": "Rollup",
+    "hitl": "HITL for you (most urgent first)",
+    "hitl_shared": "HITL, shared queue",
     "locks": "Locks you hold",
-    "work": "Your open work items (most recently updated first)",
-    "active_threads": "Active threads",
-    "lessons": "Lessons from your workflows (newest first)",
-    "coordination": "Coordination events that mention you (newest first)",
-    "timeline": "Your timeline (newest first)",
+    "work": "Your open work",
+    "active_threads": "Threads",
+    "lessons": "Lessons",
+    "coordination": "Mentions of you",
+    "timeline": "Timeline",
     "yesterday": "Yesterday's note",
     "topics": "Topics (load one: topic=<slug>)",
-    "archive": "Archive (newest first)",
-    "spawns": "Recent spawns (newest first)",
+    "archive": "Archive",
+    "spawns": "Spawns",
 }
 SCOPE_SECTIONS: Final[dict[str, frozenset[str]]] = {
     "main": frozenset(TITLES),

@@ -117,6 +117,9 @@ def run(
         "utc_from": utc_from,
         "utc_to": utc_to,
         "read_bytes": READ_BYTES,
+        # what finds this session among the newest spawns (the member's own text)
+        "spawn_session": '"session_id":' + dumps(record["session_id"]) if record else "",
+        "spawn_window": CAPS["spawn_sessions"],
     }
     try:
         reply = scripts.BOOTSTRAP.eval(ctx.store, script_keys, args, script=BOOTSTRAP)

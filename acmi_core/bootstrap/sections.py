@@ -48,6 +48,7 @@ def build(
     """The bundle's sections other than memory, from the script's reply; and the stored
     profile and signals (whole)."""
     read = Reader()
+    from acmi_core.entities.expiry import live
     from acmi_core.memory.slots import HOT, WARM, is_private
 
     stored_profile = read.obj(reply["profile"], "profile")
@@ -64,6 +65,7 @@ def build(
         if _may_hold(reply["signals"], _key(HOT))
         else stored_signals
     )
+    signals = live(signals, now)  # no expired signal, no expiry field (entities/expiry.py)
     timeline = read.events(reply["timeline"], "timeline")[::-1]
     spawns = read.events(reply["spawns"], "spawns")
     active: list[dict[str, Any]] = []
@@ -155,11 +157,19 @@ class Memory:
 
     def _slots(self, reply: Slots) -> None:
         read = Reader()
-        self.signals = {
-            **(read.obj(reply["hot"], "memory:hot") or {}),
-            **(read.obj(reply["heartbeat"], "memory:heartbeat") or {}),
-        }
-        self.profile = read.obj(reply["warm"], "memory:warm") or {}
+        from acmi_core.memory.expiry import unexpired
+        from acmi_core.memory.slots import HOT, WARM
+
+        # lines whose ttl ran out are not shown (memory/expiry.py)
+        self.signals = unexpired(
+            {
+                **(read.obj(reply["hot"], "memory:hot") or {}),
+                **(read.obj(reply["heartbeat"], "memory:heartbeat") or {}),
+            },
+            HOT,
+            self.now,
+        )
+        self.profile = unexpired(read.obj(reply["warm"], "memory:warm") or {}, WARM, self.now)
         self.bundle.problems += read.problems
 
     def problem(self, what: str, exc: Exception) -> None:
@@ -290,11 +300,12 @@ class Memory:
         )
 
     def _topic(self, raw: Reply, slug: str) -> None:
-        from acmi_core.memory.slots import topic_from_profile
+        from acmi_core.memory.expiry import unexpired
+        from acmi_core.memory.slots import TOPIC_PREFIX, topic_from_profile
 
-        stored = Reader().obj(raw, f"topic:{slug}")
+        stored = unexpired(Reader().obj(raw, f"topic:{slug}") or {}, TOPIC_PREFIX, self.now)
         try:
-            topic = topic_from_profile(slug, stored or {})
+            topic = topic_from_profile(slug, stored)
         except AcmiValidationError as exc:
             self.problem(f"topic:{slug}", exc)
             return

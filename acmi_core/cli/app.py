@@ -12,7 +12,17 @@ import typer
 
 from acmi_core import __version__
 from acmi_core.base.errors import AcmiError
-from acmi_core.cli import agents, coordination, entities, local, memory, operator, quota, work
+from acmi_core.cli import (
+    agents,
+    coordination,
+    entities,
+    local,
+    memory,
+    operator,
+    quota,
+    work,
+    workflows,
+)
 from acmi_core.cli.output import EXIT_CODES, EXIT_USAGE, Output, error_text, exit_code
 from acmi_core.cli.state import CURRENT, CliState
 
@@ -31,12 +41,15 @@ app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,  # errors are one line on stderr, never a traceback
-    rich_markup_mode="markdown",  # docstrings reflow; `code` reads as code
+    # plain text: markdown read `agent:<id>` as a tag and `:id:` as an emoji, and rich
+    # boxes cut option names at 80 columns
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 for commands in (entities.app, agents.app, local.app, operator.app, quota.app):
     app.add_typer(commands)
 app.add_typer(work.app, name="work")
+app.add_typer(workflows.app, name="workflow")
 app.add_typer(coordination.locks, name="lock")
 app.add_typer(coordination.hitl, name="hitl")
 app.add_typer(agents.agents, name="agents")

@@ -125,6 +125,14 @@ def _memory_import(acmi: Acmi, q: p.MemoryImportParams) -> Any:
     return acmi.memory.import_snapshot(q.entity, parse_texts(q.files), strict=q.strict)
 
 
+def _workflow_lessons(acmi: Acmi, q: p.WorkflowsLessonsParams) -> Any:
+    from acmi_core.coordination.workflows import workflow_id
+
+    # the route's answer: the workflow beside its lessons (the core gives the list)
+    found = acmi.workflows.lessons(workflow=q.workflow, agent=q.agent, limit=q.limit)
+    return {"workflow": str(workflow_id(q.workflow)), "lessons": found}
+
+
 ANSWERS: Final[dict[str, Answer]] = {
     "entities.profile.put": _profile_put,
     "entities.signals.put": _signals_put,
@@ -136,6 +144,7 @@ ANSWERS: Final[dict[str, Answer]] = {
     "memory.active.get": _memory_active,
     "memory.export": _memory_export,
     "memory.import": _memory_import,
+    "workflows.lessons": _workflow_lessons,
 }
 
 

@@ -90,6 +90,24 @@ def signal(
     emit(shown, state().output, lambda v: pairs(v, entity))
 
 
+@app.command("signal-set")
+def signal_set(
+    entity: Annotated[str, typer.Argument(help="ns:id, e.g. user:mikey")],
+    key: Annotated[str, typer.Argument(help="the signal's key")],
+    value: Annotated[str, typer.Argument(metavar="JSON", help="its value, any JSON")],
+    ttl: Annotated[
+        str | None, typer.Option(help="time to live: 30m, 24h, 7d; reads stop showing it")
+    ] = None,
+) -> None:
+    """Set one signal (the others kept), with --ttl for how long reads show it."""
+    stored = (
+        state()
+        .backend()
+        .call("entities.signal.put", entity=entity, key=key, value=json_arg(value, "json"), ttl=ttl)
+    )
+    emit({"entity": entity, "key": key, "value": stored}, state().output)
+
+
 @app.command()
 def event(
     ns: Ns,
@@ -146,9 +164,9 @@ def get(
     """An entity's profile, signals and newest events: one round trip (JSON: the
     reference's timeline_recent, the newest 10 first, then ours: timeline oldest first)."""
     if id is None:  # `get user:mikey`, as `cat` and `bootstrap` take it
-        if ns.count(":") != 1:
+        ns, colon, id = ns.partition(":")  # the id may hold ':' (another tool's, listed)
+        if not colon:
             raise AcmiValidationError("ID", "required", "give NS ID, or ns:id")
-        ns, id = ns.split(":")
     context = state().backend().call("entities.get", entity=entity_of(ns, id), events=events)
     emit(entity_view(context), state().output, render_context)
 
@@ -179,11 +197,12 @@ def list_(ns: Ns) -> None:
 
 
 def _readable(entity: str) -> bool:
-    """Whether ``get`` takes this id; when not (another tool indexed an id outside the id
-    grammar, e.g. ``user:mikey@example.com``), it is left out of the list and named on
-    stderr: printing it would hand a script an id no command accepts."""
+    """Whether ``get`` takes this id (every read takes another tool's ids, e.g.
+    ``user:mikey@example.com``: ``EntityId.parse_listed``); one it does not is left out
+    of the list and named on stderr: printing it would hand a script an id no command
+    accepts."""
     try:
-        EntityId.parse(entity, "entity")
+        EntityId.parse_listed(entity, "entity")
     except AcmiValidationError as exc:
         note(f"left out {entity!r}: {exc.message} (`acmi doctor` reports it as bad_id)")
         return False
@@ -195,6 +214,23 @@ def delete(ns: Ns, id: Id) -> None:
     """Delete an entity: all its keys and its index entries, atomically."""
     state().backend().call("entities.delete", entity=entity_of(ns, id), dry_run=False)
     emit({"deleted": entity_of(ns, id)}, state().output)
+
+
+@app.command("event-delete")
+def event_delete(
+    entity: Annotated[str, typer.Argument(help="ns:id, e.g. user:mikey")],
+    ts: Annotated[int | None, typer.Option(help="the event's ts (epoch ms)")] = None,
+    id: Annotated[str | None, typer.Option("--id", help="the event's correlationId")] = None,
+    member: Annotated[str | None, typer.Option(help="the stored event's JSON, exactly")] = None,
+) -> None:
+    """Delete one event of a timeline (--ts and --id, or --member), recorded on the same
+    timeline as an audit event."""
+    gone = (
+        state()
+        .backend()
+        .call("entities.timeline.delete", entity=entity, ts=ts, id=id, member=member)
+    )
+    emit(gone, state().output)
 
 
 @app.command()
@@ -228,7 +264,7 @@ def cat(
 def timeline_entity(raw: str) -> str:
     """``acmi:user:x:timeline``, ``user:x:timeline`` or ``user:x`` -> ``user:x``."""
     name = raw.removeprefix("acmi:").removesuffix(":timeline")
-    if name.count(":") != 1:
+    if ":" not in name:  # the id may hold ':' (another tool's, as `list` prints it)
         raise AcmiValidationError("ENTITY", "entity", f"{raw!r} must be ns:id")
     return name
 

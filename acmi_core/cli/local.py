@@ -183,7 +183,32 @@ def serve(
     port: Annotated[int, typer.Option(help="the port to listen on")] = 8000,
 ) -> None:
     """Run the HTTP API locally (uvicorn), on the store the environment selects."""
+    check_port_free(host, port)  # before the store is opened: nothing started, nothing to undo
     serve_on(state().acmi(), host, port)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port something already listens on, as a usage error naming it (uvicorn
+    would log the bind error and exit 1 once the app had started). Bound the way uvicorn
+    binds (SO_REUSEADDR), so a port in TIME_WAIT is not taken for one in use."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise AcmiValidationError("--host", "address", f"{host!r}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise AcmiValidationError(
+                "--port",
+                "in_use",
+                f"{host}:{port} is in use ({exc.strerror}): stop what listens there "
+                "(another acmi serve?) or choose another with --port",
+            ) from None
 
 
 def serve_on(acmi: Acmi, host: str, port: int) -> None:
@@ -202,7 +227,11 @@ def serve_on(acmi: Acmi, host: str, port: int) -> None:
     if isinstance(acmi.store, EmbeddedStore):  # this process owns the local data: share it
         shared = acmi.store.serve(avoid=port)  # the HTTP port is bound later
         print(f"# store: other acmi commands reach it at {shared[0]}:{shared[1]}", file=sys.stderr)
-    print(f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs", file=sys.stderr)
+    print(
+        f"# backend: {acmi.store.name}; docs: http://{host}:{port}/docs;"
+        f" dashboard: http://{host}:{port}/dashboard",
+        file=sys.stderr,
+    )
     api = serve_app(acmi, create_app(ApiContext(acmi, offload=True)))
     # uvicorn re-raises SIGTERM once it has shut down, which would end the process before
     # main closes the store (the embedded one saves its last writes then): exit via main

@@ -120,6 +120,19 @@ def get(
     emit(got, state().output)
 
 
+@app.command()
+def forget(
+    entity: Entity,
+    path: Annotated[str, typer.Argument(help="e.g. MEMORY.md, memory/2026-05-01.md")],
+    line: Annotated[int | None, typer.Option(help="the line's number (memory get)")] = None,
+    text: Annotated[str | None, typer.Option(help="the line's text, exactly")] = None,
+) -> None:
+    """Forget one line (by --line, or --text; both: that line if it holds that text),
+    recorded on the timeline as an audit event."""
+    gone = state().backend().call("memory.forget", entity=entity, path=path, line=line, text=text)
+    emit(gone, state().output)
+
+
 @app.command("archive")
 def archive_(
     entity: Entity,
@@ -149,6 +162,9 @@ def remember(
         str | None, typer.Option(help="a section of the layer, e.g. lessons")
     ] = None,
     topic: Annotated[str | None, typer.Option(help="--layer topic: the topic's slug")] = None,
+    ttl: Annotated[
+        str | None, typer.Option(help="time to live: 30m, 24h, 7d (not --layer daily)")
+    ] = None,
 ) -> None:
     """Write a line now (write-ahead: before the answer, not after)."""
     if layer not in ("daily", "hot", "warm", "topic"):
@@ -157,7 +173,13 @@ def remember(
         state()
         .backend()
         .call(
-            "memory.remember", entity=entity, text=text, layer=layer, section=section, topic=topic
+            "memory.remember",
+            entity=entity,
+            text=text,
+            layer=layer,
+            section=section,
+            topic=topic,
+            ttl=ttl,
         )
     )
     emit(kept, state().output)

@@ -166,6 +166,28 @@ def sources_set(
     emit(shown, state().output)
 
 
+@sources.command("list")
+def sources_list(
+    configured: Annotated[bool, typer.Option(help="only the sources with a config")] = False,
+) -> None:
+    """Every source of the tenant (the senders, and each named one configured) and what it
+    is configured with: never a secret (an HMAC secret shows as ***, a push token as set).
+    Finds the named ones by SCAN, as doctor does."""
+    acmi = state().acmi()
+    listed = source_configs.list_configs(acmi.store, acmi.keys, configured)
+    columns = ("source", "kind", "configured", "hmac_secret", "push_token", "entity")
+    emit(listed, state().output, lambda rows: table(rows, columns))
+
+
+@sources.command("get")
+def sources_get(
+    source: Annotated[str, typer.Argument(help="a source's name, e.g. n8n or n8n-billing")],
+) -> None:
+    """A source's configuration: what `sources set` stored, never a secret."""
+    acmi = state().acmi()
+    emit(source_configs.describe_source(acmi.store, acmi.keys, source), state().output)
+
+
 @keys.command("create")
 def keys_create(
     tenant: Annotated[str, typer.Option(help="the key's tenant")],
@@ -229,14 +251,22 @@ def migrate(
         str | None, typer.Option(help="set this tenant_id on default-tenant profiles without one")
     ] = None,
     category: Category = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(help="cluster: copy the deployment into the cluster layout at --target"),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option(help="with --layout: a seed node of the target Redis Cluster")
+    ] = None,
 ) -> None:
     """Repair what doctor finds (index, MCP layout, tenant_id); exits 1 when conflicts remain.
-    --json: JSON lines, the last one a summary."""
+    --json: JSON lines, the last one a summary. --layout cluster --target URL: copy the
+    deployment into a Redis Cluster instead (resumable; verified by doctor there)."""
     from acmi_core.ops.migrate import migrate_report
 
     status = migrate_report(
         state().acmi(), out=sys.stdout, err=sys.stderr, as_json=_json(),
-        dry_run=dry_run, tenant_id=tenant_id, category=category,
+        dry_run=dry_run, tenant_id=tenant_id, category=category, layout=layout, target=target,
     )  # fmt: skip
     if status:
         raise typer.Exit(status)

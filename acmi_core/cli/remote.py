@@ -55,6 +55,7 @@ from acmi_core.coordination.locks import check_resource
 from acmi_core.coordination.work import work_entity
 from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.operations import operation
+from acmi_core.operations.model import Access
 
 if TYPE_CHECKING:
     from acmi_core.operations import params as p
@@ -90,6 +91,12 @@ PATH_CHECKS: Final[dict[str, Callable[[str], str]]] = {
     "id": _checked(work_entity),
     "resource": _checked(check_resource),
     "correlationId": check_cid,
+}
+# A read takes any id `list` prints (another tool's, e.g. user:mikey@example.com), as the
+# core's reads do; a write keeps the id rule above.
+READ_PATH_CHECKS: Final[dict[str, Callable[[str], str]]] = {
+    **PATH_CHECKS,
+    "entity": lambda value: str(EntityId.parse_listed(value)),
 }
 
 
@@ -372,10 +379,11 @@ class HttpBackend:
         if row.method is None or row.path is None:
             raise ValueError(f"operation {name!r} has no HTTP route")
         rest = dict(values)
+        checks = READ_PATH_CHECKS if row.access is Access.READ else PATH_CHECKS
 
         def segment(match: re.Match[str]) -> str:
             param = match.group(1)
-            return _segment(PATH_CHECKS.get(param, str)(rest.pop(param)))
+            return _segment(checks.get(param, str)(rest.pop(param)))
 
         return row.method, _PATH_PARAM.sub(segment, row.path), rest
 
@@ -415,7 +423,7 @@ class HttpBackend:
         until_ms: int | None,
     ) -> list[dict[str, Any]]:
         # The client's checks, in its order, before any request: the same errors.
-        eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
+        eids = list(dict.fromkeys(EntityId.parse_listed(e) for e in entities))
         if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
             raise AcmiValidationError(
                 "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
@@ -490,6 +498,13 @@ def _profile_patch(b: HttpBackend, q: p.ProfilePatchParams) -> Any:
 def _signals_put(b: HttpBackend, q: p.SignalsPutParams) -> Any:
     name = "entities.signals.patch" if q.merge else "entities.signals.put"
     return b.send(name, entity=q.entity, body=dict(q.signals), field="signals")
+
+
+def _signal_put(b: HttpBackend, q: p.SignalPutParams) -> Any:
+    # the body is the value itself; the ttl goes in the query
+    method, path, _ = b._route("entities.signal.put", {"entity": q.entity, "key": q.key})
+    answer = b._object(method, path, params={"ttl": q.ttl}, body=q.value, field="value")
+    return answer.get("value")
 
 
 def _append(b: HttpBackend, q: p.EventsAppendParams) -> Any:
@@ -644,6 +659,7 @@ REQUESTS: Final[dict[str, Request]] = {
     "entities.profile.put": _profile_put,
     "entities.profile.patch": _profile_patch,
     "entities.signals.put": _signals_put,
+    "entities.signal.put": _signal_put,
     "entities.events.append": _append,
     "entities.list": _list,
     "entities.delete": _delete,

@@ -31,11 +31,13 @@ from acmi_core.store.base import Store
 if TYPE_CHECKING:
     from acmi_core.bootstrap.bootstrapper import Bootstrapper
     from acmi_core.coordination.agents import AgentAPI
+    from acmi_core.coordination.dashboard import DashboardAPI
     from acmi_core.coordination.hitl import HitlAPI
     from acmi_core.coordination.locks import LockAPI
     from acmi_core.coordination.wake import WakeAPI
     from acmi_core.coordination.work import WorkAPI
     from acmi_core.coordination.workflows import WorkflowAPI
+    from acmi_core.entities.items import ItemsAPI
     from acmi_core.guard.secrets import SecretPolicy
     from acmi_core.memory.service import MemoryAPI
 
@@ -52,8 +54,9 @@ class Acmi:
         *,
         tenant: str | None = None,
         clock: Clock = system_clock,
+        bucket: int = 0,
     ) -> None:
-        self.context = Context.open(store, settings, tenant=tenant, clock=clock)
+        self.context = Context.open(store, settings, tenant=tenant, clock=clock, bucket=bucket)
         self.profile = ProfileAPI(self.context)
         self.signals = SignalsAPI(self.context)
         self.timeline = TimelineAPI(self.context)
@@ -145,10 +148,23 @@ class Acmi:
         return WakeAPI(self.context)
 
     @cached_property
+    def dashboard(self) -> DashboardAPI:
+        from acmi_core.coordination.dashboard import DashboardAPI
+
+        return DashboardAPI(self.context)
+
+    @cached_property
     def memory(self) -> MemoryAPI:
         from acmi_core.memory.service import MemoryAPI
 
         return MemoryAPI(self.context)
+
+    @cached_property
+    def items(self) -> ItemsAPI:
+        """Namespaced items: the long-term memory store's core (the LangGraph store)."""
+        from acmi_core.entities.items import ItemsAPI
+
+        return ItemsAPI(self.context)
 
     def for_tenant(self, tenant: str) -> Acmi:
         """The same store seen as another tenant (keys under acmi:tenant:<t>:...)."""

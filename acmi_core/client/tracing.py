@@ -126,7 +126,9 @@ def operation_span(
         yield acmi
         return
     measuring = MeasuringStore(acmi.store)
-    view = acmi.__class__(measuring, acmi.settings, tenant=acmi.tenant, clock=acmi.clock)
+    view = acmi.__class__(
+        measuring, acmi.settings, tenant=acmi.tenant, clock=acmi.clock, bucket=acmi.keys.bucket
+    )
     attributes: dict[str, str | int] = {
         "acmi.tenant": acmi.tenant,
         "acmi.operation": operation,

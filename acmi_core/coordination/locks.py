@@ -22,6 +22,12 @@ and a retry of it (the Upstash transport resends a request whose reply it lost) 
 with the first run's reply, recorded in that run (``scripts.REPLAY_TTL_MS``), so a claim
 still returns its owner token and a release its lease.
 
+Interop with the reference's Lock-Protocol, which has no lease, only events: a claim is
+refused (409 ``hedged``, nothing written) while another agent's raw ``coord-claim`` for the
+resource (``payload.resource`` or ``payload.task``, or its correlationId, naming it) is on the
+coordination thread within the seed's hedge window (``HEDGE_MS``, 5 minutes) and no
+``coord-release`` of the same source for it is newer; checked inside the claim's script run.
+
 Limits: resource ``[A-Za-z0-9_.:-]{1,200}``, ttl_ms 1,000-86,400,000 (1 s-24 h),
 owner an entity id (an unknown agent is fine), owner token 1-128 characters.
 """
@@ -53,6 +59,12 @@ RESOURCE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 MIN_TTL_MS: Final = 1_000
 MAX_TTL_MS: Final = 24 * 3600 * 1000
 MAX_TOKEN_LEN: Final = 128
+# The seed's Lock-Protocol windows: a reference agent's raw coord-claim on the coordination
+# thread holds its resource for HEDGE_MS (store/lua/locks.lua mirrors the three numbers;
+# it reads at most HEDGE_EVENTS events, HEDGE_BYTES of them, newest first, of the window).
+HEDGE_MS: Final = 5 * 60 * 1000
+HEDGE_EVENTS: Final = 200
+HEDGE_BYTES: Final = 256 * 1024
 
 # Template slots; a string slot sits inside a JSON string (values are grammar-checked
 # ids: no quote or backslash), a number slot replaces the whole quoted placeholder.
@@ -310,6 +322,15 @@ class LockAPI:
                 "defer_template": defer_event,
             },
         )
+        if status == "HEDGED":
+            holder, until = reply["owner"], int(reply["expires"])
+            raise Conflict(
+                f"resource: {resource} is claimed by {holder} on the coordination thread "
+                f"(coord-claim {reply['cid']}, not released) until {_iso(until)} ({until} ms); "
+                "retry after its hedge window or its coord-release",
+                field="resource",
+                rule="hedged",
+            )
         if status == "HELD":
             holder, until = reply["owner"], int(reply["expires"])
             raise Conflict(

@@ -280,3 +280,85 @@ class StepScoresBody(TypedDict):
 class AssessmentsBody(WindowBody):
     workflow: str
     steps: dict[str, StepScoresBody]
+
+
+# --- the fleet dashboard (acmi_core.coordination.dashboard) ----------------------------
+
+
+class DashboardAgent(TypedDict):
+    """An agent by its last heartbeat: ``stalled`` when the sweep marked it or its
+    heartbeat is older than the sweep's threshold."""
+
+    agent: str
+    last_heartbeat_ts: int
+    age_ms: int
+    status: str | None
+    status_note: str | None
+    stalled: bool
+
+
+class DashboardLock(TypedDict):
+    """A held lease (never its token)."""
+
+    resource: str
+    owner: str
+    fence: int
+    expires_at: int
+    expires_in_ms: int
+
+
+class DashboardHitl(TypedDict):
+    """An open HITL item of the shared queue (``queue: shared``) or the operator's."""
+
+    correlationId: str | None
+    queue: str
+    topic: str | None
+    request: str | None
+    urgency: str | None
+    deadline: int | None
+    asked_by: str | None
+    addressee: str | None
+    summary: str | None
+
+
+class DashboardWork(TypedDict):
+    """A work item: its owner (the owners index) and its status signal."""
+
+    id: str
+    owner: str | None
+    status: str | None
+    open: bool
+
+
+class DashboardStep(TypedDict):
+    count: int
+    mean: float
+    last: int | float | None
+
+
+class DashboardWorkflow(TypedDict):
+    """Assessment scores per step among the workflow's newest ``examined`` events."""
+
+    workflow: str
+    steps: dict[str, DashboardStep]
+    lessons: int
+    examined: int
+    complete: bool
+
+
+class DashboardBody(TypedDict):
+    """``dashboard.read``: everything the page shows, each part capped (``limits``);
+    ``truncated`` names the parts a cap cut, ``problems`` what could not be read."""
+
+    tenant: str
+    now: int
+    agents: list[DashboardAgent]
+    locks: list[DashboardLock]
+    hitl: list[DashboardHitl]
+    work: list[DashboardWork]
+    workflows: list[DashboardWorkflow]
+    lessons: list[StoredObject]
+    events: list[StoredObject]
+    truncated: list[str]
+    problems: list[str]
+    limits: dict[str, int]

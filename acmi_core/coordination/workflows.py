@@ -24,7 +24,16 @@ Kinds and payloads:
 
 Every write is ONE WritePlan (one round trip, atomic): the timeline event, the namespace
 index (``acmi:workflow:list``), ``agent_workflows(agent)`` (ZSET: workflow entity id ->
-ts of the agent's last event on it) and, for an improvement, the tenant's lessons feed.
+ts of the agent's last event on it), for an execution or an assessment the step's
+pending runs (``keys.workflow_pending``) and, for an improvement, the tenant's lessons feed.
+
+The seed's "no execution without an assessment entry" (``ACMI_WORKFLOW_REQUIRE_ASSESSMENT``,
+default on): an execute is a 409 ``assessment_required`` naming the step and the run while
+an earlier run of the step has no assessment. It checks the step's pending runs (ZSET run id
+-> ts of its earliest unassessed execution; execute adds, the run's assessment removes) with
+apply.lua's ``ONLY`` op first in its plan: one script run. A retry meets only its own run at
+its own ts and passes (so does the same run again in the same ms). Runs executed before this
+index existed are reported by ``unassessed`` but block nothing.
 
 Index contract (read directly by the bootstrap bundle, ``store/lua/bootstrap.lua``; keep it):
 
@@ -60,7 +69,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from acmi_core.base.errors import AcmiValidationError, CorruptData, StoreCommandError
+from acmi_core.base.errors import (
+    AcmiValidationError,
+    Conflict,
+    CorruptData,
+    Pending,
+    StoreCommandError,
+)
 from acmi_core.base.model import (
     MAX_SUMMARY_LEN,
     EntityId,
@@ -334,6 +349,7 @@ class WorkflowAPI:
         payload: dict[str, Any],
         *,
         lesson: bool = False,
+        step: str | None = None,
     ) -> Event:
         now = self._ctx.clock()
         event = parse_event(
@@ -348,12 +364,28 @@ class WorkflowAPI:
             tenant=self._keys.tenant,
         )
         plan = WritePlan()
+        pending = None if step is None else self._keys.workflow_pending(wf, step)
+        if kind == EXECUTED and pending and self._ctx.settings.workflow_require_assessment:
+            plan.only(pending, cid, event.ts)  # first: it reads the ZSET as stored
         self._timeline.stage(plan, wf, [event])
         plan.zset(self._keys.agent_workflows(agent), event.ts, str(wf))
+        if pending is not None and kind == EXECUTED:
+            plan.zmin(pending, event.ts, cid)  # the run's earliest unassessed execution
+        elif pending is not None:
+            plan.zrem(pending, cid)  # an assessment covers the run's executions before it
         if lesson:
             plan.zadd(self._keys.lessons(), event.ts, event.to_json())
             plan.zkeep(self._keys.lessons(), LESSONS_CAP)
-        plan.apply(self._ctx.store)
+        try:
+            plan.apply(self._ctx.store)
+        except Pending as exc:
+            raise Conflict(
+                f"step {step} of {wf}: run {exc.member} has no assessment entry (executed at "
+                f"{exc.score}); assess it before the next execution "
+                "(ACMI_WORKFLOW_REQUIRE_ASSESSMENT)",
+                field="step",
+                rule="assessment_required",
+            ) from None
         return event
 
     def execute(
@@ -365,7 +397,8 @@ class WorkflowAPI:
         correlation_id: str | None = None,
         payload: dict[str, Any] | None = None,
     ) -> Event:
-        """Log that ``agent`` executed ``step`` (kind ``step-executed``). One round trip."""
+        """Log that ``agent`` executed ``step`` (kind ``step-executed``); a Conflict while
+        an earlier run of ``step`` has no assessment (above). One round trip, checked."""
         wf, step, who = workflow_id(workflow), check_step(step), actor_id(agent)
         cid = check_correlation(correlation_id, wf, step)
         self._ids(wf, step, who, cid)
@@ -386,7 +419,7 @@ class WorkflowAPI:
             text = _text(summary, "summary", MAX_SUMMARY_LEN)
             if summary_too_long(text):
                 raise AcmiValidationError("summary", "max_length", "at most 500 UTF-16 units")
-        return self._write(wf, who, EXECUTED, cid, text, body)
+        return self._write(wf, who, EXECUTED, cid, text, body, step=step)
 
     def assess(
         self,
@@ -413,7 +446,7 @@ class WorkflowAPI:
         if note is not None:
             body["note"] = _text(note, "note", MAX_TEXT)
             text += f" ({note})"
-        return self._write(wf, who, ASSESSMENT, cid, _summary(text), body)
+        return self._write(wf, who, ASSESSMENT, cid, _summary(text), body, step=step)
 
     def improve(
         self,

@@ -21,7 +21,8 @@ exactly, lone surrogates and numbers beyond the double range included (``render_
 Timeline reads show what the reference's readers show: an event another tool wrote
 without following every rule (no kind/correlationId, a speaker_type outside the enum, a
 numeric tenant_id, ts out of range, a long summary) is returned, flagged in
-``Event.legacy``; only a member with no usable ts/source/summary is skipped.
+``Event.legacy`` (a record with no source or summary too: a ``message``, an MCP spawn
+record); only a member with no usable ts is skipped.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import base64
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -70,8 +71,16 @@ from acmi_core.base.stored import (
     stored_dict,
 )
 from acmi_core.entities.context import Context
-from acmi_core.entities.results import EntityBody, EventPageBody, LegacyEvent, SkippedMember
+from acmi_core.entities.expiry import TTL_PREFIX, live, ttl_field, ttl_ms
+from acmi_core.entities.results import (
+    EntityBody,
+    EventDeleted,
+    EventPageBody,
+    LegacyEvent,
+    SkippedMember,
+)
 from acmi_core.entities.timeline_parts import event_parts, incomplete
+from acmi_core.entities.unlog import delete_event
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Command, Reply, Store, is_noscript
 from acmi_core.store.writes import WritePlan
@@ -419,7 +428,7 @@ class ProfileAPI(_Slot):
     """Who: a stable JSON object per entity."""
 
     def get(self, entity: str | EntityId) -> StoredObject | None:
-        key = self._keys.profile(EntityId.parse(entity))
+        key = self._keys.profile(EntityId.parse_listed(entity))
         return decode_object(_read(self._ctx.store, ("GET", key), key), key)
 
     def set(self, entity: str | EntityId, doc: Mapping[str, Any]) -> StoredObject | None:
@@ -467,12 +476,23 @@ class ProfileAPI(_Slot):
         self._write(lambda plan: self._joined(plan, eid).delete(self._keys.profile(eid)))
 
 
+def _signal_key(key: object) -> str:
+    """A signal key a caller may write: not one of the expiry fields."""
+    name = check_signal_key(key, f"signals.{key}")
+    if name.startswith(TTL_PREFIX):
+        raise AcmiValidationError(f"signals.{name}", "reserved", f"{TTL_PREFIX}* is ACMI's own")
+    return name
+
+
 class SignalsAPI(_Slot):
     """Now: a flat map of key -> any JSON value per entity."""
 
     def all(self, entity: str | EntityId) -> StoredObject:
-        key = self._keys.signals(EntityId.parse(entity))
-        return decode_object(_read(self._ctx.store, ("GET", key), key), key) or {}
+        """Every live signal: an expired one, and the expiry fields, are not shown
+        (``entities/expiry.py``)."""
+        key = self._keys.signals(EntityId.parse_listed(entity))
+        stored = decode_object(_read(self._ctx.store, ("GET", key), key), key) or {}
+        return live(stored, self._ctx.clock)
 
     def get(
         self, entity: str | EntityId, key: str, default: _Default | None = None
@@ -481,27 +501,44 @@ class SignalsAPI(_Slot):
         check_signal_key(key)
         return self.all(entity).get(key, default)
 
-    def set(self, entity: str | EntityId, key: str, value: Any) -> StoredValue:
-        """Set one signal; returns its value as stored (redacted under that policy)."""
+    def set(
+        self, entity: str | EntityId, key: str, value: Any, ttl: str | None = None
+    ) -> StoredValue:
+        """Set one signal; returns its value as stored (redacted under that policy).
+        ``ttl`` (``30m``, ``24h``, ``7d``): reads stop showing it after that; without
+        one, an earlier ttl of the signal is dropped (``entities/expiry.py``)."""
+        check_signal_key(key)
+        expiry = None if ttl is None else self._ctx.clock() + ttl_ms(ttl)
         values = self._ctx.guard({key: value}, "signals")
-        self.update(entity, values, guarded=True)
+        meta = [
+            ("del", ttl_field(key), "null")
+            if expiry is None
+            else ("set", ttl_field(key), str(expiry))
+        ]
+        self.update(entity, values, guarded=True, _meta=meta)
         stored: StoredValue = values[key]
         return stored
 
     def update(
-        self, entity: str | EntityId, values: Mapping[str, Any], *, guarded: bool = False
+        self,
+        entity: str | EntityId,
+        values: Mapping[str, Any],
+        *,
+        guarded: bool = False,
+        _meta: Sequence[tuple[Any, str, str]] = (),
     ) -> None:
-        """Set several signals in one atomic step; other signals are kept. ``guarded``:
-        ``values`` has passed the secret guard already (``set``)."""
+        """Set several signals in one atomic step; other signals are kept (a ttl too).
+        ``guarded``: ``values`` has passed the secret guard already (``set``, which
+        adds its key's expiry field as ``_meta``)."""
         eid = EntityId.parse(entity)
         if not guarded:
             values = self._ctx.guard(values, "signals")
         fields: list[tuple[Any, str, str]] = [
-            ("set", check_signal_key(k, f"signals.{k}"), text)
-            for k, text in json_members(dict(values), "signals")
+            ("set", _signal_key(k), text) for k, text in json_members(dict(values), "signals")
         ]
         if not fields:
             raise AcmiValidationError("signals", "non_empty", "give at least one signal")
+        fields += _meta
 
         def build(plan: WritePlan) -> int:
             self._index(plan, eid)
@@ -514,7 +551,7 @@ class SignalsAPI(_Slot):
         eid = EntityId.parse(entity)
         values = self._ctx.guard(values, "signals")
         for k in values:
-            check_signal_key(k, f"signals.{k}")
+            _signal_key(k)
         text = json_object_text(dict(values), "signals")
 
         def build(plan: WritePlan) -> int:
@@ -626,7 +663,7 @@ class TimelineAPI(_Slot):
         """Oldest first (newest first with ``reverse``); bounds inclusive; ``limit``
         counts from the first event in that order. Without ``limit`` this reads the whole
         range: for long timelines use ``page``/``pages``."""
-        key = self._keys.timeline(EntityId.parse(entity))
+        key = self._keys.timeline(EntityId.parse_listed(entity))
         low, high = _bounds(since_ms, until_ms)
         command: list[str | int] = ["ZRANGE", key]
         command += [high, low, "BYSCORE", "REV"] if reverse else [low, high, "BYSCORE"]
@@ -768,7 +805,7 @@ class TimelineAPI(_Slot):
         orders equal scores by member bytes) and a digest of the last member, so events
         with equal ``ts`` are neither lost nor repeated across pages, even when events
         are added at that very ``ts`` meanwhile (those land behind the cursor)."""
-        key = self._keys.timeline(EntityId.parse(entity))
+        key = self._keys.timeline(EntityId.parse_listed(entity))
         low, high = _bounds(since_ms, until_ms)
         size = page_size(limit)
         at = None if cursor is None else TimelinePosition.decode(cursor, reverse)
@@ -855,8 +892,22 @@ class TimelineAPI(_Slot):
                 return
             cursor = page.next_cursor
 
+    def delete_event(
+        self,
+        entity: str | EntityId,
+        ts: object = None,
+        id: object = None,
+        member: object = None,
+    ) -> EventDeleted:
+        """Delete one event, by ``ts`` and ``id`` (its correlationId) or by its stored
+        ``member``, with an audit event on the same timeline: one script run
+        (``entities/unlog.py``, which says what happens to the indexes)."""
+        return delete_event(self._ctx, entity, ts, id, member)
+
     def size(self, entity: str | EntityId) -> int:
-        reply = self._ctx.store.execute(("ZCARD", self._keys.timeline(EntityId.parse(entity))))
+        reply = self._ctx.store.execute(
+            ("ZCARD", self._keys.timeline(EntityId.parse_listed(entity)))
+        )
         assert isinstance(reply, int)
         return reply
 
@@ -870,7 +921,7 @@ def _bounds(since_ms: float | None, until_ms: float | None) -> tuple[str, str]:
 
 
 def _cat_entities(entities: Iterable[str | EntityId]) -> list[EntityId]:
-    eids = list(dict.fromkeys(EntityId.parse(e) for e in entities))
+    eids = list(dict.fromkeys(EntityId.parse_listed(e) for e in entities))
     if not 1 <= len(eids) <= MAX_CAT_ENTITIES:
         raise AcmiValidationError(
             "entities", "count", f"must name 1-{MAX_CAT_ENTITIES} distinct entities"
@@ -964,8 +1015,9 @@ class EntityAPI:
         self._ctx = ctx
 
     def get(self, entity: str | EntityId, events: int = DEFAULT_BUNDLE_EVENTS) -> EntityContext:
-        """Profile, signals and the newest ``events`` events (oldest first): one round trip."""
-        eid = EntityId.parse(entity)
+        """Profile, signals and the newest ``events`` events (oldest first): one round trip.
+        Any id ``list`` prints reads back (``EntityId.parse_listed``)."""
+        eid = EntityId.parse_listed(entity)
         if isinstance(events, bool) or not isinstance(events, int) or not 0 <= events <= 1000:
             # the bound every surface gave (HTTP and MCP checked it before the core did)
             raise AcmiValidationError("events", "range", "must be an integer from 0 to 1000")
@@ -987,7 +1039,7 @@ class EntityAPI:
                 return None
 
         profile = obj(replies[0], keys.profile(eid))
-        signals = obj(replies[1], keys.signals(eid)) or {}
+        signals = live(obj(replies[1], keys.signals(eid)) or {}, self._ctx.clock)
         timeline, cursor = Events(), None
         if events:
             try:
@@ -1074,6 +1126,11 @@ class EntityAPI:
         for key in keys.all_slots(eid):
             plan.delete(key)
         plan.srem(keys.index(eid.category), eid.local_id)
+        from acmi_core.entities.items import namespace_member  # a rare call: no cold start
+
+        member = namespace_member(eid)
+        if member is not None:  # a store namespace leaves the tenant's namespace index
+            plan.zhas(keys.store_namespaces(), member, keys.store_items(eid))
         # the activity and wake indexes (bucket 0's) hold agents only, pinned to bucket 0
         pinned = [keys.activity(), keys.wake_due()] if keys.bucket == 0 else []
         indexes = [keys.changed(), *pinned, keys.hygiene_due()]

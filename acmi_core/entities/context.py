@@ -80,11 +80,14 @@ class Context:
         *,
         tenant: str | None = None,
         clock: Clock = system_clock,
+        bucket: int = 0,
     ) -> Context:
+        """``bucket``: the tenant's bucket whose per-bucket indexes this context reads and
+        keeps (a scheduled job's run of one bucket); entity keys always take their own."""
         settings = settings or Settings()
         name = tenant or settings.default_tenant
         buckets = settings.buckets_for(name)
-        keys = Keys(name, settings.default_tenant, settings.key_layout, buckets)
+        keys = Keys(name, settings.default_tenant, settings.key_layout, buckets).at(bucket)
         return cls(store, settings, keys, clock)
 
     @property

@@ -56,6 +56,23 @@ class EntityListBody(TypedDict):
     next_cursor: str | None
 
 
+class DeleteAudit(TypedDict):
+    ts: int
+    correlationId: str
+    kind: str
+
+
+class EventDeleted(TypedDict):
+    """``TimelineAPI.delete_event``: the event gone, and the audit event that says so."""
+
+    entity: str
+    deleted: bool
+    ts: float
+    correlationId: str
+    bytes: int  # the deleted member's size
+    audit: DeleteAudit
+
+
 class Deleted(TypedDict):
     """The API's answer to a delete (the core answers None): what was deleted, as a path."""
 

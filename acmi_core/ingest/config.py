@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import secrets
-from typing import Any, Final
+from typing import Any, Final, Required, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -294,3 +294,81 @@ def resolve_push_token(store: Store, token: str) -> tuple[str, str] | None:
     if not isinstance(tenant, str) or not isinstance(source, str):
         return None
     return tenant, source
+
+
+# --- what the operator sees: configs without their secrets ---------------------------------
+
+# A SCAN step of `list_configs` (run by hand, as doctor is: O(the keyspace))
+LIST_SCAN_COUNT: Final = 1000
+
+
+class ShownSource(TypedDict, total=False):
+    """A source as ``acmi sources get`` (and each of ``sources list``) shows it: its name
+    and kind, whether it is configured, then its config's other fields as stored
+    (``hmac_secret`` as ``***``, ``push_token`` as ``set``); ``readable: false`` for a
+    config that cannot be read."""
+
+    source: Required[str]
+    kind: str
+    configured: bool
+    readable: bool
+    hmac_secret: str
+    push_token: str
+
+
+# The sources a tenant has, as ``sources list`` answers them.
+SourceList = list[ShownSource]
+
+
+def shown_config(source: str, config: SourceConfig | None) -> ShownSource:
+    """A source as ``acmi sources get`` shows it: what is configured, never a secret (an
+    HMAC secret is ``"***"``; a push token, stored as its hash only, is ``"set"``)."""
+    if config is None:
+        return {"source": source, "kind": source_spec(source).name, "configured": False}
+    stored = config.model_dump(exclude_none=True)
+    shown: dict[str, Any] = {"source": stored.pop("source"), "kind": stored.pop("kind")}
+    shown |= {"configured": True, **stored}
+    if "hmac_secret" in shown:
+        shown["hmac_secret"] = "***"
+    if shown.pop("push_token_hash", None) is not None:
+        shown["push_token"] = "set"
+    return cast(ShownSource, shown)  # the config's fields beside the named ones
+
+
+def describe_source(store: Store, keys: Keys, source: str) -> ShownSource:
+    """One source of the tenant, configured or not (one GET)."""
+    check_source(source)
+    return shown_config(source, get_config(store, keys, source))
+
+
+def list_configs(store: Store, keys: Keys, configured: bool = False) -> SourceList:
+    """Every source of the tenant: each sender of the table (configured or not; with
+    ``configured``, only those that are) and every named one configured
+    (``n8n-billing``), sorted by name; a config that cannot be read is listed as
+    ``{"source", "readable": false}``. Finds the named ones by SCAN (an operator's
+    command, run by hand as doctor is)."""
+    prefix = _config_key(keys, "")
+    names = set() if configured else {spec.name for spec in SOURCES}
+    cursor: bytes | int = 0
+    while True:
+        reply = store.execute(("SCAN", cursor, "MATCH", prefix + "*", "COUNT", LIST_SCAN_COUNT))
+        assert isinstance(reply, list) and len(reply) == 2
+        next_cursor, found = reply[0], reply[1]
+        assert isinstance(next_cursor, bytes | int)
+        cursor = next_cursor
+        for key in found if isinstance(found, list) else []:
+            if isinstance(key, bytes):
+                name = key.decode("utf-8", "replace")[len(prefix) :]
+                if ":" not in name:  # another kind whose prefix this one is: not a source
+                    names.add(name)
+        if cursor in (0, b"0"):
+            break
+    shown: SourceList = []
+    for name in sorted(names):
+        try:
+            shown.append(describe_source(store, keys, name))
+        except SourceConfigUnreadable:
+            shown.append({"source": name, "readable": False})
+        except AcmiValidationError:
+            continue  # a key another tool wrote that names no source of ours
+    return shown

@@ -182,9 +182,8 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         eid = EntityId.parse(agent)
         commands += [("GET", keys.profile(eid)), ("GET", keys.signals(eid))]
     commands += [("ZSCORE", keys.activity(), agent) for agent in flagged]
-    if window.backlog:
-        commands.append(("ZCOUNT", keys.changed(), f"({window.watermark}", now))
-    replies = _pipeline(acmi, commands)
+    left_reads = _left_reads(acmi, window, now)
+    replies = _pipeline(acmi, commands + left_reads)
 
     scan = Scan(now, carried)
     timelines = [
@@ -197,8 +196,8 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
     _judge_heartbeats(scan, window, flagged, replies[at : at + len(flagged)])
 
     report = _report(acmi, run, now, window.since, carried, scan, digest, policy, window)
-    left = replies[-1] if window.backlog else 0
-    report["run"]["backlog"] = left if isinstance(left, int) else 0
+    counts = replies[len(replies) - len(left_reads) :] if left_reads else []
+    report["run"]["backlog"] = sum(c for c in counts if isinstance(c, int))
 
     # 4. the report and the one summary event (one WritePlan)
     plan = WritePlan()
@@ -209,29 +208,45 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
     return _result(report)
 
 
+def _left_reads(acmi: Acmi, window: _Window, now: int) -> list[Command]:
+    """With a backlog, what is left past the watermark: one ZCOUNT per bucket."""
+    if not window.backlog:
+        return []
+    low = f"({window.watermark}"
+    return [("ZCOUNT", view.changed(), low, now) for view in acmi.keys.every_bucket()]
+
+
 def _window(acmi: Acmi, now: int, watermark: int | None, limit: int) -> _Window:
     keys = acmi.keys
     since = min(now, now - FIRST_LOOKBACK_MS if watermark is None else watermark)
     # the first run takes every agent already past the line (at most MAX_CARRIED)
     silent_low = "-inf" if watermark is None else f"({since - HEARTBEAT_STALE_MS}"
+    views = keys.every_bucket()  # one report per tenant: every bucket's change index
     replies = acmi.store.pipeline(
         [
-            # jobs.changed_since's read, here to share this round trip
-            (
-                "ZRANGE",
-                keys.changed(),
-                f"({since}",
-                now,
-                "BYSCORE",
-                *("LIMIT", 0, limit + 1, "WITHSCORES"),
-            ),
             # agents that heartbeated since the last run: model candidates, not stale
             ("ZRANGE", keys.activity(), f"({since}", now, "BYSCORE", "LIMIT", 0, MAX_CARRIED),
             # agents whose heartbeat crossed the staleness line since the last run
             ("ZRANGE", keys.activity(), silent_low, now - HEARTBEAT_STALE_MS, "BYSCORE", *_PAGE),
+            # jobs.changed_since's read, here to share this round trip; with B > 1 the
+            # same read of each bucket, merged by score below (one watermark covers all)
+            *(
+                (
+                    "ZRANGE",
+                    view.changed(),
+                    f"({since}",
+                    now,
+                    "BYSCORE",
+                    *("LIMIT", 0, limit + 1, "WITHSCORES"),
+                )
+                for view in views
+            ),
         ]
     )
-    page = [(entity, int(score)) for entity, score in _scored(replies[0])]
+    page = sorted(
+        ((entity, int(score)) for reply in replies[2:] for entity, score in _scored(reply)),
+        key=lambda item: (item[1], item[0]),
+    )[: limit + 1]
     backlog = len(page) > limit
     out = now
     if backlog:
@@ -248,8 +263,8 @@ def _window(acmi: Acmi, now: int, watermark: int | None, limit: int) -> _Window:
         watermark=max(out, watermark or 0),
         backlog=backlog,
         changed=[(entity, score) for entity, score in page if entity != REPORT_THREAD],
-        active=_members(replies[1]),
-        newly_silent=_scored(replies[2]),
+        active=_members(replies[0]),
+        newly_silent=_scored(replies[1]),
     )
 
 

@@ -83,7 +83,7 @@ from acmi_core.jobs.quarterly import (
     run_script,
 )
 from acmi_core.jobs.quarters import DAY_MS, day_of, day_start_ms, next_monthly, next_quarterly
-from acmi_core.jobs.retention import Policy, retain
+from acmi_core.jobs.retention import Policy, Retained, retain
 from acmi_core.jobs.runner import MAX_PER_RUN, JobRun, int_param, job_state
 from acmi_core.jobs.sink import Destination, SinkError, open_destination
 from acmi_core.jobs.summarizers import Extractive, Summarizer, build
@@ -307,13 +307,18 @@ def hygiene(
                 ctx.lease = _lease(ctx)
             return ctx.lease
 
-        retained = retain(
-            acmi,
-            Policy.of(acmi.settings),
-            scheduled,
-            dest=dest,
-            hitl_cursor=state.get("hitl_cursor"),
-            take_lease=take_lease,
+        # the coordination thread and HITL records are bucket 0's: its run trims them
+        retained = (
+            retain(
+                acmi,
+                Policy.of(acmi.settings),
+                scheduled,
+                dest=dest,
+                hitl_cursor=state.get("hitl_cursor"),
+                take_lease=take_lease,
+            )
+            if acmi.keys.bucket == 0
+            else Retained()
         )
     finally:
         if ctx.lease:

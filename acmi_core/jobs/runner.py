@@ -37,7 +37,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import dumps
@@ -108,6 +108,13 @@ def _parse_time(raw: object) -> int:
 
 Job = Callable[[Acmi, JobRun], dict[str, Any]]
 
+# The jobs whose work is indexed per bucket (the change index, the memory and hygiene
+# indexes): run once per bucket of a tenant, each on its own watermark, cap and run
+# record. The others read bucket 0 only, where all they look at lives: sweep and wake
+# (heartbeats, wake schedules: agents), standup-brief (the threads and HITL queues);
+# drift-diff reads every bucket's change index itself (one report per tenant).
+BUCKETED_JOBS: Final = frozenset({"rollup-cron", "hygiene"})
+
 RUN_RECORD_TTL_MS = 7 * 24 * 3600 * 1000  # longer than Scheduler retries an execution
 MAX_PER_RUN = 500  # items a run handles at most by default; the rest is the backlog
 
@@ -165,8 +172,32 @@ def pending(acmi: Acmi, job: str, state: Mapping[str, Any]) -> dict[str, Any]:
         nxt = next(iter(scored(reply)), None)
         stall_ms = 48 * 3600 * 1000
         return {"next_stall": {"agent": nxt[0], "at_ms": nxt[1] + stall_ms} if nxt else None}
-    changed = acmi.store.execute(("ZCOUNT", keys.changed(), low, "+inf"))
-    return {"changed_since_watermark": changed}
+    if keys.buckets == 1 or job not in (*BUCKETED_JOBS, "drift-diff"):
+        changed = acmi.store.execute(("ZCOUNT", keys.changed(), low, "+inf"))
+        return {"changed_since_watermark": changed}
+    # B > 1: every bucket's change index, from its own watermark (a bucketed job's) or the
+    # job's one (drift-diff reads them all from one)
+    views = keys.every_bucket()
+    lows = [low] * len(views)
+    if job in BUCKETED_JOBS:
+        states = acmi.store.pipeline([("GET", view.job_state(job)) for view in views])
+        lows = [_low(reply) for reply in states]
+    counts = acmi.store.pipeline(
+        [("ZCOUNT", view.changed(), at, "+inf") for view, at in zip(views, lows, strict=True)]
+    )
+    return {"changed_since_watermark": sum(c for c in counts if isinstance(c, int))}
+
+
+def _low(raw: object) -> str:
+    """The exclusive ZCOUNT bound after a stored job state's watermark (-inf: none)."""
+    try:
+        state = load_stored(raw) if isinstance(raw, bytes) else {}
+    except Unreadable:
+        state = {}
+    mark = state.get("watermark") if isinstance(state, dict) else None
+    return (
+        f"({int(mark)}" if isinstance(mark, int | float) and not isinstance(mark, bool) else "-inf"
+    )
 
 
 def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> StoredObject:
@@ -181,7 +212,9 @@ def run_job(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) ->
     # traces on: the run's span also gets its bytes (a measuring store costs a walk of
     # every reply, so only then)
     counting = MeasuringStore(acmi.store) if acmi.settings.traces else CountingStore(acmi.store)
-    counted = acmi.__class__(counting, acmi.settings, tenant=acmi.tenant, clock=acmi.clock)
+    counted = acmi.__class__(
+        counting, acmi.settings, tenant=acmi.tenant, clock=acmi.clock, bucket=acmi.keys.bucket
+    )
     started = clock()
     with job_span(acmi, run.job, counting) as span:
         result = job(counted, run)

@@ -33,11 +33,32 @@ For each agent that crossed the line:
 Round trips a run: 1 (the job state) + 1 (the page of the activity index) + 1 per
 ``MARK_BATCH`` agents marked, or per ``MARK_BYTES`` of their stored signals, whichever
 comes first (``mark_runs``; +1 per agent only when a batch is refused, see above) + 1
-per agent escalated + 1 ZCOUNT when the page was full (the backlog). With nothing new:
-2, whatever the number of agents or stalled agents. ``run_job`` adds its own record.
+per agent escalated + 1 ZCOUNT when the page was full (the backlog), and the work items'
+(below). With nothing new: 4, whatever the number of agents, items or stalled ones.
 
 A heartbeat written with a timestamp already below the watermark (``heartbeat(now=...)``
 backdated by more than 48 h) is not a live heartbeat and is never swept.
+
+Work items and projects (the seed's "projects silent for more than 48 hours are
+auto-marked STALLED"): an entity of a ``STALL_CATEGORIES`` category (``work:<id>``,
+``project:<id>``) whose timeline has not changed for 48 h is handled the same way, read
+from the change index ``keys.changed()`` (entity -> last timeline change, kept by every
+timeline write) on a cursor of its own (``work_watermark``, ``work_skip``): O(entities that
+crossed the line), other categories crossing it read and passed over. An item whose
+``status`` is closed (``work.CLOSED_STATUSES``; one pipeline of GETs of the candidates'
+signals) is not stalled. The mark is ``liveness: "STALLED"`` and a ``liveness_note``
+beside the item's own ``status``, which is the item's lifecycle (its writers' value, kept),
+in the same guarded script run (``sweep.lua`` on the change index: a timeline write between
+the read and the mark wins); the item goes into ``keys.stalled()`` (entity -> the change it
+was marked at) and one HITL item is raised for the operator, ``stalled-<entity>-<change
+ms>``: one per stall episode. Activity clears it: each run also reads the change index from
+where its last run stopped (``active_watermark``, ``active_skip``: the entities changed
+since, O(what changed)), and those in ``keys.stalled()`` with a later change lose both
+fields and their entry (the same guarded script run), so a mark lasts at most one sweep
+interval past the activity. A first run starts that read at its own time.
+
+Round trips with nothing new: 4 (the job state, the two pages of the change index, the
+page of the activity index), whatever the number of entities; ``run_job`` adds its record.
 """
 
 from __future__ import annotations
@@ -47,9 +68,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiError, AcmiValidationError, StoreCommandError
-from acmi_core.base.model import dumps
-from acmi_core.base.stored import scored
+from acmi_core.base.model import EntityId, dumps
+from acmi_core.base.stored import Unreadable, load_stored, scored
 from acmi_core.coordination.agents import agent_id
+from acmi_core.coordination.work import is_open
 from acmi_core.jobs.runner import MAX_PER_RUN, JobRun, job_state
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg
@@ -66,6 +88,8 @@ MARK_BATCH: Final = 100  # agents sent to one script run (each edit <= MAX_OBJEC
 # one object at MAX_OBJECT_BYTES is what one edit may cost (tests/integration/test_script_bounds.py)
 MARK_BYTES: Final = 64 * 1024
 ASKER: Final = "system:acmi-sweep"
+STALL_CATEGORIES: Final = frozenset({"work", "project"})
+LIVENESS: Final = ("liveness", "liveness_note")  # the mark's fields on a work item's signals
 MAX_CID: Final = 128  # hitl.check_cid
 
 # One script: the prologue keeps the marks of agents still silent, apply.lua writes them.
@@ -92,18 +116,22 @@ def _limit(run: JobRun) -> int:
     return limit
 
 
-def _cursor(state: dict[str, Any]) -> tuple[int | None, int]:
-    watermark, skip = state.get("watermark"), state.get("skip", 0)
+def _cursor(state: dict[str, Any], prefix: str = "") -> tuple[int | None, int]:
+    watermark, skip = state.get(f"{prefix}watermark"), state.get(f"{prefix}skip", 0)
     if isinstance(watermark, bool) or not isinstance(watermark, int):
         return None, 0
     return watermark, skip if isinstance(skip, int) and skip >= 0 else 0
 
 
-def _page(acmi: Acmi, low: int | None, skip: int, cutoff: int, limit: int) -> list[tuple[str, int]]:
+def _page(
+    acmi: Acmi, low: int | None, skip: int, cutoff: int, limit: int, key: str | None = None
+) -> list[tuple[str, int]]:
+    """Members of ``key`` (default: the activity index) scored in [low, cutoff), from the
+    cursor (low, skip)."""
     reply = acmi.store.execute(
         (
             "ZRANGE",
-            acmi.keys.activity(),
+            acmi.keys.activity() if key is None else key,
             "-inf" if low is None else low,
             f"({cutoff}",
             "BYSCORE",
@@ -122,22 +150,37 @@ def _fields(heartbeat_ms: int) -> list[tuple[Any, str, str]]:
     return [("set", "status", dumps(STALLED)), ("set", "status_note", dumps(note))]
 
 
-def _mark(acmi: Acmi, agents: list[tuple[str, int]]) -> list[bool]:
-    """One script run: STALLED on each agent still at the heartbeat read. True per mark."""
+def _work_fields(changed_ms: int) -> list[tuple[Any, str, str]]:
+    note = f"no activity since {_iso(changed_ms)} (over 48 h): marked by the sweep"
+    return [("set", LIVENESS[0], dumps(STALLED)), ("set", LIVENESS[1], dumps(note))]
+
+
+CLEAR: Final[list[tuple[Any, str, str]]] = [("del", name, "null") for name in LIVENESS]
+
+
+def _mark(acmi: Acmi, agents: list[tuple[str, int]], work: str | None = None) -> list[bool]:
+    """One script run: STALLED on each agent still at the heartbeat read. True per mark.
+    ``work``: "mark" or "clear" entities of the change index still at the change read."""
     plan = WritePlan()
     header: list[Arg] = []
     before = 0
     spans: list[int] = []
     for agent, heartbeat in agents:
-        plan.edit_object(acmi.keys.signals(agent_id(agent)), _fields(heartbeat), field="signals")
+        if work is None:
+            key, fields = acmi.keys.signals(agent_id(agent)), _fields(heartbeat)
+        else:
+            key = acmi.keys.signals(EntityId.parse(agent))
+            fields = _work_fields(heartbeat) if work == "mark" else CLEAR
+        plan.edit_object(key, fields, field="signals")
         spans.append(len(plan.args) - before)
         before = len(plan.args)
     for (agent, heartbeat), span in zip(agents, spans, strict=True):
         header.extend((agent, heartbeat, span))
+    index = acmi.keys.activity() if work is None else acmi.keys.changed()
     try:
         reply = scripts.SWEEP.eval(
             acmi.store,
-            {"activity": acmi.keys.activity(), "plan_keys": plan.keys},
+            {"activity": index, "plan_keys": plan.keys},
             {"agent_count": len(agents), "agents": header, "ops": plan.args},
             script=SWEEP,
         )
@@ -153,84 +196,215 @@ def _mark(acmi: Acmi, agents: list[tuple[str, int]]) -> list[bool]:
     return [isinstance(r, bytes) for r in marks]
 
 
-def _mark_all(acmi: Acmi, agents: list[tuple[str, int]]) -> tuple[list[bool], int]:
+def _mark_all(
+    acmi: Acmi, agents: list[tuple[str, int]], work: str | None = None
+) -> tuple[list[bool], int]:
     """``_mark`` over every agent, in as many runs as their signals' bytes need: True per
     mark, and the number of runs."""
     kept: list[bool] = []
     runs = 0
     while len(kept) < len(agents):
-        kept += _mark(acmi, agents[len(kept) :])
+        kept += _mark(acmi, agents[len(kept) :], work)
         runs += 1
     return kept, runs
 
 
-def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
-    """The sweep (module docstring). Returns counts: ``stalled`` (marked), ``revived``
-    (heartbeated before the mark), ``escalated`` (HITL items created; a re-run finds
-    them and counts ``already_escalated``), ``skipped`` (index members that are not
-    agent ids), ``watermark``, ``skip``, ``backlog`` and ``problems``."""
-    limit = _limit(run)
-    now = acmi.clock()
-    cutoff = now - STALL_AFTER_MS
-    low, skip = _cursor(job_state(acmi, run.job))
-    if low is not None and low >= cutoff:  # the clock went back: nothing can have crossed
-        return {"stalled": 0, "watermark": low, "skip": skip, "backlog": 0}
-    page = _page(acmi, low, skip, cutoff, limit)
-
-    agents: list[tuple[str, int]] = []
-    problems: list[str] = []
-    for member, heartbeat in page:
+def _mark_batches(
+    acmi: Acmi, items: list[tuple[str, int]], problems: list[str], work: str | None = None
+) -> tuple[list[tuple[str, int]], int, int]:
+    """Every item marked (or cleared) in batches of MARK_BATCH: the ones done, how many were
+    not (a write since the read), and the script runs."""
+    done: list[tuple[str, int]] = []
+    missed = runs = 0
+    for start in range(0, len(items), MARK_BATCH):
+        batch = items[start : start + MARK_BATCH]
         try:
-            agents.append((str(agent_id(member)), heartbeat))
-        except AcmiValidationError:
-            problems.append(f"{member[:80]!r}: not an agent id, skipped")
-    marked: list[tuple[str, int]] = []
-    revived = runs = 0
-    for start in range(0, len(agents), MARK_BATCH):
-        batch = agents[start : start + MARK_BATCH]
-        try:
-            kept, batch_runs = _mark_all(acmi, batch)
+            kept, batch_runs = _mark_all(acmi, batch, work)
             runs += batch_runs
-        except AcmiError:  # one agent's signals refused (not JSON, too large): one by one
+        except AcmiError:  # one item's signals refused (not JSON, too large): one by one
             kept = []
             for one in batch:
                 try:
-                    kept += _mark(acmi, [one])
+                    kept += _mark(acmi, [one], work)
                     runs += 1
                 except AcmiError as exc:
                     kept.append(False)
                     problems.append(f"{one[0]}: signals not marked ({exc.message[:120]})")
         for item, ok in zip(batch, kept, strict=True):
             if ok:
-                marked.append(item)
+                done.append(item)
             else:
-                revived += 1
+                missed += 1
+    return done, missed, runs
+
+
+def _advance(
+    acmi: Acmi,
+    key: str,
+    page: list[tuple[str, int]],
+    low: int | None,
+    skip: int,
+    end: int,
+    limit: int,
+) -> tuple[int, int, int]:
+    """The cursor after ``page`` of [low, end): (watermark, skip, backlog)."""
+    if len(page) < limit:  # everything below the end is handled
+        return end, 0, 0
+    last = page[-1][1]
+    ties = sum(1 for _, score in page if score == last)
+    skip = skip + ties if last == low else ties
+    counted = acmi.store.execute(("ZCOUNT", key, last, f"({end}"))
+    return last, skip, max(0, (counted if isinstance(counted, int) else 0) - skip)
+
+
+def _escalate(acmi: Acmi, entity: str, since: int, what: str, advice: str) -> bool:
+    created = acmi.hitl.create(
+        f"{entity[:180]} stalled",  # a topic is at most 200 characters
+        f"No {what} from {entity} since {_iso(since)} (over 48 h). {advice}",
+        asked_by=ASKER,
+        urgency="P1",
+        addressee=acmi.settings.operator,
+        correlation_id=stall_cid(entity, since),
+    )
+    return created.created
+
+
+def _stall_category(member: str) -> bool:
+    category, _, local = member.partition(":")
+    return category in STALL_CATEGORIES and bool(local)
+
+
+def _still_open(
+    acmi: Acmi, items: list[tuple[str, int]], problems: list[str]
+) -> list[tuple[str, int]]:
+    """The items whose signals' status is not closed (one pipeline of GETs)."""
+    keys: list[str] = []
+    kept: list[tuple[str, int]] = []
+    for member, changed in items:
+        try:
+            keys.append(acmi.keys.signals(EntityId.parse(member)))
+            kept.append((member, changed))
+        except AcmiValidationError:
+            problems.append(f"{member[:80]!r}: not an entity id, skipped")
+    if not keys:
+        return []
+    replies = acmi.store.pipeline([("GET", key) for key in keys])
+    found: list[tuple[str, int]] = []
+    for item, raw in zip(kept, replies, strict=True):
+        try:
+            signals = load_stored(raw) if isinstance(raw, bytes) else {}
+        except Unreadable:
+            signals = {}  # marked anyway: the mark's edit reports what it cannot edit
+        status = signals.get("status") if isinstance(signals, dict) else None
+        if is_open(status):
+            found.append(item)
+    return found
+
+
+def _sweep_work(
+    acmi: Acmi, state: dict[str, Any], now: int, cutoff: int, limit: int, problems: list[str]
+) -> dict[str, Any]:
+    """Work items and projects (module docstring): clear the marks of the ones active since
+    the last run, then mark the open ones silent past the cutoff and escalate each once."""
+    changed, stalled = acmi.keys.changed(), acmi.keys.stalled()
+    low, skip = _cursor(state, "active_")
+    low = now if low is None else low
+    active = _page(acmi, low, skip, now + 1, limit, changed)
+    ours = [(m, s) for m, s in active if _stall_category(m)]
+    cleared: list[tuple[str, int]] = []
+    if ours:
+        marks = acmi.store.pipeline([("ZSCORE", stalled, member) for member, _ in ours])
+        again = [
+            (member, score)
+            for (member, score), mark in zip(ours, marks, strict=True)
+            if isinstance(mark, bytes) and float(mark) < score
+        ]
+        cleared = _mark_batches(acmi, again, problems, "clear")[0]
+    active_mark, active_skip, active_backlog = _advance(
+        acmi, changed, active, low, skip, now + 1, limit
+    )
+
+    low, skip = _cursor(state, "work_")
+    if low is not None and low >= cutoff:  # the clock went back: nothing can have crossed
+        page: list[tuple[str, int]] = []
+        work_mark, work_skip, backlog = low, skip, 0
+    else:
+        page = _page(acmi, low, skip, cutoff, limit, changed)
+        work_mark, work_skip, backlog = _advance(acmi, changed, page, low, skip, cutoff, limit)
+    candidates = _still_open(acmi, [(m, s) for m, s in page if _stall_category(m)], problems)
+    marked, revived, _ = _mark_batches(acmi, candidates, problems, "mark")
+    if marked or cleared:  # the stalled index: what a later run clears
+        plan = WritePlan()
+        for member, score in marked:
+            plan.zset(stalled, score, member)
+        for member, _ in cleared:
+            plan.zrem(stalled, member)
+        plan.apply(acmi.store)
+    escalated = sum(
+        _escalate(
+            acmi,
+            member,
+            score,
+            "activity",
+            "Check on it, or close it; its next event clears STALLED.",
+        )
+        for member, score in marked
+    )
+    return {
+        "work_stalled": len(marked),
+        "work_revived": revived,
+        "work_escalated": escalated,
+        "work_cleared": len(cleared),
+        "work_watermark": work_mark,
+        "work_skip": work_skip,
+        "active_watermark": active_mark,
+        "active_skip": active_skip,
+        "work_backlog": backlog + active_backlog,
+    }
+
+
+def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
+    """The sweep (module docstring). Returns counts: ``stalled`` (marked), ``revived``
+    (heartbeated before the mark), ``escalated`` (HITL items created; a re-run finds
+    them and counts ``already_escalated``), ``skipped`` (index members that are not
+    agent ids), the same of work items and projects (``work_stalled``, ``work_revived``,
+    ``work_escalated``, ``work_cleared``), the cursors, ``backlog`` and ``problems``."""
+    limit = _limit(run)
+    now = acmi.clock()
+    cutoff = now - STALL_AFTER_MS
+    state = job_state(acmi, run.job)
+    problems: list[str] = []
+    work = _sweep_work(acmi, state, now, cutoff, limit, problems)
+    low, skip = _cursor(state)
+    if low is not None and low >= cutoff:  # the clock went back: nothing can have crossed
+        return {
+            **work,
+            "stalled": 0,
+            "watermark": low,
+            "skip": skip,
+            "backlog": work["work_backlog"],
+            "problems": problems[:10],
+        }
+    page = _page(acmi, low, skip, cutoff, limit)
+
+    agents: list[tuple[str, int]] = []
+    for member, heartbeat in page:
+        try:
+            agents.append((str(agent_id(member)), heartbeat))
+        except AcmiValidationError:
+            problems.append(f"{member[:80]!r}: not an agent id, skipped")
+    marked, revived, runs = _mark_batches(acmi, agents, problems)
 
     escalated = already = 0
     for agent, heartbeat in marked:
-        created = acmi.hitl.create(
-            f"{agent[:180]} stalled",  # a topic is at most 200 characters
-            f"No heartbeat from {agent} since {_iso(heartbeat)} (over 48 h). Check on it, "
-            "restart it or reassign its work; its next heartbeat clears STALLED.",
-            asked_by=ASKER,
-            urgency="P1",
-            addressee=acmi.settings.operator,
-            correlation_id=stall_cid(agent, heartbeat),
-        )
-        if created.created:
+        advice = "Check on it, restart it or reassign its work; its next heartbeat clears STALLED."
+        if _escalate(acmi, agent, heartbeat, "heartbeat", advice):
             escalated += 1
         else:
             already += 1
 
-    if len(page) < limit:  # everything below the cutoff is handled
-        watermark, skip, backlog = cutoff, 0, 0
-    else:
-        last = page[-1][1]
-        ties = sum(1 for _, score in page if score == last)
-        skip = skip + ties if last == low else ties
-        watermark = last
-        counted = acmi.store.execute(("ZCOUNT", acmi.keys.activity(), watermark, f"({cutoff}"))
-        backlog = max(0, (counted if isinstance(counted, int) else 0) - skip)
+    key = acmi.keys.activity()
+    watermark, skip, backlog = _advance(acmi, key, page, low, skip, cutoff, limit)
     return {
         "stalled": len(marked),
         "revived": revived,
@@ -241,7 +415,8 @@ def run(acmi: Acmi, run: JobRun) -> dict[str, Any]:
         "cutoff": cutoff,
         "watermark": watermark,
         "skip": skip,
-        "backlog": backlog,
+        **work,
+        "backlog": backlog + work["work_backlog"],
         "problems": problems[:10],
     }
 

@@ -10,11 +10,13 @@ tenant -> ms, kept by the writes in the same script run as the index they summar
 - ``since``: the tenants whose latest change (or heartbeat) is after the job's floor:
   the lowest watermark a served tenant reached last run. A tenant whose changes were all
   handled is out of the read; a write landing while a job drains has a later score than
-  that floor, so the next run finds its tenant. Four jobs with their own floors share
-  ``changed`` (two share ``activity``: ``readers``), so a tenant leaves such an index only
-  when all of them have passed it: each run records ``keep_after`` (its floor; for a
-  ``window`` job the window's start) and then removes the entries at or below the lowest
-  ``keep_after`` of the jobs reading that index (``_prune``; none until each has run once).
+  that floor, so the next run finds its tenant. Five jobs with their own floors share
+  ``changed`` (two share ``activity``: ``readers``; the sweep's floor is 48 h back, where a
+  work item's silence starts to count, so a tenant stays that long), so a tenant leaves
+  such an index only when all of them have passed it: each run records ``keep_after``
+  (its floor; for a ``window`` job the window's start) and then removes the entries at or
+  below the lowest ``keep_after`` of the jobs reading that index (``_prune``; none until
+  each has run once).
 - ``due``: the tenants whose earliest due time (wake, hygiene) has come. After serving a
   tenant, one ``ZHEAD`` per tenant resets its score to the earliest due left in its own
   index, or removes it when that is empty: read and written in one script run, so a
@@ -53,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import (
     ACTIVITY,
+    BUCKETED_INDEXES,
     CHANGED,
     HITL_OPERATOR,
     HITL_SHARED,
@@ -65,7 +68,15 @@ from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.settings import Settings
 from acmi_core.base.stored import Unreadable, load_stored, scored
 from acmi_core.client.tracing import job_span
-from acmi_core.jobs.runner import Job, JobRun, int_param, job_state, pending, run_job
+from acmi_core.jobs.runner import (
+    BUCKETED_JOBS,
+    Job,
+    JobRun,
+    int_param,
+    job_state,
+    pending,
+    run_job,
+)
 from acmi_core.store.writes import WritePlan
 
 if TYPE_CHECKING:
@@ -106,7 +117,7 @@ SOURCES: Final[dict[str, Sources]] = {
         window_ms=DAY_MS,
         held=((HITL_SHARED, _shared_hitl), (HITL_OPERATOR, _operator_hitl)),
     ),
-    "sweep": Sources(since=(ACTIVITY,)),
+    "sweep": Sources(since=(ACTIVITY, CHANGED)),  # agents; work items and projects
     "wake": Sources(due=((WAKE, Keys.wake_due),)),
 }
 DEFAULT_SOURCES: Final = Sources(since=(CHANGED,))  # a job that names none reads changes
@@ -184,7 +195,15 @@ def _index_keys(acmi: Acmi) -> Callable[[str], list[str]]:
     tenants = sorted(
         t for m in members if isinstance(m, bytes) and _valid(t := m.decode("utf-8", "replace"))
     )
-    return lambda kind: [_tenant_keys(acmi, t).tenants_with(kind) for t in tenants]
+    return lambda kind: [
+        view.tenants_with(kind) for t in tenants for view in _views(_tenant_keys(acmi, t), kind)
+    ]
+
+
+def _views(keys: Keys, kind: str) -> list[Keys]:
+    """The buckets whose mark of ``kind`` a run reads: every bucket's for the indexes
+    kept per bucket (``BUCKETED_INDEXES``), else bucket 0's."""
+    return keys.every_bucket() if kind in BUCKETED_INDEXES else [keys]
 
 
 def indexed(acmi: Acmi, job: str, *, limit: int = MAX_MAX_TENANTS) -> list[str]:
@@ -294,7 +313,7 @@ def _run_tenants(
                 if tenant == default
                 else acmi.__class__(acmi.store, acmi.settings, tenant=tenant, clock=acmi.clock)
             )
-            result = run_job(client, tenant_run, job, clock=clock)
+            result = run_buckets(client, tenant_run, job, clock=clock)
         except Exception as exc:  # one tenant's failure must not stop the others
             if tenant == default:
                 failure = exc
@@ -324,6 +343,46 @@ def _run_tenants(
     return summary
 
 
+# a bucket's result fields that are no counts: kept as bucket 0's (the watermark: lowest)
+_PER_BUCKET: Final = frozenset({"watermark", "skip", "scheduled_ms", "last_run_ms", "after"})
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def run_buckets(acmi: Acmi, run: JobRun, job: Job, *, clock: Callable[[], float]) -> dict[str, Any]:
+    """``run_job`` for the tenant: once, or for a bucketed job on B > 1 once per bucket.
+    Then the result is bucket 0's with every count summed over the buckets (requests,
+    commands, visited, backlog, ...), the lowest watermark (the tenant's floor covers
+    every bucket) and ``buckets`` (bucket -> its own result) beside."""
+    buckets = acmi.keys.buckets
+    if buckets == 1 or run.job not in BUCKETED_JOBS:
+        return run_job(acmi, run, job, clock=clock)
+    results = [
+        run_job(
+            acmi.__class__(
+                acmi.store, acmi.settings, tenant=acmi.tenant, clock=acmi.clock, bucket=b
+            )
+            if b
+            else acmi,
+            run,
+            job,
+            clock=clock,
+        )
+        for b in range(buckets)
+    ]
+    summary: dict[str, Any] = dict(results[0])
+    for name, value in results[0].items():  # the counts over every bucket
+        if name not in _PER_BUCKET and _count(value):
+            summary[name] = sum(r[name] for r in results if _count(r.get(name)))
+    marks = [r.get("watermark") for r in results]
+    if all(_count(m) for m in marks):  # the tenant's floor covers every bucket
+        summary["watermark"] = min(m for m in marks if isinstance(m, int))
+    summary["buckets"] = {str(b): r for b, r in enumerate(results)}
+    return summary
+
+
 def _record(
     acmi: Acmi,
     run: JobRun,
@@ -339,13 +398,13 @@ def _record(
     plans: dict[str, WritePlan] = {}
     for kind, own in spec.due:  # each served tenant's earliest due left, or none
         for tenant in served:
-            keys = _tenant_keys(acmi, tenant)
-            plan = plans.setdefault(tenant if cluster else "", WritePlan())
-            plan.zhead(keys.tenants_with(kind), tenant, own(keys))
+            for keys in _views(_tenant_keys(acmi, tenant), kind):  # a plan per slot
+                plan = plans.setdefault(keys.tag if cluster else "", WritePlan())
+                plan.zhead(keys.tenants_with(kind), tenant, own(keys))
     for kind, held in spec.held:  # each served tenant's earliest open item, or none
         for tenant in served:
             keys = _tenant_keys(acmi, tenant)
-            plan = plans.setdefault(tenant if cluster else "", WritePlan())
+            plan = plans.setdefault(keys.tag if cluster else "", WritePlan())
             plan.zhead(keys.tenants_with(kind), tenant, held(keys, acmi.settings))
     # what the next run reads from: its floor, or for a window its start, which only moves
     # on with the schedule

@@ -68,7 +68,8 @@ def signals_get(acmi: Acmi, scope: Scope, q: p.SignalsGetParams) -> dict[str, An
 
 
 def signal_put(acmi: Acmi, scope: Scope, q: p.SignalPutParams) -> dict[str, Any]:
-    return {"entity": q.entity, "key": q.key, "value": acmi.signals.set(q.entity, q.key, q.value)}
+    stored = acmi.signals.set(q.entity, q.key, q.value, ttl=q.ttl)
+    return {"entity": q.entity, "key": q.key, "value": stored}
 
 
 def events_append(acmi: Acmi, scope: Scope, q: p.EventsAppendParams) -> dict[str, Any]:

@@ -105,25 +105,64 @@ def _line_number(value: object, name: str) -> int:
     return value
 
 
-def _file_of(snap: MemorySnapshot, path: str) -> tuple[Layer | Literal["heartbeat"], str | None]:
-    """The layer and rendered text of ``path`` in ``snap`` (None when it has no such file):
-    the text ``search`` numbers its hits' lines in."""
-    if path == "ACTIVE-CONTEXT.md":
-        return "hot", None if snap.active_context is None else snap.active_context.render()
-    if path == "MEMORY.md":
-        return "warm", None if snap.memory is None else snap.memory.render()
-    if path == HeartbeatState.PATH:
-        return "heartbeat", None if snap.heartbeat is None else snap.heartbeat.render()
-    match = _GET_PATH.fullmatch(path)
-    assert match is not None  # get checked the path
-    if match["daily"]:
+@dataclass(frozen=True)
+class MemoryPath:
+    """A memory file's path in the seed's tree, checked: its layer and what names the
+    file inside it (a daily note's date, a topic's slug)."""
+
+    path: str
+    layer: Layer | Literal["heartbeat"]
+    date: dt.date | None = None
+    slug: str | None = None
+
+    @classmethod
+    def parse(cls, path: object) -> MemoryPath:
+        """``path`` checked (400 ``path``: ``memory_path``, or ``date``)."""
+        fixed: dict[str, Layer | Literal["heartbeat"]] = {
+            "ACTIVE-CONTEXT.md": "hot",
+            "MEMORY.md": "warm",
+            HeartbeatState.PATH: "heartbeat",
+        }
+        if isinstance(path, str) and path in fixed:
+            return cls(path, fixed[path])
+        match = _GET_PATH.fullmatch(path) if isinstance(path, str) else None
+        if match is None or not isinstance(path, str):
+            raise AcmiValidationError("path", "memory_path", f"must be {GET_PATHS}")
+        if match["daily"]:
+            try:
+                return cls(path, "daily", date=dt.date.fromisoformat(match["date"]))
+            except ValueError:
+                raise AcmiValidationError("path", "date", f"{match['date']!r} is no date") from None
+        if match["topic"]:
+            return cls(path, "topic", slug=match["slug"])
+        return cls(path, "cold")
+
+    def window(self) -> tuple[int, int]:
+        """A daily note's events in any zone (UTC-12..+14): [since, until] in ms, the
+        note cut to its day after."""
+        assert self.date is not None
+        start = midnight_ms(self.date, dt.UTC)
+        return start - DAY_MS, start + 2 * DAY_MS
+
+
+def file_text(snap: MemorySnapshot, where: MemoryPath) -> str | None:
+    """The rendered text of ``where`` in ``snap`` (None when it has no such file): the
+    text ``search`` numbers its hits' lines in."""
+    path = where.path
+    if where.layer == "hot":
+        return None if snap.active_context is None else snap.active_context.render()
+    if where.layer == "warm":
+        return None if snap.memory is None else snap.memory.render()
+    if where.layer == "heartbeat":
+        return None if snap.heartbeat is None else snap.heartbeat.render()
+    if where.layer == "daily":
         note = next((n for n in snap.daily if n.path == path), None)
-        return "daily", None if note is None else note.render()
-    if match["topic"]:
+        return None if note is None else note.render()
+    if where.layer == "topic":
         topic = next((t for t in snap.topics if t.path == path), None)
-        return "topic", None if topic is None else topic.render()
+        return None if topic is None else topic.render()
     archive = next((a for a in snap.archives if a.path == path), None)
-    return "cold", None if archive is None else archive.render()
+    return None if archive is None else archive.render()
 
 
 def _slug(link: str) -> str:
@@ -324,11 +363,7 @@ class MemoryReads(MemoryCommands):
         with no ``to_line`` the answer stops there (``more`` says lines follow). A range
         past the end answers no lines; a file the entity lacks is a 404. 1 round trip (2
         for a topic: its profile)."""
-        if not isinstance(path, str) or not (
-            path in ("ACTIVE-CONTEXT.md", "MEMORY.md", HeartbeatState.PATH)
-            or _GET_PATH.fullmatch(path)
-        ):
-            raise AcmiValidationError("path", "memory_path", f"must be {GET_PATHS}")
+        where = MemoryPath.parse(path)
         first = _line_number(from_line, "from_line")
         if to_line is None:
             last = first + MAX_GET_LINES - 1
@@ -340,33 +375,22 @@ class MemoryReads(MemoryCommands):
                 raise AcmiValidationError(
                     "to_line", "max_range", f"at most {MAX_GET_LINES} lines a call"
                 )
-        match = _GET_PATH.fullmatch(path)
-        day = match["date"] if match is not None and match["daily"] else None
-        if day is not None:
-            try:
-                date = dt.date.fromisoformat(day)
-            except ValueError:
-                raise AcmiValidationError("path", "date", f"{day!r} is not a date") from None
-            # the day's events in any zone (UTC-12..+14): the note is then cut to the day
-            start = midnight_ms(date, dt.UTC)
+        if where.layer == "daily":
+            since, until = where.window()
             state = self.load(
-                entity,
-                since_ms=start - DAY_MS,
-                until_ms=start + 2 * DAY_MS,
-                limit=WINDOW_EVENTS,
-                topics=False,
+                entity, since_ms=since, until_ms=until, limit=WINDOW_EVENTS, topics=False
             )
         else:
-            wants_topic = match is not None and bool(match["topic"])
-            state = self.load(entity, events=False, topics=wants_topic)
-        layer, text = _file_of(state.snapshot(include_foreign=True), path)
+            state = self.load(entity, events=False, topics=where.layer == "topic")
+        text = file_text(state.snapshot(include_foreign=True), where)
+        layer = where.layer
         if text is None:
-            raise NotFound(f"{state.entity} has no {path}", field="path", rule="exists")
+            raise NotFound(f"{state.entity} has no {where.path}", field="path", rule="exists")
         all_lines = text.split("\n")
         chosen = all_lines[first - 1 : last]
         return {
             "entity": str(state.entity),
-            "path": path,
+            "path": where.path,
             "layer": layer,
             "from_line": first,
             "to_line": first + len(chosen) - 1,

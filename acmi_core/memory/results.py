@@ -122,6 +122,22 @@ class MemoryGot(TypedDict):
     truncated: bool  # a daily note read from a window cut at its event cap
 
 
+class ForgetAudit(TypedDict):
+    ts: int
+    correlationId: str
+    kind: str
+
+
+class Forgot(TypedDict):
+    entity: str
+    path: str
+    layer: Layer | Literal["heartbeat"]
+    line: int
+    text: str  # the line forgotten (the caller's own; the audit event never holds it)
+    forgotten: Literal[True]
+    audit: ForgetAudit
+
+
 class Remembered(TypedDict):
     entity: str
     layer: Layer

@@ -7,7 +7,7 @@ its budget check).
 operation            what                                                          round trips
 ===================  ===========================================================  ==========
 status               sizes, lines, tokens, budget verdicts, staleness, next due    2
-remember             write-ahead: stored (one script) before it returns            2
+remember             write-ahead: stored (one script) before it returns; a ttl     2
 active / set_active  the hot layer: read / replace                                 1 / 1
 daily_summary        one day's note and what it holds                              1
 topic_create         a ``topic:<slug>`` entity from the seed's template, linked    2
@@ -17,6 +17,7 @@ review               the weekly review: promote lessons and decisions, prune    
 search               every layer, fast to slow, ranked                             2
                      (+ 1 sink read per archived quarter, 4 at most)
 get                  one file's lines by path and range (MAX_GET_LINES at most)    1 (topic 2)
+forget               one line (by number or text) removed, audited on the timeline 2
 debug                missing pieces, hot/warm conflicts, stale items               2
 export_snapshot      the whole tree                                                2 + pages
 import_snapshot      a tree, idempotent: only what differs is written              2 + pages
@@ -27,8 +28,9 @@ import_snapshot      a tree, idempotent: only what differs is written           
 :class:`~acmi_core.entities.context.Context`: ``memory/reads.py`` (status, active, search,
 get, debug), ``memory/writes.py`` (remember, set_active, topic_create, handoff, take_handoff),
 ``memory/upkeep.py`` (prune, review, daily_summary), ``memory/transfer.py``
-(export_snapshot, import_snapshot, migrate), all on ``memory/state.py`` (``load``: the one
-read every command starts from, and the writes they share).
+(export_snapshot, import_snapshot, migrate), ``memory/forget.py`` (forget), all on
+``memory/state.py`` (``load``: the one read every command starts from, and the writes
+they share).
 
 Budgets (``acmi_core.memory.budgets``) are checked on the file a write produces, before
 anything is sent: over budget is :class:`MemoryOverBudget` (400) naming the layer, the
@@ -51,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acmi_core.base.model import EntityId
+from acmi_core.memory.forget import MemoryForget
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.reads import (
     GET_PATHS,
@@ -65,6 +68,7 @@ from acmi_core.memory.results import (
     ActiveRead,
     ActiveSet,
     DailySummary,
+    Forgot,
     Handoff,
     Imported,
     MemoryDebug,
@@ -116,6 +120,10 @@ class MemoryAPI:
     @cached_property
     def _transfer(self) -> MemoryTransfer:
         return MemoryTransfer(self._ctx)
+
+    @cached_property
+    def _forget(self) -> MemoryForget:
+        return MemoryForget(self._ctx)
 
     # -- reads (memory/state.py, memory/reads.py)
 
@@ -192,10 +200,11 @@ class MemoryAPI:
         section: str | None = None,
         topic: str | None = None,
         now_ms: int | None = None,
+        ttl: str | None = None,
     ) -> Remembered:
         """``/remember`` (``MemoryWrites.remember``)."""
         return self._writes.remember(
-            entity, text, layer=layer, section=section, topic=topic, now_ms=now_ms
+            entity, text, layer=layer, section=section, topic=topic, now_ms=now_ms, ttl=ttl
         )
 
     def topic_create(
@@ -211,6 +220,16 @@ class MemoryAPI:
     def take_handoff(self, entity: str | EntityId) -> StoredHandoff | None:
         """The pending handoff, read and cleared atomically (``MemoryWrites.take_handoff``)."""
         return self._writes.take_handoff(entity)
+
+    def forget(
+        self,
+        entity: str | EntityId,
+        path: object,
+        line: object = None,
+        text: object = None,
+    ) -> Forgot:
+        """One memory line forgotten, audited (``MemoryForget.forget``)."""
+        return self._forget.forget(entity, path, line, text)
 
     # -- upkeep (memory/upkeep.py)
 

@@ -25,6 +25,7 @@ from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
+from acmi_core.memory.expiry import unexpired
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -287,7 +288,8 @@ class MemoryCommands:
         for reply, key, slot in zip(replies, keys, MEMORY_SLOTS, strict=True):
             fields = stored_object(pipeline_reply(reply, key), key)
             memory.update((k, v) for k, v in fields.items() if memory_slot(k) == slot)
-        return memory
+        # lines whose ttl ran out are not read (memory/expiry.py)
+        return unexpired(unexpired(memory, HOT, self._ctx.clock), WARM, self._ctx.clock)
 
     def _memory_fields(self, entity: str | EntityId) -> dict[str, Any]:
         """The entity's memory fields (its three memory slots): 1 round trip."""
@@ -358,8 +360,10 @@ class MemoryCommands:
         eids = [EntityId.parse(link, TOPIC_LINKS) for link in links]
         replies = self._ctx.store.pipeline([("GET", self._keys.profile(e)) for e in eids])
         return {
-            e.local_id: stored_object(
-                pipeline_reply(r, self._keys.profile(e)), self._keys.profile(e)
+            e.local_id: unexpired(
+                stored_object(pipeline_reply(r, self._keys.profile(e)), self._keys.profile(e)),
+                TOPIC_PREFIX,
+                self._ctx.clock,
             )
             for e, r in zip(eids, replies, strict=True)
         }

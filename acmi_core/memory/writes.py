@@ -14,8 +14,10 @@ from typing import Any, Final, cast
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_WARM
 from acmi_core.base.model import EntityId, Event, dumps
+from acmi_core.entities.expiry import ttl_ms
 from acmi_core.memory.budgets import BudgetReport, check
 from acmi_core.memory.daily import entry_event
+from acmi_core.memory.expiry import ttl_edit, unexpired
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -170,6 +172,7 @@ class MemoryWrites(MemoryCommands):
         section: str | None = None,
         topic: str | None = None,
         now_ms: int | None = None,
+        ttl: str | None = None,
     ) -> Remembered:
         """``/remember``, write-ahead: stored (one script) before it returns. ``layer``:
         ``warm`` (MEMORY.md, default section ``lessons``), ``hot`` (ACTIVE-CONTEXT.md,
@@ -179,7 +182,8 @@ class MemoryWrites(MemoryCommands):
         holds (``holds``) is not stored again: ``already_held`` says so and nothing is
         written, so a retry stores nothing twice (two writers racing with the same line
         can both store it: a read, then a write, as the budget check). 2 round trips:
-        read, write (1 when held)."""
+        read, write (1 when held). ``ttl`` (``30m``, ``24h``, ``7d``): reads stop showing
+        the line after that (``memory/expiry.py``; not the daily layer, a log)."""
         eid = EntityId.parse(entity)
         line = _one_line(self._ctx.guard(text, "text"), "text")
         if layer not in REMEMBER_LAYERS:
@@ -187,6 +191,12 @@ class MemoryWrites(MemoryCommands):
                 "layer", "memory_layer", f"must be one of {', '.join(REMEMBER_LAYERS)}"
             )
         now = self._now(now_ms)
+        if ttl is not None:
+            ttl_ms(ttl)  # checked before anything is read
+            if layer == "daily":
+                raise AcmiValidationError(
+                    "ttl", "layer", "the daily layer is a log: no ttl (forget a line instead)"
+                )
         if layer == "daily":
             return self._remember_daily(eid, line, section, now)
         template = {"hot": ACTIVE_CONTEXT, "warm": LONG_TERM_MEMORY, "topic": TOPIC}[layer]
@@ -195,12 +205,14 @@ class MemoryWrites(MemoryCommands):
             known = ", ".join(s.key for s in template.sections)
             raise AcmiValidationError("section", "memory_section", f"{layer}: one of {known}")
         if layer == "hot":
-            return self._remember_hot(eid, key, line, now)
+            return self._remember_hot(eid, key, line, now, ttl)
         if layer == "warm":
-            return self._remember_warm(eid, key, line)
-        return self._remember_topic(eid, key, line, topic, now)
+            return self._remember_warm(eid, key, line, now, ttl)
+        return self._remember_topic(eid, key, line, topic, now, ttl)
 
-    def _remember_hot(self, eid: EntityId, key: str, line: str, now: int) -> Remembered:
+    def _remember_hot(
+        self, eid: EntityId, key: str, line: str, now: int, ttl: str | None = None
+    ) -> Remembered:
         signals = self._memory_fields(eid)
         local = local_time(now, signals_zone(signals))
         current = signals.get(HOT + key)
@@ -218,6 +230,7 @@ class MemoryWrites(MemoryCommands):
         else:
             value = append_item(current, line)
         new = {HOT + key: value, HOT + "updated": _stamp(local)}
+        new.update(ttl_edit(signals, HOT, now, line, ttl))
         active = from_signals({**signals, **new})
         assert active is not None
         report = check("hot", active.render(), "ACTIVE-CONTEXT.md")
@@ -228,7 +241,9 @@ class MemoryWrites(MemoryCommands):
         plan.apply(self._ctx.store)
         return _remembered(eid, "hot", key, report)
 
-    def _remember_warm(self, eid: EntityId, key: str, line: str) -> Remembered:
+    def _remember_warm(
+        self, eid: EntityId, key: str, line: str, now: int, ttl: str | None = None
+    ) -> Remembered:
         profile = self._memory_fields(eid)
         before = from_profile(profile)
         if before is not None and holds(before.render(), line):
@@ -236,6 +251,7 @@ class MemoryWrites(MemoryCommands):
                 eid, "warm", key, check("warm", before.render(), "MEMORY.md"), held=True
             )
         new = {WARM + key: append_item(profile.get(WARM + key), line)}
+        new.update(ttl_edit(profile, WARM, now, line, ttl))
         memory = from_profile({**profile, **new})
         assert memory is not None
         report = check("warm", memory.render(), "MEMORY.md")
@@ -247,7 +263,13 @@ class MemoryWrites(MemoryCommands):
         return _remembered(eid, "warm", key, report)
 
     def _remember_topic(
-        self, eid: EntityId, key: str, line: str, topic: str | None, now: int
+        self,
+        eid: EntityId,
+        key: str,
+        line: str,
+        topic: str | None,
+        now: int,
+        ttl: str | None = None,
     ) -> Remembered:
         if topic is None:
             raise AcmiValidationError("topic", "required", "the topic's slug is required")
@@ -256,6 +278,7 @@ class MemoryWrites(MemoryCommands):
         beat = self._keys.slot(eid, MEMORY_HEARTBEAT)
         replies = self._ctx.store.pipeline([("GET", self._keys.profile(tid)), ("GET", beat)])
         profile = stored_object(pipeline_reply(replies[0], "topic"), self._keys.profile(tid))
+        profile = unexpired(profile, TOPIC_PREFIX, now)  # what has expired is not kept
         tz = signals_zone(stored_object(pipeline_reply(replies[1], beat), beat))
         if not any(k in TOPIC_KEYS for k in profile):
             raise NotFound(
@@ -272,6 +295,7 @@ class MemoryWrites(MemoryCommands):
         if key == "decision_log":
             item = {"date": today, "decision": line, "reasoning": "", "outcome": ""}
         new = {TOPIC_PREFIX + key: append_item(profile.get(TOPIC_PREFIX + key), item)}
+        new.update(ttl_edit(profile, TOPIC_PREFIX, now, line, ttl))
         if TOPIC_PREFIX + "updated" in profile:
             new[TOPIC_PREFIX + "updated"] = today
         topic_file = topic_from_profile(slug, {**profile, **new})

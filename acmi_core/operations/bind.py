@@ -84,6 +84,7 @@ CLIENT_APIS: Final = {
     "MemoryAPI": "memory",
     "Bootstrapper": "bootstrap",
     "WakeAPI": "wake",
+    "DashboardAPI": "dashboard",
 }
 
 

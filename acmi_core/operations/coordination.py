@@ -11,6 +11,7 @@ WORK: Final = Capability("work", reads="WorkReads", writes="WorkWrites")
 AGENTS: Final = Capability("agents", reads="AgentReads", writes="AgentWrites")
 HITL: Final = Capability("hitl", reads="HitlReads", writes="HitlWrites")
 WORKFLOWS: Final = Capability("workflows", reads="WorkflowReads", writes="WorkflowWrites")
+DASHBOARD: Final = Capability("dashboard", reads="DashboardReads")
 
 _LOCK: Final = "acmi_core.coordination.locks:LockAPI"
 _WORK: Final = "acmi_core.coordination.work:WorkAPI"
@@ -291,6 +292,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "Log that an agent executed a step (kind step-executed)",
         f"{_WORKFLOW}.execute",
         params="acmi_core.operations.params.workflows:WorkflowsExecuteParams",
+        cli="workflow execute",
         result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
@@ -301,6 +303,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.assess",
         mcp="assess",
         params="acmi_core.operations.params.workflows:WorkflowsAssessParams",
+        cli="workflow assess",
         result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.write(
@@ -311,6 +314,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_WORKFLOW}.improve",
         mcp="improve",
         params="acmi_core.operations.params.workflows:WorkflowsImproveParams",
+        cli="workflow improve",
         result="acmi_core.base.model:Event",
     ),
     WORKFLOWS.read(
@@ -320,6 +324,7 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
         "The newest lessons of a workflow, newest first",
         f"{_WORKFLOW}.lessons",
         params="acmi_core.operations.params.workflows:WorkflowsLessonsParams",
+        cli="workflow lessons",
         result="acmi_core.coordination.results:Lessons",
     ),
     WORKFLOWS.read(
@@ -351,10 +356,31 @@ WORKFLOW_OPERATIONS: Final[tuple[Operation, ...]] = (
     ),
 )
 
+DASHBOARD_OPERATIONS: Final[tuple[Operation, ...]] = (
+    Operation(
+        "dashboard.page",
+        "The fleet dashboard: a page (HTML, CSS, JS served here, no CDN) asking for a key",
+        Access.PUBLIC,
+        method="GET",
+        path="/dashboard",
+        function="dashboard",
+    ),
+    DASHBOARD.read(
+        "dashboard.read",
+        "GET",
+        "/v1/dashboard",
+        "What the dashboard shows: agents' liveness, locks, HITL, work, scores, events",
+        "acmi_core.coordination.dashboard:DashboardAPI.read",
+        params="acmi_core.operations.params.dashboard:DashboardReadParams",
+        result="acmi_core.coordination.results:DashboardBody",
+    ),
+)
+
 OPERATIONS: Final[tuple[Operation, ...]] = (
     *LOCK_OPERATIONS,
     *WORK_OPERATIONS,
     *AGENT_OPERATIONS,
     *HITL_OPERATIONS,
     *WORKFLOW_OPERATIONS,
+    *DASHBOARD_OPERATIONS,
 )

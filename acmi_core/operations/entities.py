@@ -160,6 +160,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_SIGNALS}.set",
         mcp="signal_set",
         params="acmi_core.operations.params.entities:SignalPutParams",
+        cli="signal-set",
         result=STORED_VALUE,
     ),
     ENTITIES.write(
@@ -179,6 +180,17 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         f"{_TIMELINE}.page",
         params="acmi_core.operations.params.entities:TimelineParams",
         result="acmi_core.entities.api:EventPage",
+    ),
+    ENTITIES.write(
+        "entities.timeline.delete",
+        "POST",
+        f"{_ENTITY}/timeline/delete",
+        "Delete one event (by ts and id, or its member), audited on the same timeline",
+        f"{_TIMELINE}.delete_event",
+        mcp="event_delete",
+        params="acmi_core.operations.params.entities:EventDeleteParams",
+        cli="event-delete",
+        result="acmi_core.entities.results:EventDeleted",
     ),
     Operation(
         "entities.cat",

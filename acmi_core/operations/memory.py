@@ -83,6 +83,17 @@ MEMORY_OPERATIONS: Final[tuple[Operation, ...]] = (
         result="acmi_core.memory.results:MemoryGot",
     ),
     MEMORY.write(
+        "memory.forget",
+        "POST",
+        f"{_AT}/forget",
+        "Forget one memory line (by path and line, or its text), audited on the timeline",
+        f"{_MEMORY}.forget",
+        mcp="memory_forget",
+        params="acmi_core.operations.params.memory:MemoryForgetParams",
+        cli="memory forget",
+        result="acmi_core.memory.results:Forgot",
+    ),
+    MEMORY.write(
         "memory.remember",
         "POST",
         f"{_AT}/remember",

@@ -89,6 +89,23 @@ OPERATOR_OPERATIONS: Final[tuple[Operation, ...]] = (
         result="acmi_core.ingest.config:SourceSet",
     ),
     _operator(
+        "sources.list",
+        "List the tenant's sources and what each is configured with (never a secret)",
+        "acmi_core.ingest.config:list_configs",
+        "sources list",
+        "SourcesListParams",
+        result="acmi_core.ingest.config:SourceList",
+    ),
+    _operator(
+        "sources.get",
+        "A source's configuration (never a secret: an HMAC secret shows as ***, a push "
+        "token as set)",
+        "acmi_core.ingest.config:describe_source",
+        "sources get",
+        "SourcesGetParams",
+        result="acmi_core.ingest.config:ShownSource",
+    ),
+    _operator(
         "jobs.run",
         "Run a scheduled job now, as its schedule would: once per execution id",
         "acmi_core.jobs.runner:run_job",

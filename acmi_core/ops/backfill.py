@@ -25,6 +25,7 @@ from acmi_core.base.keys import (
     TENANT_INDEXES,
     WAKE,
     Keys,
+    key_tag,
     mentioned,
 )
 from acmi_core.base.model import TENANT_RE
@@ -145,19 +146,9 @@ def tenant_findings(doctor: Doctor, raw_keys: Sequence[bytes]) -> list[Finding]:
     against the index of tenants with work: one pipeline."""
     targets: list[tuple[Keys, str]] = []
     for raw in dict.fromkeys(raw_keys):
-        parts = raw.decode("utf-8", "replace").split(":")
-        if len(parts) != 3 or parts[0] != ROOT:
-            continue
-        if parts[1].startswith(INTERNAL_MARK):  # reference: acmi:_<kind>:<tenant>
-            kind, tenant = parts[1][len(INTERNAL_MARK) :], parts[2]
-        elif parts[1].startswith("{") and parts[2].startswith(INTERNAL_MARK):
-            kind, tenant = parts[2][len(INTERNAL_MARK) :], parts[1][1:-1]  # acmi:{t}:_<kind>
-        else:
-            continue
-        if kind in TENANT_SOURCES and TENANT_RE.fullmatch(tenant):
-            keys = doctor.keys_for(tenant)
-            if _tenant_index(keys, kind) == raw.decode():
-                targets.append((keys, kind))
+        target = _tenant_target(doctor, raw.decode("utf-8", "replace"))
+        if target is not None:
+            targets.append(target)
     if not targets:
         return []
     commands: list[Command] = []
@@ -200,6 +191,35 @@ def tenant_findings(doctor: Doctor, raw_keys: Sequence[bytes]) -> list[Finding]:
             Finding(Kind.TENANT_UNINDEXED, index, detail, tenant=keys.tenant, repairs=(repair,))
         )
     return found
+
+
+def _tenant_target(doctor: Doctor, text: str) -> tuple[Keys, str] | None:
+    """The tenant (and bucket) whose index ``kind`` the key ``text`` is, or None: the
+    reference's ``acmi:_<kind>:<t>``, the cluster layout's ``acmi:{t}:_<kind>`` and a
+    bucket's ``acmi:{t:b}:_<kind>`` (its tag holds a colon: split around it)."""
+    tag = key_tag(text)
+    parts = text.replace(tag, "{}").split(":") if tag else text.split(":")
+    if len(parts) != 3 or parts[0] != ROOT:
+        return None
+    bucket = 0
+    if parts[1].startswith(INTERNAL_MARK):
+        kind, tenant = parts[1][len(INTERNAL_MARK) :], parts[2]
+    elif tag and parts[1] == "{}" and parts[2].startswith(INTERNAL_MARK):
+        kind = parts[2][len(INTERNAL_MARK) :]
+        tenant, _, number = tag[1:-1].partition(":")
+        if number and not number.isdigit():
+            return None
+        bucket = int(number or 0)
+    else:
+        return None
+    if kind not in TENANT_SOURCES or not TENANT_RE.fullmatch(tenant):
+        return None
+    keys = doctor.keys_for(tenant)
+    if bucket:
+        if bucket >= keys.buckets:
+            return None
+        keys = keys.at(bucket)
+    return (keys, kind) if _tenant_index(keys, kind) == text else None
 
 
 def _tenant_index(keys: Keys, kind: str) -> str:

@@ -20,6 +20,9 @@ SCAN, one pipeline for the keys, and one per ``PIPELINE_MEMBERS`` timeline membe
 
 ``acmi migrate`` (``ops/migrate.py``) repairs what this finds; the key layout it reads is
 ``ops/keyspace.py``'s.
+
+One module: the walk (a SCAN step, its pipeline, its timeline chunks) and the checks it
+runs on each key are one pass over the keyspace; a check apart would walk it again.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from acmi_core.base.keys import (
     Layout,
     Slot,
 )
-from acmi_core.base.model import EntityId, check_category
+from acmi_core.base.model import EntityId, check_category, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
 from acmi_core.coordination.work import CATEGORY as WORK
@@ -53,8 +56,9 @@ from acmi_core.ops.findings import (
     McpState,
 )
 from acmi_core.ops.keyspace import (
+    MCP_ACTIVE_THREADS,
+    MCP_SLOT_TYPES,
     MEMORY_INDEXED_SLOTS,
-    SLOT_TYPES,
     ParsedKey,
     Progress,
     mcp_spawn,
@@ -76,8 +80,9 @@ PIPELINE_MEMBERS: Final = 5000
 # while it runs; a longer timeline is reported, not copied.
 MAX_COPY_MEMBERS: Final = 10_000
 
-# The Redis type each slot holds: keyspace.SLOT_TYPES (one entry per slot keys.py names)
-EXPECTED_TYPE: Final = SLOT_TYPES
+# The Redis type each slot holds: keyspace.SLOT_TYPES (one entry per slot keys.py names),
+# and the MCP layout's active_threads SET
+EXPECTED_TYPE: Final = MCP_SLOT_TYPES
 INDEX_TYPE: Final = "set"
 
 
@@ -159,6 +164,39 @@ def _compare_timeline(
     return McpCopy(McpState.TO_COPY, members=copies[0], spawns=copies[1])
 
 
+def _compare_threads(
+    size: int, source: Reply | StoreCommandError, dest_type: str, dest: Reply
+) -> McpCopy:
+    """An MCP ``active_threads`` SET (``<thread>:<role>:<ts>`` members, one a call of its
+    acmi_active) against the agent's :active_context: each thread it names, with its
+    latest role and ts as ``{role, joined_at}``, is to copy unless our hash has the thread
+    (a join written here wins)."""
+    if size > MAX_COPY_MEMBERS:
+        return McpCopy(McpState.TOO_LARGE)
+    if not isinstance(source, list):
+        return McpCopy(McpState.UNCOPYABLE)
+    if dest_type not in ("none", "hash"):
+        return McpCopy(McpState.CONFLICT)
+    latest: dict[str, tuple[int, str]] = {}
+    for member in source:
+        text = _utf8(member) if isinstance(member, bytes) else None
+        thread, role, ts = [*text.rsplit(":", 2), "", ""][:3] if text else ("", "", "")
+        if not thread or not role or not ts.isdigit():
+            return McpCopy(McpState.UNCOPYABLE)  # not its shape: reported, never guessed
+        if thread not in latest or int(ts) > latest[thread][0]:
+            latest[thread] = (int(ts), role)
+    ours = dest if isinstance(dest, list) else []
+    have = {f.decode("utf-8", "replace") for f in ours[::2] if isinstance(f, bytes)}
+    fields = [
+        (thread, dumps({"role": role, "joined_at": ts}))
+        for thread, (ts, role) in sorted(latest.items())
+        if thread not in have
+    ]
+    if not fields:
+        return McpCopy(McpState.COPIED)
+    return McpCopy(McpState.TO_COPY, fields=fields)
+
+
 MCP_DETAIL: Final = {
     McpState.TO_COPY: "MCP server v2.0 layout, read by no other component; `acmi migrate` "
     "copies it to {destination}",
@@ -196,7 +234,9 @@ class Doctor:
     def keys_for(self, tenant: str) -> Keys:
         keys = self._keys.get(tenant)
         if keys is None:
-            keys = self._keys[tenant] = Keys(tenant, self.default_tenant, self.layout)
+            buckets = self.acmi.settings.buckets_for(tenant)  # the deployment's B for it
+            keys = Keys(tenant, self.default_tenant, self.layout, buckets)
+            self._keys[tenant] = keys
         return keys
 
     def findings(self) -> Iterator[Finding]:
@@ -241,6 +281,8 @@ class Doctor:
             if info.mcp_destination is not None:
                 if info.slot == Slot.TIMELINE:
                     read(info, "mcp_zcard", ("ZCARD", info.key))
+                elif info.slot == MCP_ACTIVE_THREADS:
+                    read(info, "mcp_zcard", ("SCARD", info.key))
                 continue
             if info.slot in (Slot.PROFILE, Slot.SIGNALS):
                 read(info, "get", ("GET", info.key))
@@ -473,6 +515,12 @@ class Doctor:
                     if info.entity.category == "agent"
                     else ("TYPE", dest),
                 ]
+            elif info.slot == MCP_ACTIVE_THREADS:
+                # its members, and our threads (joined threads are few: read whole)
+                members: Command = (
+                    ("SMEMBERS", info.key) if size <= MAX_COPY_MEMBERS else ("TYPE", info.key)
+                )
+                commands += [members, ("TYPE", dest), ("HGETALL", dest), ("TYPE", dest)]
             elif info.slot == Slot.TIMELINE:
                 commands += [("TYPE", info.key), ("TYPE", dest), ("TYPE", dest), ("TYPE", dest)]
             else:
@@ -493,6 +541,8 @@ class Doctor:
                     dest_reply,
                     spawns_reply if agent else None,
                 )
+            elif info.slot == MCP_ACTIVE_THREADS:
+                copy = _compare_threads(size, source, type_name(dest_type), dest_reply)
             else:
                 copy = _compare_string(
                     source,

@@ -98,3 +98,6 @@ class McpCopy:
     members: list[tuple[float, str]] = field(default_factory=list)
     # an MCP timeline's spawn records, as ours ({ts, session_id, model_id}), for :spawns
     spawns: list[tuple[float, str]] = field(default_factory=list)
+    # an MCP active_threads SET's threads, as ours (thread -> {role, joined_at}), for the
+    # agent's :active_context
+    fields: list[tuple[str, str]] = field(default_factory=list)

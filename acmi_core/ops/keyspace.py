@@ -35,8 +35,13 @@ from acmi_core.store.cluster import ClusterStore
 # Keys per SCAN step (a hint to Redis) and so per pipeline of per-key reads.
 SCAN_COUNT: Final = 1000
 CORE_SLOTS: Final = tuple(s.value for s in Slot)
-# The slots the reference MCP server v2.0 writes as strings or ZSETs that migrate copies
-MCP_SLOTS: Final = (*CORE_SLOTS, keys.ROLLUP_LATEST)
+# Its acmi_active's SET of "<thread>:<role>:<ts>" members, which migrate copies into the
+# agent's :active_context (our joined threads: thread -> {role, joined_at})
+MCP_ACTIVE_THREADS: Final = "active_threads"
+# The slots the reference MCP server v2.0 writes that migrate copies, and where each goes
+# when it is not the slot of the same name
+MCP_SLOTS: Final = (*CORE_SLOTS, keys.ROLLUP_LATEST, MCP_ACTIVE_THREADS)
+MCP_DESTINATION_SLOT: Final = {MCP_ACTIVE_THREADS: keys.ACTIVE_CONTEXT}
 # The Redis type of each slot the key builder can make (keys.ALL_SLOTS): what doctor
 # expects when it meets one. A slot added to keys.py is added here too (the keyspace
 # test holds the two equal), or doctor and migrate would not know what it should hold.
@@ -56,7 +61,10 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.MEMORY_HOT: "string",
     keys.MEMORY_WARM: "string",
     keys.MEMORY_HEARTBEAT: "string",
+    keys.STORE_ITEMS: "hash",
 }
+# What the MCP layout's own slots hold (doctor's type check of them)
+MCP_SLOT_TYPES: Final[dict[str, str]] = {**SLOT_TYPES, MCP_ACTIVE_THREADS: "set"}
 # Longest first: "rollup:latest" must win over any shorter suffix.
 _SLOTS_BY_LENGTH: Final = sorted(ALL_SLOTS, key=len, reverse=True)
 
@@ -110,7 +118,9 @@ def _mcp_destination(rest: str, keys_for: Callable[[str], Keys]) -> str | None:
         entity = EntityId.parse(f"{category}:{local_id}")
     except AcmiValidationError:
         return None
-    return keys_for(tenant).slot(entity, slot)
+    if slot == MCP_ACTIVE_THREADS and category != "agent":
+        return None  # only an agent's: acmi_active takes an agentId
+    return keys_for(tenant).slot(entity, MCP_DESTINATION_SLOT.get(slot, slot))
 
 
 def tagged_tenant(rest: str) -> tuple[str, str] | None:
@@ -118,7 +128,8 @@ def tagged_tenant(rest: str) -> tuple[str, str] | None:
     follows its tag, or None when ``rest`` carries no tenant's tag."""
     if not rest.startswith("{"):
         return None
-    tenant, sep, tail = rest[1:].partition("}:")
+    tag, sep, tail = rest[1:].partition("}:")
+    tenant = tag.partition(":")[0]  # a bucket's tag, {<tenant>:<bucket>}, names it first
     return (tenant, tail) if sep and TENANT_RE.fullmatch(tenant) else None
 
 
@@ -154,6 +165,9 @@ def parse_key(
         entity = _entity(category, "x")  # the category's grammar only
         return ParsedKey(raw, text, tenant, category, "", None, entity)
     slot = next((s for s in _SLOTS_BY_LENGTH if rest.endswith(f":{s}")), None)
+    mcp_only = slot is None and not spec_tenant and rest.endswith(f":{MCP_ACTIVE_THREADS}")
+    if mcp_only:  # a slot of ours only in the MCP layout (copied into another)
+        slot = MCP_ACTIVE_THREADS
     if slot is None:
         return None
     middle = rest[: -len(slot) - 1]
@@ -174,6 +188,8 @@ def parse_key(
                 _entity(category, local_id),
                 destination,
             )
+    if mcp_only:
+        return None  # not the MCP layout's shape: another tool's key
     valid = raw.isascii()  # a key that is not UTF-8 holds no id we could write
     return ParsedKey(
         raw, text, tenant, category, local_id, slot, _entity(category, local_id) if valid else None
@@ -212,8 +228,8 @@ def _event_state(data: dict[str, Any]) -> str:
 
 
 def member_state(member: Reply) -> str:
-    """``ok``, ``legacy`` (an object with ts/source/summary that is no valid event:
-    missing kind/correlationId, or a field out of range), ``invalid`` (another object)
+    """``ok``, ``legacy`` (an object with a usable ts that is no valid event: missing
+    kind/correlationId/source/summary, or a field out of range), ``invalid`` (another object)
     or ``unreadable`` (not UTF-8, not JSON, not an object)."""
     if not isinstance(member, bytes):
         return "unreadable"
@@ -274,9 +290,11 @@ def object_problem(reply: Reply | StoreCommandError) -> str | None:
     return f"holds {name}, not a JSON object"
 
 
-def scan_step(store: Store, cursor: int, pattern: str) -> tuple[int, list[bytes]]:
+def scan_step(
+    store: Store, cursor: int, pattern: str, count: int = SCAN_COUNT
+) -> tuple[int, list[bytes]]:
     """One SCAN step over ``pattern``: the next cursor and the keys."""
-    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT))
+    reply = store.execute(("SCAN", cursor, "MATCH", pattern, "COUNT", count))
     if (
         isinstance(reply, list)
         and len(reply) == 2

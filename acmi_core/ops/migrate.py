@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, TextIO
 
-from acmi_core.base.errors import Conflict, StoreCommandError
-from acmi_core.base.keys import SPAWNS, Keys, Slot
+from acmi_core.base.errors import AcmiValidationError, Conflict, StoreCommandError
+from acmi_core.base.keys import SPAWNS, Keys, Layout, Slot
 from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.base.stored import Unreadable, load_stored
 from acmi_core.client import Acmi
@@ -177,11 +177,18 @@ class Migrate:
         overwritten, and a second run finds nothing to add. A mention is its ZADD and a
         ZKEEP: any split of an agent's mentions across scripts keeps the same newest ten."""
         plan, steps, size = WritePlan(), list[Step](), 0
+        # in the cluster layout a script holds one tenant's repairs: its keys, one slot
+        per_tenant = Layout(self.acmi.settings.key_layout) is Layout.CLUSTER
+        tenant: str | None = None
         for finding in findings:
             units = _repair_units(finding.repairs)
+            moved = per_tenant and tenant is not None and finding.tenant != tenant
+            tenant = finding.tenant
             for unit in units:
                 cost = sum(len(member) for _, _, _, member in unit)
-                if len(plan) and (len(plan) + len(unit) > REPAIR_OPS or size + cost > REPAIR_BYTES):
+                full = len(plan) + len(unit) > REPAIR_OPS or size + cost > REPAIR_BYTES
+                if len(plan) and (full or moved):
+                    moved = False
                     if not self.dry_run:
                         plan.apply(self.store)
                     yield from steps
@@ -314,12 +321,16 @@ class Migrate:
                     entity_plan.plan.edit_object(destination, fields)
         for score, member in copy.members:
             entity_plan.plan.zadd(destination, score, member)
+        for thread, entry in copy.fields:  # an MCP active_threads SET's threads
+            entity_plan.plan.hset(destination, thread, entry)
         spawns = mapped.slot(info.entity, SPAWNS)
         for score, member in copy.spawns:  # an MCP timeline's spawn records
             entity_plan.plan.zadd(spawns, score, member)
         detail = f"from {info.text}"
         if copy.spawns:
             detail += f" ({len(copy.spawns)} spawn records into {spawns})"
+        if copy.fields:
+            detail += f" ({len(copy.fields)} threads)"
         entity_plan.steps.append(Step(Action.COPY, destination, detail, finding.entity))
         return None
 
@@ -344,10 +355,16 @@ def migrate_report(
     dry_run: bool = False,
     tenant_id: str | None = None,
     category: str | None = None,
+    layout: str | None = None,
+    target: str | None = None,
 ) -> int:
     """Run (or with ``dry_run`` only print) the repairs, one line per step, then a
     summary. Returns 0 when everything found was repaired, 1 when conflicts or keys
-    that cannot be copied remain."""
+    that cannot be copied remain. With ``layout`` (``cluster``) and ``target`` (a seed
+    node's URL): the copy of the deployment into the cluster layout there instead
+    (``ops/relayout.py``)."""
+    if layout is not None or target is not None:
+        return _relayout(acmi, layout, target, out, err, dry_run, tenant_id, category)
     migrate = Migrate(
         acmi,
         dry_run=dry_run,
@@ -370,3 +387,24 @@ def migrate_report(
         mode = "would do (dry run, nothing written)" if dry_run else "done"
         print(f"# {migrate.doctor.scanned} keys scanned; {mode}: {done}", file=out)
     return 1 if left else 0
+
+
+def _relayout(
+    acmi: Acmi,
+    layout: str | None,
+    target: str | None,
+    out: TextIO,
+    err: TextIO,
+    *others: object,
+) -> int:
+    if layout != "cluster":
+        raise AcmiValidationError("--layout", "enum", "must be cluster (with --target)")
+    if not target:
+        raise AcmiValidationError("--target", "required", "the cluster's seed node URL")
+    if any(o not in (None, False) for o in others):
+        raise AcmiValidationError(
+            "--layout", "alone", "takes no --dry-run, --tenant-id or --category"
+        )
+    from acmi_core.ops.relayout import relayout_report
+
+    return relayout_report(acmi, target, out=out, err=err)

@@ -21,6 +21,7 @@ layout: before its first command it asks ``INFO cluster``, and a cluster-enabled
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -52,6 +53,13 @@ from acmi_core.store.resp import Endpoint, Pool
 if TYPE_CHECKING:
     from redis.cluster import RedisCluster
 
+# ACMI_REDIS_WAIT_REPLICAS: how long a write waits for its replicas' acknowledgement
+# (WAIT's timeout) before it answers 503, the write possibly made: a retry is idempotent.
+WAIT_TIMEOUT_MS: Final = 1000
+# The one-key writes outside scripts (API keys, the tenant registry) that wait too.
+WAITED_COMMANDS: Final = frozenset(
+    {"SET", "HSET", "HSETNX", "SADD", "SREM", "DEL", "HDEL", "ZADD", "ZREM", "PEXPIRE"}
+)
 # Commands whose answer is the whole keyspace: on a cluster each node has a part.
 KEYSPACE_COMMANDS: Final = frozenset({"SCAN", "KEYS", "DBSIZE", "RANDOMKEY"})
 # A node's address as MOVED/ASK and connection errors put it: never in an answer.
@@ -140,6 +148,7 @@ class ClusterStore(RedisStore):
     def __init__(self, url: str, settings: Settings) -> None:  # no super(): no client yet
         self._url = url
         self._timeout_s = settings.store_timeout_s
+        self._wait_replicas = settings.redis_wait_replicas
         self._cluster: RedisCluster | None = None
         self._lock = threading.Lock()
 
@@ -163,6 +172,8 @@ class ClusterStore(RedisStore):
 
     def execute(self, command: Command) -> Reply:
         _refuse_keyspace(command)
+        if self._wait_replicas and len(command) > 1 and _name(command) in WAITED_COMMANDS:
+            return self._waited(command, command[1])
         cluster = self._connected()
         with _translate():
             result = cluster.execute_command(*command)  # type: ignore[no-untyped-call]
@@ -193,7 +204,53 @@ class ClusterStore(RedisStore):
         return pipeline_slots(slots)
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        if self._wait_replicas and not script.read_only and keys:
+            key = keys[0]  # every key of a script shares its slot
+            return eval_script(lambda command: self._waited(command, key), script, keys, args)
         return eval_script(self.execute, script, keys, args)
+
+    def _waited(self, command: Command, key: Arg) -> Reply:
+        """``command``, then ``WAIT <replicas> WAIT_TIMEOUT_MS``, on one connection to the
+        primary of ``key``'s slot (WAIT counts the replicas that have that connection's
+        writes, so the two cannot go through the cluster client's pool). Acknowledged
+        only when enough replicas have it; else a 503, the write maybe made. An error
+        (the slot moved, the primary died) refreshes the slot map, as the cluster client
+        does on its own path, and is answered as there (a 503 to retry)."""
+        import redis
+
+        cluster = self._connected()
+        try:
+            with _translate():
+                node = cluster.get_node_from_key(key)  # type: ignore[no-untyped-call]
+                client = cluster.get_redis_connection(node)
+                pipe = client.pipeline(transaction=False)
+                wait = ("WAIT", self._wait_replicas, WAIT_TIMEOUT_MS)
+                for sent in (command, wait):
+                    pipe.execute_command(*sent)  # type: ignore[no-untyped-call]
+                reply, acked = pipe.execute(raise_on_error=False)
+            if isinstance(reply, redis.RedisError):
+                raise _error(reply)
+        except (StoreBusy, StoreUnavailable):
+            self._refresh(cluster)
+            raise
+        if isinstance(acked, redis.RedisError) or not isinstance(acked, int):
+            raise StoreUnavailable("redis cluster: WAIT failed after a write; retry it")
+        if acked < self._wait_replicas:
+            raise StoreUnavailable(
+                f"a write reached {acked} of the {self._wait_replicas} replica(s)"
+                f" ACMI_REDIS_WAIT_REPLICAS asks for within {WAIT_TIMEOUT_MS} ms: retry it"
+            )
+        return _reply(reply)
+
+    @staticmethod
+    def _refresh(cluster: RedisCluster) -> None:
+        """Read the slot map again (after a failover it names the new primary)."""
+        import redis
+        from redis.exceptions import RedisClusterException
+
+        # no node answers yet: the next call tries again
+        with contextlib.suppress(redis.RedisError, RedisClusterException):
+            cluster.nodes_manager.initialize()
 
     def scan_primaries(self, pattern: str, count: int) -> Iterator[list[bytes]]:
         """Every key matching ``pattern``: each primary's SCAN (redis-py's ``scan`` with
@@ -247,10 +304,14 @@ def _raw_replies(cluster: RedisCluster) -> None:
             client.response_callbacks = CaseInsensitiveDict({})
 
 
-def _refuse_keyspace(command: Command) -> None:
+def _name(command: Command) -> str:
     name = command[0]
-    name = name.decode() if isinstance(name, bytes) else str(name)
-    if name.upper() in KEYSPACE_COMMANDS:
+    return (name.decode() if isinstance(name, bytes) else str(name)).upper()
+
+
+def _refuse_keyspace(command: Command) -> None:
+    name = _name(command)
+    if name in KEYSPACE_COMMANDS:
         raise StoreCommandError(
             f"{name.upper()} reads the whole keyspace, which a Redis Cluster splits over its"
             " nodes: not supported with ACMI_REDIS_CLUSTER=1"
@@ -275,8 +336,12 @@ def _error(error: Exception) -> StoreCommandError | StoreBusy | StoreUnavailable
         return error_reply(scrub(_error_text(error)))
     if isinstance(error, ClusterError):  # e.g. its retries exhausted
         return StoreUnavailable(f"redis cluster unavailable: {scrub(str(error))}")
-    if isinstance(error, RedisClusterException):  # refused before sending: keys span slots
-        return StoreCommandError(f"CROSSSLOT {scrub(str(error))}")
+    if isinstance(error, RedisClusterException):
+        text = scrub(str(error))
+        if "slot" in text:  # refused before sending: keys span slots ("same key slot")
+            return StoreCommandError(f"CROSSSLOT {text}")
+        # no seed node answered (the slot map cannot be read): the cluster is unreachable
+        return StoreUnavailable(f"redis cluster unreachable: {text}")
     return StoreUnavailable(f"redis cluster unreachable: {type(error).__name__}")
 
 

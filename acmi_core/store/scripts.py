@@ -456,7 +456,12 @@ LOCKS: Final = ScriptProtocol(
                 "defer_template*",
                 "resource",
             ),
-            {"OK": ("fence",), "HELD": ("owner", "expires", "fence"), **REKEY},
+            {
+                "OK": ("fence",),
+                "HELD": ("owner", "expires", "fence"),
+                "HEDGED": ("owner", "expires", "cid"),
+                **REKEY,
+            },
         ),
         "renew": Call(
             _LOCK_KEYS,
@@ -545,6 +550,17 @@ HYGIENE: Final = ScriptProtocol(
     sources=("replay", "hygiene"),  # a trim's retry answers the trim that ran
 )
 
+# one timeline event deleted, audited (unlog.lua): by its ts and id, or its member
+UNLOG: Final = ScriptProtocol(
+    "unlog",
+    single(
+        ("timeline", "changed", "tenants", MENTIONS_KEYS, REPLAY_KEY),
+        ("now", "entity", "tenant", "thread", "score", "id", "member", "audit"),
+        {"DELETED": ("member",), "NONE": (), "CROWDED": ("count",), **REKEY},
+    ),
+    sources=("mentions", "replay", "unlog"),  # the mentions index it keeps; its record
+)
+
 BOOTSTRAP: Final = ScriptProtocol(
     "bootstrap",
     single(
@@ -602,6 +618,8 @@ BOOTSTRAP: Final = ScriptProtocol(
             "utc_from",
             "utc_to",
             "read_bytes",
+            "spawn_session",
+            "spawn_window",
         ),
         (
             "profile",
@@ -632,6 +650,6 @@ BOOTSTRAP: Final = ScriptProtocol(
     ),
 )
 
-PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, MERGE, LOCKS, HITL, HYGIENE, BOOTSTRAP)
+PROTOCOLS: Final = (APPLY, WORK, SWEEP, PAGE, MERGE, LOCKS, HITL, HYGIENE, UNLOG, BOOTSTRAP)
 # Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#])
 LIBRARIES: Final = ("mentions", "replay")

@@ -25,6 +25,7 @@ from acmi_core.base.errors import (
     Conflict,
     CorruptData,
     PayloadTooLarge,
+    Pending,
     PlanError,
     StoreCommandError,
 )
@@ -48,6 +49,11 @@ def _changed(detail: str) -> AcmiError:
     return Conflict(f"{key}: changed since it was read; nothing was written", field=key)
 
 
+def _pending(detail: str) -> AcmiError:
+    key, score, member = [*detail.split(" ", 2), "", ""][:3]
+    return Pending(key, score, member)
+
+
 def _too_large(detail: str) -> AcmiError:
     key, _, what = detail.partition(": ")
     return PayloadTooLarge(key, "max_object_bytes", what)
@@ -59,6 +65,7 @@ SCRIPT_ERRORS: Final[dict[str, Callable[[str], AcmiError]]] = {
     "ACMI_CORRUPT": _corrupt,  # an object key holds text that is not a JSON object
     "ACMI_TOOLARGE": _too_large,  # an object edit, or its object, over MAX_OBJECT_BYTES (413)
     "ACMI_CHANGED": _changed,  # a SAME key changed since its caller read it (check-and-set)
+    "ACMI_PENDING": _pending,  # an ONLY key holds another member (a pending item)
     "ACMI_BADOP": PlanError,  # unknown op, key index out of range, bad argument: a bug here
 }
 
@@ -153,7 +160,7 @@ class WritePlan:
         """Index upkeep: add ``member``, or move it to ``score`` (ZADD without NX)."""
         return self._op("ZSET", key, repr(score), member)
 
-    def zrem(self, key: str, member: str) -> int:
+    def zrem(self, key: str, member: str | bytes) -> int:
         return self._op("ZREM", key, member)
 
     def zmax(self, key: str, score: int | float, member: str) -> int:
@@ -223,6 +230,34 @@ class WritePlan:
     def hdel(self, key: str, field: str) -> int:
         return self._op("HDEL", key, field)
 
+    def hput(self, key: str, field: str, text: str) -> int:
+        """HSET of a store item whose ``text`` starts ``{"created_at":<ms>,``: an
+        overwrite keeps the created_at already stored (acmi_core.entities.items)."""
+        return self._op("HPUT", key, field, text)
+
+    def zhas(self, key: str, member: str, src: str) -> int:
+        """``member`` (score 0) is in ``key`` iff the HASH ``src`` has a field once the ops
+        before ran: an index of the non-empty hashes, kept in the run that changes them."""
+        index = self._key_index.get(src)
+        if index is None:
+            self._keys.append(src)
+            index = self._key_index[src] = len(self._keys)
+        return self._op("ZHAS", key, member, index)
+
+    def hdue(self, key: str, field: str, src: str, member: str, now: int) -> int:
+        """The TTL sweep of one store item: HDEL ``field`` of ``key`` and ZREM ``member``
+        of the expiry ZSET ``src`` when its score there is <= ``now`` in this run (so a
+        put that moved the expiry later, after the sweep read it, keeps its item)."""
+        index = self._key_index.get(src)
+        if index is None:
+            self._keys.append(src)
+            index = self._key_index[src] = len(self._keys)
+        return self._op("HDUE", key, field, index, member, repr(now))
+
+    def zbump(self, key: str, score: int | float, member: str) -> int:
+        """ZADD XX GT: move an existing ``member`` later, never add one or move it back."""
+        return self._op("ZBUMP", key, repr(score), member)
+
     def take(self, key: str) -> int:
         """Read and delete the STRING ``key`` (GETDEL): its value (None when absent) is
         this op's result. Not idempotent by itself: put it in a plan with ``record``."""
@@ -243,6 +278,13 @@ class WritePlan:
             return self._op("SAME", key, "1", text.decode("utf-8"))
         except UnicodeDecodeError:
             return self._op("SAME", key, "1", text)
+
+    def only(self, key: str, member: str, score: int | float) -> int:
+        """A check: the plan applies only if the ZSET ``key`` (as stored: no earlier op
+        of the plan may name it) is empty or holds just ``member`` at ``score``, which
+        is what a retry of the plan that added them meets; else :class:`Pending` (the
+        oldest other member), nothing written."""
+        return self._op("ONLY", key, member, score)
 
     def record(self, key: str) -> int:
         """The plan's first op: record its results at ``key`` (``keys.request`` of an id

@@ -25,8 +25,9 @@ from acmi_core.store.memory import MemoryStore
 SNAPSHOT = Path(__file__).parent / "snapshots" / "mcp_tools.json"
 START_MS = 1_780_000_000_000  # 2026-05-28: a fixed "now" so stamps repeat
 
-# Ids the core draws at random (lease tokens and correlation ids, HITL ids): masked.
-_RANDOM_ID = re.compile(r"(lock|hitl)-[0-9a-f]{32}")
+# Ids the core draws at random (lease tokens and correlation ids, HITL ids, audit
+# events' correlation ids): masked.
+_RANDOM_ID = re.compile(r"(lock|hitl|forget|unlog)-[0-9a-f]{32}")
 _RANDOM_TOKEN = re.compile(r'("owner_token": ")[\w-]{43}"')
 
 
@@ -58,11 +59,17 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("signal_get", {"entity": "user:ann"}),
     ("signal_get", {"entity": "user:ann", "key": "mood"}),
     ("signal_set", {"entity": "user:ann", "key": "mood", "value": [1, {"a": None}]}),
+    ("signal_set", {"entity": "user:ann", "key": "tmp", "value": 1, "ttl": "1h"}),
+    ("signal_set", {"entity": "user:ann", "key": "tmp", "value": 1, "ttl": "soon"}),
     ("event", {"entity": "user:ann", "event": _event("one")}),
     ("event", {"entity": "user:ann", "event": {**_event("two"), "ts": START_MS - 5}}),
     ("get", {"entity": "user:ann"}),
     ("get", {"entity": "user:ann", "events": 1}),
     ("get", {"entity": "user:ann", "events": 1001}),
+    ("event", {"entity": "user:ann", "event": {**_event("gone"), "ts": START_MS - 9}}),
+    ("event_delete", {"entity": "user:ann", "ts": START_MS - 9, "id": "c-gone"}),
+    ("event_delete", {"entity": "user:ann", "ts": START_MS - 9, "id": "c-gone"}),
+    ("event_delete", {"entity": "user:ann", "id": "c-one"}),
     ("list", {"category": "user"}),
     ("list", {"category": "user", "limit": 1}),
     ("cat", {"entities": ["user:ann", "user:bob"], "since": "7d"}),
@@ -153,6 +160,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("memory_get", {"entity": "agent:ava", "path": "memory/topics/tea.md"}),
     ("memory_get", {"entity": "agent:ava", "path": "MEMORY.md", "from_line": 5, "to_line": 4}),
     ("memory_get", {"entity": "agent:ava", "path": "notes.txt"}),
+    ("memory_remember", {"entity": "agent:ava", "text": "forget me"}),
+    ("memory_forget", {"entity": "agent:ava", "path": "MEMORY.md", "text": "forget me"}),
+    ("memory_forget", {"entity": "agent:ava", "path": "MEMORY.md", "line": 1}),
+    ("memory_forget", {"entity": "agent:ava", "path": "MEMORY.md"}),
     ("memory_status", {"entity": "agent:ava"}),
     ("memory_active", {"entity": "agent:ava"}),
     ("memory_active", {"entity": "agent:ava", "text": "# Active\n\n- [ ] task\n"}),

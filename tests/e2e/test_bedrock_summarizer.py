@@ -143,7 +143,9 @@ def rollup_of(acmi: Acmi, entity: str) -> dict[str, Any]:
 def assert_fenced(text: str, hostile: str) -> None:
     """``hostile`` sits inside a fence that no backtick run inside it can close."""
     at = text.index(hostile)
-    opening = list(re.finditer(r"^(`{3,})text$", text[:at], re.M))[-1]
+    # the nearest fence line before it opens its fence (the bundle's fences carry no info
+    # string: each costs tokens)
+    opening = list(re.finditer(r"^(`{3,})(?:text)?$", text[:at], re.M))[-1]
     ticks = opening.group(1)
     assert len(ticks) > 3  # longer than the hostile text's own fence
     closing = text.index(f"\n{ticks}", at + len(hostile))

@@ -109,6 +109,45 @@ def test_sources_set_never_prints_the_secret(
     assert "a-very-long-hmac-secret-value" not in json.dumps(shown) + err
 
 
+def test_sources_list_and_get_show_what_exists_never_a_secret(
+    redis_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    tenant, other = f"src-{uuid.uuid4().hex[:8]}", f"src-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("N8N_SECRET", "a-very-long-hmac-secret-value")
+    base = ["--tenant", tenant, "sources"]
+    code, set_, _ = run(
+        capsys, *base, "set", "n8n-billing", "--hmac-secret-env", "N8N_SECRET", "--push-token"
+    )
+    assert code == 0
+    token = set_["push_token"]
+    run(capsys, "--tenant", other, "sources", "set", "make-ops", "--map", "summary=deal.name")
+    code, listed, err = run(capsys, *base, "list")
+    assert code == 0, err
+    by_name = {row["source"]: row for row in listed}
+    # every sender of the table, configured or not, and the named one; not the other tenant's
+    assert set(by_name) == {"make", "n8n", "gmail", "generic", "slack", "github", "n8n-billing"}
+    assert by_name["n8n"] == {"source": "n8n", "kind": "n8n", "configured": False}
+    assert by_name["n8n-billing"] == {
+        "source": "n8n-billing",
+        "kind": "n8n",
+        "configured": True,
+        "hmac_secret": "***",
+        "push_token": "set",  # which exists, never the token nor its hash
+    }
+    assert run(capsys, *base, "list", "--configured")[1] == [by_name["n8n-billing"]]
+    code, got, err = run(capsys, *base, "get", "n8n-billing")
+    assert (code, got) == (0, by_name["n8n-billing"]), err
+    code, got, _ = run(capsys, "--tenant", other, "sources", "get", "make-ops")
+    assert got["mapping"] == {"summary": "deal.name"} and got["configured"] is True
+    printed = json.dumps([listed, got]) + err
+    assert token not in printed and "a-very-long-hmac-secret-value" not in printed
+    assert "push_token_hash" not in printed
+    code, _, err = run(capsys, *base, "get", "nope")
+    assert code == 2 and "rule: unknown" in err
+
+
 @pytest.mark.slow  # a fresh interpreter
 def test_invoke_runs_a_handler_like_sam_local_invoke(tmp_path: Path) -> None:
     event = {

@@ -193,6 +193,46 @@ def test_the_reference_commands_print_the_same_on_the_api(
     assert hooked.out.startswith("# Wake bundle for agent:claude") and "sess-hook" in hooked.out
 
 
+def _plant_reference_ids(acmi: Acmi) -> None:
+    """Ids the reference SDK and CLI write, outside our id rule, as they left them."""
+    from acmi_core.base.model import EntityId
+
+    event = '{"ts":1790000000000,"source":"gmail","summary":"hi"}'
+    for local in ("mikey@example.com", "a:b"):
+        entity = EntityId("user", local)  # built as stored: parse would refuse it
+        acmi.store.execute(("SET", acmi.keys.profile(entity), json.dumps({"name": local})))
+        acmi.store.execute(("ZADD", acmi.keys.timeline(entity), "1790000000000", event))
+        acmi.store.execute(("SADD", acmi.keys.index("user"), local))
+
+
+READ_IDS: Final[tuple[tuple[str, ...], ...]] = (
+    ("list", "user"),
+    ("get", "user:mikey@example.com"),
+    ("get", "user", "mikey@example.com"),
+    ("get", "user:a:b"),
+    ("profile", "user", "a:b"),
+    ("cat", "user:mikey@example.com", "user:a:b", "--json"),
+    ("profile", "user", "eve@example.com", "{}"),  # a write: the id rule stands (exit 2)
+)
+
+
+def test_every_id_list_prints_reads_back_on_the_api(
+    api: tuple[Served, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    served, _ = api
+    _plant_reference_ids(served.acmi)
+    on_store = [run(capsys, monkeypatch, a, state=CliState(preset=served.acmi)) for a in READ_IDS]
+    on_api = [run(capsys, monkeypatch, ["--api", served.url, *a]) for a in READ_IDS]
+    for argv, store, remote in zip(READ_IDS, on_store, on_api, strict=True):
+        assert (remote.code, remote.out, remote.error) == (store.code, store.out, store.error), argv
+    assert sorted(json.loads(on_api[0].out)) == ["user:a:b", "user:mikey@example.com"]
+    assert json.loads(on_api[1].out)["profile"] == {"name": "mikey@example.com"}
+    assert json.loads(on_api[3].out)["timeline"][0]["summary"] == "hi"
+    assert on_api[-1].code == 2 and "id_format" in on_api[-1].error
+
+
 FIXTURE: Final = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"
 
 
@@ -262,6 +302,40 @@ def test_locks_on_the_api(
     assert served.acmi.locks.get("deploy:prod").to_dict().get("owner") is None
 
 
+def test_the_workflow_commands_on_the_api_print_what_the_store_prints(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    base = ["--api", served.url, "workflow"]
+    execute = ["execute", "deploy", "build", "claude", "--correlation-id"]
+    ran = run(capsys, monkeypatch, [*base, *execute, "r1"])
+    assert ran.code == 0, ran.err
+    assert json.loads(ran.out)["correlationId"] == "r1"
+    refused = run(capsys, monkeypatch, [*base, *execute, "r2"])
+    assert (refused.code, refused.out) == (4, "")
+    assert "step build" in refused.error and "run r1 has no assessment entry" in refused.error
+    # a key of another tenant: its own cycle
+    other = apikeys.mint(served.acmi.store, tenant="t-other", scope="write", name="o", now_ms=START)
+    monkeypatch.setenv("ACMI_API_KEY", other[0])
+    assert run(capsys, monkeypatch, [*base, *execute, "r2"]).code == 0
+    monkeypatch.setenv("ACMI_API_KEY", api[1])
+    assess = ["assess", "deploy", "build", "70", "claude", "--correlation-id", "r1"]
+    assert run(capsys, monkeypatch, [*base, *assess]).code == 0
+    assert run(capsys, monkeypatch, [*base, *execute, "r2"]).code == 0
+    improve = ["improve", "deploy", "build", "pin the base image", "claude"]
+    assert run(capsys, monkeypatch, [*base, *improve]).code == 0
+    remote = run(capsys, monkeypatch, [*base, "lessons", "deploy"])
+    store = run(
+        capsys, monkeypatch, ["workflow", "lessons", "deploy"], state=CliState(preset=served.acmi)
+    )
+    assert remote.code == 0 and remote.out == store.out
+    assert [e["payload"]["lesson"] for e in json.loads(remote.out)["lessons"]] == [
+        "pin the base image"
+    ]
+    unassessed = served.acmi.workflows.unassessed("deploy").executions
+    assert [e["correlationId"] for e in unassessed] == ["r2"]
+
+
 def test_event_with_a_seconds_ts_is_refused_on_the_api(
     api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,6 +347,18 @@ def test_event_with_a_seconds_ts_is_refused_on_the_api(
     assert served.acmi.timeline.size("sales:sec") == 0
     stored = run(capsys, monkeypatch, [*argv, "1745947200000"])
     assert stored.code == 0 and json.loads(stored.out)["ts"] == 1_745_947_200_000
+
+
+def test_a_bootstrap_budget_too_small_on_the_api_names_the_floor(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    argv = ["bootstrap", "claude", "--format", "markdown", "--max-tokens", "5"]
+    refused = run(capsys, monkeypatch, ["--api", served.url, *argv])
+    local = run(capsys, monkeypatch, argv, state=CliState(preset=served.acmi))
+    assert refused.code == local.code != 0 and refused.out == ""
+    assert "max_tokens: 5 tokens" in refused.error and "(rule: min_budget)" in refused.error
+    assert refused.error == local.error  # the same floor, said the same way
 
 
 def _config(tmp_path: Path, body: str, mode: int = 0o600) -> Path:

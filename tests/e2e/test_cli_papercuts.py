@@ -151,6 +151,29 @@ def test_help_shows_no_rst_markup(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Exit codes:" in texts["acmi"]
 
 
+def test_help_renders_what_it_says(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain text, at 80 columns: `agent:<id>` is not read as a tag, `:id:` not as an
+    emoji, and every option's name is shown whole."""
+    monkeypatch.setenv("COLUMNS", "80")
+    texts = help_texts(capsys)
+    assert "agent:<id> or <id>" in texts["acmi bootstrap"]
+    assert "acmi:ns:id:timeline and ns:id:timeline" in " ".join(texts["acmi cat"].split())
+    root = typer.main.get_command(app)
+    for name, text in texts.items():
+        assert all(ord(ch) < 0x2500 for ch in text), (name, "box drawing or emoji")
+        command = root
+        for part in name.split()[1:]:
+            command = command.commands[part]  # type: ignore[attr-defined]
+        for param in command.params:
+            if getattr(param, "hidden", False):
+                continue
+            for option in getattr(param, "opts", []):
+                if option.startswith("-"):
+                    assert option in text, (name, option)
+
+
 # --- the conformance example prints no warnings ----------------------------------------------
 
 
@@ -263,3 +286,22 @@ def test_without_the_mcp_extra_the_error_says_what_to_install(
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "pip install 'acmi[mcp]'" in result.stderr
+
+
+def test_a_port_in_use_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Exit 2 and one line naming --port, before the store is opened (it was exit 3,
+    "not found", once uvicorn had started and failed to bind)."""
+    import socket
+
+    monkeypatch.setenv("ACMI_HOME", str(tmp_path / "data"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"error: --port: 127.0.0.1:{port} is in use" in err and "(rule: in_use)" in err
+    assert not (tmp_path / "data").exists()  # nothing was opened

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -174,8 +175,20 @@ def test_bootstrap_json_and_markdown(acmi: Acmi, capsys: pytest.CaptureFixture[s
     code, out, err = cli(capsys, "bootstrap", "claude", "--format", "markdown")
     assert code == 0, err
     assert out.startswith("# Wake bundle for agent:claude")
-    assert "## Latest rollup" in out and "yesterday: shipped the CLI" in out
+    assert "## Rollup" in out and "yesterday: shipped the CLI" in out
     assert acmi.agents.spawns("claude") == []  # reading logs nothing
+
+
+def test_a_bootstrap_budget_too_small_is_refused_with_the_floor(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "bootstrap", "claude", "--max-tokens", "5", "--format", "markdown")
+    assert code != 0 and out == ""
+    assert "error: max_tokens: 5 tokens" in err and "(rule: min_budget)" in err
+    floor = err.split("min_budget is ")[1].split()[0]
+    argv = ["bootstrap", "claude", "--max-tokens", floor, "--format", "markdown"]
+    code, out, err = cli(capsys, *argv)
+    assert code == 0 and out.startswith("# "), err
 
 
 def test_bootstrap_hook_logs_the_spawn_and_prints_the_bundle(
@@ -203,6 +216,18 @@ def test_bootstrap_hook_logs_the_spawn_and_prints_the_bundle(
         "laptop",
     )
     assert acmi.timeline.read("agent:claude") == []  # spawns never go in the timeline
+    # a resume and a compact of the session run the hook again: still one spawn
+    for source in ("resume", "compact"):
+        stdin(monkeypatch, json.dumps(hook | {"source": source}))
+        code, out, err = cli(capsys, *argv)
+        assert code == 0 and "session 9f1c2e7a-session" in out, err
+    assert [s["session_id"] for s in acmi.agents.spawns("claude")] == ["9f1c2e7a-session"]
+    stdin(monkeypatch, json.dumps(hook | {"session_id": "next-session"}))
+    assert cli(capsys, *argv)[0] == 0
+    assert [s["session_id"] for s in acmi.agents.spawns("claude")] == [
+        "next-session",
+        "9f1c2e7a-session",
+    ]
 
 
 def test_spawn_defaults_to_unknown(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
@@ -340,6 +365,44 @@ def test_cat_refuses_a_name_that_is_not_a_timeline(
 
 
 # --- work ----------------------------------------------------------------------------------
+
+
+def test_workflow_commands_run_the_rl_cycle_per_tenant(
+    acmi: Acmi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = ok(capsys, "workflow", "execute", "deploy", "build", "claude", "--correlation-id", "r1")
+    assert (ran["kind"], ran["correlationId"], ran["payload"]["step"]) == (
+        "step-executed",
+        "r1",
+        "build",
+    )
+    again = ["workflow", "execute", "deploy", "build", "claude", "--correlation-id", "r2"]
+    code, out, err = cli(capsys, *again)
+    assert (code, out) == (4, "") and "run r1 has no assessment entry" in err, err
+    assert "assessment_required" in err
+    # another tenant's step is its own cycle
+    other = ok(capsys, "--tenant", "t-two", *again)
+    assert other["tenant_id"] == "t-two"
+    scored = ok(
+        capsys, "workflow", "assess", "deploy", "build", "85", "claude",
+        "--correlation-id", "r1", "--criteria", '{"tests": "green"}', "--note", "fast",
+    )  # fmt: skip
+    assert scored["payload"]["score"] == 85 and scored["payload"]["criteria"] == {"tests": "green"}
+    assert ok(capsys, *again)["correlationId"] == "r2"
+    learned = ok(capsys, "workflow", "improve", "deploy", "build", "cache the wheels", "claude")
+    assert learned["kind"] == "improvement"
+    lessons = ok(capsys, "workflow", "lessons", "deploy", "--limit", "5")
+    assert lessons == {
+        "workflow": "workflow:deploy",
+        "lessons": acmi.workflows.lessons(workflow="deploy", limit=5),
+    }
+    assert [e["payload"]["lesson"] for e in lessons["lessons"]] == ["cache the wheels"]
+    assert ok(capsys, "--tenant", "t-two", "workflow", "lessons", "deploy")["lessons"] == []
+    assert [e["correlationId"] for e in acmi.workflows.unassessed("deploy").executions] == ["r2"]
+    code, _, err = cli(
+        capsys, "workflow", "assess", "deploy", "build", "85", "claude", "--criteria", "7"
+    )
+    assert code == 2 and "--criteria" in err
 
 
 def test_work_commands(acmi: Acmi, capsys: pytest.CaptureFixture[str]) -> None:
@@ -580,7 +643,7 @@ def test_the_installed_console_script(acmi: Acmi, url: str) -> None:
     assert done.stderr.count("\n") == 2 and "Traceback" not in done.stderr  # note + one line
     # shell completion: bash sets COMP_WORDS/COMP_CWORD and _ACMI_COMPLETE=complete_bash
     done = run(_ACMI_COMPLETE="complete_bash", COMP_WORDS="acmi wo", COMP_CWORD="1")
-    assert (done.returncode, done.stdout.split()) == (0, ["work"])
+    assert (done.returncode, sorted(done.stdout.split())) == (0, ["work", "workflow"])
     done = run(_ACMI_COMPLETE="complete_bash", COMP_WORDS="acmi work s", COMP_CWORD="2")
     assert sorted(done.stdout.split()) == ["sessions", "signal"]
     # the script to source: `eval "$(acmi --show-completion bash)"`
@@ -628,27 +691,57 @@ def test_reference_shaped_events_read_as_events(
         acmi.store.execute(("ZADD", key, score, json.dumps(member, separators=(",", ":"))))
     code, out, err = cli(capsys, "bootstrap", "claude", "--format", "markdown")
     assert code == 0, err
-    assert "2025-11-24T16:00:00Z gmail [-] head cli, 17 digits" in out
-    assert "2025-11-24T16:00:01Z agent:x [-] a message, no summary" in out
-    assert '2025-11-24T16:00:02Z ? [-] {"ts":1764000002000,"sessionId":"s-9","modelId":"m"}' in out
-    assert "2025-11-24T16:00:03Z agent:x [note] snake case id\n  correlationId: snake-1" in out
+    # one line each, the time relative to the bundle's (the 17-digit ts read as 13
+    # digits: the same day as the others), no JSON for a record without a summary
+    lines = [
+        "{ago} agent:x [note] snake case id (snake-1)",
+        "{ago} sessionId=s-9 modelId=m",
+        "{ago} agent:x a message, no summary",
+        "{ago} gmail head cli, 17 digits",
+    ]
+    ago = re.search(r"^(\d+ d ago) agent:x \[note\]", out, re.MULTILINE)
+    assert ago is not None, out
+    assert "\n".join(lines).format(ago=ago.group(1)) in out
     code, out, err = cli(capsys, "cat", "agent:claude", "-o", "table")
     assert code == 0, err
     assert "2025-11-24 16:00Z [agent:claude / gmail] head cli, 17 digits" in out
 
 
-def test_list_prints_only_ids_get_takes_and_get_takes_ns_colon_id(
+def test_every_id_list_prints_get_takes_and_get_takes_ns_colon_id(
     acmi: Acmi, capsys: pytest.CaptureFixture[str]
 ) -> None:
     acmi.profile.set("user:mikey", {"name": "Mikey"})
-    # what the reference CLI's `profile user mikey@example.com '{...}'` writes
-    acmi.store.execute(("SET", "acmi:user:mikey@example.com:profile", '{"name":"M"}'))
-    acmi.store.execute(("SADD", "acmi:user:list", "mikey@example.com"))
+    # what the reference CLI's `profile user mikey@example.com '{...}'` writes, and an id
+    # with a ':' in it; the same ids under another tenant hold its own data
+    for tenant, prefix in (("default", "acmi:"), ("acme", "acmi:tenant:acme:")):
+        for local in ("mikey@example.com", "a:b"):
+            profile = json.dumps({"name": f"{tenant} {local}"})
+            acmi.store.execute(("SET", f"{prefix}user:{local}:profile", profile))
+            acmi.store.execute(("SADD", f"{prefix}user:list", local))
+    acmi.store.execute(("SADD", "acmi:user:list", "x/y"))  # no HTTP path segment holds it
     code, out, err = cli(capsys, "list", "user")
-    assert code == 0 and json.loads(out) == ["user:mikey"]
-    assert "left out 'user:mikey@example.com'" in err and "bad_id" in err
-    for entity in json.loads(out):  # every id listed is one `get` takes
-        assert ok(capsys, "get", entity)["profile"]["name"] == "Mikey"
+    assert code == 0 and sorted(json.loads(out)) == [
+        "user:a:b",
+        "user:mikey",
+        "user:mikey@example.com",
+    ]
+    assert [line for line in err.splitlines() if "left out" in line] == [
+        "left out 'user:x/y': entity: id after ':' must be non-empty, with no '/' "
+        "(`acmi doctor` reports it as bad_id)"
+    ]
+    names = {"user:mikey": "Mikey"}
+    names |= {e: f"default {e[5:]}" for e in ("user:a:b", "user:mikey@example.com")}
+    for entity in json.loads(out):  # every id listed is one `get` takes, in both forms
+        assert ok(capsys, "get", entity)["profile"]["name"] == names[entity]
+        ns, _, local = entity.partition(":")
+        assert ok(capsys, "get", ns, local)["profile"]["name"] == names[entity]
+        assert ok(capsys, "profile", ns, local)["name"] == names[entity]
+    assert ok(capsys, "--tenant", "acme", "get", "user:mikey@example.com")["profile"] == {
+        "name": "acme mikey@example.com"
+    }
+    # a write still takes only an id that follows the rule
+    code, _, err = cli(capsys, "profile", "user", "eve@example.com", "{}")
+    assert code == 2 and "id_format" in err
     assert ok(capsys, "get", "user:mikey") == ok(capsys, "get", "user", "mikey")
     code, _, err = cli(capsys, "get", "user")  # neither NS ID nor ns:id
     assert code == 2 and "ns:id" in err

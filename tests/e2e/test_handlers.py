@@ -93,6 +93,10 @@ EXPECTED: dict[str, int] = {
     "memory.remember": 201,
     "memory.remember-invalid": 400,
     "memory.status": 200,
+    "dashboard.read": 200,
+    "dashboard.no-auth": 401,
+    "dashboard.invalid-events": 400,
+    "dashboard.page": 200,
     "docs.openapi": 200,
     "docs.docs": 200,
     "mcp.tools-list": 200,  # JSON-RPC answers; tests/e2e/test_mcp_http.py checks them
@@ -115,12 +119,14 @@ EXPECTED_ERRORS: dict[str, tuple[str, str | None]] = {
     "work.create-invalid": ("id", "id_format"),
     "work.event": ("id", "exists"),
     "work.get": ("id", "exists"),
-    "bootstrap.invalid-budget": ("max_bytes", "range"),
+    "bootstrap.invalid-budget": ("max_bytes", "min_budget"),
     "agents.heartbeat-invalid": ("status", "status"),
     "hitl.create-invalid": ("urgency", "enum"),
     "workflows.assess-invalid": ("score", "range"),
     "memory.remember-invalid": ("layer", "memory_layer"),
     "mcp.no-auth": ("authorization", "required"),
+    "dashboard.no-auth": ("authorization", None),
+    "dashboard.invalid-events": ("events", "range"),
 }
 
 # Events stored per successful ingest file: (entity, count).
@@ -299,6 +305,12 @@ def test_event_file_through_the_handler(name: str, harness: Harness) -> None:
     if name == "docs.docs":
         assert (header(response, "content-type") or "").startswith("text/html")
         assert "swagger" in response["body"].lower()
+        return
+    if name == "dashboard.page":  # the page asks for the key: none in it, no CDN
+        assert (header(response, "content-type") or "").startswith("text/html")
+        assert 'id="key" type="password"' in response["body"]
+        assert "http" not in response["body"].replace("http-equiv", "")
+        assert "script-src 'self'" in (header(response, "content-security-policy") or "")
         return
     if name in MARKDOWN:
         assert (header(response, "content-type") or "").startswith("text/markdown")

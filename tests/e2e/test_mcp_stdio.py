@@ -42,7 +42,7 @@ EXPECTED_TOOLS = {
     *("work_sessions", "lock_claim", "lock_renew", "lock_release", "lock_get"),
     *("hitl_create", "hitl_list", "hitl_resolve", "assess", "improve"),
     *("memory_remember", "memory_search", "memory_get", "memory_status", "memory_active"),
-    *("memory_handoff",),
+    *("memory_handoff", "memory_forget", "event_delete"),
     *("memory_review", "memory_prune", "memory_daily_summary", "memory_topic_create"),
     *("memory_debug", "memory_export", "memory_import"),
 }

@@ -154,6 +154,19 @@ def test_bootstrap_prompt_and_resource(mcp: McpClient, acmi: Acmi) -> None:
         mcp.run(lambda s: s.get_prompt("bootstrap", {"agent": "bad agent!"}))
 
 
+def test_a_budget_too_small_for_anything_is_a_tool_error_naming_the_floor(
+    mcp: McpClient, acmi: Acmi
+) -> None:
+    refused = mcp.error(
+        "bootstrap",
+        {"agent": "tiny", "max_tokens": 5, "spawn": {"session_id": "s", "model_id": "m"}},
+    )
+    assert refused.startswith("max_tokens:") and "rule: min_budget" in refused
+    floor = int(refused.split("min_budget is ")[1].split()[0])
+    assert acmi.agents.spawns("agent:tiny") == []  # refused before anything was written
+    assert mcp.text("bootstrap", {"agent": "tiny", "max_tokens": floor}).startswith("#")
+
+
 def test_stored_values_another_tool_wrote_come_back_exactly(mcp: McpClient, acmi: Acmi) -> None:
     """What the HTTP API serves with 200, the tools serve too: nested past pydantic's depth
     (255), a number beyond the double range, a lone surrogate. The text is the stored JSON;
@@ -227,3 +240,28 @@ def test_every_memory_command_is_a_tool(mcp: McpClient, acmi: Acmi) -> None:
     assert "files.MEMORY.md" in refused and "rule: type" in refused
     refused = mcp.error("memory_daily_summary", {"entity": entity, "date": "2026-02-30"})
     assert refused.startswith("date:") and "rule: date" in refused
+
+
+def test_every_id_list_answers_get_reads_with_reference_shaped_records(
+    mcp: McpClient, acmi: Acmi
+) -> None:
+    """The reference SDK's ids outside our rule (``deal:ann@example.com``) and its MCP
+    server's records without a summary (a message, a spawn record) read back, flagged."""
+    entity = EntityId("deal", "ann@example.com")  # as stored: parse refuses it for a write
+    acmi.store.execute(("SADD", acmi.keys.index("deal"), entity.local_id))
+    acmi.store.execute(("SET", acmi.keys.profile(entity), '{"name":"Ann"}'))
+    records = [
+        {"ts": 1_790_000_000_001, "source": "acmi-mcp", "message": "deploy finished"},
+        {"ts": 1_790_000_000_002, "sessionId": "s-1", "modelId": "m-1"},
+    ]
+    for record in records:
+        member = json.dumps(record, separators=(",", ":"))
+        acmi.store.execute(("ZADD", acmi.keys.timeline(entity), record["ts"], member))
+    listed = mcp.ok("list", {"category": "deal"})["entities"]
+    assert "deal:ann@example.com" in listed
+    got = mcp.ok("get", {"entity": "deal:ann@example.com"})
+    assert got["profile"] == {"name": "Ann"} and got["timeline"] == records
+    assert [flag["index"] for flag in got["legacy"]] == [0, 1] and got["skipped"] == []
+    assert "id_format" in mcp.error(
+        "profile_merge", {"entity": "deal:bo@example.com", "partial": {}}
+    )

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +83,29 @@ def test_the_cli_tour_runs_line_by_line(redis_url: str, capsys: pytest.CaptureFi
     assert acmi.work.get("web-deploy").to_dict()["sessions"] == ["s-42"]
     (spawn,) = acmi.agents.spawns("claude")
     assert spawn["session_id"] == "s-42"
+    # the tour's lease is brief: the wake routine's claim of deploy:web that a reader runs
+    # next finds it free
+    lease = acmi.locks.get("deploy:web")
+    assert lease.held and lease.expires_at is not None
+    assert lease.expires_at - int(time.time() * 1000) <= 5_000
+
+
+def test_the_workflow_snippet_runs_the_cycle(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [ln for ln in snippet("cli-workflow").splitlines() if ln.strip()]
+    out = ""
+    for line in lines:
+        assert main(shlex.split(line)[1:]) == 0, (line, capsys.readouterr().err)
+        out = capsys.readouterr().out
+    lessons = json.loads(out)["lessons"]  # the last line's: the lesson the third recorded
+    assert lessons[0]["payload"]["lesson"] == "restore the wheel cache first"
+    # the run assessed, it may run again; then another run before its assessment may not
+    assert main(shlex.split(lines[0])[1:]) == 0
+    refused = shlex.split(lines[0].replace("run-42", "run-43"))[1:]
+    capsys.readouterr()
+    assert main(refused) == 4
+    assert "run run-42 has no assessment entry" in capsys.readouterr().err
 
 
 def test_the_codex_config_is_the_same_server() -> None:

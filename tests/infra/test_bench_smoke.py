@@ -196,8 +196,8 @@ def test_coordination_bootstrap_rates_and_bundle_sizes(report: dict[str, Any]) -
     for row in sizes.values():
         assert isinstance(row["bytes"], int) and row["bytes"] > 0, row
         assert isinstance(row["tokens"], int) and row["tokens"] > 0, row
-    budgeted = sizes["bundle, markdown, 2,000-token budget"]
-    assert budgeted["tokens"] <= 2000  # the budget holds, and says what it cut
+    budgeted = sizes["bundle, markdown, 1,000-token budget"]
+    assert budgeted["tokens"] <= 1000  # the budget holds, and says what it cut
     assert budgeted["cut"] and budgeted["bytes"] < sizes["bundle, markdown"]["bytes"]
     for name in ("claim", "release", "claim + release", "contended claim (loses)"):
         row = section["locks"][name]

@@ -54,6 +54,7 @@ IMPORT_NAMES = {
     "pyjwt": "jwt",
     "fastapi-offline": "fastapi_offline",
     "opentelemetry-api": "opentelemetry",
+    "openai-agents": "agents",
     "google-genai": "google",
 }
 
@@ -317,6 +318,7 @@ def test_the_wheel_holds_acmi_core_only(wheel: Path) -> None:
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
     assert tops == {"acmi_core"}, tops
     assert "acmi_core/store/lua/apply.lua" in names and "acmi_core/skill/SKILL.md" in names
+    assert "acmi_core/api/static/dashboard.js" in names  # the dashboard's page (package data)
     assert metadata["Version"] == acmi_core.__version__
     unconditional = {
         _canonical(Requirement(r).name)

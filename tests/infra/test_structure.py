@@ -23,6 +23,7 @@ from typing import Any
 
 import grimp
 
+from acmi_core.memory.forget import MemoryForget
 from acmi_core.memory.reads import MemoryReads
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.transfer import MemoryTransfer
@@ -202,7 +203,7 @@ def test_every_acmi_core_module_is_in_a_layer() -> None:
 
 # --- MemoryAPI: a composition that changed no caller -----------------------------------------
 
-CONCERNS = (MemoryReads, MemoryWrites, MemoryUpkeep, MemoryTransfer)
+CONCERNS = (MemoryReads, MemoryWrites, MemoryUpkeep, MemoryTransfer, MemoryForget)
 # The methods callers use (routes, MCP, CLI, jobs, tests): each kept on MemoryAPI.
 MEMORY_METHODS = {
     "load",
@@ -210,6 +211,7 @@ MEMORY_METHODS = {
     "active",
     "search",
     "get",
+    "forget",
     "debug",
     "set_active",
     "remember",

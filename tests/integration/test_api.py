@@ -86,14 +86,23 @@ def test_revoked_key_stops_working(api: Api) -> None:
 def test_key_lookups_are_cached_in_a_warm_process() -> None:
     api = Api(Acmi(MemoryStore(), Settings(auth_cache_s=60)))
     calls = 0
-    execute = api.acmi.store.execute
+    execute, pipeline = api.acmi.store.execute, api.acmi.store.pipeline
+
+    def lookup(command: Any) -> bool:
+        return command[0] == "GET" and str(command[1]).startswith("acmi:_apikey:")
 
     def counting(command: Any) -> Any:
         nonlocal calls
-        calls += command[0] == "GET" and str(command[1]).startswith("acmi:_apikey:")
+        calls += lookup(command)
         return execute(command)
 
+    def counting_pipeline(commands: Any) -> Any:  # a lookup: the record and the revoked set
+        nonlocal calls
+        calls += sum(lookup(command) for command in commands)
+        return pipeline(commands)
+
     api.acmi.store.execute = counting  # type: ignore[method-assign]
+    api.acmi.store.pipeline = counting_pipeline  # type: ignore[method-assign]
     for _ in range(5):
         api.client.get("/v1/entities/user:x/signals", headers=api.auth("default:read"))
     assert calls == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -22,10 +22,10 @@ from acmi_core.api.status import STATUS_BY_ERROR
 from acmi_core.auth import apikeys
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenError, GoogleTokenVerifier
-from acmi_core.base.errors import StoreAuthError, StoreUnavailable, Throttled
+from acmi_core.base.errors import StoreAuthError, StoreCommandError, StoreUnavailable, Throttled
 from acmi_core.base.model import EntityId
 from acmi_core.ingest import config as sources
-from acmi_core.store.base import Command, Reply
+from acmi_core.store.base import Arg, Command, Reply, Script
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 
@@ -177,6 +177,12 @@ class FailingStore(MemoryStore):
     def execute(self, command: Command) -> Reply:
         raise self.error()
 
+    def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
+        raise self.error()
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        raise self.error()
+
 
 @pytest.mark.parametrize(
     ("error", "status", "code", "rule"),
@@ -303,3 +309,28 @@ def test_docs_page_loads_only_from_the_app(api: Api) -> None:
 def test_an_unknown_docs_asset_is_a_404_naming_it(api: Api) -> None:
     response = api.client.get("/docs?asset=../../etc/passwd")
     assert_error(response, 404, "asset", "exists")
+
+
+def test_the_webhook_declares_the_query_it_reads(api: Api) -> None:
+    """`/v1/ingest/{source}`'s document names `entity`, `token`, `tenant` and one
+    `map.<field>` per mapping field: exactly what ingest reads from the query, each
+    taken as declared."""
+    from acmi_core.ingest.mapping import MAPPING_FIELDS
+    from acmi_core.ingest.service import DELIVERY_PARAMS, MAPPING_PARAM_PREFIX
+
+    operation = api.app.openapi()["paths"]["/v1/ingest/{source}"]["post"]
+    query = {p["name"]: p for p in operation["parameters"] if p["in"] == "query"}
+    mapped = {MAPPING_PARAM_PREFIX + name for name in MAPPING_FIELDS}
+    assert set(query) == {*DELIVERY_PARAMS, "token", *mapped}
+    assert all(not p["required"] and p["schema"]["type"] == "string" for p in query.values())
+    assert query["entity"]["schema"]["maxLength"] == 256
+    assert query["tenant"]["schema"]["pattern"] == "^[a-z0-9][a-z0-9_-]{0,63}$"
+    # what the document says, a delivery does: the entity and a mapped summary
+    response = api.client.post(
+        "/v1/ingest/n8n?entity=deal:acme-42&map.summary=deal.name&map.kind==deal-updated",
+        headers=api.auth("write"),
+        json={"event": "deal.updated", "deal": {"name": "Acme renewal"}},
+    )
+    assert response.status_code == 201, response.text
+    (stored,) = api.acmi.timeline.read("deal:acme-42")
+    assert (stored.summary, stored.kind) == ("Acme renewal", "deal-updated")

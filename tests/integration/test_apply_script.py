@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from acmi_core import Acmi, CorruptData, EntityId
-from acmi_core.base.errors import PlanError, StoreCommandError
+from acmi_core.base.errors import Pending, PlanError, StoreCommandError
 from acmi_core.base.model import tenant_id_fill
 from acmi_core.store.base import Arg, Reply, Script
 from acmi_core.store.writes import APPLY, FieldMode, WritePlan, script_error
@@ -356,3 +356,45 @@ _counter = iter(range(10**9))
 
 def acmi_entity(acmi: Acmi) -> str:
     return f"user:apply-{acmi.store.name}-{next(_counter)}"
+
+
+def test_only_applies_a_plan_when_its_zset_holds_nothing_else(acmi: Acmi) -> None:
+    """ONLY k member score: the plan applies when k is empty or holds just member at
+    score (a retry of the plan that added it); another member, or the same one at
+    another score, fails ACMI_PENDING naming the oldest, with nothing written."""
+    written, pending = three_keys(acmi)[:2]  # a STRING, a ZSET
+
+    def plan(member: str, score: int) -> WritePlan:
+        p = WritePlan()
+        p.only(pending, member, score)
+        p.zmin(pending, score, member)
+        p.set(written, json.dumps(member))
+        return p
+
+    plan("run-1", 10).apply(acmi.store)
+    plan("run-1", 10).apply(acmi.store)  # the retry: its own member at its own score
+    assert acmi.store.execute(("ZRANGE", pending, 0, -1, "WITHSCORES")) == [b"run-1", b"10"]
+    for member, score in (("run-2", 11), ("run-1", 12)):
+        with pytest.raises(Pending) as caught:
+            plan(member, score).apply(acmi.store)
+        assert (caught.value.key, caught.value.member, caught.value.score) == (
+            pending,
+            "run-1",
+            "10",
+        )
+        assert raw_get(acmi, written) == b'"run-1"'
+    acmi.store.execute(("ZREM", pending, "run-1"))
+    plan("run 2, with spaces", 13).apply(acmi.store)
+    with pytest.raises(Pending) as caught:
+        plan("run-3", 14).apply(acmi.store)
+    assert caught.value.member == "run 2, with spaces"
+
+
+def test_only_after_an_op_on_its_key_is_a_plan_error(acmi: Acmi) -> None:
+    pending = three_keys(acmi)[1]
+    plan = WritePlan()
+    plan.zadd(pending, 1, "a")
+    plan.only(pending, "a", 1)
+    with pytest.raises(PlanError, match="an earlier op of the plan names its key"):
+        plan.apply(acmi.store)
+    assert acmi.store.execute(("EXISTS", pending)) == 0

@@ -13,23 +13,26 @@ import pytest
 import redis
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.base.errors import AcmiValidationError, CorruptData
+from acmi_core.base.errors import AcmiValidationError, BudgetTooSmall, CorruptData
 from acmi_core.base.keys import ACTIVE_CONTEXT, ROLLUP_LATEST, SPAWNS
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.budget import CAPS, MIN_BUDGET_BYTES, TRIM_ORDER
+from acmi_core.bootstrap.budget import CAPS, TRIM_ORDER
 from acmi_core.bootstrap.bundle import TITLES
 from acmi_core.bootstrap.render import PREAMBLE
 from acmi_core.bootstrap.text import count_tokens, tokenizer
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.fleet import build_agent
 from acmi_core.testing.upstash_double import UpstashDouble
-from tests.kit import FakeClock
+from tests.kit import FakeClock, RouteClient, assert_error
 
 
 @pytest.fixture
 def clocked(acmi: Acmi) -> Acmi:
     # every call a new ms: events get distinct, ordered timestamps
     return Acmi(acmi.store, acmi.settings, clock=FakeClock(1_795_000_000_000, tick=1))
+
+
+SPAWN = {"session_id": "s-1", "model_id": "opus-4"}
 
 
 def _agent() -> str:
@@ -60,13 +63,13 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     )
     assert data["cut"] == {} and data["problems"] == [] and data["spawn"] is None
     text = clocked.bootstrap(bundle.agent, format="markdown").text
-    # level 3 is named in the header; conflicts are a note when there are some
-    on_demand = ("topic", "yesterday", "topics", "archive", "conflicts")
-    for name, title in TITLES.items():
-        assert (f"## {title}\n" in text) is (name not in on_demand)
+    # the markdown spends nothing on an empty section; level 3 is named in the header
+    assert not any(f"## {title}" in text for title in TITLES.values())
     assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in text
-    assert PREAMBLE in text
-    assert len(text.encode()) < MIN_BUDGET_BYTES  # the skeleton fits the smallest budget
+    assert PREAMBLE not in text  # nothing fenced: nothing to warn about
+    assert count_tokens(text) <= 80  # the scaffolding
+    acmi_text = clocked.bootstrap(bundle.agent, format="markdown", spawn=SPAWN).text
+    assert PREAMBLE in acmi_text and acmi_text.count(PREAMBLE) == 1
 
 
 def test_sections_carry_what_the_agent_has(clocked: Acmi) -> None:
@@ -112,6 +115,47 @@ def test_the_spawn_is_logged_in_the_same_step(clocked: Acmi) -> None:
     assert agent in clocked.list("agent")
 
 
+def test_a_session_is_logged_once_however_often_it_starts(clocked: Acmi) -> None:
+    """A session-start hook runs again on a resume and a compact of the same session: the
+    spawn is logged once (within the newest CAPS["spawn_sessions"] spawns), the later
+    runs say duplicate, and only the first takes the handoff. Per tenant."""
+    agent = _agent()
+    session = {"session_id": "s-1", "model_id": "opus-4"}
+    clocked.memory.handoff(agent, "next: ship")
+    first = clocked.bootstrap(agent, spawn=session)
+    assert first.spawn is not None and "duplicate" not in first.spawn
+    assert first.memory["handoff"] == "taken"
+    clocked.memory.handoff(agent, "a newer handoff")
+    for _ in range(2):  # resume, compact
+        again = clocked.bootstrap(agent, spawn=session | {"model_id": "opus-4.1"})
+        assert again.spawn is not None and again.spawn["duplicate"] is True
+        assert again.memory["handoff"] == "pending"  # left for the next new session
+    # a longer id that starts the same, an id inside another field's text: other sessions
+    prefix = clocked.bootstrap(agent, spawn={"session_id": "s-10", "model_id": "m"})
+    inside = clocked.bootstrap(agent, spawn={"session_id": "s-2", "model_id": '"session_id":"s-1"'})
+    assert prefix.spawn is not None and "duplicate" not in prefix.spawn
+    assert inside.spawn is not None and "duplicate" not in inside.spawn
+    assert [s["session_id"] for s in clocked.agents.spawns(agent, 10)] == ["s-2", "s-10", "s-1"]
+    # another tenant's agent of the same id has its own spawns
+    other = clocked.for_tenant(f"t-{uuid.uuid4().hex[:8]}")
+    theirs = other.bootstrap(agent, spawn=session)
+    assert theirs.spawn is not None and "duplicate" not in theirs.spawn
+    assert [s["session_id"] for s in other.agents.spawns(agent)] == ["s-1"]
+    # the window is bounded: past it, the session is logged again
+    for n in range(CAPS["spawn_sessions"]):
+        clocked.bootstrap(agent, spawn={"session_id": f"other-{n}", "model_id": "m"})
+    late = clocked.bootstrap(agent, spawn=session)
+    assert late.spawn is not None and "duplicate" not in late.spawn
+    # a spawn the reference (or `acmi spawn`) logged counts too
+    logged = clocked.agents.spawn(agent, "s-ref", "m")
+    assert clocked.bootstrap(agent, spawn={"session_id": "s-ref", "model_id": "m"}).spawn == {
+        "ts": logged["ts"] + 1,
+        "session_id": "s-ref",
+        "model_id": "m",
+        "duplicate": True,
+    }
+
+
 @pytest.mark.parametrize(
     ("spawn", "field", "rule"),
     [
@@ -140,8 +184,11 @@ def test_a_bad_spawn_is_refused_and_nothing_is_written(
         ({"events": -1}, "events", "range"),
         ({"events": 201}, "events", "range"),
         ({"events": True}, "events", "range"),
-        ({"max_bytes": MIN_BUDGET_BYTES - 1}, "max_bytes", "range"),
-        ({"max_tokens": 10}, "max_tokens", "range"),
+        ({"max_bytes": 0}, "max_bytes", "range"),
+        ({"max_tokens": 0}, "max_tokens", "range"),
+        ({"max_tokens": "2000"}, "max_tokens", "range"),
+        ({"max_bytes": 100}, "max_bytes", "min_budget"),
+        ({"max_tokens": 10}, "max_tokens", "min_budget"),
     ],
 )
 def test_bad_options_name_the_field(
@@ -211,6 +258,58 @@ def test_a_budget_is_kept_and_the_cut_is_reported(
         assert budgets == {"max_bytes": None, "max_tokens": None, name: value}
     else:
         assert "left out to fit the budget" in bundle.text
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown"])
+@pytest.mark.parametrize("name", ["max_tokens", "max_bytes"])
+def test_a_budget_too_small_for_anything_is_refused_with_the_smallest_that_fits(
+    clocked: Acmi, fmt: str, name: str
+) -> None:
+    """Refused before the script runs: no spawn logged, no handoff taken; the floor it
+    names is a budget that is then kept, with everything cut."""
+    acmi = clocked
+    fleet = build_agent(acmi, _agent(), events=60, tag=f"{uuid.uuid4().hex[:8]}-")
+    acmi.memory.handoff(fleet.agent, "pick up the parser review")
+    spawn = {"session_id": f"floor-{fmt}-{name}", "model_id": "opus-4"}
+    spawns = acmi.agents.spawns(fleet.agent)
+    with pytest.raises(BudgetTooSmall) as info:
+        acmi.bootstrap(fleet.agent, format=fmt, spawn=spawn, **{name: 20})
+    assert (info.value.field, info.value.rule) == (name, "min_budget")
+    floor = info.value.min_budget
+    assert f"min_budget is {floor}" in info.value.message
+    assert acmi.agents.spawns(fleet.agent) == spawns  # nothing logged
+    with pytest.raises(BudgetTooSmall):
+        acmi.bootstrap(fleet.agent, format=fmt, spawn=spawn, **{name: floor - 1})
+    assert acmi.memory.take_handoff(fleet.agent) is not None  # nothing taken either
+    acmi.memory.handoff(fleet.agent, "pick up the parser review")
+    bundle = acmi.bootstrap(fleet.agent, format=fmt, spawn=spawn, **{name: floor})
+    size = bundle.tokens if name == "max_tokens" else bundle.size_bytes
+    assert size <= floor and bundle.cut
+    assert bundle.spawn is not None and bundle.spawn["session_id"] == spawn["session_id"]
+    # the handoff is in the bundle (taken), or was cut and put back, as with any budget
+    shown = bundle.section("handoff").value
+    assert (shown is not None and shown["taken"]) or acmi.memory.take_handoff(fleet.agent)
+
+
+def test_the_api_refuses_a_budget_below_the_floor_with_min_budget(acmi: Acmi) -> None:
+    routes = RouteClient(acmi, "bootstrap")
+    agent = _agent()
+    body = assert_error(
+        routes.call("GET", f"/v1/agents/{agent}/bootstrap?format=markdown&max_tokens=5"),
+        400,
+        "max_tokens",
+    )
+    assert body["rule"] == "min_budget" and isinstance(body["min_budget"], int)
+    assert f"min_budget is {body['min_budget']}" in body["message"]
+    spawn = {"spawn": {"session_id": "s-1", "model_id": "m"}, "max_bytes": 10}
+    body = assert_error(routes.call("POST", f"/v1/agents/{agent}/bootstrap", spawn), 400)
+    assert (body["field"], body["rule"]) == ("max_bytes", "min_budget")
+    assert acmi.agents.spawns(agent) == []
+    ok = routes.call(
+        "POST", f"/v1/agents/{agent}/bootstrap", {**spawn, "max_bytes": body["min_budget"]}
+    )
+    assert ok.status_code == 200 and int(ok.headers["X-Acmi-Bundle-Bytes"]) <= body["min_budget"]
+    assert acmi.agents.spawns(agent)[0]["session_id"] == "s-1"
 
 
 def test_an_unbudgeted_bundle_cuts_nothing(clocked: Acmi) -> None:

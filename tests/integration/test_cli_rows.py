@@ -52,6 +52,8 @@ VALUES: Final[dict[str, Any]] = {
     "summary": "a rollup",
     "text": "a line to keep",
     "query": "line",
+    "key": "mood",
+    "value": "busy",
     "path": "MEMORY.md",
     "slug": "pricing",
     "name": "Pricing",
@@ -62,11 +64,17 @@ VALUES: Final[dict[str, Any]] = {
     "correlation_id": "h-rows",
     "resolution": "yes",
     "by": "user:mikey",
+    "workflow": "deploy-rows",
+    "step": "build",
+    "score": 80,
+    "criteria": ["green"],
+    "lesson": "warm the cache",
 }
 # The fields a row's command always gives where the model's default is not the command's.
 GIVEN: Final[dict[str, dict[str, Any]]] = {
     "entities.delete": {"dry_run": False},
     "memory.handoff": {"text": "next: verify"},  # without text the MCP tool takes it
+    "workflows.lessons": {"workflow": "deploy-rows"},  # the command's argument (or agent=)
 }
 # The command row that is not a ``call``: the Backend's own method (see its docstring).
 NOT_CALLS: Final = {"entities.cat": "cat"}
@@ -163,6 +171,8 @@ STORE_ONLY_ARGS: Final[dict[str, list[str]]] = {
     "keys list": [],
     "keys revoke": ["k-1"],
     "sources set": ["generic"],
+    "sources list": [],
+    "sources get": ["generic"],
     "jobs run": ["sweep"],
     "jobs status": [],
     "quota-monitor": [],

@@ -21,6 +21,7 @@ from acmi_core.base.errors import (
     StoreBusy,
     StoreCommandError,
     StoreError,
+    StoreUnavailable,
 )
 from acmi_core.base.keys import (
     CHANGED,
@@ -314,6 +315,61 @@ def test_a_moved_reply_is_a_503_naming_no_node(redis_cluster3: RedisCluster) -> 
     status, body, headers = error_answer(ours)
     assert status == 503 and "Retry-After" in headers
     assert "127.0.0.1" not in str(body) and str(owner) not in str(body)
+
+
+def test_a_seed_node_unreachable_at_start_is_a_503_naming_no_node() -> None:
+    """No node answers the first call (the slot map cannot be read): a 503 to retry,
+    through HTTP too, with no address or port in the answer."""
+    from fastapi.testclient import TestClient
+
+    from acmi_core.api.app import create_app
+    from acmi_core.api.context import ApiContext
+    from acmi_core.testing.redis_server import free_port
+
+    port = free_port()  # nothing listens there
+    settings = Settings(
+        key_layout="cluster",
+        redis_cluster=True,
+        redis_url=f"redis://127.0.0.1:{port}",
+        store_timeout_s=1.0,
+        api_key="acmi_drill_key_of_the_default_tenant_01",
+    )
+    store = open_store(settings)
+    with pytest.raises(StoreUnavailable) as caught:
+        store.execute(("GET", "acmi:{default}:x"))
+    status, body, headers = error_answer(caught.value)
+    assert status == 503 and "Retry-After" in headers
+    assert "127.0.0.1" not in str(body) and str(port) not in str(body)
+    client = TestClient(create_app(ApiContext(Acmi(store, settings))))
+    answer = client.get(
+        "/v1/entities/user:alice", headers={"authorization": f"Bearer {settings.api_key}"}
+    )
+    assert answer.status_code == 503, answer.text
+    assert "127.0.0.1" not in answer.text and str(port) not in answer.text
+
+
+def test_a_write_that_no_replica_acknowledges_is_a_503(redis_cluster3: RedisCluster) -> None:
+    """ACMI_REDIS_WAIT_REPLICAS=1 on masters without replicas: each write (a script, a
+    one-key write) runs, then WAIT finds no replica within WAIT_TIMEOUT_MS: a 503 to
+    retry, naming the setting and no node; reads are not waited for."""
+    redis_cluster3.flush()
+    settings = Settings(
+        key_layout="cluster",
+        redis_cluster=True,
+        redis_url=redis_cluster3.url,
+        redis_wait_replicas=1,
+    )
+    acmi = create_acmi(open_store(settings), settings)
+    try:
+        with pytest.raises(StoreUnavailable, match="ACMI_REDIS_WAIT_REPLICAS") as caught:
+            acmi.profile.set("user:alice", {"name": "Alice"})
+        status, body, _ = error_answer(caught.value)
+        assert status == 503 and "127.0.0.1" not in str(body)
+        assert acmi.profile.get("user:alice")["name"] == "Alice"  # made, not acknowledged
+        with pytest.raises(StoreUnavailable, match="0 of the 1 replica"):
+            acmi.store.execute(("SADD", TENANT_REGISTRY, "beta"))
+    finally:
+        acmi.close()
 
 
 def test_scrub_removes_node_addresses() -> None:

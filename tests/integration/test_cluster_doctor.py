@@ -20,6 +20,8 @@ from acmi_core.base.model import EntityId
 from acmi_core.base.settings import Settings
 from acmi_core.ops.doctor import Doctor, doctor_report
 from acmi_core.ops.findings import Finding, Kind
+from acmi_core.ops.keyspace import tagged_tenant
+from acmi_core.ops.migrate import Migrate
 from acmi_core.store import open_store
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_cluster import RedisCluster
@@ -138,3 +140,56 @@ def test_acmi_doctor_reports_the_cluster_with_its_exit_code(on_cluster: Acmi) ->
     summary = json.loads(out.getvalue().splitlines()[-1])["summary"]
     assert summary["problems"] == len(EXPECTED_KINDS)
     assert "127.0.0.1" not in out.getvalue() + err.getvalue()  # no node named
+
+
+def test_a_tag_names_its_tenant_and_a_bucket_tag_too() -> None:
+    assert tagged_tenant("{beta}:user:a:profile") == ("beta", "user:a:profile")
+    assert tagged_tenant("{beta:2}:user:a:profile") == ("beta", "user:a:profile")  # B > 1
+    assert tagged_tenant("{_deployment}:_tenants") is None  # the deployment's, no tenant
+    assert tagged_tenant("user:a:profile") is None
+
+
+def test_migrate_repairs_on_the_cluster_what_it_repairs_on_one_node(
+    on_cluster: Acmi, redis_server: RedisServer
+) -> None:
+    """The repairs of many tenants' findings (several on one primary, so one SCAN step
+    holds more than one tenant's), each script within its tenant's slot."""
+    single = _on_one_node(redis_server, Layout.CLUSTER)
+    with (
+        ClusterClient.from_url(on_cluster.settings.redis_url or "") as raw_cluster,
+        redis.Redis.from_url(redis_server.url_for(DB)) as raw_single,
+    ):
+        for raw in (raw_cluster, raw_single):
+            for n in range(8):
+                keys = Keys(f"t{n}", "default", Layout.CLUSTER)
+                raw.set(f"{keys.prefix}user:sdk{n}:profile", '{"name":"no index"}')
+                raw.zadd(keys.changed(), {f"user:sdk{n}".encode(): TS})
+    try:
+        steps = {
+            acmi: sorted(s.to_dict()["action"] for s in Migrate(acmi).run())
+            for acmi in (on_cluster, single)
+        }
+        left = {acmi: _found(list(Doctor(acmi).findings())) for acmi in (on_cluster, single)}
+    finally:
+        single.close()
+    assert steps[on_cluster] == steps[single] and steps[single]
+    assert left[on_cluster] == left[single]
+    kinds = {kind for kind, *_ in left[on_cluster]}
+    assert "index_missing" not in kinds and "tenant_unindexed" not in kinds
+
+
+def test_a_buckets_tenant_index_is_checked_as_bucket_zeros_is() -> None:
+    """B > 1: a bucket's change index (``acmi:{t:b}:_changed``) is one doctor checks
+    against its bucket's mark, as bucket 0's; a bucket past the tenant's B is not its."""
+    from acmi_core.ops.backfill import _tenant_target
+    from acmi_core.store.memory import MemoryStore
+
+    settings = Settings(ACMI_KEY_LAYOUT="cluster", ACMI_CLUSTER_BUCKETS="1,acme=3")  # type: ignore[call-arg]
+    doctor = Doctor(create_acmi(MemoryStore(), settings))
+    three = Keys("acme", "default", Layout.CLUSTER, 3)
+    for bucket in range(3):
+        target = _tenant_target(doctor, three.at(bucket).changed())
+        assert target is not None and target[0].bucket == bucket, bucket
+    assert _tenant_target(doctor, "acmi:{acme:3}:_changed") is None  # past acme's B
+    assert _tenant_target(doctor, "acmi:{beta:1}:_changed") is None  # beta has B = 1
+    assert _tenant_target(doctor, "acmi:{acme:x}:_changed") is None

@@ -106,6 +106,7 @@ def test_a_revoke_stopped_after_its_first_step_is_finished_by_its_retry(acmi: Ac
     plaintext, record = apikeys.mint(acmi.store, tenant="beta", scope="read", name="r", now_ms=1)
     digest = apikeys.key_hash(plaintext)
     acmi.store.execute(("SADD", apikeys.REVOKED_KEY, digest))  # the stop after step one
+    assert apikeys.lookup(acmi.store, plaintext) is None  # refused from the first step on
     with pytest.raises(apikeys.KeyRevoked):  # never registered again, even in the gap
         apikeys.register(acmi.store, plaintext, tenant="beta", scope="read", name="r", now_ms=2)
     assert apikeys.list_keys(acmi.store) == [record]  # still listed: the retry finds it

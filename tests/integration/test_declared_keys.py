@@ -151,7 +151,9 @@ def undeclared_keys(lines: list[bytes], store: RespStore) -> tuple[dict[str, set
 
 
 def _the_scripts_the_suite_leaves_out(acmi: Acmi) -> None:
-    """merge (cat), sweep (the liveness job) and hygiene (an archive's trim)."""
+    """merge (cat), sweep (the liveness job), hygiene (an archive's trim) and unlog (an
+    event deleted: by ts and id on the coordination thread, through its REKEY, and by
+    member)."""
     now = acmi.clock()
     note = {"kind": "note", "source": "user:k", "correlationId": "c-k", "summary": "@bob"}
     acmi.timeline.append("user:k", {**note, "ts": now - 200 * DAY})
@@ -162,6 +164,11 @@ def _the_scripts_the_suite_leaves_out(acmi: Acmi) -> None:
     sink = DictSink()
     out = quarterly.archive_entity(acmi, "user:k", cutoff_ms=now - 100 * DAY, dest=dest(sink))
     assert out.trimmed == 1, out
+    thread = "thread:agent-coordination"
+    acmi.timeline.append(thread, {**note, "correlationId": "c-del", "ts": now - 5})
+    assert acmi.timeline.delete_event(thread, ts=now - 5, id="c-del")["deleted"]
+    kept = acmi.timeline.append("user:j", {**note, "correlationId": "c-del2", "ts": now - 6})
+    assert acmi.timeline.delete_event("user:j", member=kept.to_json())["deleted"]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Reads show what the reference shows (issue 9): every stored timeline member that is a
-JSON object with a usable ``ts`` (a finite number), ``source`` and ``summary`` (strings)
-is returned, flagged as legacy with what is missing or out of range; only what has no
-usable ts/source/summary (or is not a JSON object) is skipped. Writes stay strict.
+JSON object with a usable ``ts`` (a finite number) is returned, flagged as legacy with what
+is missing or out of range (a record with no source or summary too: issue 23); only what
+has no usable ts (or is not a JSON object) is skipped. Writes stay strict.
 
 Members are planted through the raw side door (the ``raw`` fixture) as the reference CLI,
 its MCP server and older tools left them, and read back on every backend through the
@@ -64,17 +64,52 @@ LEGACY: Final[list[tuple[str, dict[str, Any], list[str]]]] = [
         ["kind: required", "correlationId: required"],
     ),
     ("float ts", {**VALID, "ts": T0 + 8.5, "kind": ""}, ["kind: non_empty"]),
+    # the reference's other writers: no summary (a message instead), or records that are
+    # not events at all (the MCP server's spawns, a quota reading): the bootstrap and
+    # `cat` show them, so every read serves them, flagged
+    (
+        "a message instead of a summary",
+        {"ts": T0 + 10, "source": "acmi-mcp", "message": "deploy finished"},
+        ["kind: required", "correlationId: required", "summary: required"],
+    ),
+    (
+        "MCP spawn record",
+        {"ts": T0 + 11, "sessionId": "s-1", "modelId": "claude-opus-4"},
+        ["source: required", "kind: required", "correlationId: required", "summary: required"],
+    ),
+    (
+        "quota record",
+        {"ts": T0 + 12, "provider": "zai", "remaining": 12, "cap": 100},
+        ["source: required", "kind: required", "correlationId: required", "summary: required"],
+    ),
+    (
+        "no source",
+        {"ts": T0 + 13, "summary": "no source"},
+        ["source: required", "kind: required", "correlationId: required"],
+    ),
+    (
+        "no summary",
+        {"ts": T0 + 14, "source": "s"},
+        ["kind: required", "correlationId: required", "summary: required"],
+    ),
+    (
+        "numeric source",
+        {"ts": T0 + 15, "source": 5, "summary": "numeric source"},
+        ["source: type", "kind: required", "correlationId: required"],
+    ),
+    (
+        "a list as summary",
+        {"ts": T0 + 16, "source": "s", "summary": ["list"]},
+        ["kind: required", "correlationId: required", "summary: type"],
+    ),
 ]
 # ts out of range: negative, and microseconds (a unit mistake) stored by other tools
 NEGATIVE: Final[dict[str, Any]] = {**VALID, "ts": -5, "summary": "before 1970"}
 MICROS: Final[dict[str, Any]] = {**VALID, "ts": (T0 + 9) * 1000, "summary": "microseconds"}
 UNUSABLE: Final[list[dict[str, Any]]] = [
-    {"ts": T0 + 20, "summary": "no source"},
-    {"ts": T0 + 21, "source": "s"},
     {"ts": "T0", "source": "s", "summary": "string ts"},
     {"ts": True, "source": "s", "summary": "bool ts"},
-    {"ts": T0 + 22, "source": 5, "summary": "numeric source"},
-    {"ts": T0 + 23, "source": "s", "summary": ["list"]},
+    {"source": "s", "summary": "no ts"},
 ]
 
 
@@ -127,16 +162,7 @@ def test_every_legacy_shape_is_read_flagged_by_the_client(acmi: Acmi, entity: st
     assert events.legacy_report() == [
         {"index": i, "reasons": reasons} for i, (_, reasons) in enumerate(rows) if reasons
     ]
-    assert sorted(s.reason for s in events.skipped) == sorted(
-        [
-            "source: required",
-            "summary: required",
-            "ts: type",
-            "ts: type",
-            "source: type",
-            "summary: type",
-        ]
-    )
+    assert sorted(s.reason for s in events.skipped) == ["ts: required", "ts: type", "ts: type"]
     assert MICROS["ts"] > MAX_TS_MS
 
     cli_event, mcp_event = events[2], events[3]
@@ -220,9 +246,22 @@ def test_cli_get_shows_legacy_events_flagged(
     monkeypatch.setenv("ACMI_REDIS_URL", url)
     local = f"legacy-cli-{uuid.uuid4().hex[:10]}"
     stored = {"ts": T0, "source": "gmail", "summary": "Sent the PDF proposal."}
+    message = {"ts": T0 + 1, "source": "acmi-mcp", "message": "deploy finished"}
+    spawn = {"ts": T0 + 2, "sessionId": "s-1", "modelId": "claude-opus-4"}
     with redis.Redis.from_url(url) as client:
-        plant(client, f"acmi:sales:{local}:timeline", [stored])
+        plant(client, f"acmi:sales:{local}:timeline", [stored, message, spawn])
     assert main(["get", "sales", local]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["timeline"] == [stored] and out["skipped"] == []
-    assert out["legacy"] == [{"index": 0, "reasons": ["kind: required", "correlationId: required"]}]
+    assert out["timeline"] == [stored, message, spawn] and out["skipped"] == []
+    assert out["timeline_recent"] == [spawn, message, stored]  # the reference's, newest first
+    no_id = ["kind: required", "correlationId: required"]
+    assert out["legacy"] == [
+        {"index": 0, "reasons": no_id},
+        {"index": 1, "reasons": [*no_id, "summary: required"]},
+        {"index": 2, "reasons": ["source: required", *no_id, "summary: required"]},
+    ]
+    # `cat` shows them as the reference's does: the message, the record itself
+    assert main(["cat", f"sales:{local}", "--since", "100000d", "-o", "table"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.endswith("deploy finished") for line in lines), lines
+    assert any('"sessionId":"s-1"' in line for line in lines), lines

@@ -63,3 +63,62 @@ def test_mcp_spawn_records_go_to_spawns_not_the_timeline(
     ]
     assert [f for f in Doctor(acmi).findings() if f.key == source] == []  # copied
     assert [s for s in Migrate(acmi).run() if s.action is Action.COPY] == []
+
+
+def test_mcp_active_threads_become_the_agents_threads(
+    env: tuple[Acmi, redis.Redis],  # noqa: F811
+) -> None:
+    """Its acmi_active SADDs "<thread>:<role>:<ts>" to acmi:<t>:agent:<id>:active_threads,
+    which nothing read: migrate copies each thread (its latest role and ts) into the
+    agent's :active_context, where the bootstrap reads joined threads; a thread joined
+    here already is kept as is. Per tenant; a second run copies nothing."""
+    acmi, raw = env
+    raw.sadd(
+        "acmi:madez:agent:bentley:active_threads",
+        "agent-coordination:participant:1700000000000",
+        "agent-coordination:lead:1700000000500",  # the later call wins
+        "launch:participant:1700000000100",
+    )
+    raw.sadd("acmi:acme:agent:bentley:active_threads", "ops:lead:1700000000200")
+    acmi.agents.join("bentley", "launch", "lead")  # joined here: kept
+    found = [f for f in Doctor(acmi).findings() if f.kind is Kind.MCP_LAYOUT]
+    assert {(f.key, f.destination, f.state) for f in found} == {
+        (
+            "acmi:madez:agent:bentley:active_threads",
+            "acmi:agent:bentley:active_context",
+            "to_copy",
+        ),
+        (
+            "acmi:acme:agent:bentley:active_threads",
+            "acmi:tenant:acme:agent:bentley:active_context",
+            "to_copy",
+        ),
+    }
+    steps = [s for s in Migrate(acmi).run() if s.action is Action.COPY]
+    assert sorted(s.key for s in steps) == [
+        "acmi:agent:bentley:active_context",
+        "acmi:tenant:acme:agent:bentley:active_context",
+    ]
+    threads = acmi.agents.active("bentley")
+    assert threads["agent-coordination"] == {"role": "lead", "joined_at": 1_700_000_000_500}
+    assert threads["launch"]["role"] == "lead"  # ours, not the MCP's participant
+    assert acmi.for_tenant("acme").agents.active("bentley") == {
+        "ops": {"role": "lead", "joined_at": 1_700_000_000_200}
+    }
+    sections = acmi.bootstrap("bentley").to_dict()["sections"]
+    assert {t["thread"] for t in sections["active_threads"]} == {"agent-coordination", "launch"}
+    assert [s for s in Migrate(acmi).run() if s.action is Action.COPY] == []
+    assert not [f for f in Doctor(acmi).findings() if f.kind is Kind.MCP_LAYOUT]
+
+
+def test_an_active_threads_member_of_another_shape_is_reported_not_guessed(
+    env: tuple[Acmi, redis.Redis],  # noqa: F811
+) -> None:
+    acmi, raw = env
+    raw.sadd("acmi:madez:agent:scout:active_threads", "no role or ts")
+    raw.sadd("acmi:madez:user:mikey:active_threads", "x:lead:1")  # not an agent's: not ours
+    (finding,) = [f for f in Doctor(acmi).findings() if "active_threads" in f.key]
+    assert finding.key == "acmi:madez:agent:scout:active_threads"
+    assert finding.state == "uncopyable"
+    assert [s for s in Migrate(acmi).run() if s.action is Action.COPY] == []
+    assert acmi.agents.active("scout") == {}

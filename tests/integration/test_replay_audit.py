@@ -174,6 +174,22 @@ AUDIT: tuple[Row, ...] = (
         f"{HERE}::test_a_memory_move_whose_reply_is_lost_reports_the_move",
     ),
     Row(
+        "memory forget: one line, audited",
+        "apply.lua SAME",
+        "Conflict: its own edit of the slot read as a concurrent write",
+        "RECORD op",
+        "tests/integration/test_memory_forget.py::"
+        "test_a_forget_whose_reply_is_lost_answers_its_first_run",
+    ),
+    Row(
+        "timeline event delete",
+        "unlog.lua",
+        "NONE (404): its own deletion met as an event already gone",
+        "replay.lua record",
+        "tests/integration/test_event_delete.py::"
+        "test_a_delete_whose_reply_is_lost_answers_its_first_run",
+    ),
+    Row(
         "hygiene job: the archive lease",
         "SET NX PX",
         "the lease its first try took: nothing archived",
@@ -192,7 +208,10 @@ AUDIT: tuple[Row, ...] = (
 # writes whose retry is idempotent by itself: each rewrites the same values, and its
 # answer is built by the client or from the values written, never from what it found
 IDEMPOTENT_SCRIPTS = {
-    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, SADD, SREM, HSET, HDEL, OBJ",
+    # ONLY: a retry meets its own member at its own score, which the check admits
+    "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, ZBUMP, ZHAS, SADD, "
+    "SREM, HSET, HDEL, HPUT (keeps the created_at it finds: its own on a retry), HDUE "
+    "(a retry finds nothing due left), OBJ, ONLY",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
     "merge": "a read",
@@ -217,7 +236,7 @@ def test_every_script_is_in_the_table() -> None:
     audited = {row.write.split(" ")[0].removesuffix(".lua") for row in AUDIT}
     names = {p.name for p in scripts.PROTOCOLS}
     assert names <= audited | set(IDEMPOTENT_SCRIPTS), names - audited - set(IDEMPOTENT_SCRIPTS)
-    for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE):
+    for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE, scripts.UNLOG):
         assert "replay" in protocol.sources  # every op of a recorded script takes its record
 
 
@@ -230,6 +249,7 @@ COVERED = {
     "acmi_core/jobs/runner.py": "job run record",
     "acmi_core/ingest/service.py": "events and webhooks with an idempotency key",
     "acmi_core/memory/writes.py": "memory take-handoff",
+    "acmi_core/memory/forget.py": "memory forget: one line, audited",
     "acmi_core/ops/migrate.py": "migrate: memory out of signals and profile",
     "acmi_core/jobs/archive.py": "archive now: the archive lease",
     # SET NX of a handoff the budget cut: a retry finds its own value, the same end state

@@ -423,7 +423,7 @@ def _deploy_timeline(tenant: Acmi, clock: FakeClock) -> None:
 def assert_fenced(text: str, hostile: str) -> None:
     """``hostile`` sits inside a fence that no backtick run inside it can close."""
     at = text.index(hostile)
-    opening = list(re.finditer(r"^(`{3,})text$", text[:at], re.M))[-1]
+    opening = list(re.finditer(r"^(`{3,})\w*$", text[:at], re.M))[-1]
     ticks = opening.group(1)
     assert len(ticks) > 3  # longer than the hostile text's own fence
     closing = text.index(f"\n{ticks}", at + len(hostile))

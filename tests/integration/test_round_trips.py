@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from acmi_core import Acmi, Settings, create_acmi
+from acmi_core import Acmi, Conflict, Settings, create_acmi
 from acmi_core.store.upstash import UpstashStore
 from acmi_core.testing.upstash_double import UpstashDouble
 
@@ -67,6 +67,28 @@ def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) ->
     upstash_double.reset_counts()
     call(acmi_up)
     assert upstash_double.requests == expected, name
+
+
+def test_a_workflow_execute_checks_for_an_unassessed_run_in_its_one_round_trip(
+    acmi_up: Acmi, upstash_double: UpstashDouble
+) -> None:
+    """ACMI_WORKFLOW_REQUIRE_ASSESSMENT (on): the check is the execute's own script run."""
+    w = acmi_up.workflows
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("execute", lambda: w.execute("deploy", "build", "agent:a", correlation_id="r1")),
+        ("execute refused", lambda: w.execute("deploy", "build", "agent:a", correlation_id="r2")),
+        ("assess", lambda: w.assess("deploy", "build", 90, [], "agent:a", correlation_id="r1")),
+        ("execute again", lambda: w.execute("deploy", "build", "agent:a", correlation_id="r2")),
+    ]
+    counts: dict[str, int] = {}
+    for name, step in steps:
+        upstash_double.reset_counts()
+        try:
+            step()
+        except Conflict as exc:
+            assert name == "execute refused" and exc.rule == "assessment_required"
+        counts[name] = upstash_double.requests
+    assert counts == dict.fromkeys(counts, 1)
 
 
 def test_a_bootstrap_is_one_round_trip_and_two_with_open_work(
@@ -210,3 +232,34 @@ def test_a_write_whose_keys_come_from_stored_data_costs_one_more_in_another_proc
     upstash_double.reset_counts()
     acmi_up.locks.release("deploy", again.owner_token or "")
     assert upstash_double.requests == 1
+
+
+def test_the_langgraph_stores_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble) -> None:
+    """AcmiStore: a batch of puts and deletes is one script run; its gets one pipeline; a
+    search of one namespace two (the index range, one HSCAN), plus one a namespace more;
+    a read that refreshes TTLs one more; a listing one per 1,000 namespaces."""
+    from langgraph.store.base import GetOp, PutOp
+
+    from acmi_core.integrations.langgraph import AcmiStore
+
+    store = AcmiStore(acmi_up.for_tenant("rt-langgraph"))
+
+    def counted(call: Callable[[], Any]) -> int:
+        upstash_double.reset_counts()
+        call()
+        return upstash_double.requests
+
+    puts = [PutOp(("users", str(n)), f"k{k}", {"n": n}) for n in range(5) for k in range(4)]
+    assert counted(lambda: store.batch([*puts, PutOp(("users", "0"), "k0", None)])) == 1
+    assert counted(lambda: store.put(("users", "9"), "k", {"v": 1})) == 1
+    assert counted(lambda: store.delete(("users", "9"), "k")) == 1
+    gets = [GetOp(("users", str(n)), "k1") for n in range(5)]
+    assert counted(lambda: store.batch(gets)) == 1
+    assert counted(lambda: store.search(("users", "1"), limit=10)) == 2
+    assert counted(lambda: store.search(("users",), limit=100)) == 1 + 5
+    assert counted(lambda: store.search(("users",), limit=2)) == 1 + 1  # stops early
+    assert counted(lambda: store.list_namespaces(prefix=("users",))) == 1
+    store.put(("t",), "k", {"v": 1}, ttl=5)
+    assert counted(lambda: store.get(("t",), "k")) == 2  # the read, then the refresh
+    assert counted(lambda: store.get(("t",), "k", refresh_ttl=False)) == 1
+    assert counted(lambda: store.search(("t",), refresh_ttl=False)) == 3  # + ZMSCORE

@@ -229,6 +229,9 @@ def test_a_sweep_run_handles_the_agents_that_fit_and_says_which(acmi: Acmi) -> N
 
 
 def test_the_lua_sweep_and_trim_limits_mirror_the_python_ones() -> None:
+    unlog_lua = LUA.joinpath("unlog.lua").read_text()
+    caps = f"{script_limits.UNLOG_AT_TS}, {script_limits.UNLOG_AT_TS_BYTES}"
+    assert f"local MAX_AT_TS, MAX_AT_TS_BYTES = {caps}\n" in unlog_lua
     sweep_lua = LUA.joinpath("sweep.lua").read_text()
     assert f"local SWEEP_BYTES = {sweep.MARK_BYTES}\n" in sweep_lua
     hygiene_lua = LUA.joinpath("hygiene.lua").read_text()

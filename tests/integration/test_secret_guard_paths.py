@@ -307,6 +307,12 @@ NO_FREE_TEXT: dict[tuple[str, str], str] = {
     ("POST", "/v1/memory/{entity}/review"): "no body",
     ("POST", "/v1/memory/{entity}/prune"): "days (an integer)",
     ("POST", "/v1/memory/{entity}/handoff/take"): "no body",
+    # text is matched against stored lines, never stored (the audit event holds none of
+    # it): refusing a secret there would keep a leaked one from being forgotten
+    ("POST", "/v1/memory/{entity}/forget"): "path, line; text only looked up",
+    # the id is guarded as every id is, under every policy (tests/integration/
+    # test_event_delete.py); the member is looked up, never stored
+    ("POST", "/v1/entities/{entity}/timeline/delete"): "ts, an id, member only looked up",
     ("POST", "/v1/memory/{entity}/archive"): "retention_days, max_events (integers)",
 }
 

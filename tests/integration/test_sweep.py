@@ -162,10 +162,12 @@ def test_round_trips_of_a_run(fleet: Acmi, clock: FakeClock) -> None:
         fleet.agents.heartbeat(name)
     clock.now += 49 * HOUR
     result = sweep(fleet, "e1")
-    # job state + page + one mark script for the 3 + 3 HITL creates + run_job's record
-    assert (result["stalled"], result["requests"]) == (3, 1 + 1 + 1 + 3 + 1)
+    # job state + the change index's two pages (work items active since the last run,
+    # silent past the cutoff) + page + one mark script for the 3 + 3 HITL creates +
+    # run_job's record
+    assert (result["stalled"], result["requests"]) == (3, 1 + 2 + 1 + 1 + 3 + 1)
     clock.now += 15 * 60 * 1000
-    assert sweep(fleet, "e2")["requests"] == 3  # nothing new: state, page, record
+    assert sweep(fleet, "e2")["requests"] == 5  # nothing new: state, 3 pages, record
 
 
 def test_max_is_checked(fleet: Acmi) -> None:
@@ -215,3 +217,122 @@ def test_a_long_agent_id_is_escalated_under_a_digest(fleet: Acmi, clock: FakeClo
     (item,) = operator_items(fleet)
     assert item["correlationId"] == stall_cid(f"agent:{name}", START)
     assert len(item["correlationId"]) <= 128 and item["correlationId"].endswith(f"-{START}")
+
+
+# --- work items and projects ----------------------------------------------------------------
+
+
+def _note(acmi: Acmi, entity: str, summary: str = "progress") -> None:
+    acmi.timeline.append(
+        entity,
+        {"source": "agent:bentley", "kind": "note", "correlationId": "c", "summary": summary},
+    )
+
+
+def test_a_work_item_or_project_silent_48_h_is_stalled_and_escalated_once(
+    fleet: Acmi, clock: FakeClock
+) -> None:
+    sweep(fleet, "e0")  # the first run: where the activity read starts
+    fleet.work.create("launch", {"title": "Launch"}, owner="bentley", status="in-progress")
+    fleet.work.event("launch", {"source": "agent:bentley", "kind": "progress",
+                                "correlationId": "c", "summary": "drafted"})  # fmt: skip
+    _note(fleet, "project:acmi")
+    fleet.work.create("shipped", {"title": "Done"}, status="done")
+    fleet.work.event("shipped", {"source": "agent:a", "kind": "note",
+                                 "correlationId": "c", "summary": "shipped"})  # fmt: skip
+    _note(fleet, "user:mikey")  # not a project: never stalled
+    changed_at = clock.now
+    clock.now += 47 * HOUR
+    assert sweep(fleet, "e1")["work_stalled"] == 0
+    clock.now += HOUR + 1
+    first = sweep(fleet, "e2")
+    assert (first["work_stalled"], first["work_escalated"], first["backlog"]) == (2, 2, 0)
+    signals = fleet.signals.all("work:launch")
+    assert signals["status"] == "in-progress"  # the item's own status, kept
+    assert signals["liveness"] == "STALLED" and "no activity since" in signals["liveness_note"]
+    assert fleet.signals.all("project:acmi")["liveness"] == "STALLED"
+    assert "liveness" not in fleet.signals.all("work:shipped")  # closed: not stalled
+    assert fleet.signals.all("user:mikey") == {}
+    items = sorted(i["correlationId"] for i in operator_items(fleet))
+    assert items == sorted(
+        [stall_cid("work:launch", changed_at), stall_cid("project:acmi", changed_at)]
+    )
+    # later runs: no second item for the same stall
+    for n in range(3):
+        clock.now += 15 * 60 * 1000
+        again = sweep(fleet, f"e3-{n}")
+        assert (again["work_stalled"], again["work_escalated"]) == (0, 0)
+    assert len(operator_items(fleet)) == 2
+
+
+def test_activity_after_a_stall_clears_it_and_a_new_silence_is_a_new_episode(
+    fleet: Acmi, clock: FakeClock
+) -> None:
+    sweep(fleet, "e0")
+    fleet.work.create("w1", {"title": "t"})
+    _note(fleet, "work:w1", "started")  # silence counts from the timeline's last change
+    clock.now += 49 * HOUR
+    assert sweep(fleet, "e1")["work_stalled"] == 1
+    clock.now += 60_000
+    fleet.work.event("w1", {"source": "agent:a", "kind": "progress",
+                            "correlationId": "c", "summary": "back"})  # fmt: skip
+    revived_at = clock.now
+    clock.now += 15 * 60 * 1000
+    cleared = sweep(fleet, "e2")
+    assert (cleared["work_cleared"], cleared["work_stalled"]) == (1, 0)
+    signals = fleet.signals.all("work:w1")
+    assert "liveness" not in signals and "liveness_note" not in signals
+    assert signals["status"] == "open"
+    assert fleet.store.execute(("ZCARD", fleet.keys.stalled())) == 0
+    clock.now += 48 * HOUR
+    again = sweep(fleet, "e3")
+    assert (again["work_stalled"], again["work_escalated"]) == (1, 1)
+    cids = {i["correlationId"] for i in operator_items(fleet)}
+    assert stall_cid("work:w1", revived_at) in cids and len(cids) == 2
+
+
+def test_a_tenants_silent_items_are_its_own(acmi: Acmi, clock: FakeClock) -> None:
+    one, two = fresh_tenant(acmi, clock), fresh_tenant(acmi, clock)
+    for tenant in (one, two):
+        sweep(tenant, "e0")
+    _note(one, "work:w1")
+    clock.now += 24 * HOUR
+    _note(two, "work:w1")
+    clock.now += 25 * HOUR
+    assert sweep(one, "e1")["work_stalled"] == 1
+    assert sweep(two, "e1")["work_stalled"] == 0  # 25 h silent in this tenant
+    assert one.signals.all("work:w1")["liveness"] == "STALLED"
+    assert "liveness" not in two.signals.all("work:w1")
+    assert len(operator_items(one)) == 1 and operator_items(two) == []
+
+
+def _seed_items(acmi: Acmi, idle: int, now: int) -> None:
+    """``idle`` work items in the change index that cost a run nothing: half silent long
+    ago (below the watermark), half changed now (after the cutoff, before the activity
+    read's start); written straight into the index."""
+    commands: list[tuple[Any, ...]] = []
+    for start in range(0, idle, 1000):
+        members: list[Any] = []
+        for i in range(start, min(idle, start + 1000)):
+            members += [now - 100 * HOUR if i % 2 else now - HOUR, f"work:idle{i}"]
+        commands.append(("ZADD", acmi.keys.changed(), *members))
+    acmi.store.pipeline(commands)
+
+
+def test_a_run_costs_what_changed_not_how_many_work_items_there_are(
+    acmi: Acmi, clock: FakeClock
+) -> None:
+    costs = {}
+    for idle in (100, 10_000):
+        fleet = fresh_tenant(acmi, clock)
+        clock.now = START
+        sweep(fleet, "first")  # the watermarks: START - 48 h, and START
+        _seed_items(fleet, idle, START)
+        for i in range(10):  # the active ones: their last change crosses the line next
+            clock.now = START - 48 * HOUR + 10 * 60 * 1000
+            _note(fleet, f"work:busy{i}")
+        clock.now = START + 15 * 60 * 1000
+        result = sweep(fleet, "second")
+        assert (result["work_stalled"], result["work_escalated"]) == (10, 10)
+        costs[idle] = (result["requests"], result["commands"])
+    assert costs[100] == costs[10_000], costs

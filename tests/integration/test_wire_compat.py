@@ -140,7 +140,7 @@ def test_corrupt_members_are_skipped_and_legacy_ones_read_flagged(
             snake: 13,
             no_kind: 14,
             "[1,2]": 15,
-            '{"ts":16,"summary":"no source"}': 16,
+            '{"source":"s","summary":"no ts"}': 16,
         },
     )
 
@@ -153,7 +153,7 @@ def test_corrupt_members_are_skipped_and_legacy_ones_read_flagged(
         ("kind: required",),
     ]
     assert sorted(s.reason for s in events.skipped) == sorted(
-        ["not UTF-8", "not JSON", "not a JSON object", "source: required"]
+        ["not UTF-8", "not JSON", "not a JSON object", "ts: required"]
     )
     ctx = acmi.get(entity)
     assert len(ctx.timeline) == 3

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from acmi_core import Acmi, Settings, create_acmi
-from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.errors import AcmiValidationError, Conflict
 from acmi_core.base.model import EntityId, tenant_id_fill
 from acmi_core.coordination.workflows import (
     BOOTSTRAP_LESSONS_WINDOW,
@@ -251,8 +251,14 @@ def test_the_lessons_feed_keeps_the_newest_thousand(wf_acmi: Acmi, clock: FakeCl
 # --- unassessed and scores ------------------------------------------------------------------
 
 
+def _reporting(acmi: Acmi) -> Acmi:
+    """The same tenant with ACMI_WORKFLOW_REQUIRE_ASSESSMENT off: executions only reported."""
+    settings = acmi.settings.model_copy(update={"workflow_require_assessment": False})
+    return Acmi(acmi.store, settings, tenant=acmi.tenant, clock=acmi.context.clock)
+
+
 def test_unassessed_matches_by_step_and_run_at_or_after(wf_acmi: Acmi, clock: FakeClock) -> None:
-    acmi, wf = wf_acmi, _wf()
+    acmi, wf = _reporting(wf_acmi), _wf()
     w = acmi.workflows
 
     def at(ms: int) -> None:
@@ -298,7 +304,7 @@ def test_unassessed_matches_by_step_and_run_at_or_after(wf_acmi: Acmi, clock: Fa
 def test_default_correlation_covers_every_earlier_execution_of_the_step(
     wf_acmi: Acmi, clock: FakeClock
 ) -> None:
-    acmi, wf = wf_acmi, _wf()
+    acmi, wf = _reporting(wf_acmi), _wf()
     acmi.workflows.execute(wf, "build", AGENT)
     clock.now += 1
     acmi.workflows.execute(wf, "build", AGENT)
@@ -465,6 +471,117 @@ def test_tenants_do_not_see_each_others_workflows(wf_acmi: Acmi) -> None:
     # the default tenant keeps its keys where the reference keeps them
     default = create_acmi(acme.store, Settings())
     assert default.keys.timeline(EntityId.parse(wf)) == f"acmi:{wf}:timeline"
+
+
+# --- the seed's rule: no execution without an assessment entry --------------------------------
+
+
+def test_an_execute_is_refused_while_an_earlier_run_of_the_step_is_unassessed(
+    wf_acmi: Acmi, clock: FakeClock
+) -> None:
+    acmi, wf = wf_acmi, _wf()
+    w = acmi.workflows
+    first = w.execute(wf, "build", AGENT, correlation_id="run-1")
+    clock.now += 1
+    for run in ("run-2", "run-1"):  # another run, and the same run again
+        with pytest.raises(Conflict) as caught:
+            w.execute(wf, "build", AGENT, correlation_id=run)
+        assert (caught.value.field, caught.value.rule) == ("step", "assessment_required")
+        assert "step build" in caught.value.message and "run run-1" in caught.value.message
+    assert _timeline(acmi, wf) == [first.to_dict()]  # nothing written by the refusals
+    assert _zset(acmi, acmi.keys.workflow_pending(EntityId.parse(wf), "build")) == [
+        (b"run-1", float(first.ts))
+    ]
+    w.execute(wf, "test", AGENT, correlation_id="run-2")  # another step is its own cycle
+    w.assess(wf, "build", 70, ["ok"], AGENT, correlation_id="run-2")  # another run: no
+    with pytest.raises(Conflict):
+        w.execute(wf, "build", AGENT, correlation_id="run-2")
+    clock.now += 1
+    w.assess(wf, "build", 80, ["ok"], AGENT, correlation_id="run-1")
+    assert _zset(acmi, acmi.keys.workflow_pending(EntityId.parse(wf), "build")) == []
+    again = w.execute(wf, "build", AGENT, correlation_id="run-2")
+    assert _steps(w.unassessed(wf).executions) == [
+        ("build", "run-2", again.ts),
+        ("test", "run-2", first.ts + 1),
+    ]
+
+
+def test_the_default_run_id_cycles_execute_assess_execute(wf_acmi: Acmi, clock: FakeClock) -> None:
+    """The reference's logAssessment(stepId, ...): one run per step, scored in turn."""
+    acmi, wf = wf_acmi, _wf()
+    w = acmi.workflows
+    for n in range(3):
+        w.execute(wf, "build", AGENT)
+        clock.now += 1  # (the same run in the same ms is what a retry of it sends)
+        with pytest.raises(Conflict, match=f"run {wf}/build has no assessment entry"):
+            w.execute(wf, "build", AGENT)
+        clock.now += 1
+        w.assess(wf, "build", 50 + n, [], AGENT)
+        clock.now += 1
+    kinds = [e["kind"] for e in _timeline(acmi, wf)]
+    assert kinds == ["step-executed", "assessment"] * 3
+
+
+def test_with_the_rule_off_executions_are_only_reported_and_still_tracked(
+    wf_acmi: Acmi, clock: FakeClock
+) -> None:
+    acmi, wf = wf_acmi, _wf()
+    off = _reporting(acmi)
+    off.workflows.execute(wf, "build", AGENT, correlation_id="run-1")
+    clock.now += 1
+    off.workflows.execute(wf, "build", AGENT, correlation_id="run-2")  # not refused
+    assert len(off.workflows.unassessed(wf).executions) == 2
+    # the rule turned on later: the runs executed meanwhile count
+    with pytest.raises(Conflict, match="run run-1 has no assessment entry"):
+        acmi.workflows.execute(wf, "build", AGENT, correlation_id="run-3")
+    acmi.workflows.assess(wf, "build", 80, [], AGENT, correlation_id="run-1")
+    with pytest.raises(Conflict, match="run run-2 has no assessment entry"):
+        acmi.workflows.execute(wf, "build", AGENT, correlation_id="run-3")
+
+
+def test_a_tenants_unassessed_run_blocks_only_that_tenant(acmi: Acmi, clock: FakeClock) -> None:
+    one, two = fresh_tenant(acmi, clock), fresh_tenant(acmi, clock)
+    wf = _wf()
+    one.workflows.execute(wf, "build", AGENT, correlation_id="run-1")
+    two.workflows.execute(wf, "build", AGENT, correlation_id="run-1")  # not one's run
+    with pytest.raises(Conflict):
+        one.workflows.execute(wf, "build", AGENT, correlation_id="run-2")
+    two.workflows.assess(wf, "build", 90, [], AGENT, correlation_id="run-1")
+    two.workflows.execute(wf, "build", AGENT, correlation_id="run-2")
+    with pytest.raises(Conflict, match="run run-1"):  # one's run is still unscored
+        one.workflows.execute(wf, "build", AGENT, correlation_id="run-2")
+
+
+def test_http_an_execute_while_a_run_is_unassessed_is_a_409_naming_step_and_run(
+    http: tuple[TestClient, dict[str, str]], wf_acmi: Acmi
+) -> None:
+    client, auth = http
+    base = f"/v1/workflows/deploy-{uuid.uuid4().hex[:8]}"
+    body = {"step": "build", "agent": "claude", "correlation_id": "run-1"}
+    assert client.post(f"{base}/executions", json=body, headers=auth).status_code == 201
+    refused = client.post(
+        f"{base}/executions", json={**body, "correlation_id": "run-2"}, headers=auth
+    )
+    assert refused.status_code == 409, refused.text
+    error = refused.json()
+    assert (error["error"], error["field"], error["rule"]) == (
+        "conflict",
+        "step",
+        "assessment_required",
+    )
+    assert "step build" in error["message"] and "run run-1" in error["message"]
+    assert len(client.get(f"{base}/unassessed", headers=auth).json()["unassessed"]) == 1
+    scored = {"step": "build", "score": 60, "criteria": [], "agent": "claude"}
+    assert (
+        client.post(
+            f"{base}/assessments", json={**scored, "correlation_id": "run-1"}, headers=auth
+        ).status_code
+        == 201
+    )
+    again = client.post(
+        f"{base}/executions", json={**body, "correlation_id": "run-2"}, headers=auth
+    )
+    assert again.status_code == 201, again.text
 
 
 # --- round trips (the Upstash double counts HTTP requests) -----------------------------------

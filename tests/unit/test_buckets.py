@@ -40,7 +40,7 @@ def test_bucket_is_crc32_of_the_entity_id_mod_b() -> None:
 
 
 def test_pinned_categories_stay_in_bucket_zero() -> None:
-    assert {"agent", "work", "thread", "topic", "workflow"} == PINNED_CATEGORIES
+    assert {"agent", "work", "thread", "topic", "workflow", "ns"} == PINNED_CATEGORIES
     for category in PINNED_CATEGORIES:
         assert all(bucket_of(f"{category}:n{n}", 12) == 0 for n in range(50))
 
@@ -133,3 +133,10 @@ def test_a_key_finds_its_bucket() -> None:
     assert keys.at(2).moved(keys.internal("idem", "k")) == "acmi:{acme:2}:_idem:k"
     assert keys.at(0).moved(keys.internal("idem", "k")) == "acmi:{acme}:_idem:k"
     assert keys.at(2).moved("acmi:{acme:1}:_idem:k") == "acmi:{acme:1}:_idem:k"
+
+
+def test_a_view_built_directly_keeps_coordination_in_bucket_zero() -> None:
+    view = Keys("acme", "default", Layout.CLUSTER, 3, bucket=2)
+    assert view.changed() == "acmi:{acme:2}:_changed"
+    assert view.leases() == "acmi:{acme}:_leases"
+    assert view.at(0).at(2) is view and view.at(0).bucket == 0

@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from acmi_core import AcmiValidationError, EntityId
-from acmi_core.base.model import check_profile, check_signal_key, event_from_member, parse_event
+from acmi_core.base.model import (
+    Event,
+    check_profile,
+    check_signal_key,
+    event_from_member,
+    parse_event,
+)
 
 EVENT = {"source": "s", "kind": "k", "correlationId": "c", "summary": "s"}
 
@@ -154,10 +160,17 @@ def test_a_stored_event_breaking_a_rule_is_read_as_legacy() -> None:
     for unusable, reason in [
         ({"source": "s", "summary": "s"}, "ts: required"),
         ({"ts": "1", "source": "s", "summary": "s"}, "ts: type"),
-        ({"ts": 1, "summary": "s"}, "source: required"),
-        ({"ts": 1, "source": "s", "summary": None}, "summary: type"),
     ]:
         assert event_from_member(json.dumps(unusable).encode()) == reason
+    # no source, no summary: the reference's other writers' records, served flagged
+    for record, flags, summary in [
+        ({"ts": 1, "summary": "s"}, ("source: required",), "s"),
+        ({"ts": 1, "source": "s", "summary": None}, ("summary: type",), ""),
+        ({"ts": 1, "sessionId": "s-1"}, ("source: required", "summary: required"), ""),
+    ]:
+        read = event_from_member(json.dumps(record).encode())
+        assert isinstance(read, Event) and set(flags) <= set(read.legacy), read
+        assert (read.to_dict(), read.summary) == (record, summary)
 
 
 @pytest.mark.parametrize("payload", [{1: "a"}, {"x": [{2: "b"}]}, {None: 1}])

@@ -33,6 +33,6 @@ def test_the_record_code_is_written_once() -> None:
         if script.name not in ("apply.lua", "bootstrap.lua", "replay.lua"):
             assert not MIRROR.search(text), script.name
             assert "local function recorded" not in text, script.name
-    for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE):
+    for protocol in (scripts.LOCKS, scripts.HITL, scripts.HYGIENE, scripts.UNLOG):
         assert protocol.sources[-2:] == ("replay", protocol.name)
         assert all(c.keys[-1] == scripts.REPLAY_KEY for c in protocol.calls.values())

@@ -277,7 +277,11 @@ def test_the_reply_tables_have_the_declared_sizes(name: str) -> None:
 
 def test_the_bootstrap_protocol_is_the_one_the_brief_names() -> None:
     call = scripts.BOOTSTRAP.call()
-    assert (len(call.keys), len(call.args), len(call.reply)) == (22, 29, 24)
+    assert (len(call.keys), len(call.args), len(call.reply)) == (
+        22,
+        31,
+        24,
+    )  # 31: spawn_session, spawn_window
 
 
 # ---- packing and decoding ------------------------------------------------------------------

@@ -23,6 +23,7 @@ from acmi_core.client import Acmi
 from acmi_core.entities.results import Deleted, EntityListBody
 from acmi_core.operations.params.entities import (
     DeleteParams,
+    EventDeleteParams,
     GetParams,
     ListParams,
     ProfileDeleteParams,
@@ -189,6 +190,7 @@ async def get_signal(req: Authorized) -> Response:
 @route(
     "entities.signal.put",
     reader=True,
+    query=("ttl",),
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
     },
@@ -216,3 +218,8 @@ async def delete_signal(req: Authorized) -> Response:
 async def get_timeline(req: Authorized) -> Response:
     page = await req.run(await req.params(TimelineParams))
     return StoredJSON(page.to_dict())
+
+
+@route("entities.timeline.delete", about="the event: ts and id, or member", response_model=Json)
+async def delete_event(req: Authorized) -> Response:
+    return StoredJSON(await req.run(await req.params(EventDeleteParams)))

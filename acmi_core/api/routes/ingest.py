@@ -14,6 +14,8 @@ from acmi_core.auth.signatures import (
     SIGNATURE_HEADER,
     SLACK_SIGNATURE_HEADER,
 )
+from acmi_core.base.model import MAX_ENTITY_LEN, TENANT_RE
+from acmi_core.ingest.mapping import MAPPING_FIELDS, MAX_MAPPING_PATH_LEN
 from acmi_core.ingest.service import (
     MAX_WEBHOOK_TS_SKEW_MS,
     IngestResult,
@@ -130,6 +132,58 @@ def _sources_description() -> str:
     )
 
 
+_MAPPED_BY: Final = ", ".join(spec.name for spec in SOURCES if spec.mapping)
+
+
+def _query_parameters() -> list[dict[str, Any]]:
+    """The query the webhook reads (``ingest/service.py`` ``DELIVERY_PARAMS``, ``map.*``,
+    the push token), declared so a client generated from the document can send it: one
+    ``map.<field>`` a mapping field (the fields are fixed)."""
+
+    def query(name: str, description: str, **schema: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "description": description,
+            "schema": {"type": "string", **schema},
+        }
+
+    mapped = [
+        query(
+            f"map.{name}",
+            f"{_MAPPED_BY}: where the event's `{name}` is in the body, a dotted path "
+            "(`email.subject`, `items.0.id`) or `=<literal>`"
+            + ("; a category name (`=deal`)" if name == "category" else ""),
+            minLength=1,
+            maxLength=MAX_MAPPING_PATH_LEN,
+        )
+        for name in MAPPING_FIELDS
+    ]
+    return [
+        query(
+            "entity",
+            "`<category>:<id>`: the entity when the body names none (else the source's "
+            "configured entity)",
+            minLength=1,
+            maxLength=MAX_ENTITY_LEN,
+        ),
+        query(
+            "token",
+            "the source's push token (`acmi sources set --push-token`), for senders that "
+            "cannot send a header; never stored, never logged",
+            minLength=1,
+        ),
+        query(
+            "tenant",
+            "with Google's OIDC token (Gmail's Pub/Sub push): the tenant; else the key or "
+            "the token decides it",
+            pattern=f"^{TENANT_RE.pattern}$",
+        ),
+        *mapped,
+    ]
+
+
 @route(
     "ingest.webhook",
     status_code=201,
@@ -139,10 +193,11 @@ def _sources_description() -> str:
     },
     description=_sources_description(),
     openapi_extra={
+        "parameters": _query_parameters(),
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": {}}},
-        }
+        },
     },
 )
 async def post_ingest(

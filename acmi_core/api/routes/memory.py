@@ -1,8 +1,8 @@
 """The seed's memory commands over HTTP (``/v1/memory/{entity}/...``, issue 13):
-status, review, search, get (a file's lines), remember, active, daily-summary, topics,
-prune, handoff, debug, export, import and archive. Each route is one ``MemoryAPI`` call
-(its round trips are listed in ``acmi_core.memory.service``) or, for archive,
-``memory_archive.archive_now``; reads take a read key, writes a write key. The archive
+status, review, search, get (a file's lines), forget (one line), remember, active,
+daily-summary, topics, prune, handoff, debug, export, import and archive. Each route is
+one ``MemoryAPI`` call (its round trips are listed in ``acmi_core.memory.service``) or,
+for archive, ``memory_archive.archive_now``; reads take a read key, writes a write key. The archive
 sink is ``ACMI_ARCHIVE_URL`` only, never a URL from the request: a tenant must not choose
 where its data goes (the memory function registers the s3 sink); search reads the
 archived raw events there too. Over a layer's budget is a 400 (rule ``memory_budget``)
@@ -34,6 +34,7 @@ from acmi_core.operations.params.memory import (
     MemoryDailySummaryParams,
     MemoryDebugParams,
     MemoryExportParams,
+    MemoryForgetParams,
     MemoryGetParams,
     MemoryHandoffParams,
     MemoryHandoffTakeParams,
@@ -92,6 +93,11 @@ async def get(req: Authorized) -> JSONResponse:
     return JSONResponse(await req.run(await req.params(MemoryGetParams)))
 
 
+@route("memory.forget", about="the line: path and line, or text", response_model=Json)
+async def forget(req: Authorized) -> JSONResponse:
+    return JSONResponse(await req.run(await req.params(MemoryForgetParams)))
+
+
 # Its own reader: a layer, section or topic of another type is refused before the core
 # (rule type), as the params model's strict check would not name it the same.
 @route(
@@ -104,6 +110,7 @@ async def get(req: Authorized) -> JSONResponse:
             "layer": {"type": "string", "enum": list(REMEMBER_LAYERS)},
             "section": {"type": "string", "description": "a section key of the layer"},
             "topic": {"type": "string", "description": "layer topic: the topic's slug"},
+            "ttl": {"type": "string", "description": "time to live: 30m, 24h, 7d (not daily)"},
         },
     ),
     response_model=Json,
@@ -111,8 +118,8 @@ async def get(req: Authorized) -> JSONResponse:
 )
 async def remember(req: Authorized, entity: Entity) -> JSONResponse:
     acmi = req.acmi
-    body = await read_fields(req.request, acmi, ("text",), ("layer", "section", "topic"))
-    for name in ("layer", "section", "topic"):
+    body = await read_fields(req.request, acmi, ("text",), ("layer", "section", "topic", "ttl"))
+    for name in ("layer", "section", "topic", "ttl"):
         if name in body and not isinstance(body[name], str):
             raise AcmiValidationError(name, "type", "must be a string")
     stored = await req.call(
@@ -122,6 +129,7 @@ async def remember(req: Authorized, entity: Entity) -> JSONResponse:
         layer=body.get("layer", "warm"),
         section=body.get("section"),
         topic=body.get("topic"),
+        ttl=body.get("ttl"),
     )
     return JSONResponse(stored, status_code=201)
 

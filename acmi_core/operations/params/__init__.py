@@ -44,9 +44,11 @@ if TYPE_CHECKING:  # at run time each name is imported with its module, on first
         AgentsThreadsParams,
         AgentsWakeParams,
     )
+    from acmi_core.operations.params.dashboard import DashboardReadParams
     from acmi_core.operations.params.entities import (
         CatParams,
         DeleteParams,
+        EventDeleteParams,
         EventsAppendParams,
         GetParams,
         IngestWebhookParams,
@@ -85,6 +87,7 @@ if TYPE_CHECKING:  # at run time each name is imported with its module, on first
         MemoryDailySummaryParams,
         MemoryDebugParams,
         MemoryExportParams,
+        MemoryForgetParams,
         MemoryGetParams,
         MemoryHandoffParams,
         MemoryHandoffTakeParams,
@@ -106,6 +109,8 @@ if TYPE_CHECKING:  # at run time each name is imported with its module, on first
         MigrateParams,
         QuotaMonitorParams,
         QuotaReportParams,
+        SourcesGetParams,
+        SourcesListParams,
         SourcesSetParams,
     )
     from acmi_core.operations.params.work import (
@@ -142,8 +147,10 @@ __all__ = [
     "BootstrapReadParams",
     "BootstrapSpawnParams",
     "CatParams",
+    "DashboardReadParams",
     "DeleteParams",
     "DoctorParams",
+    "EventDeleteParams",
     "EventsAppendParams",
     "GetParams",
     "HitlCreateParams",
@@ -166,6 +173,7 @@ __all__ = [
     "MemoryDailySummaryParams",
     "MemoryDebugParams",
     "MemoryExportParams",
+    "MemoryForgetParams",
     "MemoryGetParams",
     "MemoryHandoffParams",
     "MemoryHandoffTakeParams",
@@ -191,6 +199,8 @@ __all__ = [
     "SignalsGetParams",
     "SignalsPatchParams",
     "SignalsPutParams",
+    "SourcesGetParams",
+    "SourcesListParams",
     "SourcesSetParams",
     "TenantsListParams",
     "TimelineParams",
@@ -230,10 +240,12 @@ _MODULE_OF: Final = {
     "SignalGetParams": "entities",
     "SignalDeleteParams": "entities",
     "TimelineParams": "entities",
+    "EventDeleteParams": "entities",
     "BootstrapReadParams": "memory",
     "MemoryRememberParams": "memory",
     "MemorySearchParams": "memory",
     "MemoryGetParams": "memory",
+    "MemoryForgetParams": "memory",
     "MemoryStatusParams": "memory",
     "MemoryActiveGetParams": "memory",
     "MemoryReviewParams": "memory",
@@ -284,10 +296,13 @@ _MODULE_OF: Final = {
     "KeysListParams": "service",
     "KeysRevokeParams": "service",
     "SourcesSetParams": "service",
+    "SourcesListParams": "service",
+    "SourcesGetParams": "service",
     "JobsRunParams": "service",
     "JobsStatusParams": "service",
     "QuotaMonitorParams": "service",
     "QuotaReportParams": "service",
+    "DashboardReadParams": "dashboard",
 }
 
 

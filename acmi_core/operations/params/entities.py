@@ -56,11 +56,14 @@ class SignalsGetParams(Params):
 
 
 class SignalPutParams(Params):
-    """Set one signal of an entity (others kept): {entity, key, value as stored}."""
+    """Set one signal of an entity (others kept): {entity, key, value as stored}. ttl
+    (30m, 24h, 7d; at most 366d): reads stop showing it after that; without one, an
+    earlier ttl of the signal is dropped."""
 
     entity: Entity
     key: SignalKey
     value: Any
+    ttl: str | None = Field(None, description="time to live: 30m, 24h, 7d (at most 366d)")
 
 
 class EventsAppendParams(Params):
@@ -157,6 +160,18 @@ class SignalDeleteParams(Params):
 
     entity: Entity
     key: SignalKey
+
+
+class EventDeleteParams(Params):
+    """Delete one event of an entity's timeline, by ts and id (its correlationId) or by
+    member (the stored event's JSON, exactly), with an audit event (kind event-delete,
+    naming the ts and id, never the event's text) on the same timeline; copies in the
+    coordination thread's mentions index go too."""
+
+    entity: Entity
+    ts: Ms = Field(None, description="the event's ts (epoch ms)")
+    id: str | None = Field(None, description="the event's correlationId")
+    member: str | None = Field(None, description="the stored event's JSON, exactly")
 
 
 class TimelineParams(Params):

@@ -46,13 +46,16 @@ class BootstrapReadParams(Params):
 
 class MemoryRememberParams(Params):
     """Remember a line in an entity's memory: layer warm (MEMORY.md), hot
-    (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional."""
+    (ACTIVE-CONTEXT.md), daily (today's note) or topic (topic: slug); section optional;
+    ttl (30m, 24h, 7d; not daily): reads stop showing the line after that. A line the
+    layer already holds is not stored again (already_held)."""
 
     entity: MemoryEntity
     text: str
     layer: str = "warm"
     section: str | None = None
     topic: str | None = None
+    ttl: str | None = None
 
 
 class MemorySearchParams(Params):
@@ -75,6 +78,19 @@ class MemoryGetParams(Params):
     to_line: int | None = bounded(
         None, description="the last line (default: from_line + 499)", minimum=1
     )
+
+
+class MemoryForgetParams(Params):
+    """Forget one memory line: line (numbered as memory_get and memory_search number it)
+    of path (ACTIVE-CONTEXT.md, MEMORY.md, memory/YYYY-MM-DD.md, memory/topics/<slug>.md),
+    or the first line holding text exactly; both: that line, only if it holds that text.
+    Recorded on the entity's timeline as an audit event (path, line, layer; never the
+    text)."""
+
+    entity: MemoryEntity
+    path: str = bounded(description="the file's path in the seed's tree", maxLength=256)
+    line: int | None = bounded(None, description="the line's number, from 1", minimum=1)
+    text: str | None = Field(None, description="the line's text, exactly")
 
 
 class MemoryStatusParams(Params):

@@ -21,6 +21,8 @@ class MigrateParams(Params):
     dry_run: bool = False
     tenant_id: str | None = None
     category: str | None = None
+    layout: str | None = None
+    target: str | None = None
 
 
 class KeysCreateParams(Params):
@@ -61,6 +63,18 @@ class SourcesSetParams(Params):
     gmail_credentials_secret: str | None = None
     remove_gmail_credentials_secret: bool = False
     replace: bool = False
+
+
+class SourcesListParams(Params):
+    """The tenant's sources: the senders of the table and every named one configured."""
+
+    configured: bool = False
+
+
+class SourcesGetParams(Params):
+    """One source's configuration, without its secrets."""
+
+    source: str
 
 
 class JobsRunParams(Params):

@@ -17,8 +17,20 @@
 --                                lands meanwhile is lost (the tenant indexes of jobs)
 --   ZKEEP k n                    keep the n highest-scored members (a capped feed):
 --                                ZREMRANGEBYRANK k 0 -(n+1), O(log N + removed)
+--   ZBUMP k score member         ZADD XX GT: only an existing member, only later (a
+--                                store item's expiry, refreshed by a read: a put or
+--                                delete that landed first is never undone)
+--   ZHAS k member src            the member (score 0) is in k iff the HASH src (a key
+--                                index) has a field, as the ops before left it: the
+--                                store's namespace index, kept by each put and delete
 --   SADD k member / SREM k member
 --   HSET k field value / HDEL k field
+--   HDUE k field src member now  the store's TTL sweep: HDEL field and ZREM member from
+--                                the ZSET src when member's score there is <= now, as
+--                                this run finds it (a put that moved it later wins)
+--   HPUT k field text            HSET of a store item, text starting
+--                                {"created_at":<ms>, : when the field holds such text
+--                                already, its created_at is kept (an overwrite)
 --   ONCE k ttl_ms value          idempotency record: if k exists, nothing at all is
 --                                written and the script returns {'ACMI_REPLAY', stored};
 --                                otherwise k is SET to value with a TTL, with the rest
@@ -26,6 +38,10 @@
 --                                the ops before left it, is absent (present '0') or holds
 --                                exactly text (present '1'); else ACMI_CHANGED, nothing
 --                                written (a caller that read k re-reads and retries)
+--   ONLY k member score          a check: the plan applies only if the ZSET k, as stored
+--                                (no earlier op of the plan may name k), is empty or
+--                                holds just member at score (a retry of the write that
+--                                added it); else ACMI_PENDING, nothing written
 --   TAKE k                       GETDEL a STRING: its value is the op's result (false
 --                                when absent); in a plan that starts with RECORD, so a
 --                                retry answers the value the first run took
@@ -51,7 +67,7 @@
 -- every step is O(n) (the caller also caps the fields of one edit).
 --
 --: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new
---    JSON text, TAKE -> the value taken, others -> 0
+--    JSON text, TAKE -> the value taken, HDUE -> 1 deleted / 0 kept, others -> 0
 --: reply ACMI_REPLAY stored: a ONCE key existed: nothing was written, its value
 -- Errors (nothing was written), each starting with a marker:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
@@ -59,6 +75,8 @@
 --   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over
 --                               MAX_OBJECT_BYTES
 --   ACMI_CHANGED <key> ...      a SAME key no longer holds what its caller read
+--   ACMI_PENDING <key> <score> <member>
+--                               an ONLY key holds member (its lowest other) at score
 --   ACMI_BADOP op <i> <op>: ... the plan is malformed (unknown op, key index out of
 --   ACMI_BADOP plan: ...        range, missing or bad argument, miscounted ops): a
 --                               bug in the code that built it (writes.py maps each)
@@ -88,10 +106,15 @@ local OPS = {
   ZKEEP = { type = 'zset', argc = 1 },
   SADD = { type = 'set', creates = true, argc = 1 },
   SREM = { type = 'set', argc = 1 },
+  ZBUMP = { type = 'zset', argc = 2 },
+  ZHAS = { type = 'zset', creates = true, argc = 2 },
   HSET = { type = 'hash', creates = true, argc = 2 },
+  HPUT = { type = 'hash', creates = true, argc = 2 },
+  HDUE = { type = 'hash', argc = 4 },
   HDEL = { type = 'hash', argc = 1 },
   ONCE = { type = 'string', argc = 2 },
   SAME = { type = 'string', argc = 2 },
+  ONLY = { type = 'zset', argc = 2 },
   RECORD = { type = 'string', argc = 0 },
   TAKE = { type = 'string', argc = 0 },
   OBJ  = { type = 'string' },  -- 1 + n arguments
@@ -101,6 +124,7 @@ local OPS = {
 
 local ktype = {}   -- key index -> effective type as the batch goes
 local kval = {}    -- key index -> string value (false = absent) for SET/OBJ/ONCE keys
+local named = {}   -- key index -> true once an op of the plan named it (ONLY reads stored)
 
 local function type_of(ki)
   if ktype[ki] == nil then
@@ -582,6 +606,8 @@ local function plan_op(op, pos)
     return nil, bad(where, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
   end
   local key, t = KEYS[ki], type_of(ki)
+  local earlier = named[ki]
+  named[ki] = true
   if spec.type and t ~= 'none' and t ~= spec.type then
     return nil, redis.error_reply('ACMI_WRONGTYPE ' .. key .. ' holds a ' .. t ..
       ', expected a ' .. spec.type .. '; nothing was written')
@@ -621,6 +647,17 @@ local function plan_op(op, pos)
         ' changed since it was read; nothing was written')
     end
     w = { 'EXISTS', key }     -- a read: SAME writes nothing
+  elseif code == 'ONLY' then
+    if earlier then return nil, bad(where, 'an earlier op of the plan names its key', key) end
+    if not score_of(b) then return nil, bad(where, 'score is not a number', b) end
+    local head = redis.call('ZRANGE', key, 0, 1, 'WITHSCORES')  -- O(log N): two members
+    for i = 1, #head, 2 do
+      if head[i] ~= a or tonumber(head[i + 1]) ~= tonumber(b) then
+        return nil, redis.error_reply('ACMI_PENDING ' .. key .. ' ' .. head[i + 1] .. ' ' ..
+          head[i])
+      end
+    end
+    w = { 'EXISTS', key }     -- a read: ONLY writes nothing
   elseif code == 'TAKE' then
     w, result = { 'GETDEL', key }, nil
   elseif code == 'ZADD' then
@@ -643,6 +680,38 @@ local function plan_op(op, pos)
         ', expected a zset; nothing was written')
     end
     w = { 'ZHEAD', key, a, KEYS[si] }
+  elseif code == 'ZBUMP' then
+    if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
+    w = { 'ZADD', key, 'XX', 'GT', a, b }
+  elseif code == 'ZHAS' then
+    local si = count_of(b)
+    if not si or si < 1 or si > #KEYS then
+      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
+    end
+    local st = type_of(si)
+    if st ~= 'none' and st ~= 'hash' then
+      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
+        ', expected a hash; nothing was written')
+    end
+    w = { 'ZHAS', key, a, KEYS[si] }
+  elseif code == 'HDUE' then
+    local si = count_of(b)
+    if not si or si < 1 or si > #KEYS then
+      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
+    end
+    local st = type_of(si)
+    if st ~= 'none' and st ~= 'zset' then
+      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
+        ', expected a zset; nothing was written')
+    end
+    local now = ARGV[pos + 3]
+    if not score_of(now) then return nil, bad(where, 'now is not a number', now) end
+    w, result = { 'HDUE', key, a, KEYS[si], ARGV[pos + 2], now }, nil
+  elseif code == 'HPUT' then
+    if not find(b, '^{"created_at":%d+,') then
+      return nil, bad(where, 'text does not start {"created_at":<ms>,', sub(b, 1, 32))
+    end
+    w = { 'HPUT', key, a, b }
   elseif code == 'ZKEEP' then
     local n = count_of(a)
     if not n or n < 1 then return nil, bad(where, 'n is not a positive count', a) end
@@ -670,6 +739,28 @@ end
 -- ---- phase 2: write ---------------------------------------------------------------
 
 local function write(w)
+  if w[1] == 'ZHAS' then
+    if redis.call('EXISTS', w[4]) == 1 then return redis.call('ZADD', w[2], 0, w[3]) end
+    return redis.call('ZREM', w[2], w[3])
+  end
+  if w[1] == 'HDUE' then
+    local due = redis.call('ZSCORE', w[4], w[5])
+    if due and tonumber(due) <= tonumber(w[6]) then
+      redis.call('ZREM', w[4], w[5])
+      return redis.call('HDEL', w[2], w[3])
+    end
+    return 0
+  end
+  if w[1] == 'HPUT' then
+    local text = w[4]
+    local old = redis.call('HGET', w[2], w[3])
+    local kept = old and string.match(old, '^{"created_at":(%d+),')
+    if kept then
+      local _, head = find(text, '^{"created_at":%d+,')
+      text = '{"created_at":' .. kept .. ',' .. sub(text, head + 1)
+    end
+    return redis.call('HSET', w[2], w[3], text)
+  end
   if w[1] == 'ZHEAD' then
     local head = redis.call('ZRANGE', w[4], 0, 0, 'WITHSCORES')
     if head[2] then return redis.call('ZADD', w[2], head[2], w[3]) end

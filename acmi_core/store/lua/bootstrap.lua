@@ -60,6 +60,9 @@
 --: ARGV[28] utc_to
 --: ARGV[29] read_bytes: the members' bytes each of the timeline, daily-note, lessons
 --    and coordination reads takes at most (the first member read whatever its size)
+--: ARGV[30] spawn_session: the spawn's '"session_id":<json string>' ('' = no spawn)
+--: ARGV[31] spawn_window: the newest spawns examined (to read_bytes) for that session: one
+--    there already makes this spawn a repeat (a resume or compact of the session), not logged
 --
 -- Every key this script touches is in KEYS (tests/integration/test_declared_keys.py):
 -- open work items come back as ids (read from KEYS[10]), and the client reads their
@@ -188,7 +191,27 @@ if ARGV[15] ~= '' then
     return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[14] .. ' holds a ' .. ti ..
       ', expected a set; nothing was written')
   end
-  spawned = redis.call('ZADD', KEYS[4], 'NX', ARGV[16], ARGV[15])
+  -- the same session among the newest spawns: a resume or compact, not a new spawn.
+  -- Matched on the member's text, as our spawns and the reference's are compact JSON
+  -- (the fragment is followed by ',' or '}'), so no decode per member
+  local fragment = ARGV[30]
+  local function same_session(member)
+    local at = string.find(member, fragment, 1, true)
+    while at do
+      local after = string.sub(member, at + #fragment, at + #fragment)
+      if after == ',' or after == '}' then return true end
+      at = string.find(member, fragment, at + 1, true)
+    end
+    return false
+  end
+  local window = tonumber(ARGV[31])
+  local repeat_of = {}
+  if t == 'zset' and window > 0 and fragment ~= '' then
+    repeat_of = bounded(KEYS[4], 0, window, 1, same_session)
+  end
+  if #repeat_of == 0 then
+    spawned = redis.call('ZADD', KEYS[4], 'NX', ARGV[16], ARGV[15])
+  end
   redis.call('SADD', KEYS[14], local_id)
 end
 

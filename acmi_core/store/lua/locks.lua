@@ -25,6 +25,10 @@
 --: claim ARGV[..] defer_template*
 --: claim reply OK fence
 --: claim reply HELD owner expires fence
+--: claim reply HEDGED owner expires cid: nothing written: another agent's raw coord-claim
+--    for the resource (the reference's Lock-Protocol: no lease, an event) is on the thread
+--    within the hedge window and not released since; owner its source, expires its ts +
+--    the window, cid its correlationId
 --: claim,release reply REKEY ids*: nothing written: the event mentions an agent whose
 --    mentions index is not among KEYS (the holder read here); ids: every agent it
 --    mentions, whose keys the client sends the run again with
@@ -100,6 +104,44 @@ end
 local held = held_until ~= nil and held_until > now
 local resource = ARGV[#ARGV]  -- every op's last argument
 
+-- mirror acmi_core.coordination.locks HEDGE_MS, HEDGE_EVENTS, HEDGE_BYTES
+local HEDGE_MS, HEDGE_EVENTS, HEDGE_BYTES = 300000, 200, 262144
+
+-- The newest coord-claim another writer posted for this resource within the hedge window
+-- and did not coord-release since (its source, ts, correlationId), or nil. Reads at most
+-- HEDGE_EVENTS events and HEDGE_BYTES of them, newest first; decodes only the members
+-- naming the resource and a coord- kind. Our own claims carry payload.fence: their leases
+-- decide, not their events.
+local function hedged(claimant)
+  local low = string.format('(%d', now - HEDGE_MS)  -- within the window: younger than it
+  local released, bytes, members = {}, 0, {}
+  for i = 1, HEDGE_EVENTS do
+    if i % 20 == 1 then  -- in steps of 20: what is taken from the ZSET stays near the cap
+      if bytes > HEDGE_BYTES then break end
+      members = redis.call('ZRANGE', thread, ARGV[2], low, 'BYSCORE', 'REV', 'LIMIT', i - 1, 20)
+    end
+    local m = members[(i - 1) % 20 + 1]
+    if not m then break end
+    bytes = bytes + #m
+    if string.find(m, 'coord-', 1, true) and string.find(m, resource, 1, true) then
+      local ok, ev = pcall(cjson.decode, m)
+      if ok and type(ev) == 'table' and type(ev.source) == 'string' then
+        local p = type(ev.payload) == 'table' and ev.payload or {}
+        local names = p.resource == resource or p.task == resource or ev.correlationId == resource
+        if names and p.fence == nil then
+          if ev.kind == 'coord-release' then
+            released[ev.source] = true
+          elseif ev.kind == 'coord-claim' and not released[ev.source]
+              and ev.source ~= claimant and type(ev.ts) == 'number' then
+            return ev.source, ev.ts, type(ev.correlationId) == 'string' and ev.correlationId or ''
+          end
+        end
+      end
+    end
+  end
+  return nil
+end
+
 local function entry(who, ends, fenced, corr)
   return table.concat({who, resource, ends, fenced, corr}, "|")
 end
@@ -121,6 +163,10 @@ if op == 'claim' then
       redis.call('SADD', index, member)
     end
     return recorded({'HELD', owner, expires, fence})
+  end
+  local by, at, by_cid = hedged(new_owner)
+  if by then
+    return recorded({'HEDGED', by, string.format('%d', at + HEDGE_MS), by_cid})
   end
   -- a fresh hash: the fence carried over, the previous lease's deferral marks dropped
   -- (O(claimants that deferred on it))

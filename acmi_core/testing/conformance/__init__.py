@@ -76,9 +76,9 @@ By group:
   nothing stored.
 - ``tolerance``: stored members another tool wrote that break a rule (no kind or
   correlationId, snake_case ``correlation_id``, an out-of-range enum, ts or summary, a
-  numeric tenant_id) are read verbatim and flagged in ``Event.legacy``; only members that
-  are not UTF-8, not JSON, not an object, or lack a usable ts/source/summary are skipped and
-  reported, never raised.
+  numeric tenant_id, no source or summary: a message, a spawn record) are read verbatim and
+  flagged in ``Event.legacy``; only members that are not UTF-8, not JSON, not an object, or
+  lack a usable ts are skipped and reported, never raised.
 - ``concurrency``: 20-50 concurrent writers on one entity lose nothing (the reference's
   read-modify-write kept 1 of 50).
 - ``json``: values Redis's cjson would change (``[]`` vs ``{}``, 12345678901234567,

@@ -1,9 +1,9 @@
 """The harness: the check registry, the per-check :class:`Context`, the ``expect`` helpers,
 outcomes, :class:`Report` and the runner. Checks live in the group modules beside this one.
 
-One module: a check's life is one path through it (registered, given a Context of its own
-keys and tenants, its buckets included, run, its touched keys checked, reported), and
-every group module imports these names from here."""
+One module: what a check may rely on (its registration, the Context it gets, with its
+entities, keys, tenants and buckets, and how the runner reports it) is one contract a
+backend author reads in one place; every group module imports it whole."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """``tolerance``: reads show what the reference's readers show. A stored timeline member
 another tool wrote without following every rule (no kind/correlationId, as the reference
 CLI's ``event`` writes; snake_case correlation_id; a speaker_type outside the enum; a
-numeric tenant_id; ts out of range or in seconds; a summary over 500 UTF-16 units) is
-returned verbatim, flagged in ``Event.legacy``. Only a member that is not JSON, not an
-object, or has no usable ts (a finite number), source or summary (strings) is skipped and
-reported; nothing is ever raised, and the events around it are still read."""
+numeric tenant_id; ts out of range or in seconds; a summary over 500 UTF-16 units; no
+source or summary, as the reference MCP server's spawn records and a ``message`` record) is
+returned verbatim,
+flagged in ``Event.legacy``. Only a member that is not JSON, not an object, or has no
+usable ts (a finite number) is skipped and reported; nothing is ever raised, and the
+events around it are still read."""
 
 from __future__ import annotations
 
@@ -61,9 +63,9 @@ CORRUPT_MEMBERS: Final = (
     ("a member that is not JSON", b"not json", ("json",)),
     ("a member that is a JSON array", b'["an","array"]', ("object",)),
     (
-        "a member without a source",
-        json.dumps({"ts": BASE_TS + 2, "summary": "no source"}).encode(),
-        ("source",),
+        "a member without a ts",
+        json.dumps({"source": "s", "summary": "no ts"}).encode(),
+        ("ts",),
     ),
     (
         "a member whose ts is not a number",
@@ -154,6 +156,16 @@ LEGACY_MEMBERS: Final = (
         "a stored field named legacy (an ordinary unknown field, never the flag)",
         _legacy(legacy="stored"),
         ["kind: required", "correlationId: required"],
+    ),
+    (
+        "a record with a message instead of a summary",
+        {"ts": BASE_TS + 2, "source": "acmi-mcp", "message": "deploy finished"},
+        ["kind: required", "correlationId: required", "summary: required"],
+    ),
+    (
+        "a spawn record the reference MCP server wrote into the timeline",
+        {"ts": BASE_TS + 2, "sessionId": "s-1", "modelId": "m-1"},
+        ["source: required", "kind: required", "correlationId: required", "summary: required"],
     ),
 )
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from acmi_core.base.errors import Conflict
 from acmi_core.base.model import EntityId
 from acmi_core.base.stored import StoredObject, StoredValue
 from acmi_core.client import Acmi
@@ -21,6 +22,7 @@ from acmi_core.testing.conformance.harness import (
     check,
     expect,
     expect_equal,
+    expect_raises,
     expect_rejected,
 )
 from acmi_core.testing.conformance.helpers import BASE_TS, exists
@@ -36,18 +38,27 @@ class _Clock:
         return self.now
 
 
+STEPS = ("build", "test", "deploy", "s")
+
+
 @contextmanager
-def _tenant(ctx: Context) -> Iterator[tuple[Acmi, _Clock]]:
-    """The context's tenant on a hand-moved clock; its feed and agent sets deleted after."""
+def _tenant(ctx: Context, *workflows: str, require: bool = True) -> Iterator[tuple[Acmi, _Clock]]:
+    """The context's tenant on a hand-moved clock, with ACMI_WORKFLOW_REQUIRE_ASSESSMENT
+    ``require``; its feed, agent sets and the ``workflows``' pending runs deleted after."""
     base = ctx.tenant()
     clock = _Clock()
-    acmi = Acmi(base.store, base.settings, tenant=base.tenant, clock=clock)
+    settings = base.settings.model_copy(update={"workflow_require_assessment": require})
+    acmi = Acmi(base.store, settings, tenant=base.tenant, clock=clock)
     try:
         yield acmi, clock
     finally:
         acmi.store.execute(("DEL", acmi.keys.lessons()))
         for agent in (AGENT, "agent:conf-other"):
             acmi.store.execute(("DEL", acmi.keys.agent_workflows(EntityId.parse(agent))))
+        for wf in workflows:
+            for step in STEPS:
+                key = acmi.keys.workflow_pending(EntityId.parse(wf), step)
+                acmi.store.execute(("DEL", key))
 
 
 def _members(acmi: Acmi, key: str) -> list[bytes]:
@@ -67,7 +78,7 @@ def _steps(events: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
 @check("workflows", "execute, assess and improve store Comms events and the indexes")
 def workflows_write(ctx: Context) -> None:
     wf = ctx.entity("workflow", "w")
-    with _tenant(ctx) as (acmi, clock):
+    with _tenant(ctx, wf) as (acmi, clock):
         ran = acmi.workflows.execute(wf, "build", AGENT, correlation_id="run-1")
         clock.now += 1
         scored = acmi.workflows.assess(
@@ -99,7 +110,7 @@ def workflows_write(ctx: Context) -> None:
 @check("workflows", "unassessed: by step and correlationId, assessed at or after")
 def workflows_unassessed(ctx: Context) -> None:
     wf = ctx.entity("workflow", "u")
-    with _tenant(ctx) as (acmi, clock):
+    with _tenant(ctx, wf, require=False) as (acmi, clock):  # executions only reported
         w = acmi.workflows
         w.execute(wf, "build", AGENT, correlation_id="r1")
         clock.now += 1
@@ -120,10 +131,32 @@ def workflows_unassessed(ctx: Context) -> None:
         expect_equal(scores["build"]["last"], 90, "last build score")
 
 
+@check("workflows", "execute: refused while an earlier run of the step has no assessment")
+def workflows_require_assessment(ctx: Context) -> None:
+    wf = ctx.entity("workflow", "r")
+    with _tenant(ctx, wf) as (acmi, clock):
+        w = acmi.workflows
+        ran = w.execute(wf, "build", AGENT, correlation_id="r1")
+        clock.now += 1
+        exc = expect_raises(
+            Conflict, lambda: w.execute(wf, "build", AGENT, correlation_id="r2"), "unassessed run"
+        )
+        expect_equal((exc.field, exc.rule), ("step", "assessment_required"), "field and rule")
+        expect("run r1" in exc.message, f"the message names the run: {exc.message}")
+        expect_equal(acmi.timeline.read(wf).to_dicts(), [ran.to_dict()], "nothing written")
+        w.execute(wf, "test", AGENT, correlation_id="r2")  # another step: its own cycle
+        w.assess(wf, "build", 80, [], AGENT, correlation_id="r1")
+        clock.now += 1
+        w.execute(wf, "build", AGENT, correlation_id="r2")
+        expect_equal(
+            _steps(w.unassessed(wf).executions), [("build", "r2"), ("test", "r2")], "unassessed"
+        )
+
+
 @check("workflows", "lessons: of a workflow, of an agent's workflows; the feed keeps 1,000")
 def workflows_lessons(ctx: Context) -> None:
     mine, theirs = ctx.entity("workflow", "m"), ctx.entity("workflow", "t")
-    with _tenant(ctx) as (acmi, clock):
+    with _tenant(ctx, mine, theirs) as (acmi, clock):
         feed = acmi.keys.lessons()
         filler: list[Any] = []
         for i in range(LESSONS_CAP):
@@ -146,7 +179,7 @@ def workflows_lessons(ctx: Context) -> None:
 @check("workflows", "bad step, score, criteria or lesson is rejected, nothing stored")
 def workflows_rejected(ctx: Context) -> None:
     wf = ctx.entity("workflow", "bad")
-    with _tenant(ctx) as (acmi, _):
+    with _tenant(ctx, wf) as (acmi, _):
         w = acmi.workflows
         cases: list[tuple[Callable[[], object], str, str]] = [
             (lambda: w.assess(wf, "s", 101, [], AGENT), "score", "range"),
