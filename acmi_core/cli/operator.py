@@ -70,7 +70,10 @@ def map_args(entries: list[str] | None, mapping_json: str | None) -> dict[str, s
 @sources.command("set")
 def sources_set(
     source: Annotated[
-        str, typer.Argument(help="make | n8n | gmail | generic | slack | github, or <one>-<name>")
+        str,
+        typer.Argument(
+            help="make | n8n | gmail | generic | slack | github | vapi, or <one>-<name>"
+        ),
     ],
     hmac_secret_env: Annotated[
         str | None, typer.Option(help="env var holding the HMAC secret (not argv)")

@@ -48,7 +48,8 @@ class SourceConfig(BaseModel):
 
     source: str
     kind: str = Field(
-        description="the source table entry it uses: make, n8n, gmail, generic, slack, github",
+        description="the source table entry it uses: make, n8n, gmail, generic, slack, github,"
+        " vapi",
     )
     hmac_secret: str | None = Field(default=None, repr=False, min_length=MIN_HMAC_SECRET)
     push_token_hash: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")

@@ -479,3 +479,93 @@ def map_github(webhook: WebhookBody) -> Mapped:
     named = (("github-repo", full_name), ("github-org", org))
     lacking = ("body.repository", "the delivery names no repository or organization")
     return _one_event(webhook, out, delivery, named, lacking)
+
+
+# The Vapi server messages mapped (an assistant's serverMessages); a Vapi assistant sends
+# others only if configured to, and each is refused by name rather than stored as noise.
+VAPI_MESSAGES: Final = ("end-of-call-report", "status-update", "tool-calls")
+
+
+def _vapi_text(data: Any, name: str) -> str | None:
+    value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _vapi_summary(kind: str, message: dict[str, Any], who: str) -> str:
+    if kind == "end-of-call-report":
+        analysis = message.get("analysis")
+        said = _vapi_text(analysis, "summary")
+        reason = _vapi_text(message, "endedReason") or "ended"
+        return f"Call with {who} ({reason}): {said}" if said else f"Call with {who}: {reason}"
+    if kind == "status-update":
+        status = _vapi_text(message, "status") or "unknown"
+        ended = _vapi_text(message, "endedReason")
+        return f"Call with {who}: {status}" + (f" ({ended})" if ended else "")
+    calls = message.get("toolCallList")
+    names = [
+        name
+        for call in (calls if isinstance(calls, list) else [])
+        if (name := _vapi_text(call.get("function") if isinstance(call, dict) else None, "name"))
+    ]
+    return f"Call with {who} asked for: {', '.join(names) or 'a tool'}"
+
+
+def map_vapi(webhook: WebhookBody) -> Mapped:
+    """A Vapi server message (``{"message": {...}}``): an ``end-of-call-report``,
+    ``status-update`` or ``tool-calls`` is one event, on the caller's timeline
+    (``?entity=``, the source's entity, else ``vapi-customer:<number>``) and on the
+    call's (``vapi-call:<call id>``), the same correlationId on both. The sender's id is
+    the call id with the message type (and the status, or the first tool call's id): Vapi
+    may deliver a message twice, and the second stores nothing. Only the call's own fields
+    are kept (ids, customer number, status, ended reason, analysis, transcript, recording,
+    cost, tool calls); the assistant's configuration that rides along is not."""
+    body = webhook.body
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, dict):
+        raise AcmiValidationError("body.message", "object", "must be a Vapi server message")
+    kind = _required_str(message, "type", "body.message", "the server message's type")
+    if kind not in VAPI_MESSAGES:
+        raise AcmiValidationError(
+            "body.message.type", "unsupported", f"must be one of {', '.join(VAPI_MESSAGES)}"
+        )
+    call = message.get("call")
+    if not isinstance(call, dict):
+        raise AcmiValidationError("body.message.call", "object", "must be the Vapi call object")
+    call_id = _required_str(call, "id", "body.message.call", "the call's id")
+    customer = message.get("customer") or call.get("customer")
+    number = _vapi_text(customer, "number")
+    caller: str | None = webhook.entity or webhook.default_entity
+    if caller is None and number:
+        caller = f"vapi-customer:{sanitized(number.lstrip('+'))}"
+    given = message.get("artifact")
+    artifact: dict[str, Any] = given if isinstance(given, dict) else {}
+    tool_calls = message.get("toolCallList")
+    detail: dict[str, Any] = {
+        "call_id": call_id,
+        "call_type": call.get("type"),
+        "customer_number": number,
+        "status": message.get("status"),
+        "ended_reason": message.get("endedReason"),
+        "analysis": message.get("analysis"),
+        "transcript": artifact.get("transcript") or message.get("transcript"),
+        "recording_url": artifact.get("recordingUrl") or message.get("recordingUrl"),
+        "duration_seconds": message.get("durationSeconds"),
+        "cost": message.get("cost"),
+        "tool_calls": tool_calls if isinstance(tool_calls, list) else None,
+    }
+    discriminator = kind
+    if kind == "status-update":
+        discriminator += f":{_vapi_text(message, 'status') or ''}"
+    elif kind == "tool-calls" and isinstance(tool_calls, list) and tool_calls:
+        discriminator += f":{_vapi_text(tool_calls[0], 'id') or ''}"
+    sender_id = f"{call_id}:{discriminator}"
+    event = {
+        "source": webhook.source,
+        "kind": f"vapi.{kind}",
+        "correlationId": f"vapi-{sender_id}",
+        "summary": truncate(_vapi_summary(kind, message, number or "a caller")),
+        "payload": {k: v for k, v in detail.items() if v is not None},
+    }
+    call_entity = f"vapi-call:{sanitized(call_id)}"
+    entities = [caller, call_entity] if caller and caller != call_entity else [call_entity]
+    return Mapped([Delivery(entity, event) for entity in entities], sender_id=sender_id)

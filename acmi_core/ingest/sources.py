@@ -22,6 +22,7 @@ from acmi_core.ingest.mappers import (
     map_github,
     map_gmail,
     map_slack,
+    map_vapi,
 )
 from acmi_core.ingest.webhook import Mapper
 
@@ -117,6 +118,14 @@ SOURCES: Final[tuple[SourceSpec, ...]] = (
         idempotency="sender",
         signature="github",
         headers=(GITHUB_EVENT_HEADER, GITHUB_DELIVERY_HEADER),
+    ),
+    SourceSpec(
+        "vapi",
+        "Vapi server messages (end-of-call-report, status-update, tool-calls): the call on"
+        " the caller's and the call's timelines",
+        map_vapi,
+        # Vapi may send a message twice: the call id and message type identify it.
+        idempotency="sender",
     ),
 )
 

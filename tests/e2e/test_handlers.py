@@ -59,6 +59,7 @@ EXPECTED: dict[str, int] = {
     "ingest.gmail-pubsub": 201,
     "ingest.slack": 201,
     "ingest.github": 201,
+    "ingest.vapi": 201,
     "ingest.no-auth": 401,
     "ingest.unknown-source": 400,
     "entities.get": 200,
@@ -140,6 +141,11 @@ STORED: dict[str, tuple[str, int]] = {
     "ingest.gmail-pubsub": ("user:mikey", 1),
     "ingest.slack": ("slack-channel:C0LAN2Q65", 1),
     "ingest.github": ("github-repo:acme-corp_platform", 1),
+    "ingest.vapi": ("vapi-customer:14155550123", 2),
+}
+# Deliveries whose events go to several entities: each event's entity, in order.
+SPREAD: dict[str, tuple[str, ...]] = {
+    "ingest.vapi": ("vapi-customer:14155550123", "vapi-call:4f1b5c7e-93a2-4b8e-9d61-0c2f7a9e5b13"),
 }
 
 # Files answered with Markdown: a line the body must contain.
@@ -152,6 +158,7 @@ WEBHOOK_RETRIES = (
     "ingest.gmail-pubsub",
     "ingest.slack",
     "ingest.github",
+    "ingest.vapi",
 )
 # The signing secrets the slack and github samples are signed with, and the time the
 # Slack sample was signed at (its X-Slack-Request-Timestamp; the auth clock is held there).
@@ -329,10 +336,12 @@ def test_event_file_through_the_handler(name: str, harness: Harness) -> None:
         entity, count = STORED[name]
         assert harness.snapshot() != before, f"{name}: nothing was stored"
         assert body["stored"] == count, body
-        assert [e["entity"] for e in body["events"]] == [entity] * count
-        timeline = harness.acmi.timeline.read(entity)
-        stored_ids = [e.correlationId for e in timeline]
-        assert sorted(stored_ids) == sorted(e["correlationId"] for e in body["events"])
+        entities = SPREAD.get(name, (entity,) * count)
+        assert [e["entity"] for e in body["events"]] == list(entities)
+        for one in set(entities):
+            stored_ids = [e.correlationId for e in harness.acmi.timeline.read(one)]
+            answered = [e["correlationId"] for e in body["events"] if e["entity"] == one]
+            assert sorted(stored_ids) == sorted(answered)
     elif name == "docs.openapi":
         assert body["openapi"].startswith("3.")
         assert "/v1/entities/{entity}/events" in body["paths"]
@@ -385,6 +394,21 @@ def test_slack_and_github_samples_map_their_senders_fields(harness: Harness) -> 
     )
 
 
+def test_vapi_sample_is_one_call_on_the_callers_and_the_calls_timelines(
+    harness: Harness,
+) -> None:
+    customer, call = json_body(harness.invoke("ingest.vapi"))["events"]
+    assert (customer["entity"], call["entity"]) == SPREAD["ingest.vapi"]
+    assert (
+        customer["correlationId"]
+        == call["correlationId"]
+        == ("vapi-4f1b5c7e-93a2-4b8e-9d61-0c2f7a9e5b13:end-of-call-report")
+    )
+    assert customer["kind"] == "vapi.end-of-call-report"
+    assert customer["summary"].startswith("Call with +14155550123 (customer-ended-call)")
+    assert "transcript" in customer["payload"] and "assistant" not in customer["payload"]
+
+
 @pytest.mark.parametrize("name", WEBHOOK_RETRIES)
 def test_webhook_retried_three_times_stores_one_event(name: str, harness: Harness) -> None:
     first, second, third = (harness.invoke(name) for _ in range(3))
@@ -392,7 +416,7 @@ def test_webhook_retried_three_times_stores_one_event(name: str, harness: Harnes
     assert header(first, "idempotent-replayed") is None
     # a replay answers the count and each stored event's ids, never the event data
     minimal = {
-        "stored": 1,
+        "stored": len(json_body(first)["events"]),
         "events": [
             {k: e[k] for k in ("entity", "ts", "correlationId")} for e in json_body(first)["events"]
         ],
@@ -402,7 +426,8 @@ def test_webhook_retried_three_times_stores_one_event(name: str, harness: Harnes
         assert json_body(retry) == minimal
         assert header(retry, "idempotent-replayed") == "true"
     entity, _ = STORED[name]
-    assert len(harness.acmi.timeline.read(entity)) == 1
+    for one in SPREAD.get(name, (entity,)):
+        assert len(harness.acmi.timeline.read(one)) == 1
 
 
 def test_invalid_events_after_valid_ones_leave_the_data_alone(harness: Harness) -> None:

@@ -55,6 +55,7 @@ IMPORT_NAMES = {
     "fastapi-offline": "fastapi_offline",
     "opentelemetry-api": "opentelemetry",
     "openai-agents": "agents",
+    "google-genai": "google",
 }
 
 # Runs ``args["steps"]`` where only ``args["allowed"]`` top-level packages import; for each

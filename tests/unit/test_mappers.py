@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from acmi_core.ingest.mappers import (
     map_automation,
     map_generic,
     map_gmail,
+    map_vapi,
 )
 from acmi_core.ingest.sources import SOURCES, source_spec
 from acmi_core.ingest.webhook import WebhookBody, body_digest
@@ -150,3 +152,71 @@ def test_every_source_row_has_a_working_mapper_and_a_resolvable_name() -> None:
     with pytest.raises(AcmiValidationError) as err:
         source_spec("zapier")
     assert (err.value.field, err.value.rule) == ("source", "unknown")
+
+
+VAPI = Path(__file__).resolve().parents[1] / "fixtures" / "vapi"
+VAPI_CALL = "vapi-call:4f1b5c7e-93a2-4b8e-9d61-0c2f7a9e5b13"
+
+
+def vapi(name: str) -> Any:
+    return json.loads((VAPI / f"{name}.json").read_text())
+
+
+def test_vapi_end_of_call_report_goes_to_the_caller_and_the_call() -> None:
+    mapped = map_vapi(webhook(vapi("end-of-call-report"), source="vapi"))
+    assert [d.entity for d in mapped.deliveries] == ["vapi-customer:14155550123", VAPI_CALL]
+    first, second = (d.event for d in mapped.deliveries)
+    assert first == second  # one event, the same correlationId on both timelines
+    assert first["kind"] == "vapi.end-of-call-report"
+    assert first["correlationId"] == f"vapi-{mapped.sender_id}"
+    assert mapped.sender_id == "4f1b5c7e-93a2-4b8e-9d61-0c2f7a9e5b13:end-of-call-report"
+    assert first["summary"].startswith("Call with +14155550123 (customer-ended-call): ")
+    payload = first["payload"]
+    assert payload["transcript"].startswith("AI: Hi, this is Acme support.")
+    assert payload["recording_url"].endswith("-mono.wav")
+    assert payload["duration_seconds"] == 107.773 and payload["cost"] == 0.1876
+    assert "assistant" not in payload and "costs" not in payload  # config stays out
+
+
+def test_vapi_status_updates_and_tool_calls_each_have_their_own_sender_id() -> None:
+    status = map_vapi(webhook(vapi("status-update"), source="vapi"))
+    assert status.deliveries[0].event["kind"] == "vapi.status-update"
+    assert status.deliveries[0].event["summary"] == "Call with +14155550123: in-progress"
+    assert status.sender_id == "4f1b5c7e-93a2-4b8e-9d61-0c2f7a9e5b13:status-update:in-progress"
+    tools = map_vapi(webhook(vapi("tool-calls"), source="vapi", entity="customer:acme"))
+    assert [d.entity for d in tools.deliveries] == ["customer:acme", VAPI_CALL]
+    event = tools.deliveries[0].event
+    assert event["summary"] == "Call with +14155550123 asked for: get_status_report"
+    assert event["payload"]["tool_calls"][0]["function"]["name"] == "get_status_report"
+    assert tools.sender_id is not None and tools.sender_id.endswith(
+        ":tool-calls:call_Vq3hYx8k2LmN5pR7sT9uW1aB"
+    )
+
+
+def test_vapi_web_call_without_a_number_is_the_call_timeline_only() -> None:
+    body = vapi("status-update")
+    del body["message"]["customer"], body["message"]["call"]["customer"]
+    mapped = map_vapi(webhook(body, source="vapi"))
+    assert [d.entity for d in mapped.deliveries] == [VAPI_CALL]
+    assert mapped.deliveries[0].event["summary"] == "Call with a caller: in-progress"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "rule"),
+    [
+        ([], "body.message", "object"),
+        ({"message": "hi"}, "body.message", "object"),
+        ({"message": {"call": {"id": "c"}}}, "body.message.type", "required"),
+        (
+            {"message": {"type": "speech-update", "call": {"id": "c"}}},
+            "body.message.type",
+            "unsupported",
+        ),
+        ({"message": {"type": "status-update"}}, "body.message.call", "object"),
+        ({"message": {"type": "status-update", "call": {}}}, "body.message.call.id", "required"),
+    ],
+)
+def test_vapi_refuses_what_is_not_a_mapped_server_message(body: Any, field: str, rule: str) -> None:
+    with pytest.raises(AcmiValidationError) as caught:
+        map_vapi(webhook(body, source="vapi"))
+    assert (caught.value.field, caught.value.rule) == (field, rule)
