@@ -912,6 +912,12 @@ class TimelineAPI(_Slot):
         return reply
 
 
+def deletable(entity: str | EntityId) -> EntityId:
+    """The entity a delete names: any id a list prints, unless it holds ':'."""
+    eid = EntityId.parse_listed(entity)
+    return EntityId.parse(entity) if ":" in eid.local_id else eid
+
+
 def _bounds(since_ms: float | None, until_ms: float | None) -> tuple[str, str]:
     low = _bound(since_ms, "since_ms", "-inf")
     high = _bound(until_ms, "until_ms", "+inf")
@@ -1119,9 +1125,10 @@ class EntityAPI:
 
     def delete(self, entity: str | EntityId) -> None:
         """Every key of the entity (extensions included), its index entry and its place in
-        the tenant's change, activity, wake and hygiene indexes, atomically. Any id a list
-        prints (``parse_listed``: another writer's ``user:mikey@example.com`` too)."""
-        eid = EntityId.parse_listed(entity)
+        the tenant's change, activity, wake and hygiene indexes, atomically. An id another
+        writer made (``user:mikey@example.com``, ``parse_listed``) too, but not one holding
+        ':' (``user:del:profile`` reads as a key's name: refused as ``parse`` refuses it)."""
+        eid = deletable(entity)
         plan = WritePlan()
         keys = self._ctx.keys.of(eid)
         for key in keys.all_slots(eid):

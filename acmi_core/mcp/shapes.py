@@ -19,6 +19,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.base.durations import window
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId
+from acmi_core.entities.api import deletable
 from acmi_core.entities.results import EntityBody, EntityListBody
 from acmi_core.memory.results import ActiveRead, Exported, Handoff, HandoffTakenTool, Imported
 from acmi_core.memory.tree import parse_texts, tree_texts
@@ -122,7 +123,7 @@ def _delete_target(entity: str) -> EntityId:
         raise AcmiValidationError(
             "entity", "entity_not_key", "is a Redis key; give the entity '<category>:<id>'"
         )
-    return EntityId.parse_listed(entity)  # any id a list prints (another writer's too)
+    return deletable(entity)  # another writer's id too, unless it holds ':' (a key's name)
 
 
 def delete(acmi: Acmi, scope: Scope, q: p.DeleteParams) -> dict[str, Any]:

@@ -127,7 +127,16 @@ def test_sources_list_and_get_show_what_exists_never_a_secret(
     assert code == 0, err
     by_name = {row["source"]: row for row in listed}
     # every sender of the table, configured or not, and the named one; not the other tenant's
-    assert set(by_name) == {"make", "n8n", "gmail", "generic", "slack", "github", "n8n-billing"}
+    assert set(by_name) == {
+        "make",
+        "n8n",
+        "gmail",
+        "generic",
+        "slack",
+        "github",
+        "vapi",
+        "n8n-billing",
+    }
     assert by_name["n8n"] == {"source": "n8n", "kind": "n8n", "configured": False}
     assert by_name["n8n-billing"] == {
         "source": "n8n-billing",

@@ -551,6 +551,7 @@ def test_round_trips_per_call_on_upstash(upstash_double: UpstashDouble) -> None:
         warm = Acmi(store, Settings())
         warm.signals.set("user:warm", "k", 1)
         warm.get("user:warm")  # and a read's page script, in the plain form a pipeline sends
+        warm.timeline.append("user:warm", note("warm", "w1"))  # and the append's lean script
         for handler in configured(mcp_handler, store):
             hello = {"entity": "user:a", "event": note("hello", "h1")}
             steps = {
