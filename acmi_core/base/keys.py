@@ -85,6 +85,9 @@ MEMORY_HOT: Final = "memory:hot"  # ACTIVE-CONTEXT.md: hot.<section>, hot.update
 MEMORY_WARM: Final = "memory:warm"  # MEMORY.md: warm.<section>, warm.topics
 # heartbeat-state.json: heartbeat.<key>, the hygiene job's bookkeeping included
 MEMORY_HEARTBEAT: Final = "memory:heartbeat"
+# HASH line digest -> the line's embedding, 6-bit quantised, one ASCII byte a dimension
+# (acmi_core.memory.embeddings): written with the line, read whole by memory search
+MEMORY_VECTORS: Final = "memory:vectors"
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -98,6 +101,7 @@ EXTENSION_SLOTS: Final = (
     MEMORY_HOT,
     MEMORY_WARM,
     MEMORY_HEARTBEAT,
+    MEMORY_VECTORS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 

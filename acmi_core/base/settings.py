@@ -169,6 +169,20 @@ def _summarizer(value: Any, name: str) -> None:
         raise AcmiValidationError(name, "summarizer", SUMMARIZER_RULE)
 
 
+# memory search's embeddings (acmi_core.memory.embeddings): the bundled offline model, a
+# Bedrock model id (Titan text embeddings v2), any OpenAI-compatible model, or none
+EMBEDDINGS: Final = re.compile(
+    r"none|wordllama|openai:[A-Za-z0-9._:/@-]{1,100}"
+    r"|bedrock:[a-z0-9-]{1,32}\.[a-z0-9][a-z0-9.:-]{0,99}"
+)
+EMBEDDINGS_RULE: Final = "must be none, wordllama, openai:<model> or bedrock:<model-id>"
+
+
+def _embeddings(value: Any, name: str) -> None:
+    if not EMBEDDINGS.fullmatch(str(value)):
+        raise AcmiValidationError(name, "embeddings", EMBEDDINGS_RULE)
+
+
 MCP_TOOL_SETS: Final = ("ours", "reference", "all")
 
 
@@ -428,6 +442,19 @@ class Settings(BaseSettings):
         "ACMI_LLM_BASE_URL",
         None,
         "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
+    )
+    # memory search (acmi_core.memory.embeddings); unset: wordllama when installed, else none
+    embeddings: Annotated[str | None, _rule(_embeddings)] = _var(
+        "ACMI_EMBEDDINGS",
+        None,
+        "memory search's embeddings: wordllama (offline, the default when installed),"
+        " bedrock:<model-id>, openai:<model> or none (keyword only)",
+    )
+    embeddings_base_url: Url = _var(
+        "ACMI_EMBEDDINGS_BASE_URL",
+        None,
+        "base URL of the openai:<model> embeddings (an OpenAI-compatible server;"
+        " default: ACMI_LLM_BASE_URL, else OpenAI's)",
     )
     # memory hygiene: where raw archived events go (s3://bucket/prefix; None: nowhere, and
     # then nothing is trimmed from a live timeline)
