@@ -1,9 +1,9 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
 Runs every section (round_trips, latency, cold_start, throughput, write_limits,
-coordination, jobs, client_cpu, lambda_path, scaling, cluster), prints its tables as it goes,
-writes all figures to JSON (default bench/results/latest.json, git-ignored) and, after a
-full run of every section, the committed summary bench/RESULTS.md."""
+coordination, jobs, client_cpu, lambda_path, scaling, cluster, semantic), prints its
+tables as it goes, writes all figures to JSON (default bench/results/latest.json,
+git-ignored) and, after a full run of every section, the committed summary bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from bench import (
     latency,
     round_trips,
     scaling,
+    semantic,
     throughput,
     write_limits,
 )
@@ -47,6 +48,7 @@ SECTIONS = (
     "lambda_path",
     "scaling",
     "cluster",
+    "semantic",
 )
 TITLES = {
     "round_trips": round_trips.TITLE,
@@ -60,6 +62,7 @@ TITLES = {
     "lambda_path": lambda_path.TITLE,
     "scaling": scaling.TITLE,
     "cluster": cluster.TITLE,
+    "semantic": semantic.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -144,6 +147,7 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "lambda_path": lambda s: lambda_path.run(s, quick=args.quick),
         "scaling": lambda s: scaling.run(s, quick=args.quick),
         "cluster": lambda s: cluster.run(s, quick=args.quick),
+        "semantic": lambda s: semantic.run(s, quick=args.quick),
     }
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 K1: Final = 1.2
 B: Final = 0.75
 # the weight of the embeddings' side in the sum (the keyword side has 1 - this)
-VECTOR_WEIGHT: Final = 0.6
+VECTOR_WEIGHT: Final = 0.8
 # a line below this similarity is no semantic hit (a static model's unrelated lines sit
 # mostly below 0.1)
 MIN_SIMILARITY: Final = 0.1
