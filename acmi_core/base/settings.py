@@ -2,7 +2,11 @@
 :class:`Settings` whose ``validation_alias`` is the variable (:data:`ENVIRONMENT` lists
 them), parsed and checked there, and a bad value raises an error that names the variable.
 Nothing in acmi_core writes the environment; entry points (the CLI, the Lambda kit) pass a
-mapping in where they need another one."""
+mapping in where they need another one.
+
+One module: the environment is one model, so every variable, its rule and its README row
+are read in one place (tests/unit/test_settings.py holds the table to it), and a rule
+split elsewhere would be a second place that parses the environment."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -165,7 +166,11 @@ def provider_name(settings: Settings) -> str:
     """``ACMI_EMBEDDINGS``, unset resolved: wordllama when installed, else none."""
     if settings.embeddings is not None:
         return settings.embeddings
-    return "wordllama" if importlib.util.find_spec("wordllama") is not None else "none"
+    try:
+        found = importlib.util.find_spec("wordllama") is not None
+    except (ImportError, ValueError):  # an import hook that refuses it: not installed
+        found = False
+    return "wordllama" if found else "none"
 
 
 _built: dict[tuple[str, str | None, str | None], Embedder | None] = {}
@@ -255,6 +260,28 @@ def quantise(matrix: Matrix) -> list[str]:
     return [row.astype(np.uint8).tobytes().decode("ascii") for row in levels]
 
 
+# (provider, line) -> its stored text: a write re-sends a whole field (a list of lines),
+# so a warm process embeds only the lines it has not seen (a remote call each, else)
+_SEEN: OrderedDict[tuple[str, str], str] = OrderedDict()
+_SEEN_LOCK = threading.Lock()
+SEEN_LINES: Final = 8_192
+
+
+def embedded(embedder: Embedder, texts: Sequence[str]) -> list[tuple[str, str]]:
+    """(text, stored vector text) for each of ``texts``, embedding only the unseen."""
+    with _SEEN_LOCK:
+        known = {t: _SEEN[(embedder.name, t)] for t in texts if (embedder.name, t) in _SEEN}
+    fresh = [t for t in texts if t not in known]
+    if fresh:
+        for text, value in zip(fresh, quantise(embedder.embed(fresh)), strict=True):
+            known[text] = value
+            with _SEEN_LOCK:
+                _SEEN[(embedder.name, text)] = value
+                while len(_SEEN) > SEEN_LINES:
+                    _SEEN.popitem(last=False)
+    return [(t, known[t]) for t in texts]
+
+
 def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
     """Stored texts back to unit rows (a value of another length is a zero row)."""
     import numpy as np
@@ -277,6 +304,7 @@ __all__ = [
     "WordLlama",
     "dequantise",
     "digest",
+    "embedded",
     "embedder_for",
     "index_text",
     "provider_name",

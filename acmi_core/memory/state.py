@@ -30,8 +30,8 @@ from acmi_core.memory.embeddings import (
     MAX_EMBED_LINES,
     EmbeddingError,
     digest,
+    embedded,
     embedder_for,
-    quantise,
     texts_of,
 )
 from acmi_core.memory.layers import (
@@ -454,9 +454,7 @@ class MemoryCommands:
             try:
                 embedder = embedder_for(ctx.settings)
                 if embedder is not None:
-                    stored = quantise(embedder.embed(unique))
-                    pairs = zip(unique, stored, strict=True)
-                    fields = [(digest(embedder.name, t), v) for t, v in pairs]
+                    fields = [(digest(embedder.name, t), v) for t, v in embedded(embedder, unique)]
             except EmbeddingError:
                 fields = []
         key = ctx.keys.slot(eid, MEMORY_VECTORS)
