@@ -28,7 +28,7 @@ from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from bench._infra import ROOT, Column, RedisServer, UpstashDouble, table_of
 
-TITLE = "Semantic memory search: recall, fusion, latency, bytes per line"
+TITLE = "12. Semantic memory search: recall, fusion, latency, bytes per line"
 QUERIES: Final = ROOT / "bench" / "data" / "semantic_queries.json"
 TREE: Final = ROOT / "tests" / "fixtures" / "memory_tree"
 OWNER: Final = "agent:atlas"
