@@ -1,10 +1,9 @@
 """python -m bench [--quick] [--json PATH] [--only SECTION ...]
 
 Runs every section (round_trips, latency, cold_start, throughput, write_limits,
-coordination, jobs, client_cpu, lambda_path, scaling, cluster, density), prints its tables
-as it goes,
-writes all figures to JSON (default bench/results/latest.json, git-ignored) and, after a
-full run of every section, the committed summary bench/RESULTS.md."""
+coordination, jobs, client_cpu, lambda_path, scaling, cluster, density, semantic), prints
+its tables as it goes, writes all figures to JSON (default bench/results/latest.json,
+git-ignored) and, after a full run of every section, the committed summary bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -32,6 +31,7 @@ from bench import (
     latency,
     round_trips,
     scaling,
+    semantic,
     throughput,
     write_limits,
 )
@@ -50,6 +50,7 @@ SECTIONS = (
     "scaling",
     "cluster",
     "density",
+    "semantic",
 )
 TITLES = {
     "round_trips": round_trips.TITLE,
@@ -64,6 +65,7 @@ TITLES = {
     "scaling": scaling.TITLE,
     "cluster": cluster.TITLE,
     "density": density.TITLE,
+    "semantic": semantic.TITLE,
 }
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -149,6 +151,7 @@ def _runners(args: argparse.Namespace) -> dict[str, Section]:
         "scaling": lambda s: scaling.run(s, quick=args.quick),
         "cluster": lambda s: cluster.run(s, quick=args.quick),
         "density": lambda s: density.run(s, quick=args.quick),
+        "semantic": lambda s: semantic.run(s, quick=args.quick),
     }
 
 

@@ -35,6 +35,10 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "anthropic": "examples",
     "openai": "examples",
     "google": "examples",
+    "wordllama": "semantic",
+    "numpy": "semantic",
+    "safetensors": "semantic",
+    "tokenizers": "semantic",
 }
 
 

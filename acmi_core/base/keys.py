@@ -90,6 +90,9 @@ MEMORY_HEARTBEAT: Final = "memory:heartbeat"
 # namespace of the long-term memory store (acmi_core.entities.items, the LangGraph store):
 # a slot of its own, never the profile or signals.
 STORE_ITEMS: Final = "store:items"
+# HASH line digest -> the line's embedding, 6-bit quantised, one ASCII byte a dimension
+# (acmi_core.memory.embeddings): written with the line, read whole by memory search
+MEMORY_VECTORS: Final = "memory:vectors"
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -104,6 +107,7 @@ EXTENSION_SLOTS: Final = (
     MEMORY_WARM,
     MEMORY_HEARTBEAT,
     STORE_ITEMS,
+    MEMORY_VECTORS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 

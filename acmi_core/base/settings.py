@@ -2,7 +2,11 @@
 :class:`Settings` whose ``validation_alias`` is the variable (:data:`ENVIRONMENT` lists
 them), parsed and checked there, and a bad value raises an error that names the variable.
 Nothing in acmi_core writes the environment; entry points (the CLI, the Lambda kit) pass a
-mapping in where they need another one."""
+mapping in where they need another one.
+
+One module: the environment is one model, so every variable, its rule and its README row
+are read in one place (tests/unit/test_settings.py holds the table to it), and a rule
+split elsewhere would be a second place that parses the environment."""
 
 from __future__ import annotations
 
@@ -167,6 +171,20 @@ SUMMARIZER_RULE: Final = (
 def _summarizer(value: Any, name: str) -> None:
     if not SUMMARIZER.fullmatch(str(value)):
         raise AcmiValidationError(name, "summarizer", SUMMARIZER_RULE)
+
+
+# memory search's embeddings (acmi_core.memory.embeddings): the bundled offline model, a
+# Bedrock model id (Titan text embeddings v2), any OpenAI-compatible model, or none
+EMBEDDINGS: Final = re.compile(
+    r"none|wordllama|openai:[A-Za-z0-9._:/@-]{1,100}"
+    r"|bedrock:[a-z0-9-]{1,32}\.[a-z0-9][a-z0-9.:-]{0,99}"
+)
+EMBEDDINGS_RULE: Final = "must be none, wordllama, openai:<model> or bedrock:<model-id>"
+
+
+def _embeddings(value: Any, name: str) -> None:
+    if not EMBEDDINGS.fullmatch(str(value)):
+        raise AcmiValidationError(name, "embeddings", EMBEDDINGS_RULE)
 
 
 MCP_TOOL_SETS: Final = ("ours", "reference", "all")
@@ -442,6 +460,19 @@ class Settings(BaseSettings):
         "ACMI_LLM_BASE_URL",
         None,
         "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
+    )
+    # memory search (acmi_core.memory.embeddings); unset: wordllama when installed, else none
+    embeddings: Annotated[str | None, _rule(_embeddings)] = _var(
+        "ACMI_EMBEDDINGS",
+        None,
+        "memory search's embeddings: wordllama (offline, the default when installed),"
+        " bedrock:<model-id>, openai:<model> or none (keyword only)",
+    )
+    embeddings_base_url: Url = _var(
+        "ACMI_EMBEDDINGS_BASE_URL",
+        None,
+        "base URL of the openai:<model> embeddings (an OpenAI-compatible server;"
+        " default: ACMI_LLM_BASE_URL, else OpenAI's)",
     )
     # memory hygiene: where raw archived events go (s3://bucket/prefix; None: nowhere, and
     # then nothing is trimmed from a live timeline)

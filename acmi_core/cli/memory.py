@@ -77,8 +77,12 @@ def search(
     archive: Annotated[
         str | None, typer.Option(help="also the raw archived events there: " + ARCHIVE_HELP)
     ] = None,
+    mode: Annotated[
+        str, typer.Option(help="hybrid (words and meaning: BM25 + embeddings) or keyword")
+    ] = "hybrid",
 ) -> None:
-    """Search every layer, fast to slow, ranked (with --api: the API's own archive)."""
+    """Search every layer by words and meaning, fast to slow, ranked (with --api: the
+    API's own archive)."""
     if state().remote() is not None:
         if archive is not None:
             raise AcmiValidationError(
@@ -87,7 +91,7 @@ def search(
         found = (
             state()
             .backend()
-            .call("memory.search", entity=entity, query=" ".join(query), limit=limit)
+            .call("memory.search", entity=entity, query=" ".join(query), limit=limit, mode=mode)
         )
         emit(found, state().output)
         return
@@ -96,7 +100,7 @@ def search(
     acmi, memory = _memory()
     dest, no_sink = _archive(acmi, archive)
     reader = archived_reader(acmi, dest) if dest else None
-    found = memory.search(entity, " ".join(query), limit=limit, archived=reader)
+    found = memory.search(entity, " ".join(query), limit=limit, archived=reader, mode=mode)
     if no_sink:
         found["notes"] = [no_sink]
     emit(found, state().output)

@@ -633,7 +633,9 @@ def _hitl_resolve(b: HttpBackend, q: p.HitlResolveParams) -> Any:
 
 def _memory_search(b: HttpBackend, q: p.MemorySearchParams) -> Any:
     # archived: the API's own archive (its ACMI_ARCHIVE_URL), as the store's default
-    return b.send("memory.search", entity=q.entity, q=q.query, limit=q.limit, archived=True)
+    return b.send(
+        "memory.search", entity=q.entity, q=q.query, limit=q.limit, archived=True, mode=q.mode
+    )
 
 
 def _memory_active(b: HttpBackend, q: p.MemoryActiveGetParams) -> Any:

@@ -14,9 +14,19 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from acmi_core.base.errors import AcmiValidationError, NotFound
+from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
 from acmi_core.memory.conflicts import hot_warm_conflicts
+from acmi_core.memory.embeddings import (
+    MAX_EMBED_LINES,
+    EmbeddingError,
+    dequantise,
+    digest,
+    embedder_for,
+    index_text,
+    provider_name,
+)
 from acmi_core.memory.layers import (
     LAYERS,
     SEARCH_ORDER,
@@ -34,10 +44,13 @@ from acmi_core.memory.results import (
     MemoryStatus,
     Missing,
     SearchHit,
+    SemanticInfo,
     Stale,
     Staleness,
 )
-from acmi_core.memory.slots import HOT, from_signals, heartbeat_from_signals
+from acmi_core.memory.semantic import cosines
+from acmi_core.memory.semantic import rank as hybrid_rank
+from acmi_core.memory.slots import HOT, from_signals, heartbeat_from_signals, topic_entity
 from acmi_core.memory.state import (
     DAY_MS,
     DEFAULT_PRUNE_DAYS,
@@ -45,6 +58,7 @@ from acmi_core.memory.state import (
     TOPIC_KEYS,
     WINDOW_EVENTS,
     MemoryCommands,
+    MemoryState,
     first_date,
     local_time,
     midnight_ms,
@@ -55,6 +69,9 @@ from acmi_core.memory.state import (
 MAX_QUERY_LEN: Final = 200
 MAX_QUERY_TERMS: Final = 20
 MAX_SEARCH_HITS: Final = 200
+# hybrid: BM25 fused with the embeddings' similarity (acmi_core.memory.semantic); keyword:
+# the lines holding the query's terms, every term first (the ranking before embeddings)
+SEARCH_MODES: Final = ("hybrid", "keyword")
 # Search looks at the newest this many timeline events (one reply).
 SEARCH_EVENTS: Final = 2_000
 # the newest quarters whose raw archived events a search reads from the sink (one GET
@@ -165,6 +182,19 @@ def file_text(snap: MemorySnapshot, where: MemoryPath) -> str | None:
     return None if archive is None else archive.render()
 
 
+def _search_args(query: object, limit: object, mode: object) -> str:
+    """``search``'s arguments checked; the query."""
+    if not isinstance(query, str) or not query.strip():
+        raise AcmiValidationError("query", "required", "must be a non-empty string")
+    if len(query) > MAX_QUERY_LEN:
+        raise AcmiValidationError("query", "max_length", f"at most {MAX_QUERY_LEN} characters")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_HITS:
+        raise AcmiValidationError("limit", "range", f"must be 1-{MAX_SEARCH_HITS}")
+    if mode not in SEARCH_MODES:
+        raise AcmiValidationError("mode", "enum", f"must be one of {', '.join(SEARCH_MODES)}")
+    return query
+
+
 def _slug(link: str) -> str:
     return link.removeprefix("topic:")
 
@@ -272,6 +302,7 @@ class MemoryReads(MemoryCommands):
         limit: int = 20,
         now_ms: int | None = None,
         archived: ArchivedReader | None = None,
+        mode: str = "hybrid",
     ) -> MemorySearch:
         """``/memory-search``: every line of every layer that holds a term of ``query``
         (case-insensitive), in the seed's order fast to slow (hot, warm, today,
@@ -284,17 +315,15 @@ class MemoryReads(MemoryCommands):
         sink are searched too, as layer ``archived`` (ranked after the archive
         documents), one line per event, for the newest ``ARCHIVED_QUARTERS`` quarters
         whose document says it has a raw object: one sink read each. A quarter the sink
-        could not read is listed in ``archived_unread``."""
-        if not isinstance(query, str) or not query.strip():
-            raise AcmiValidationError("query", "required", "must be a non-empty string")
-        if len(query) > MAX_QUERY_LEN:
-            raise AcmiValidationError("query", "max_length", f"at most {MAX_QUERY_LEN} characters")
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= MAX_SEARCH_HITS
-        ):
-            raise AcmiValidationError("limit", "range", f"must be 1-{MAX_SEARCH_HITS}")
+        could not read is listed in ``archived_unread``.
+
+        ``mode`` ``hybrid`` (the default): BM25 over the lines fused with the cosine of
+        their embeddings (``ACMI_EMBEDDINGS``) to the query's, read from the entity's
+        vector index (and its topics') in one more round trip; each hit also says its
+        ``keyword`` and ``similarity`` scores, and ``semantic`` what was embedded. With
+        no embeddings (``none``, or a provider that failed: ``semantic.error``) it ranks
+        by BM25 alone. ``keyword``: the ranking above."""
+        query = _search_args(query, limit, mode)
         terms = list(dict.fromkeys(query.casefold().split()))[:MAX_QUERY_TERMS]
         now = self._now(now_ms)
         state = self.load(entity, limit=SEARCH_EVENTS, newest=True)
@@ -328,6 +357,8 @@ class MemoryReads(MemoryCommands):
                 files.append(("archived", f"memory/archive/{quarter}.jsonl", lines))
         # "semantic" is this search itself; "archived": the raw events under the documents
         order = [*SEARCH_ORDER[:5], "daily", "cold", "archived"]
+        if mode == "hybrid":
+            return self._hybrid(state, query, files, order, limit, unread)
         hits: list[tuple[tuple[int, int, int, int], Hit]] = []
         for rank, (layer, path, text) in enumerate(files):
             for number, line in enumerate(text.split("\n"), 1):
@@ -345,10 +376,111 @@ class MemoryReads(MemoryCommands):
             "hits": [h.to_dict() for _, h in hits[:limit]],
             "total": len(hits),
             "truncated": state.truncated,
+            "mode": "keyword",
         }
         if unread:
             found["archived_unread"] = unread
         return found
+
+    def _hybrid(
+        self,
+        state: MemoryState,
+        query: str,
+        files: Sequence[tuple[str, str, str]],
+        order: list[str],
+        limit: int,
+        unread: list[str],
+    ) -> MemorySearch:
+        """Hybrid search over ``files`` (search-order layer, path, text)."""
+        lines = [
+            (layer, path, number, line)
+            for layer, path, text in files
+            for number, line in enumerate(text.split("\n"), 1)
+        ]
+        texts = [line for *_, line in lines]
+        similarity, semantic = self._similarity(state, query, texts)
+        ranked = hybrid_rank(texts, query, similarity)
+        hits: list[SearchHit] = []
+        for r in ranked[:limit]:
+            layer, path, number, line = lines[r.index]
+            hit: SearchHit = {
+                "layer": layer,
+                "path": path,
+                "line": number,
+                "text": line,
+                "score": round(r.score, 3),
+                "keyword": round(r.keyword, 3),
+            }
+            if r.similarity is not None:
+                hit["similarity"] = round(r.similarity, 3)
+            hits.append(hit)
+        found: MemorySearch = {
+            "entity": str(state.entity),
+            "query": query,
+            "order": order,
+            "hits": hits,
+            "total": len(ranked),
+            "truncated": state.truncated,
+            "mode": "hybrid",
+            "semantic": semantic,
+        }
+        if unread:
+            found["archived_unread"] = unread
+        return found
+
+    def _similarity(
+        self, state: MemoryState, query: str, texts: Sequence[str]
+    ) -> tuple[list[float] | None, SemanticInfo]:
+        """Each line's cosine to ``query`` (None without embeddings) and what was done:
+        the vectors of the entity and its linked topics in one pipeline; a line the index
+        lacks (written before it, by another tool, or past a failed provider) embedded
+        now with the query, up to ``MAX_EMBED_LINES``."""
+        info: SemanticInfo = {
+            "provider": provider_name(self._ctx.settings),
+            "indexed": 0,
+            "embedded": 0,
+        }
+        try:
+            embedder = embedder_for(self._ctx.settings)
+        except EmbeddingError as exc:
+            info["error"] = str(exc)
+            return None, info
+        if embedder is None:
+            return None, info
+        owners = [state.entity, *(topic_entity(slug) for slug in sorted(state.topics))]
+        replies = self._ctx.store.pipeline(
+            [("HGETALL", self._keys.slot(e, MEMORY_VECTORS)) for e in owners]
+        )
+        stored: dict[str, bytes] = {}
+        for reply in replies:
+            items = reply if isinstance(reply, list) else []
+            for name, value in zip(items[::2], items[1::2], strict=False):
+                if isinstance(name, bytes) and isinstance(value, bytes):
+                    stored[name.decode("ascii", "replace")] = value
+        words = [index_text(t) for t in texts]
+        fields = [None if w is None else digest(embedder.name, w) for w in words]
+        pairs = zip(words, fields, strict=True)
+        missing = list(dict.fromkeys(w for w, f in pairs if w is not None and f not in stored))
+        missing = missing[:MAX_EMBED_LINES]
+        try:
+            fresh = embedder.embed([query, *missing])
+        except EmbeddingError as exc:
+            info["error"] = str(exc)
+            return None, info
+        import numpy as np
+
+        dims = fresh.shape[1]
+        row_of = {w: i + 1 for i, w in enumerate(missing)}
+        matrix = np.zeros((len(texts), dims), np.float32)
+        known = [i for i, f in enumerate(fields) if f is not None and f in stored]
+        if known:
+            matrix[known] = dequantise([stored[fields[i] or ""] for i in known], dims)
+        for i, w in enumerate(words):
+            if w is not None and w in row_of and i not in set(known):
+                matrix[i] = fresh[row_of[w]]
+        info["indexed"] = len(known)
+        info["embedded"] = len(missing)
+        return cosines(matrix, fresh[:1]), info
 
     def get(
         self,

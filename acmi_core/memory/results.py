@@ -88,6 +88,19 @@ class SearchHit(TypedDict):
     line: int
     text: str
     score: float
+    # hybrid: the BM25 score normalised by the best line's, and the cosine to the query
+    keyword: NotRequired[float]
+    similarity: NotRequired[float]
+
+
+class SemanticInfo(TypedDict):
+    """What a hybrid search embedded: the provider, lines found in the vector index, lines
+    embedded at search (the index lacked them), and why it ranked by words alone."""
+
+    provider: str
+    indexed: int
+    embedded: int
+    error: NotRequired[str]
 
 
 class MemorySearch(TypedDict):
@@ -97,6 +110,8 @@ class MemorySearch(TypedDict):
     hits: list[SearchHit]
     total: int
     truncated: bool
+    mode: NotRequired[str]  # hybrid | keyword (absent: keyword, as before the modes)
+    semantic: NotRequired[SemanticInfo]
     archived_unread: NotRequired[list[str]]  # quarters the sink could not read, when any
     # Never the core's: the API and the CLI add why no sink was read (a URL was given but
     # no sink could be built). Declared here, since a TypedDict with it is no unpacking of

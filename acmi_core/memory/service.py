@@ -14,8 +14,9 @@ topic_create         a ``topic:<slug>`` entity from the seed's template, linked 
 prune                hot items done or dated > N days ago moved to today's note    2
 handoff / take       HANDOFF.md written / read and cleared atomically (GETDEL)     1 / 1
 review               the weekly review: promote lessons and decisions, prune       2
-search               every layer, fast to slow, ranked                             2
-                     (+ 1 sink read per archived quarter, 4 at most)
+search               every layer, fast to slow, ranked (hybrid: BM25 + embeddings) 2
+                     (+ 1 sink read per archived quarter, 4 at most;
+                     hybrid: + 1, the vector index of the entity and its topics)
 get                  one file's lines by path and range (MAX_GET_LINES at most)    1 (topic 2)
 forget               one line (by number or text) removed, audited on the timeline 2
 debug                missing pieces, hot/warm conflicts, stale items               2
@@ -167,9 +168,12 @@ class MemoryAPI:
         limit: int = 20,
         now_ms: int | None = None,
         archived: ArchivedReader | None = None,
+        mode: str = "hybrid",
     ) -> MemorySearch:
-        """``/memory-search`` (``MemoryReads.search``)."""
-        return self._reads.search(entity, query, limit=limit, now_ms=now_ms, archived=archived)
+        """``/memory-search`` (``MemoryReads.search``): ``mode`` hybrid or keyword."""
+        return self._reads.search(
+            entity, query, limit=limit, now_ms=now_ms, archived=archived, mode=mode
+        )
 
     def get(
         self,

@@ -13,19 +13,28 @@ imported, migrated); ``memory/service.py``'s ``MemoryAPI`` composes them."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData
-from acmi_core.base.keys import MEMORY_ARCHIVE, MEMORY_HANDOFF, MEMORY_STAMPS
+from acmi_core.base.keys import MEMORY_ARCHIVE, MEMORY_HANDOFF, MEMORY_STAMPS, MEMORY_VECTORS
 from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
 from acmi_core.memory.expiry import unexpired
+from acmi_core.memory.embeddings import (
+    MAX_EMBED_LINES,
+    EmbeddingError,
+    digest,
+    embedded,
+    embedder_for,
+    texts_of,
+)
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -407,15 +416,60 @@ class MemoryCommands:
             by_slot.setdefault(slot, []).append(edit)
         ctx = self._ctx
         index, now = ctx.keys.of(eid).memory_index(), ctx.clock()
+        lines: list[str] = []
+        for mode, _, value in fields:
+            if mode != "del":
+                try:
+                    lines += texts_of(json.loads(value))
+                except ValueError:
+                    continue
+        vectors = self._vectors(eid, lines)
 
         def op(plan: WritePlan) -> object:
             plan.sadd(ctx.index_key(eid), eid.local_id)
             plan.zset(index, now, str(eid))
             for slot, edits in by_slot.items():
                 plan.edit_object(ctx.keys.slot(eid, slot), edits, field=slot)
+            vectors(plan)
             return None
 
         return op
+
+    def _vectors(self, eid: EntityId, lines: Sequence[str]) -> Callable[[WritePlan], None]:
+        """All of :meth:`_vector_ops` as one stage."""
+        ops = self._vector_ops(eid, lines)
+
+        def op(plan: WritePlan) -> None:
+            for each in ops:
+                each(plan)
+
+        return op
+
+    def _vector_ops(self, eid: EntityId, lines: Sequence[str]) -> list[Callable[[WritePlan], None]]:
+        """The vectors of ``lines`` (already through the secret guard: the callers guard
+        what they write before they build its edit) into ``eid``'s index, one stage a
+        line, for the write's own plan. Computed now, not when the plan runs; a provider
+        that fails leaves the lines unindexed (the write goes on: a search embeds what its
+        index lacks)."""
+        ctx = self._ctx
+        unique = list(dict.fromkeys(lines))[:MAX_EMBED_LINES]
+        fields: list[tuple[str, str]] = []
+        if unique:
+            try:
+                embedder = embedder_for(ctx.settings)
+                if embedder is not None:
+                    fields = [(digest(embedder.name, t), v) for t, v in embedded(embedder, unique)]
+            except EmbeddingError:
+                fields = []
+        key = ctx.keys.slot(eid, MEMORY_VECTORS)
+
+        def one(name: str, value: str) -> Callable[[WritePlan], None]:
+            def stage(plan: WritePlan) -> None:
+                plan.hset(key, name, value)
+
+            return stage
+
+        return [one(name, value) for name, value in fields]
 
     def _edit(
         self, eid: EntityId, slot: str, fields: list[tuple[Any, str, str]]

@@ -33,6 +33,7 @@ from acmi_core.base.pages import MAX_PAGE_SIZE
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
 from acmi_core.memory.daily import DAILY, HEADER_KIND, zone
+from acmi_core.memory.embeddings import texts_of
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.results import Imported
 from acmi_core.memory.slots import (
@@ -51,6 +52,7 @@ from acmi_core.memory.state import (
     differs,
     midnight_ms,
     object_edits,
+    text_of,
 )
 from acmi_core.memory.tree import read_tree
 from acmi_core.store.base import MAX_REQUEST_ARGS
@@ -316,6 +318,7 @@ class MemoryTransfer(MemoryCommands):
             if payload.get("memory") == DAILY and payload.get("date") in days:
                 by_cid[event.correlationId].append((member, event))
         new_cids = set()
+        indexed: list[tuple[str, str]] = []
         for n, raw_event in enumerate(image.events):
             event, text = encode_event(
                 raw_event, now_ms=now, tenant=self._keys.tenant, field=f"events[{n}]"
@@ -335,6 +338,13 @@ class MemoryTransfer(MemoryCommands):
                 counts["events_removed"] += 1
             ops.append(_Op(file, self._zadd(eid, event, text)))
             counts["events_added"] += 1
+            indexed.append((file, text_of(event)))
+        # the added lines' vectors, a batch a file (the events went through the guard)
+        by_file: dict[str, list[str]] = defaultdict(list)
+        for file, line in indexed:
+            by_file[file].append(line)
+        for file, lines in by_file.items():
+            ops += [_Op(file, stage) for stage in self._vector_ops(eid, texts_of(lines))]
         for cid, olds in by_cid.items():
             if cid in new_cids:
                 continue

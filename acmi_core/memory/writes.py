@@ -18,6 +18,7 @@ from acmi_core.entities.expiry import ttl_ms
 from acmi_core.memory.budgets import BudgetReport, check
 from acmi_core.memory.daily import entry_event
 from acmi_core.memory.expiry import TTL_KEY, ttl_edit, unexpired
+from acmi_core.memory.embeddings import texts_of
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
@@ -338,6 +339,7 @@ class MemoryWrites(MemoryCommands):
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
         self._zadd(eid, event, event.to_json())(plan)
+        self._vectors(eid, texts_of(line))(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "daily", section or _heading_key(event), report)
 

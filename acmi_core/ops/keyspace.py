@@ -62,6 +62,7 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.MEMORY_WARM: "string",
     keys.MEMORY_HEARTBEAT: "string",
     keys.STORE_ITEMS: "hash",
+    keys.MEMORY_VECTORS: "hash",
 }
 # What the MCP layout's own slots hold (doctor's type check of them)
 MCP_SLOT_TYPES: Final[dict[str, str]] = {**SLOT_TYPES, MCP_ACTIVE_THREADS: "set"}

@@ -261,7 +261,8 @@ def test_route_archives_to_the_deployments_bucket(s3: Any, http: RouteClient) ->
 
     found = http.call("GET", f"{base}/search?q={PHRASE}", scope="read").json()
     assert found["hits"][0]["layer"] == "archived" and PHRASE in found["hits"][0]["text"]
-    skipped = http.call("GET", f"{base}/search?q={PHRASE}&archived=false", scope="read").json()
+    query = f"q={PHRASE}&archived=false&mode=keyword"
+    skipped = http.call("GET", f"{base}/search?{query}", scope="read").json()
     assert skipped["hits"] == []
 
 
@@ -310,8 +311,9 @@ def test_round_trips() -> None:
     sink.requests = 0
     found = MemoryAPI(acmi.context).search(ENTITY, PHRASE, archived=archived_reader(acmi, dest))
     assert found["hits"][0]["layer"] == "archived"
-    # one pipeline (no topics linked: no second read), one sink GET per quarter
-    assert store.requests == 1 and sink.requests == quarters
+    # one pipeline (no topics linked: no second read), the vector index (hybrid), one
+    # sink GET per quarter
+    assert store.requests == 1 + 1 and sink.requests == quarters
 
 
 def test_round_trips_without_a_sink() -> None:

@@ -254,3 +254,21 @@ def test_density_per_fixture_agent(report: dict[str, Any]) -> None:
     assert {r["counter"] for r in section["budgets"]["rows"]} == {"cl100k", "estimate"}
     assert all(0 < r["worst"] <= 1 for r in section["budgets"]["rows"])
     assert section["budgets"]["estimate_low"] >= 1
+
+
+def test_semantic_search_recall_bytes_and_latency(report: dict[str, Any]) -> None:
+    """Issue 24, item 1: the labelled set, recall keyword vs hybrid, bytes a line,
+    one search's latency on each store, the model's cold start."""
+    semantic = report["semantic"]
+    assert semantic["queries"] >= 50 and semantic["sharing_no_word"] > semantic["queries"] / 2
+    keyword, hybrid = semantic["keyword"], semantic["hybrid"]
+    assert hybrid["recall_at_3"] > keyword["recall_at_3"] + 0.2
+    assert hybrid["recall_at_10"] > keyword["recall_at_10"] + 0.2
+    assert semantic["bytes_per_line"] == 256 + 16
+    assert {s["store"] for s in semantic["stores"]} == {
+        "memory (embedded)",
+        "redis",
+        "upstash (REST double)",
+    }
+    assert all(_number(s["hybrid_ms"]) for s in semantic["stores"])
+    assert all(_number(v) for v in semantic["cold_start"].values())

@@ -52,7 +52,20 @@ def test_import_export_and_the_commands(http: RouteClient) -> None:
         "line": hits[0]["line"],
         "text": "- Ask IT a week early",
         "score": 1.0,
+        # hybrid (the default) adds its two scores; the keys before are unchanged
+        "keyword": 1.0,
+        "similarity": hits[0]["similarity"],
     }
+    keyword = http.call("GET", f"{BASE}/search?q=ask+early&mode=keyword", scope="read").json()
+    assert keyword["mode"] == "keyword" and set(keyword["hits"][0]) == {
+        "layer",
+        "path",
+        "line",
+        "text",
+        "score",
+    }
+    bad = http.call("GET", f"{BASE}/search?q=ask&mode=fuzzy", scope="read")
+    assert bad.status_code == 400 and bad.json()["field"] == "mode"
 
     active = http.call("GET", f"{BASE}/active", scope="read").json()
     assert active["text"] == files["ACTIVE-CONTEXT.md"]

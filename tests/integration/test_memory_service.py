@@ -271,7 +271,7 @@ def test_search_runs_fast_to_slow_and_ranks_full_matches_first(
     imported: tuple[MemoryAPI, CountingStore, Acmi],
 ) -> None:
     memory, store, _ = imported
-    found, n = trips(store, lambda: memory.search(OWNER, "snowflake role"))
+    found, n = trips(store, lambda: memory.search(OWNER, "snowflake role", mode="keyword"))
     assert n == 2
     hits = found["hits"]
     assert hits and all(h["score"] == 1.0 for h in hits[:3])
@@ -280,7 +280,7 @@ def test_search_runs_fast_to_slow_and_ranks_full_matches_first(
     ranks = [order.index(h["layer"]) for h in full]
     assert ranks == sorted(ranks)  # hot before warm before today ... before the archive
     assert full[0]["layer"] == "hot"
-    archived = memory.search(OWNER, "Q4", limit=200)["hits"]
+    archived = memory.search(OWNER, "Q4", limit=200, mode="keyword")["hits"]
     assert any(h["layer"] == "cold" for h in archived)
     with pytest.raises(AcmiValidationError) as bad:
         memory.search(OWNER, "  ")

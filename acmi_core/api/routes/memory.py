@@ -76,13 +76,16 @@ async def search(
     archived: Annotated[
         bool, Query(description="also the raw archived events (ACMI_ARCHIVE_URL), if set")
     ] = True,
+    mode: Annotated[
+        str, Query(max_length=16, description="hybrid (BM25 + embeddings) | keyword")
+    ] = "hybrid",
 ) -> JSONResponse:
     acmi = req.acmi
     dest, no_sink = (
         archive_sink.open_destination(acmi.settings.archive_url) if archived else (None, None)
     )
     reader = archived_reader(acmi, dest) if dest else None
-    found = await req.call(acmi.memory.search, entity, q, limit=limit, archived=reader)
+    found = await req.call(acmi.memory.search, entity, q, limit=limit, archived=reader, mode=mode)
     if no_sink:
         found["notes"] = [no_sink]
     return JSONResponse(found)

@@ -59,11 +59,14 @@ class MemoryRememberParams(Params):
 
 
 class MemorySearchParams(Params):
-    """Search an entity's memory layers, fast layers first: {hits, ...}."""
+    """Search an entity's memory layers by words and meaning (mode hybrid: BM25 fused
+    with embeddings; keyword: the lines holding the query's terms), fast layers first:
+    {hits: [{layer, path, line, text, score}], ...}."""
 
     entity: MemoryEntity
     query: str
     limit: int = 20
+    mode: str = Field("hybrid", description="hybrid | keyword", max_length=16)
 
 
 class MemoryGetParams(Params):

@@ -1,0 +1,315 @@
+"""Memory search's embeddings: the providers (``ACMI_EMBEDDINGS``), the line text that is
+embedded, and the compact form a vector is stored in.
+
+Providers: ``wordllama`` (the default when the ``semantic`` extra is installed: a
+256-dimension static model inside its wheel, loaded from the bundled files, never
+downloaded), ``openai:<model>`` (any OpenAI-compatible ``/embeddings`` endpoint,
+``ACMI_EMBEDDINGS_BASE_URL``), ``bedrock:<model-id>`` (registered by ``functions/memory.py``:
+acmi_core never imports the AWS SDK) and ``none`` (keyword search only).
+
+A vector is stored as one ASCII byte a dimension (6-bit quantised against the vector's own
+largest component: cosine does not depend on the scale, so no scale is kept), under the
+digest of the provider's name and the line's text, in the entity's ``memory:vectors``
+HASH: 256 B a line for wordllama, plus its 16-byte field name. Text only (the Upstash REST
+API carries no binary arguments)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+if TYPE_CHECKING:
+    import httpx
+    import numpy as np
+    import numpy.typing as npt
+
+    from acmi_core.base.settings import Settings
+
+    Matrix = npt.NDArray[np.float32]
+
+# The bundled model's files, relative to the installed ``wordllama`` package. Its own
+# ``WordLlama.load()`` looks for the tokenizer under ``tokenizer/`` (0.4.0.post1 ships it
+# under ``tokenizers/``) and then downloads it: so the files are opened here by path.
+WORDLLAMA_WEIGHTS: Final = "weights/l2_supercat_256.safetensors"
+WORDLLAMA_TOKENIZER: Final = "tokenizers/l2_supercat_tokenizer_config.json"
+WORDLLAMA_TENSOR: Final = "embedding.weight"
+# 6-bit levels either side of zero, and the first byte: every stored byte is printable
+# ASCII ("0".."n"), so a vector is a text value on every store.
+LEVELS: Final = 31
+ZERO: Final = ord("0") + LEVELS
+# a write embeds at most this many new lines (an import is chunked below it); a search
+# embeds at most this many lines the index lacks (written before it, or by another tool)
+MAX_EMBED_LINES: Final = 2_000
+EMBED_TIMEOUT_S: Final = 10.0
+OPENAI_URL: Final = "https://api.openai.com/v1"
+
+
+class EmbeddingError(Exception):
+    """A provider failed or is missing: a write stores its lines without vectors (a
+    search embeds them later), a search answers keyword-only and says why."""
+
+
+class Embedder(Protocol):
+    """Texts -> unit vectors, one row each, in a batch."""
+
+    @property
+    def name(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix: ...
+
+
+EmbedderFactory = Callable[[str, "Settings"], Embedder]
+FACTORIES: dict[str, EmbedderFactory] = {}
+
+
+def register_embedder(provider: str, factory: EmbedderFactory) -> None:
+    """``<provider>:<model>`` is built by ``factory`` from now on in this process."""
+    FACTORIES[provider] = factory
+
+
+def _unit(matrix: Matrix) -> Matrix:
+    import numpy as np
+
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    out: Matrix = (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out
+
+
+class WordLlama:
+    """The bundled wordllama model (``l2_supercat``, 256 dimensions), loaded once a
+    process from the wheel's own files."""
+
+    name = "wordllama"
+
+    def __init__(self) -> None:
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+        from wordllama.inference import WordLlamaInference  # type: ignore[import-untyped]
+
+        root = wordllama_root()
+        with safe_open(str(root / WORDLLAMA_WEIGHTS), framework="np", device="cpu") as f:
+            weights = f.get_tensor(WORDLLAMA_TENSOR)
+        tokenizer = Tokenizer.from_file(str(root / WORDLLAMA_TOKENIZER))
+        self._model = WordLlamaInference(weights, tokenizer)
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, 256), np.float32)
+        with self._lock:
+            out = self._model.embed(list(texts), norm=False)
+        return _unit(np.asarray(out, np.float32))
+
+
+def wordllama_root() -> Path:
+    """The installed ``wordllama`` package's folder (ModuleNotFoundError without it)."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("No module named 'wordllama'", name="wordllama")
+    return Path(spec.origin).parent
+
+
+@functools.cache
+def _wordllama() -> WordLlama:
+    return WordLlama()
+
+
+class OpenAIEmbeddings:
+    """``openai:<model>``: ``POST {base}/embeddings`` on any OpenAI-compatible server."""
+
+    def __init__(self, model: str, key: str | None, base_url: str, client: httpx.Client) -> None:
+        self.model, self._key, self._url, self._client = model, key, base_url, client
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.model}"
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        import httpx
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, 1), np.float32)
+        headers = {} if self._key is None else {"Authorization": f"Bearer {self._key}"}
+        try:
+            response = self._client.post(
+                f"{self._url.rstrip('/')}/embeddings",
+                json={"model": self.model, "input": list(texts)},
+                headers=headers,
+            )
+        except httpx.TimeoutException:
+            raise EmbeddingError(f"{self.name}: no answer within {EMBED_TIMEOUT_S:g} s") from None
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"{self.name}: {type(exc).__name__}") from None
+        if response.status_code != 200:
+            raise EmbeddingError(f"{self.name}: HTTP {response.status_code}")
+        try:
+            rows = sorted(response.json()["data"], key=lambda r: r["index"])
+            matrix = np.asarray([r["embedding"] for r in rows], np.float32)
+        except (ValueError, KeyError, TypeError):
+            raise EmbeddingError(f"{self.name}: the answer holds no embeddings") from None
+        if matrix.ndim != 2 or len(matrix) != len(texts):
+            raise EmbeddingError(f"{self.name}: {len(matrix)} embeddings for {len(texts)} texts")
+        return _unit(matrix)
+
+
+def provider_name(settings: Settings) -> str:
+    """``ACMI_EMBEDDINGS``, unset resolved: wordllama when installed, else none."""
+    if settings.embeddings is not None:
+        return settings.embeddings
+    try:
+        found = importlib.util.find_spec("wordllama") is not None
+    except (ImportError, ValueError):  # an import hook that refuses it: not installed
+        found = False
+    return "wordllama" if found else "none"
+
+
+_built: dict[tuple[str, str | None, str | None], Embedder | None] = {}
+_built_lock = threading.Lock()
+
+
+def embedder_for(settings: Settings) -> Embedder | None:
+    """The embedder the settings choose (built once a process), None for ``none``.
+    Raises EmbeddingError when it cannot be built (the extra missing, no factory)."""
+    name = provider_name(settings)
+    if name == "none":
+        return None
+    key = (name, settings.embeddings_base_url or settings.llm_base_url, settings.openai_api_key)
+    with _built_lock:
+        if key in _built:
+            return _built[key]
+    provider, _, model = name.partition(":")
+    embedder: Embedder
+    if provider == "wordllama":
+        try:
+            embedder = _wordllama()
+        except ModuleNotFoundError as exc:
+            raise EmbeddingError(
+                f"wordllama: {exc.name} is not installed (pip install 'acmi[semantic]')"
+            ) from None
+    elif provider == "openai":
+        import httpx
+
+        client = httpx.Client(timeout=EMBED_TIMEOUT_S, follow_redirects=False)
+        base = settings.embeddings_base_url or settings.llm_base_url or OPENAI_URL
+        embedder = OpenAIEmbeddings(model, settings.openai_api_key, base, client)
+    elif provider in FACTORIES:
+        embedder = FACTORIES[provider](model, settings)
+    else:
+        raise EmbeddingError(f"{name}: no {provider} provider is registered in this process")
+    with _built_lock:
+        _built[key] = embedder
+    return embedder
+
+
+# --- the text embedded, and its stored form -------------------------------------------
+
+# A rendered line's markup (heading marks, bullets, task boxes, a daily entry's time):
+# the index holds the words, so a line and the field value it renders from share a digest.
+_MARKUP: Final = re.compile(r"^\s*(?:>\s*|\|\s*)?(?:[-*+]\s+|\d+[.)]\s+)?(?:\[[ xX]\]\s*)?")
+_TIME: Final = re.compile(r"^\[\d{1,2}:\d{2}\]\s*")
+_MIN_CHARS: Final = 3
+
+
+def index_text(line: str) -> str | None:
+    """The words of one line that are embedded, None for a line with none to embed
+    (blank, a rule, a heading: the templates' own text, ranked by BM25 alone)."""
+    if line.lstrip().startswith("#"):
+        return None
+    text = _TIME.sub("", _MARKUP.sub("", line, count=1), count=1)
+    text = " ".join(text.replace("**", "").split())
+    return text if len(text) >= _MIN_CHARS and any(c.isalnum() for c in text) else None
+
+
+def digest(provider: str, text: str) -> str:
+    """The HASH field of ``text``'s vector from ``provider`` (16 hex digits)."""
+    return hashlib.blake2b(f"{provider}\n{text}".encode(), digest_size=8).hexdigest()
+
+
+def texts_of(value: Any) -> list[str]:
+    """Every embeddable line of a memory field's value (a string, or JSON lists and
+    objects of them, as the slots hold it)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out += [t for t in (index_text(line) for line in item.split("\n")) if t]
+        elif isinstance(item, dict):
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+    return out
+
+
+def quantise(matrix: Matrix) -> list[str]:
+    """Each row as its stored text: one byte a dimension."""
+    import numpy as np
+
+    peak = np.maximum(np.abs(matrix).max(axis=1, keepdims=True), 1e-12)
+    levels = np.rint(matrix / peak * LEVELS).astype(np.int16) + ZERO
+    return [row.astype(np.uint8).tobytes().decode("ascii") for row in levels]
+
+
+# (provider, line) -> its stored text: a write re-sends a whole field (a list of lines),
+# so a warm process embeds only the lines it has not seen (a remote call each, else)
+_SEEN: OrderedDict[tuple[str, str], str] = OrderedDict()
+_SEEN_LOCK = threading.Lock()
+SEEN_LINES: Final = 8_192
+
+
+def embedded(embedder: Embedder, texts: Sequence[str]) -> list[tuple[str, str]]:
+    """(text, stored vector text) for each of ``texts``, embedding only the unseen."""
+    with _SEEN_LOCK:
+        known = {t: _SEEN[(embedder.name, t)] for t in texts if (embedder.name, t) in _SEEN}
+    fresh = [t for t in texts if t not in known]
+    if fresh:
+        for text, value in zip(fresh, quantise(embedder.embed(fresh)), strict=True):
+            known[text] = value
+            with _SEEN_LOCK:
+                _SEEN[(embedder.name, text)] = value
+                while len(_SEEN) > SEEN_LINES:
+                    _SEEN.popitem(last=False)
+    return [(t, known[t]) for t in texts]
+
+
+def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
+    """Stored texts back to unit rows (a value of another length is a zero row)."""
+    import numpy as np
+
+    good = [v if len(v) == dims else b"\x00" * dims for v in values]
+    if not good:
+        return np.zeros((0, dims), np.float32)
+    raw = np.frombuffer(b"".join(good), np.uint8).reshape(len(good), dims)
+    matrix = raw.astype(np.float32) - ZERO
+    matrix[raw == 0] = 0.0
+    return _unit(matrix)
+
+
+__all__ = [
+    "FACTORIES",
+    "MAX_EMBED_LINES",
+    "Embedder",
+    "EmbeddingError",
+    "OpenAIEmbeddings",
+    "WordLlama",
+    "dequantise",
+    "digest",
+    "embedded",
+    "embedder_for",
+    "index_text",
+    "provider_name",
+    "quantise",
+    "register_embedder",
+    "texts_of",
+    "wordllama_root",
+]

@@ -1,0 +1,149 @@
+"""Hybrid ranking for memory search: BM25 over the lines of every layer (light stemming,
+stop words dropped) fused with the cosine similarity of the lines' embeddings to the
+query's. Pure: the caller reads the lines and the vectors (``memory/reads.py``).
+
+Fusion is a weighted sum of the two scores, each normalised to [0, 1] over the lines
+searched (BM25 by its best line, cosine from ``MIN_SIMILARITY`` to the best line's):
+``bench/semantic.py`` measured it against reciprocal rank fusion on the labelled set
+(bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from acmi_core.memory.embeddings import Matrix
+
+# BM25's usual constants: term saturation and length normalisation
+K1: Final = 1.2
+B: Final = 0.75
+# the weight of the embeddings' side in the sum (the keyword side has 1 - this)
+VECTOR_WEIGHT: Final = 0.8
+# a line below this similarity is no semantic hit (a static model's unrelated lines sit
+# mostly below 0.1)
+MIN_SIMILARITY: Final = 0.1
+RRF_K: Final = 60
+Fusion = Literal["weighted", "rrf"]
+
+_WORD: Final = re.compile(r"[a-z0-9]+")
+_STOP: Final = (
+    "a an and are as at be been but by can could did do does for from had has have how i"
+    " if in into is it its me my of on or our should so than that the their them then"
+    " there these they this to us was we were what when where which who whom why will"
+    " with would you your"
+)
+STOP_WORDS: Final = frozenset(_STOP.split(" "))
+_SUFFIXES: Final = (
+    "ational", "ization", "fulness", "ousness", "iveness", "ements", "ations", "ation",
+    "ments", "ement", "ities", "ingly", "ness", "ment", "ings", "ible", "able", "ally",
+    "ity", "ies", "ing", "ers", "est", "ed", "er", "es", "ly", "s",
+)  # fmt: skip
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper (no dictionary): "migrating", "migration" and "migrated"
+    share "migr"; words of four letters or fewer stay whole."""
+    if len(word) <= 4:
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """The stemmed words of ``text`` that BM25 counts (no stop words)."""
+    return [stem(w) for w in _WORD.findall(text.casefold()) if w not in STOP_WORDS]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One line's place: its index in the caller's lines and its scores."""
+
+    index: int
+    score: float
+    keyword: float  # BM25 normalised by the best line's
+    similarity: float | None  # cosine to the query, None without embeddings
+
+
+def bm25(lines: Sequence[Sequence[str]], query: Sequence[str]) -> list[float]:
+    """Each line's BM25 score for ``query`` (both as :func:`terms`)."""
+    n = len(lines)
+    if not n or not query:
+        return [0.0] * n
+    average = sum(len(t) for t in lines) / n or 1.0
+    wanted = set(query)
+    df: Counter[str] = Counter()
+    for line in lines:
+        df.update(wanted.intersection(line))
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted if df[t]}
+    scores = []
+    for line in lines:
+        if not idf:
+            scores.append(0.0)
+            continue
+        counts = Counter(t for t in line if t in idf)
+        norm = K1 * (1 - B + B * len(line) / average)
+        scores.append(sum(idf[t] * c * (K1 + 1) / (c + norm) for t, c in counts.items()))
+    return scores
+
+
+def rank(
+    texts: Sequence[str],
+    query: str,
+    similarity: Sequence[float] | None,
+    *,
+    fusion: Fusion = "weighted",
+    vector_weight: float = VECTOR_WEIGHT,
+) -> list[Ranked]:
+    """The lines that match ``query`` by words or meaning, best first. ``similarity``:
+    each line's cosine to the query (None: keyword only)."""
+    keyword = bm25([terms(t) for t in texts], terms(query))
+    top = max(keyword, default=0.0) or 1.0
+    norm_k = [k / top for k in keyword]
+    if similarity is None:
+        out = [Ranked(i, k, k, None) for i, k in enumerate(norm_k) if k > 0]
+        return sorted(out, key=lambda r: (-r.score, r.index))
+    best = max(similarity, default=0.0)
+    span = best - MIN_SIMILARITY
+    norm_v = [max(0.0, (s - MIN_SIMILARITY) / span) if span > 0 else 0.0 for s in similarity]
+    keep = [i for i in range(len(texts)) if norm_k[i] > 0 or norm_v[i] > 0]
+    if fusion == "rrf":
+        by_k = sorted((i for i in keep if norm_k[i] > 0), key=lambda i: -norm_k[i])
+        by_v = sorted((i for i in keep if norm_v[i] > 0), key=lambda i: -norm_v[i])
+        fused = dict.fromkeys(keep, 0.0)
+        for place, i in enumerate(by_k):
+            fused[i] += (1 - vector_weight) / (RRF_K + place + 1)
+        for place, i in enumerate(by_v):
+            fused[i] += vector_weight / (RRF_K + place + 1)
+        peak = max(fused.values(), default=0.0) or 1.0
+        scores = {i: f / peak for i, f in fused.items()}
+    else:
+        scores = {i: (1 - vector_weight) * norm_k[i] + vector_weight * norm_v[i] for i in keep}
+    out = [Ranked(i, scores[i], norm_k[i], float(similarity[i])) for i in keep]
+    return sorted(out, key=lambda r: (-r.score, r.index))
+
+
+def cosines(lines: Matrix, query: Matrix) -> list[float]:
+    """Each unit row of ``lines`` against the unit ``query`` row."""
+    if not len(lines):
+        return []
+    return [float(x) for x in lines @ query[0]]
+
+
+__all__ = [
+    "MIN_SIMILARITY",
+    "VECTOR_WEIGHT",
+    "Fusion",
+    "Ranked",
+    "bm25",
+    "cosines",
+    "rank",
+    "stem",
+    "terms",
+]

@@ -1,0 +1,218 @@
+"""Semantic memory search (issue 24, item 1): recall@3 and recall@10 of keyword-only vs
+hybrid search on a labelled set of paraphrase queries (bench/data/semantic_queries.json:
+[query, a substring of the line that answers it]) over the fixture workspace
+(tests/fixtures/memory_tree: 4 weeks of a consulting agent's memory, ~480 lines), the
+fusions compared, the latency of one search on each store, the bytes a line's vector
+takes, and the model's cold start."""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+from acmi_core import Acmi, Settings
+from acmi_core.base.keys import MEMORY_VECTORS
+from acmi_core.base.model import EntityId
+from acmi_core.memory import read_tree
+from acmi_core.memory import reads as memory_reads
+from acmi_core.memory.semantic import VECTOR_WEIGHT, rank, terms
+from acmi_core.store.base import Store
+from acmi_core.store.memory import MemoryStore
+from acmi_core.store.redis import RedisStore
+from bench._infra import ROOT, Column, RedisServer, UpstashDouble, table_of
+
+TITLE = "12. Semantic memory search: recall, fusion, latency, bytes per line"
+QUERIES: Final = ROOT / "bench" / "data" / "semantic_queries.json"
+TREE: Final = ROOT / "tests" / "fixtures" / "memory_tree"
+OWNER: Final = "agent:atlas"
+# 2026-02-03 15:00 UTC: the fixture's last day
+NOW: Final = 1_770_130_800_000
+
+
+def labelled() -> list[tuple[str, str]]:
+    return [(q, a) for q, a in json.loads(QUERIES.read_text(encoding="utf-8"))]
+
+
+def _recall(
+    acmi: Acmi, queries: list[tuple[str, str]], mode: str
+) -> tuple[float, float, list[str]]:
+    at3 = at10 = 0
+    place: int | None
+    missed = []
+    for query, answer in queries:
+        hits = acmi.memory.search(OWNER, query, limit=10, now_ms=NOW, mode=mode)["hits"]
+        place = next((i for i, h in enumerate(hits) if answer in h["text"]), None)
+        at3 += int(place is not None and place < 3)
+        at10 += int(place is not None)
+        if place is None:
+            missed.append(query)
+    n = len(queries)
+    return at3 / n, at10 / n, missed
+
+
+@contextmanager
+def _fusion(**kwargs: Any) -> Iterator[None]:
+    """Search ranking with other fusion arguments, for the comparison only."""
+    names = vars(memory_reads)  # the reads module's own binding of rank
+    saved = names["hybrid_rank"]
+    names["hybrid_rank"] = functools.partial(rank, **kwargs)
+    try:
+        yield
+    finally:
+        names["hybrid_rank"] = saved
+
+
+def _workspace(store: Store) -> Acmi:
+    acmi = Acmi(store, Settings())
+    acmi.memory.import_snapshot(OWNER, read_tree(TREE))
+    return acmi
+
+
+def _latency(acmi: Acmi, queries: list[tuple[str, str]], mode: str) -> float:
+    times = []
+    for query, _ in queries:
+        start = time.perf_counter()
+        acmi.memory.search(OWNER, query, limit=10, now_ms=NOW, mode=mode)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+COLD = (
+    "import time; t = time.perf_counter();"
+    "from acmi_core.memory.embeddings import WordLlama;"
+    "i = time.perf_counter(); m = WordLlama(); l = time.perf_counter();"
+    "m.embed(['warm up']); e = time.perf_counter();"
+    "print(i - t, l - i, e - l)"
+)
+
+
+def _cold_start(runs: int) -> dict[str, float]:
+    """A fresh interpreter's import of the embeddings module and the model's load (what
+    the memory function pays on its first search or write)."""
+    rows = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", COLD], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout.split()
+        rows.append([float(x) * 1000 for x in out])
+    return {
+        "import_ms": statistics.median(r[0] for r in rows),
+        "load_ms": statistics.median(r[1] for r in rows),
+        "first_embed_ms": statistics.median(r[2] for r in rows),
+    }
+
+
+STORE_COLUMNS: tuple[Column, ...] = (
+    ("store", "store"),
+    ("keyword search ms (median)", lambda r: f"{r['keyword_ms']:.1f}"),
+    ("hybrid search ms (median)", lambda r: f"{r['hybrid_ms']:.1f}"),
+)
+FUSION_COLUMNS: tuple[Column, ...] = (
+    ("ranking", "ranking"),
+    ("recall@3", lambda r: f"{r['at3']:.2f}"),
+    ("recall@10", lambda r: f"{r['at10']:.2f}"),
+)
+
+
+def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
+    queries = labelled()
+    disjoint = 0
+    store = MemoryStore()
+    acmi = _workspace(store)
+    for query, answer in queries:
+        disjoint += not set(terms(query)) & set(terms(answer))
+    fusions = []
+    k3, k10, _ = _recall(acmi, queries, "keyword")
+    fusions.append({"ranking": "keyword (substring, before)", "at3": k3, "at10": k10})
+    with _fusion(vector_weight=0.0):
+        b3, b10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append({"ranking": "BM25 alone", "at3": b3, "at10": b10})
+    with _fusion(vector_weight=1.0):
+        v3, v10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append({"ranking": "embeddings alone", "at3": v3, "at10": v10})
+    for weight in (0.4, 0.6, 0.8):
+        with _fusion(vector_weight=weight):
+            w3, w10, _ = _recall(acmi, queries, "hybrid")
+        fusions.append({"ranking": f"weighted sum, w={weight}", "at3": w3, "at10": w10})
+    with _fusion(fusion="rrf", vector_weight=0.5):
+        r3, r10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append({"ranking": "reciprocal rank fusion", "at3": r3, "at10": r10})
+    h3, h10, missed = _recall(acmi, queries, "hybrid")
+    fusions.append({"ranking": f"hybrid (shipped: w={VECTOR_WEIGHT})", "at3": h3, "at10": h10})
+    reply = acmi.store.execute(("HGETALL", acmi.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)))
+    vectors = [v for v in reply if isinstance(v, bytes)] if isinstance(reply, list) else []
+    n_vectors = len(vectors) // 2
+    value_bytes = sum(len(v) for v in vectors[1::2]) / max(n_vectors, 1)
+    field_bytes = sum(len(v) for v in vectors[::2]) / max(n_vectors, 1)
+    sample = queries[:10] if quick else queries
+    stores = [
+        {
+            "store": "memory (embedded)",
+            "keyword_ms": _latency(acmi, sample, "keyword"),
+            "hybrid_ms": _latency(acmi, sample, "hybrid"),
+        }
+    ]
+    redis_store = RedisStore.from_url(server.url_for(14))
+    try:
+        redis_store.execute(("FLUSHDB",))
+        on_redis = _workspace(redis_store)
+        stores.append(
+            {
+                "store": "redis",
+                "keyword_ms": _latency(on_redis, sample, "keyword"),
+                "hybrid_ms": _latency(on_redis, sample, "hybrid"),
+            }
+        )
+        redis_store.execute(("FLUSHDB",))
+    finally:
+        redis_store.close()
+    from acmi_core.store.upstash import UpstashStore
+
+    server.flush()
+    with UpstashDouble(server.url_for()) as double:
+        upstash = UpstashStore(double.url, double.token, settings=Settings())
+        try:
+            on_upstash = _workspace(upstash)
+            stores.append(
+                {
+                    "store": "upstash (REST double)",
+                    "keyword_ms": _latency(on_upstash, sample, "keyword"),
+                    "hybrid_ms": _latency(on_upstash, sample, "hybrid"),
+                }
+            )
+        finally:
+            upstash.close()
+    cold = _cold_start(1 if quick else 3)
+    return {
+        "queries": len(queries),
+        "sharing_no_word": disjoint,
+        "keyword": {"recall_at_3": k3, "recall_at_10": k10},
+        "hybrid": {"recall_at_3": h3, "recall_at_10": h10},
+        "missed_at_10": missed,
+        "vectors": n_vectors,
+        "bytes_per_line": value_bytes + field_bytes,
+        "cold_start": cold,
+        "stores": stores,
+        "table": table_of(FUSION_COLUMNS, fusions),
+        "tables": {"one_search_per_store": table_of(STORE_COLUMNS, stores)},
+        "note": (
+            f"{len(queries)} labelled paraphrase queries ({disjoint} share no word, after "
+            "stemming and stop words, with the line that answers them) over the fixture "
+            f"workspace; a hit counts when one of the top k lines holds the answer. Keyword "
+            f"{k3:.2f} / {k10:.2f}, hybrid {h3:.2f} / {h10:.2f} (recall@3 / @10). "
+            f"{n_vectors} vectors indexed at import, {value_bytes:.0f} B value + "
+            f"{field_bytes:.0f} B field a line. wordllama cold start (fresh interpreter): "
+            f"import {cold['import_ms']:.0f} ms, model load {cold['load_ms']:.0f} ms, first "
+            f"embed {cold['first_embed_ms']:.1f} ms. Latency: median of one search (limit 10)."
+        ),
+    }
+
+
+__all__ = ["TITLE", "labelled", "run"]

