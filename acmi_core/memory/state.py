@@ -26,7 +26,6 @@ from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
-from acmi_core.memory.expiry import unexpired
 from acmi_core.memory.embeddings import (
     MAX_EMBED_LINES,
     EmbeddingError,
@@ -35,6 +34,7 @@ from acmi_core.memory.embeddings import (
     embedder_for,
     texts_of,
 )
+from acmi_core.memory.expiry import unexpired
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,

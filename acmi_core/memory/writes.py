@@ -17,8 +17,8 @@ from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.entities.expiry import ttl_ms
 from acmi_core.memory.budgets import BudgetReport, check
 from acmi_core.memory.daily import entry_event
-from acmi_core.memory.expiry import TTL_KEY, ttl_edit, unexpired
 from acmi_core.memory.embeddings import texts_of
+from acmi_core.memory.expiry import TTL_KEY, ttl_edit, unexpired
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
     LONG_TERM_MEMORY,
