@@ -6,6 +6,7 @@ Default tenant (wire-compatible with the reference deployment)::
     acmi:<cat>:list                                    SET of ids
     acmi:agent:<id>:spawns | active_context | rollup:latest
     acmi:<cat>:<id>:memory:hot | memory:warm | memory:heartbeat   STRING JSON (memory)
+    acmi:<cat>:<id>:memory:soul | memory:user | memory:agents    STRING JSON (startup files)
     acmi:work:<id>:sessions
     acmi:hitl:<cat>:<id>:open | closed                 ZSET (SPEC v1.3 §11.6 per-addressee HITL)
     acmi:thread:hitl:open | closed                     ZSET (the shared HITL queue, SPEC v1.2)
@@ -85,6 +86,11 @@ MEMORY_HOT: Final = "memory:hot"  # ACTIVE-CONTEXT.md: hot.<section>, hot.update
 MEMORY_WARM: Final = "memory:warm"  # MEMORY.md: warm.<section>, warm.topics
 # heartbeat-state.json: heartbeat.<key>, the hygiene job's bookkeeping included
 MEMORY_HEARTBEAT: Final = "memory:heartbeat"
+# The startup files (seed §7), each a STRING JSON {"text": <the file, as written>}: loaded
+# first at wake, imported and exported byte for byte (acmi_core.memory.startup)
+MEMORY_SOUL: Final = "memory:soul"  # SOUL.md: who the agent is
+MEMORY_USER: Final = "memory:user"  # USER.md: who it helps
+MEMORY_AGENTS: Final = "memory:agents"  # AGENTS.md: the operating manual
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -98,6 +104,9 @@ EXTENSION_SLOTS: Final = (
     MEMORY_HOT,
     MEMORY_WARM,
     MEMORY_HEARTBEAT,
+    MEMORY_SOUL,
+    MEMORY_USER,
+    MEMORY_AGENTS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 

@@ -233,6 +233,7 @@ class Imported(TypedDict):
     topics_written: int
     archives_written: int
     files_written: list[str]
+    startup_written: int  # startup files (SOUL.md, USER.md, AGENTS.md) written
 
 
 # --- what a surface builds around an answer (the core returns the answer alone) -----------

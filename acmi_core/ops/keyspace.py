@@ -56,6 +56,9 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.MEMORY_HOT: "string",
     keys.MEMORY_WARM: "string",
     keys.MEMORY_HEARTBEAT: "string",
+    keys.MEMORY_SOUL: "string",
+    keys.MEMORY_USER: "string",
+    keys.MEMORY_AGENTS: "string",
 }
 # Longest first: "rollup:latest" must win over any shorter suffix.
 _SLOTS_BY_LENGTH: Final = sorted(ALL_SLOTS, key=len, reverse=True)

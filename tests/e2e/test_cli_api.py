@@ -228,6 +228,33 @@ def test_memory_import_and_export_on_the_api(
     assert _tree(out) == _tree(FIXTURE)
 
 
+def test_the_startup_files_over_the_api_byte_for_byte(
+    api: tuple[Served, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """SOUL.md, USER.md and AGENTS.md in and out over --api, exactly as written."""
+    served, _ = api
+    startup = {"SOUL.md": b"I am Atlas.\r\n  ", "AGENTS.md": b"# AGENTS.md\n\n- one\n"}
+    workspace = tmp_path / "in"
+    workspace.mkdir()
+    for path, data in startup.items():
+        (workspace / path).write_bytes(data)
+    monkeypatch.setenv("ACMI_API_KEY", served.reset())
+    base = ["--api", served.url]
+    argv = ["memory", "import", "agent:soulful", "--dir", str(workspace), "--quiet"]
+    imported = run(capsys, monkeypatch, [*base, *argv])
+    assert imported.code == 0, imported.err
+    assert json.loads(imported.out)["startup_written"] == 2
+    out = tmp_path / "out"
+    exported = run(
+        capsys, monkeypatch, [*base, "memory", "export", "agent:soulful", "--dir", str(out)]
+    )
+    assert exported.code == 0, exported.err
+    assert _tree(out) == startup
+
+
 def test_an_export_that_would_leave_the_folder_writes_nothing(tmp_path: Path) -> None:
     """What an API answers is not trusted with paths: `../` is refused before any write."""
     from acmi_core.memory.markdown import MemoryFormatError
