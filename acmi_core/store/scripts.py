@@ -571,6 +571,9 @@ BOOTSTRAP: Final = ScriptProtocol(
             "memory_warm",
             "memory_heartbeat",
             "replay",
+            "memory_soul",
+            "memory_user",
+            "memory_agents",
         ),
         (
             "now",
@@ -602,6 +605,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "utc_from",
             "utc_to",
             "read_bytes",
+            "startup",
         ),
         (
             "profile",
@@ -628,6 +632,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "warm",
             "heartbeat",
             "capped",
+            "startup",
         ),
     ),
 )

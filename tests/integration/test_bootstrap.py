@@ -51,7 +51,8 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     data = bundle.to_dict()
     assert list(data["sections"]) == list(TITLES)
     assert data["sections"]["profile"] is None and data["sections"]["signals"] == {}
-    files = ("handoff", "hot", "warm", "today", "topic", "yesterday")  # one memory file each
+    # one memory file each
+    files = ("soul", "user", "agents", "handoff", "hot", "warm", "today", "topic", "yesterday")
     assert all(data["sections"][name] is None for name in files)
     assert all(
         data["sections"][name] == []
@@ -60,8 +61,9 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     )
     assert data["cut"] == {} and data["problems"] == [] and data["spawn"] is None
     text = clocked.bootstrap(bundle.agent, format="markdown").text
-    # level 3 is named in the header; conflicts are a note when there are some
-    on_demand = ("topic", "yesterday", "topics", "archive", "conflicts")
+    # level 3 is named in the header; conflicts are a note when there are some, a startup
+    # file a section when the agent has one
+    on_demand = ("topic", "yesterday", "topics", "archive", "conflicts", "soul", "user", "agents")
     for name, title in TITLES.items():
         assert (f"## {title}\n" in text) is (name not in on_demand)
     assert "level 3 on demand: include=topics,yesterday,archive · topic=<slug>" in text

@@ -94,3 +94,51 @@ def test_a_startup_file_over_the_object_limit_is_refused(acmi: Acmi) -> None:
         acmi.memory.import_snapshot("agent:huge", parse_tree(huge))
     assert refused.value.field == 'files["AGENTS.md"]'
     assert "AGENTS.md" not in render_tree(acmi.memory.export_snapshot("agent:huge"))
+
+
+# --- loaded first in the wake bundle, in the seed's scopes (§7) ------------------------------
+
+
+def _with_memory(acmi: Acmi, agent: str) -> None:
+    acmi.memory.import_snapshot(agent, parse_tree(_tree()))
+
+
+def test_main_loads_soul_user_and_agents_first(acmi: Acmi) -> None:
+    agent = "agent:wake-main"
+    _with_memory(acmi, agent)
+    bundle = acmi.bootstrap(agent)
+    sections = bundle.to_dict()["sections"]
+    assert list(sections)[:3] == ["soul", "user", "agents"]
+    for name, path in (("soul", "SOUL.md"), ("user", "USER.md"), ("agents", "AGENTS.md")):
+        assert sections[name] == {"path": path, "text": STARTUP[path].decode()}
+    text = acmi.bootstrap(agent, format="markdown").text
+    at = [text.index(f"## {t}") for t in ("SOUL.md", "USER.md", "AGENTS.md", "ACTIVE-CONTEXT.md")]
+    assert at == sorted(at)  # in the seed's order, before the other memory files
+    assert "I am Atlas." in text and bundle.problems == []
+
+
+def test_group_loads_soul_and_user_and_a_subagent_none(acmi: Acmi) -> None:
+    agent = "agent:wake-scopes"
+    _with_memory(acmi, agent)
+    group = acmi.bootstrap(agent, scope="group").to_dict()["sections"]
+    assert list(group)[:2] == ["soul", "user"] and "agents" not in group
+    assert group["soul"]["path"] == "SOUL.md"
+    sub = acmi.bootstrap(agent, scope="subagent").to_dict()["sections"]
+    assert not {"soul", "user", "agents"} & set(sub)
+
+
+def test_the_budget_cuts_the_manual_before_identity(acmi: Acmi) -> None:
+    agent = "agent:wake-budget"
+    big = {**STARTUP, "AGENTS.md": b"# AGENTS.md\n" + b"- a rule of how I work\n" * 300}
+    acmi.memory.import_snapshot(agent, parse_tree(big))
+    bundle = acmi.bootstrap(agent, format="markdown", max_bytes=4096)
+    assert bundle.cut.get("agents") == 1 and "soul" not in bundle.cut
+    assert "I am Atlas." in bundle.text
+
+
+def test_the_bundle_is_per_tenant(acmi: Acmi) -> None:
+    a, b = acmi.for_tenant("wake-acme"), acmi.for_tenant("wake-globex")
+    _with_memory(a, "agent:atlas")
+    theirs = b.bootstrap("agent:atlas").to_dict()["sections"]
+    assert theirs["soul"] is None and theirs["user"] is None
+    assert a.bootstrap("agent:atlas").to_dict()["sections"]["soul"] is not None

@@ -27,6 +27,9 @@
 --: KEYS[21] memory_heartbeat: its heartbeat-state (STRING JSON, heartbeat.*)
 --: KEYS[22] replay: this request's record (keys.request): what a new spawn took, so the
 --    transport's retry of the same request (the spawn now exists) is given it again
+--: KEYS[23] memory_soul: SOUL.md (STRING JSON {text})
+--: KEYS[24] memory_user: USER.md (STRING JSON {text})
+--: KEYS[25] memory_agents: AGENTS.md (STRING JSON {text})
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -60,6 +63,8 @@
 --: ARGV[28] utc_to
 --: ARGV[29] read_bytes: the members' bytes each of the timeline, daily-note, lessons
 --    and coordination reads takes at most (the first member read whatever its size)
+--: ARGV[30] startup: which of KEYS[23..25] the scope loads, a '1' or '0' each ("110":
+--    SOUL.md and USER.md)
 --
 -- Every key this script touches is in KEYS (tests/integration/test_declared_keys.py):
 -- open work items come back as ids (read from KEYS[10]), and the client reads their
@@ -112,6 +117,8 @@
 --: reply[23] heartbeat: KEYS[21] as stored
 --: reply[24] capped: [section, items left out...]: the reads stopped at ARGV[29] (a count
 --    that is not known is 1)
+--: reply[25] startup: [soul, user, agents]: KEYS[23..25] as stored (nil: absent or not
+--    loaded)
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
@@ -299,6 +306,12 @@ end
 local memory_hot = read(false, 'GET', KEYS[19])
 local memory_warm = read(false, 'GET', KEYS[20])
 local memory_heartbeat = read(false, 'GET', KEYS[21])
+-- the startup files (seed §7: read first), each one object capped as the others
+local startup = {}
+for i = 1, 3 do
+  startup[i] = false
+  if string.sub(ARGV[30], i, i) == '1' then startup[i] = read(false, 'GET', KEYS[22 + i]) end
+end
 -- ---- end of the memory slots
 
 local m = {}
@@ -410,4 +423,4 @@ end
 return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
   joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
   joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive,
-  memory_hot, memory_warm, memory_heartbeat, capped }
+  memory_hot, memory_warm, memory_heartbeat, capped, startup }
