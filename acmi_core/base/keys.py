@@ -352,6 +352,12 @@ class Keys:
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
         return self._zero.internal("jobrun", job, digest)
 
+    def session_logged(self, entity: EntityId, session_id: str) -> str:
+        """STRING: the mark that ``entity``'s session ``session_id`` has its start logged in
+        the daily note (a ONCE op, kept ``memory.writes.SESSION_MARK_TTL_MS``), so a session
+        start is logged once per session id whatever bootstraps repeat it."""
+        return self.internal("session", str(entity), session_id)
+
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent
         (``store/lua/locks.lua``, ``hitl.lua``, ``work.lua``, a WritePlan's RECORD op),

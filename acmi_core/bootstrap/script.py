@@ -90,6 +90,11 @@ def run(
         "memory_soul": keys.slot(eid, MEMORY_SOUL),
         "memory_user": keys.slot(eid, MEMORY_USER),
         "memory_agents": keys.slot(eid, MEMORY_AGENTS),
+        "session_mark": (
+            keys.session_logged(eid, record["session_id"])
+            if record is not None
+            else keys.profile(eid)
+        ),
     }
     days = {"today", "yesterday"} & loaded
     # a new spawn in main takes the handoff; anything else only reads it

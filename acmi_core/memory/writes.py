@@ -53,7 +53,7 @@ from acmi_core.memory.state import (
     stored_object,
 )
 from acmi_core.store import scripts
-from acmi_core.store.writes import WritePlan
+from acmi_core.store.writes import Replayed, WritePlan
 
 MAX_TEXT_LEN: Final = 2_000  # one remembered line (a daily note is 10 KB in all)
 MAX_HANDOFF_BYTES: Final = 16 * 1024
@@ -69,6 +69,10 @@ DAILY_SECTIONS: Final = {
     "takeaways": "Key Takeaways",
     "tomorrow": "Tomorrow",
 }
+
+# how long a session's start stays marked as logged: the daily notes' retention (seed §4,
+# 30 days), past which its note is archived anyway
+SESSION_MARK_TTL_MS: Final = 30 * 86_400_000
 
 
 # A rendered line's item text: past a list marker, a task box and a [HH:MM] stamp.
@@ -314,6 +318,31 @@ class MemoryWrites(MemoryCommands):
         self._zadd(eid, event, event.to_json())(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "daily", section or _heading_key(event), report)
+
+    def log_session_start(
+        self, entity: str | EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+    ) -> bool:
+        """Seed §8 "Session starts -> log start time -> daily notes": ``- [HH:MM] Started
+        session <id> (<model>)`` appended to the day of ``ts`` in ``tz_name``, once per
+        session id (a ONCE mark in the same write, so a repeat or a retry writes nothing:
+        False). One round trip. Not held to the note's budget: one line a session, and a
+        refused start would lose it; ``memory status`` reports the budget."""
+        from acmi_core.memory.daily import zone
+
+        eid = EntityId.parse(entity)
+        tz = zone(tz_name)
+        local = local_time(ts, tz)
+        # one line whatever the ids hold (they are 1-256 characters of any text)
+        text = " ".join(f"Started session {session_id} ({model_id})".split())
+        event = entry_event(local.date(), f"{local:%H:%M}", text, source=str(eid), tz=tz)
+        plan = WritePlan()
+        plan.once(self._keys.session_logged(eid, session_id), SESSION_MARK_TTL_MS, str(ts))
+        self._zadd(eid, event, event.to_json())(plan)
+        try:
+            plan.apply(self._ctx.store)
+        except Replayed:
+            return False
+        return True
 
     def topic_create(
         self, entity: str | EntityId, slug: object, name: object, now_ms: int | None = None

@@ -574,6 +574,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "memory_soul",
             "memory_user",
             "memory_agents",
+            "session_mark",
         ),
         (
             "now",
@@ -633,6 +634,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "heartbeat",
             "capped",
             "startup",
+            "start_logged",
         ),
     ),
 )

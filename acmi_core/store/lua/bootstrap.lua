@@ -30,6 +30,8 @@
 --: KEYS[23] memory_soul: SOUL.md (STRING JSON {text})
 --: KEYS[24] memory_user: USER.md (STRING JSON {text})
 --: KEYS[25] memory_agents: AGENTS.md (STRING JSON {text})
+--: KEYS[26] session_mark: the spawn's session has its start logged in the daily note
+--    (keys.session_logged; the agent's profile key when there is no spawn: not read)
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -119,6 +121,8 @@
 --    that is not known is 1)
 --: reply[25] startup: [soul, user, agents]: KEYS[23..25] as stored (nil: absent or not
 --    loaded)
+--: reply[26] start_logged: 1 when the spawn's session start is already in the daily note
+--    (KEYS[26] exists), so the client writes it only for a session's first bootstrap
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
@@ -400,6 +404,9 @@ if spawned == 1 and not replayed and taken == 0 and ARGV[15] ~= '' then
   redis.call('SET', KEYS[22], 'S', 'PX', REPLAY_TTL_MS)
 end
 
+local start_logged = 0
+if ARGV[15] ~= '' and redis.call('EXISTS', KEYS[26]) == 1 then start_logged = 1 end
+
 local topic = false
 if m[23] > 0 then topic = read(false, 'GET', KEYS[17]) end
 
@@ -423,4 +430,4 @@ end
 return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
   joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
   joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive,
-  memory_hot, memory_warm, memory_heartbeat, capped, startup }
+  memory_hot, memory_warm, memory_heartbeat, capped, startup, start_logged }
