@@ -70,6 +70,37 @@ DAILY_SECTIONS: Final = {
     "tomorrow": "Tomorrow",
 }
 
+# Seed §12 "Context Overflow Protocol": HANDOFF.md holds "what was done, in progress,
+# next steps, key decisions, gotchas": the parts, with their headings, in that order
+HANDOFF_PARTS: Final = {
+    "done": "What Was Done",
+    "in_progress": "In Progress",
+    "next_steps": "Next Steps",
+    "decisions": "Key Decisions",
+    "gotchas": "Gotchas",
+}
+
+
+def handoff_text(parts: Mapping[str, object]) -> str:
+    """HANDOFF.md from its parts: every part's heading (``- none`` when it is not given,
+    so the next session sees that nothing is pending there, not a forgotten part)."""
+    unknown = sorted(set(parts) - set(HANDOFF_PARTS))
+    if unknown:
+        raise AcmiValidationError(
+            unknown[0], "unknown", f"is not a handoff part ({', '.join(HANDOFF_PARTS)})"
+        )
+    lines = ["# HANDOFF.md", ""]
+    for name, heading in HANDOFF_PARTS.items():
+        value = parts.get(name)
+        items = [value] if isinstance(value, str) else value if value is not None else []
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise AcmiValidationError(name, "type", "must be a list of lines or one line")
+        # one bullet a line: a part's own line breaks would break the template's shape
+        bullets = [" ".join(x.split()) for x in items if x.strip()]
+        lines += [f"## {heading}", *(f"- {b}" for b in bullets or ["none"]), ""]
+    return "\n".join(lines)
+
+
 # how long a session's start stays marked as logged: the daily notes' retention (seed §4,
 # 30 days), past which its note is archived anyway
 SESSION_MARK_TTL_MS: Final = 30 * 86_400_000
@@ -385,10 +416,25 @@ class MemoryWrites(MemoryCommands):
             "text": topic_file.render(),
         }
 
-    def handoff(self, entity: str | EntityId, text: object, now_ms: int | None = None) -> Handoff:
+    def handoff(
+        self,
+        entity: str | EntityId,
+        text: object = None,
+        now_ms: int | None = None,
+        **parts: object,
+    ) -> Handoff:
         """``/handoff``: the seed's HANDOFF.md (what was done, in progress, next steps,
-        decisions, gotchas), kept until the next session takes it. 1 round trip."""
+        decisions, gotchas), kept until the next session takes it: ``text`` as written, or
+        the template filled from ``parts`` (``HANDOFF_PARTS``: each a list of lines or
+        one line). 1 round trip."""
         eid = EntityId.parse(entity)
+        given = {name: value for name, value in parts.items() if value is not None}
+        if given:
+            if text is not None:
+                raise AcmiValidationError(
+                    "text", "exclusive", "give the text or the template's parts, not both"
+                )
+            text = handoff_text(given)
         if not isinstance(text, str) or not text.strip():
             raise AcmiValidationError("text", "required", "must be a non-empty string")
         text = self._ctx.guard(text, "text")

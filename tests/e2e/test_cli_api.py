@@ -255,6 +255,19 @@ def test_the_startup_files_over_the_api_byte_for_byte(
     assert _tree(out) == startup
 
 
+def test_the_handoff_template_over_the_api(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    argv = ["memory", "handoff", "agent:handy", "--done", "shipped", "--gotcha", "flaky CI"]
+    on_store = run(capsys, monkeypatch, argv, state=CliState(preset=served.acmi))
+    monkeypatch.setenv("ACMI_API_KEY", served.reset())
+    over_api = run(capsys, monkeypatch, ["--api", served.url, *argv])
+    assert over_api.code == 0, over_api.err
+    text = json.loads(over_api.out)["text"]
+    assert text == json.loads(on_store.out)["text"] and "## Gotchas\n- flaky CI" in text
+
+
 def test_an_export_that_would_leave_the_folder_writes_nothing(tmp_path: Path) -> None:
     """What an API answers is not trusted with paths: `../` is refused before any write."""
     from acmi_core.memory.markdown import MemoryFormatError

@@ -118,3 +118,18 @@ def test_the_startup_files_import_and_export_byte_for_byte(
     code, exported, _ = run(capsys, tenant, "export", "agent:atlas", "--dir", str(out))
     assert code == 0 and len(exported["files"]) == 35
     assert tree(out) == tree(workspace)
+
+
+def test_the_handoff_template_from_its_parts(
+    redis_env: str, tenant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["handoff", "agent:atlas", "--done", "imported", "--done", "reviewed"]
+    code, left, err = run(capsys, tenant, *argv, "--next-step", "archive Q4", "--gotcha", "slow")
+    assert code == 0, err
+    assert left["text"].startswith("# HANDOFF.md\n\n## What Was Done\n- imported\n- reviewed\n")
+    assert (
+        "## Next Steps\n- archive Q4\n" in left["text"]
+        and "## Key Decisions\n- none" in left["text"]
+    )
+    code, taken, _ = run(capsys, tenant, "handoff", "agent:atlas", "--take")
+    assert code == 0 and taken["handoff"]["text"] == left["text"]
