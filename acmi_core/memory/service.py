@@ -229,6 +229,13 @@ class MemoryAPI:
             gotchas=gotchas,
         )
 
+    def log_session_start(
+        self, entity: str | EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+    ) -> bool:
+        """A session start in the daily note, once a session id
+        (``MemoryWrites.log_session_start``; the bootstrap of a new spawn calls it)."""
+        return self._writes.log_session_start(entity, session_id, model_id, ts, tz_name)
+
     def take_handoff(self, entity: str | EntityId) -> StoredHandoff | None:
         """The pending handoff, read and cleared atomically (``MemoryWrites.take_handoff``)."""
         return self._writes.take_handoff(entity)

@@ -421,13 +421,25 @@ class MemoryWrites(MemoryCommands):
         entity: str | EntityId,
         text: object = None,
         now_ms: int | None = None,
-        **parts: object,
+        *,
+        done: object = None,
+        in_progress: object = None,
+        next_steps: object = None,
+        decisions: object = None,
+        gotchas: object = None,
     ) -> Handoff:
         """``/handoff``: the seed's HANDOFF.md (what was done, in progress, next steps,
         decisions, gotchas), kept until the next session takes it: ``text`` as written, or
         the template filled from ``parts`` (``HANDOFF_PARTS``: each a list of lines or
         one line). 1 round trip."""
         eid = EntityId.parse(entity)
+        parts = {
+            "done": done,
+            "in_progress": in_progress,
+            "next_steps": next_steps,
+            "decisions": decisions,
+            "gotchas": gotchas,
+        }
         given = {name: value for name, value in parts.items() if value is not None}
         if given:
             if text is not None:
