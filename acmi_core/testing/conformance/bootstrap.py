@@ -57,6 +57,9 @@ def bootstrap_complete(ctx: Context) -> None:
     acmi.hitl.create("shared", "anyone", asked_by="agent:asker")
     workflow = ctx.track(f"workflow:conf-{token}")
     acmi.workflows.improve(workflow, "step-1", "pin versions", agent)
+    # the new session's start goes in today's note: its once-mark and the memory index
+    ctx.track_key(acmi.keys.session_logged(EntityId.parse(agent), "s-1"))
+    ctx.track_key(acmi.keys.memory_index())
     bundle = acmi.bootstrap(agent, spawn={"session_id": "s-1", "model_id": "m-1"})
     sections = bundle.to_dict()["sections"]
     expect_equal(list(sections), list(TITLES), "sections, in order")
