@@ -6,6 +6,7 @@ Default tenant (wire-compatible with the reference deployment)::
     acmi:<cat>:list                                    SET of ids
     acmi:agent:<id>:spawns | active_context | rollup:latest
     acmi:<cat>:<id>:memory:hot | memory:warm | memory:heartbeat   STRING JSON (memory)
+    acmi:<cat>:<id>:memory:soul | memory:user | memory:agents    STRING JSON (startup files)
     acmi:work:<id>:sessions
     acmi:ns:<labels>:store:items                       HASH (a LangGraph store namespace)
     acmi:hitl:<cat>:<id>:open | closed                 ZSET (SPEC v1.3 §11.6 per-addressee HITL)
@@ -93,6 +94,11 @@ STORE_ITEMS: Final = "store:items"
 # HASH line digest -> the line's embedding, 6-bit quantised, one ASCII byte a dimension
 # (acmi_core.memory.embeddings): written with the line, read whole by memory search
 MEMORY_VECTORS: Final = "memory:vectors"
+# The startup files (seed §7), each a STRING JSON {"text": <the file, as written>}: loaded
+# first at wake, imported and exported byte for byte (acmi_core.memory.startup)
+MEMORY_SOUL: Final = "memory:soul"  # SOUL.md: who the agent is
+MEMORY_USER: Final = "memory:user"  # USER.md: who it helps
+MEMORY_AGENTS: Final = "memory:agents"  # AGENTS.md: the operating manual
 EXTENSION_SLOTS: Final = (
     SPAWNS,
     ACTIVE_CONTEXT,
@@ -108,6 +114,9 @@ EXTENSION_SLOTS: Final = (
     MEMORY_HEARTBEAT,
     STORE_ITEMS,
     MEMORY_VECTORS,
+    MEMORY_SOUL,
+    MEMORY_USER,
+    MEMORY_AGENTS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 
@@ -365,6 +374,12 @@ class Keys:
         id finds it and does nothing. The id is hashed: any id fits in a key."""
         digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
         return self.internal("jobrun", job, digest)  # per bucket: a run per bucket
+
+    def session_logged(self, entity: EntityId, session_id: str) -> str:
+        """STRING: the mark that ``entity``'s session ``session_id`` has its start logged in
+        the daily note (a ONCE op, kept ``memory.writes.SESSION_MARK_TTL_MS``), so a session
+        start is logged once per session id whatever bootstraps repeat it."""
+        return self.internal("session", str(entity), session_id)
 
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent

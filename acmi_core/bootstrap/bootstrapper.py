@@ -80,6 +80,7 @@ from acmi_core.bootstrap.script import as_list, pairs, string
 from acmi_core.bootstrap.sections import Memory, build, on_demand
 from acmi_core.bootstrap.text import iso
 from acmi_core.coordination.agents import agent_id, spawn_record
+from acmi_core.coordination.results import SpawnRecord
 from acmi_core.store.base import Reply
 
 if TYPE_CHECKING:
@@ -133,6 +134,9 @@ class Bootstrapper:
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
             bundle.spawn = {**record} if reply["spawned"] == 1 else {**record, "duplicate": True}
+            # seed §8: a session start is logged in the daily note, once a session id
+            if reply["spawned"] == 1 and reply["start_logged"] != 1:
+                self._log_start(bundle, eid, record)
         bundle.text = render(bundle)
         if budget is not None:
             bundle.max_bytes, bundle.max_tokens = budget.max_bytes, budget.max_tokens
@@ -141,6 +145,16 @@ class Bootstrapper:
                 fit(bundle, budget)
                 self._keep_handoff(bundle, eid, reply["handoff"])
         return bundle
+
+    def _log_start(self, bundle: Bundle, eid: EntityId, record: SpawnRecord) -> None:
+        """The new spawn's line in today's note (its zone: the bundle's), once per session
+        id: one round trip more for a bootstrap that logs a new spawn, none otherwise."""
+        from acmi_core.memory.writes import MemoryWrites
+
+        zone_name = str(bundle.memory.get("timezone", "UTC"))
+        MemoryWrites(self._ctx).log_session_start(
+            eid, record["session_id"], record["model_id"], record["ts"], zone_name
+        )
 
     def _keep_handoff(self, bundle: Bundle, eid: EntityId, raw: Reply) -> None:
         """A handoff this bootstrap took and the budget then cut is put back (SET NX: a

@@ -82,12 +82,15 @@ TRIM_ORDER: Final = (
     "rollup",
     "today",
     "topic",
+    "agents",  # the manual before the curated memory: how to work, not what is known
     "warm",
     "conflicts",
     "profile",
     "work",
     "locks",
     "hitl",
+    "user",  # identity (§12 level 1): cut after everything but hot, signals, the handoff
+    "soul",
     "hot",
     "signals",
     "handoff",

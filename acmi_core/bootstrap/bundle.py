@@ -26,9 +26,13 @@ GROUP_ON_DEMAND: Final = frozenset({"yesterday"})  # §13: topics and archive st
 MAX_PROBLEMS: Final = 3  # reported in a bundle (each cut to PROBLEM_CHARS); the rest logged
 PROBLEM_CHARS: Final = 160
 
-# Display order, with each section's title (memory first: the seed's startup order, §7).
+# Display order, with each section's title (memory first: the seed's startup order, §7,
+# which reads SOUL.md and USER.md before anything else; AGENTS.md, the operating manual, next).
 # Lists are newest first (HITL: most urgent first).
 TITLES: Final = {
+    "soul": "SOUL.md",
+    "user": "USER.md",
+    "agents": "AGENTS.md",
     "profile": "Profile",
     "handoff": "Handoff (HANDOFF.md)",
     "hot": "ACTIVE-CONTEXT.md",
@@ -53,8 +57,12 @@ TITLES: Final = {
 }
 SCOPE_SECTIONS: Final[dict[str, frozenset[str]]] = {
     "main": frozenset(TITLES),
+    # §7: a group session loads SOUL.md and USER.md first; AGENTS.md only in main; a
+    # sub-agent "task-specific context only", so none of the three
     "group": frozenset(
         (
+            "soul",
+            "user",
             "hot",
             "today",
             "yesterday",

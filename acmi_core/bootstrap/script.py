@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any, Final
 from acmi_core.base.errors import StoreCommandError
 from acmi_core.base.keys import (
     ACTIVE_CONTEXT,
+    MEMORY_AGENTS,
     MEMORY_ARCHIVE,
     MEMORY_HANDOFF,
     MEMORY_HEARTBEAT,
     MEMORY_HOT,
+    MEMORY_SOUL,
     MEMORY_STAMPS,
+    MEMORY_USER,
     MEMORY_WARM,
     ROLLUP_LATEST,
     SPAWNS,
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from acmi_core.entities.context import Context
 
 BOOTSTRAP: Final = scripts.BOOTSTRAP.script
+# the startup files' sections, in KEYS[23..25]'s order, with their file names
+STARTUP_SECTIONS: Final = {"soul": "SOUL.md", "user": "USER.md", "agents": "AGENTS.md"}
 SEP: Final = b"\n\xff\n"  # what store/lua/bootstrap.lua joins a section's members with
 HOUR_MS: Final = 3_600_000
 # How far from now a local day can reach in any zone (UTC-12..UTC+14, a 25-hour DST day).
@@ -82,6 +87,14 @@ def run(
         "memory_heartbeat": keys.slot(eid, MEMORY_HEARTBEAT),
         # one id per call: the transport's retries of it carry the same (a lost reply)
         "replay": keys.request(scripts.new_request_id()),
+        "memory_soul": keys.slot(eid, MEMORY_SOUL),
+        "memory_user": keys.slot(eid, MEMORY_USER),
+        "memory_agents": keys.slot(eid, MEMORY_AGENTS),
+        "session_mark": (
+            keys.session_logged(eid, record["session_id"])
+            if record is not None
+            else keys.profile(eid)
+        ),
     }
     days = {"today", "yesterday"} & loaded
     # a new spawn in main takes the handoff; anything else only reads it
@@ -120,6 +133,7 @@ def run(
         # what finds this session among the newest spawns (the member's own text)
         "spawn_session": '"session_id":' + dumps(record["session_id"]) if record else "",
         "spawn_window": CAPS["spawn_sessions"],
+        "startup": "".join("1" if s in loaded else "0" for s in STARTUP_SECTIONS),
     }
     try:
         reply = scripts.BOOTSTRAP.eval(ctx.store, script_keys, args, script=BOOTSTRAP)

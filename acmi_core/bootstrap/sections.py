@@ -2,7 +2,9 @@
 signals, threads, rollup, HITL, locks, work, lessons, coordination, timeline and spawns,
 then memory (seed 002, DESIGN §6) in the seed's shapes.
 
-Memory: the handoff (HANDOFF.md), ``hot`` (the ``memory:hot`` slot as ACTIVE-CONTEXT.md),
+Memory: first the startup files (``soul``, ``user``, ``agents``: SOUL.md, USER.md and
+AGENTS.md as written, in the scopes bundle.SCOPE_SECTIONS gives them), the handoff
+(HANDOFF.md), ``hot`` (the ``memory:hot`` slot as ACTIVE-CONTEXT.md),
 ``warm`` (the ``memory:warm`` slot as MEMORY.md: private), ``today`` (the day of
 ``now`` in heartbeat-state's time zone, else UTC, as memory/YYYY-MM-DD.md), ``conflicts``
 (where the hot and warm layers disagree and which one wins, seed §8), ``topic``
@@ -27,7 +29,15 @@ from acmi_core.base.stored import Unreadable, decode_events, load_stored
 from acmi_core.bootstrap.budget import CAPS
 from acmi_core.bootstrap.bundle import ON_DEMAND, SCOPE_SECTIONS, TITLES, Bundle, Section
 from acmi_core.bootstrap.render import FILE_SECTIONS
-from acmi_core.bootstrap.script import SEP, Reader, as_list, number, pairs, string
+from acmi_core.bootstrap.script import (
+    SEP,
+    STARTUP_SECTIONS,
+    Reader,
+    as_list,
+    number,
+    pairs,
+    string,
+)
 from acmi_core.coordination.locks import parse_lease_entry
 from acmi_core.store.base import Reply
 from acmi_core.store.scripts import Slots
@@ -172,6 +182,21 @@ class Memory:
         self.profile = unexpired(read.obj(reply["warm"], "memory:warm") or {}, WARM, self.now)
         self.bundle.problems += read.problems
 
+    def _startup(self, replies: Reply) -> None:
+        """SOUL.md, USER.md and AGENTS.md, each its slot's text as written (what does not
+        read is a problem)."""
+        from acmi_core.memory.state import STARTUP_TEXT
+
+        read = Reader()
+        for (name, path), raw in zip(STARTUP_SECTIONS.items(), as_list(replies), strict=False):
+            doc = read.obj(raw, f"memory:{name}")
+            text = doc.get(STARTUP_TEXT) if doc is not None else None
+            if isinstance(text, str):
+                self.set(name, {"path": path, "text": text})
+            elif doc is not None:
+                self.bundle.problems.append(f"memory:{name}: has no text")
+        self.bundle.problems += read.problems
+
     def problem(self, what: str, exc: Exception) -> None:
         message = exc.message if isinstance(exc, AcmiValidationError) else str(exc)
         self.bundle.problems.append(f"{what}: {message}")
@@ -190,6 +215,8 @@ class Memory:
             return False
         if any(reply[slot] is not None for slot in ("hot", "warm", "heartbeat")):
             return False
+        if any(text is not None for text in as_list(reply["startup"])):
+            return False
         self.bundle.memory = {
             "today": (_EPOCH + dt.timedelta(days=self.now // 86_400_000)).isoformat(),
             "timezone": "UTC",
@@ -204,6 +231,7 @@ class Memory:
         if self._without_memory(reply):
             return
         self._slots(reply)
+        self._startup(reply["startup"])
         from acmi_core.memory.conflicts import hot_warm_conflicts
         from acmi_core.memory.slots import (
             HOT,

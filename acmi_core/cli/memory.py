@@ -254,16 +254,36 @@ def handoff(
     entity: Entity,
     file: Annotated[str | None, typer.Option(help="the handoff's text file")] = None,
     take: Annotated[bool, typer.Option(help="read and clear the pending handoff")] = False,
+    done: Annotated[list[str] | None, typer.Option(help="what was done (repeatable)")] = None,
+    in_progress: Annotated[
+        list[str] | None, typer.Option(help="what is in progress (repeatable)")
+    ] = None,
+    next_step: Annotated[list[str] | None, typer.Option(help="a next step (repeatable)")] = None,
+    decision: Annotated[list[str] | None, typer.Option(help="a key decision (repeatable)")] = None,
+    gotcha: Annotated[list[str] | None, typer.Option(help="a gotcha (repeatable)")] = None,
 ) -> None:
-    """Write HANDOFF.md (--file) for the next session, or --take it."""
+    """Write HANDOFF.md for the next session: --file as written, or the seed's template
+    filled from --done, --in-progress, --next-step, --decision, --gotcha; or --take it."""
     if take:
         taken = state().backend().call("memory.handoff.take", entity=entity)
         emit({"handoff": taken}, state().output)
         return
-    if file is None:
-        raise AcmiValidationError("--file", "required", "give the handoff's text file (or --take)")
-    text = _read_text(file, "--file")
-    emit(state().backend().call("memory.handoff", entity=entity, text=text), state().output)
+    parts = {
+        "done": done,
+        "in_progress": in_progress,
+        "next_steps": next_step,
+        "decisions": decision,
+        "gotchas": gotcha,
+    }
+    given = {name: value for name, value in parts.items() if value}
+    if file is None and not given:
+        raise AcmiValidationError(
+            "--file", "required", "give the handoff's text file, its parts (--done ...), or --take"
+        )
+    text = _read_text(file, "--file") if file is not None else None
+    fields: dict[str, object] = {"text": text} if text is not None else {}
+    answer = state().backend().call("memory.handoff", entity=entity, **fields, **given)
+    emit(answer, state().output)
 
 
 @app.command()

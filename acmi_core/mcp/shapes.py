@@ -191,8 +191,17 @@ def memory_import(acmi: Acmi, scope: Scope, q: p.MemoryImportParams) -> Imported
 def memory_handoff(
     acmi: Acmi, scope: Scope, q: p.MemoryHandoffParams
 ) -> Handoff | HandoffTakenTool:
-    if q.text is not None:
-        return acmi.memory.handoff(q.entity, q.text)
+    parts = (q.done, q.in_progress, q.next_steps, q.decisions, q.gotchas)
+    if q.text is not None or any(v is not None for v in parts):
+        return acmi.memory.handoff(
+            q.entity,
+            q.text,
+            done=q.done,
+            in_progress=q.in_progress,
+            next_steps=q.next_steps,
+            decisions=q.decisions,
+            gotchas=q.gotchas,
+        )
     return {"entity": _entity(q.entity), "handoff": acmi.memory.take_handoff(q.entity)}
 
 

@@ -192,13 +192,22 @@ PRIVATE_SECTIONS: Final = {
 
 Scope = Literal["main", "group", "subagent"]
 # What a session loads at wake, in the seed's order ("today": today's daily note; "topic":
-# the one topic file the task names). Identity files (SOUL.md, USER.md) are the entity's
-# profile identity, outside these layers.
+# the one topic file the task names). The startup files come before these (STARTUP_SCOPES).
 SCOPES: Final[Mapping[Scope, tuple[str, ...]]] = {
     # §7 main also lists yesterday's note; §12 (and issue 13) make it level 3, on demand
     "main": ("warm", "hot", "today"),
     "group": ("hot", "today"),  # §7 group: "DO NOT load MEMORY.md — contains private context"
     "subagent": ("topic", "hot"),  # §7 sub-agent: task context, its topic file, ACTIVE-CONTEXT
+}
+# §7 / §12: the startup files each scope loads FIRST, in this order. SOUL.md and USER.md
+# are level 1 ("always load ... identity") in main and group sessions; AGENTS.md (§1: "the
+# operating manual, how you work") in main sessions only, the seed's fullest load. A
+# sub-agent loads "task-specific context only" (§7), so none.
+STARTUP_PATHS: Final = ("SOUL.md", "USER.md", "AGENTS.md")
+STARTUP_SCOPES: Final[Mapping[Scope, tuple[str, ...]]] = {
+    "main": ("SOUL.md", "USER.md", "AGENTS.md"),
+    "group": ("SOUL.md", "USER.md"),
+    "subagent": (),
 }
 # §12 progressive disclosure: level 1 always, level 2 in main sessions, level 3 on demand.
 LEVELS: Final = {1: ("hot",), 2: ("warm", "today"), 3: ("topic", "yesterday", "cold")}
@@ -648,7 +657,9 @@ class MemorySnapshot:
     """Every file of one entity's memory tree (``acmi_core.memory.tree`` reads and writes
     it; ``acmi_core.memory.slots`` maps it onto ACMI). ``daily``, ``topics`` and
     ``archives`` are sorted by date, slug and quarter; ``ignored`` lists files of the tree
-    that are not the seed's memory files (AGENTS.md, notes.txt), never written back."""
+    that are not the seed's memory files (notes.txt), never written back. ``startup``
+    holds the startup files (SOUL.md, USER.md, AGENTS.md) as (path, text), in
+    ``STARTUP_PATHS`` order, their text kept exactly as written."""
 
     active_context: ActiveContext | None = None
     memory: LongTermMemory | None = None
@@ -657,6 +668,10 @@ class MemorySnapshot:
     archives: tuple[ArchiveFile, ...] = ()
     heartbeat: HeartbeatState | None = None
     ignored: tuple[str, ...] = field(default=(), compare=False)
+    startup: tuple[tuple[str, str], ...] = ()
+
+    def startup_file(self, path: str) -> str | None:
+        return next((text for p, text in self.startup if p == path), None)
 
     @property
     def timezone(self) -> str:
@@ -674,8 +689,10 @@ class MemorySnapshot:
     ) -> MemorySnapshot:
         """What a session of ``scope`` loads at wake (:data:`SCOPES`): a ``group`` view
         has no MEMORY.md (private), a ``subagent`` view only ACTIVE-CONTEXT and the
-        topic it names. Level 3 (yesterday, other topics, archives) is never included."""
+        topic it names. Level 3 (yesterday, other topics, archives) is never included.
+        The startup files are those of :data:`STARTUP_SCOPES`."""
         loads = SCOPES[scope]
+        startup = STARTUP_SCOPES[scope]
         today_note = self.day(today)
         chosen = self.topic(topic) if topic is not None else None
         return MemorySnapshot(
@@ -683,6 +700,7 @@ class MemorySnapshot:
             memory=self.memory if "warm" in loads else None,
             daily=(today_note,) if "today" in loads and today_note is not None else (),
             topics=(chosen,) if "topic" in loads and chosen is not None else (),
+            startup=tuple((p, t) for p, t in self.startup if p in startup),
         )
 
 

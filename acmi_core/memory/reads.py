@@ -17,7 +17,7 @@ from acmi_core.base.errors import AcmiValidationError, NotFound
 from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
-from acmi_core.memory.conflicts import hot_warm_conflicts
+from acmi_core.memory.conflicts import duplicates, hot_warm_conflicts, rule_conflicts
 from acmi_core.memory.embeddings import (
     MAX_EMBED_LINES,
     EmbeddingError,
@@ -225,6 +225,19 @@ def _window(snapshot: MemorySnapshot, today: dt.date) -> MemorySnapshot:
     starts mid-day, and a day read in part would be measured in part."""
     first = today - dt.timedelta(days=RETENTION_DAYS)
     return replace(snapshot, daily=tuple(d for d in snapshot.daily if d.date >= first))
+
+
+def _layer_files(snap: MemorySnapshot) -> list[tuple[str, str, str]]:
+    """(layer, path, text) of the files debug compares: hot, warm, the topics and the
+    window's daily notes (in date order)."""
+    files: list[tuple[str, str, str]] = []
+    if snap.active_context is not None:
+        files.append(("hot", "ACTIVE-CONTEXT.md", snap.active_context.render()))
+    if snap.memory is not None:
+        files.append(("warm", "MEMORY.md", snap.memory.render()))
+    files += [("topic", t.path, t.render()) for t in snap.topics]
+    files += [("daily", d.path, d.render()) for d in snap.daily]
+    return files
 
 
 class MemoryReads(MemoryCommands):
@@ -607,11 +620,19 @@ class MemoryReads(MemoryCommands):
                     }
                 )
         over = [r.to_dict() for r in check_snapshot(snap) if not r.ok]
+        files = _layer_files(snap)
+        ruled = rule_conflicts(
+            [f for f in files if f[0] != "daily"],
+            [(p, t) for layer, p, t in files if layer == "daily"],
+        )
+        repeated = duplicates(files)
         return {
             "entity": str(state.entity),
-            "ok": not (missing or conflicts or stale or over),
+            "ok": not (missing or conflicts or stale or over or ruled or repeated),
             "missing": missing,
             "conflicts": conflicts,
             "stale": stale,
             "over_budget": over,
+            "rule_conflicts": ruled,
+            "duplicates": repeated,
         }

@@ -235,6 +235,42 @@ class HotWarmConflict(TypedDict):
     fix: str
 
 
+class FactLine(TypedDict):
+    layer: str
+    path: str
+    line: int
+    text: str
+
+
+class Evidence(TypedDict):
+    path: str
+    line: str
+
+
+class RuleConflict(TypedDict):
+    """Two layers stating one subject differently, the seed's rule that decides it (§8)."""
+
+    about: str
+    lines: list[FactLine]
+    rule: str
+    wins: str
+    evidence: list[Evidence]
+    evidence_rule: str
+    fix: str
+
+
+class Where(TypedDict):
+    layer: str
+    path: str
+    line: int
+
+
+class Duplicate(TypedDict):
+    text: str
+    where: list[Where]
+    fix: str
+
+
 class Stale(TypedDict):
     item: str
     why: str
@@ -248,6 +284,8 @@ class MemoryDebug(TypedDict):
     conflicts: list[HotWarmConflict]
     stale: list[Stale]
     over_budget: list[BudgetCheck]
+    rule_conflicts: list[RuleConflict]  # the seed's four rules over keyed facts (§8)
+    duplicates: list[Duplicate]  # a line held in more than one layer
 
 
 class Imported(TypedDict):
@@ -264,6 +302,7 @@ class Imported(TypedDict):
     topics_written: int
     archives_written: int
     files_written: list[str]
+    startup_written: int  # startup files (SOUL.md, USER.md, AGENTS.md) written
 
 
 # --- what a surface builds around an answer (the core returns the answer alone) -----------

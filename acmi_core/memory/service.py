@@ -217,9 +217,37 @@ class MemoryAPI:
         """``/topic-create`` (``MemoryWrites.topic_create``)."""
         return self._writes.topic_create(entity, slug, name, now_ms)
 
-    def handoff(self, entity: str | EntityId, text: object, now_ms: int | None = None) -> Handoff:
-        """``/handoff`` (``MemoryWrites.handoff``)."""
-        return self._writes.handoff(entity, text, now_ms)
+    def handoff(
+        self,
+        entity: str | EntityId,
+        text: object = None,
+        now_ms: int | None = None,
+        *,
+        done: object = None,
+        in_progress: object = None,
+        next_steps: object = None,
+        decisions: object = None,
+        gotchas: object = None,
+    ) -> Handoff:
+        """``/handoff`` (``MemoryWrites.handoff``): the text, or the seed's template
+        filled from its parts."""
+        return self._writes.handoff(
+            entity,
+            text,
+            now_ms,
+            done=done,
+            in_progress=in_progress,
+            next_steps=next_steps,
+            decisions=decisions,
+            gotchas=gotchas,
+        )
+
+    def log_session_start(
+        self, entity: str | EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+    ) -> bool:
+        """A session start in the daily note, once a session id
+        (``MemoryWrites.log_session_start``; the bootstrap of a new spawn calls it)."""
+        return self._writes.log_session_start(entity, session_id, model_id, ts, tz_name)
 
     def take_handoff(self, entity: str | EntityId) -> StoredHandoff | None:
         """The pending handoff, read and cleared atomically (``MemoryWrites.take_handoff``)."""

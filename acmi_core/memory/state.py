@@ -12,6 +12,7 @@ imported, migrated); ``memory/service.py``'s ``MemoryAPI`` composes them."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -20,7 +21,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData
-from acmi_core.base.keys import MEMORY_ARCHIVE, MEMORY_HANDOFF, MEMORY_STAMPS, MEMORY_VECTORS
+from acmi_core.base.keys import (
+    MEMORY_AGENTS,
+    MEMORY_ARCHIVE,
+    MEMORY_HANDOFF,
+    MEMORY_SOUL,
+    MEMORY_STAMPS,
+    MEMORY_USER,
+    MEMORY_VECTORS,
+)
 from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
@@ -239,6 +248,19 @@ def next_due(data: Mapping[str, Any], today: dt.date) -> dict[str, Due]:
 
 
 MEMORY_SLOTS: Final = tuple(slot for _, slot in LAYER_SLOTS)
+# each startup file's slot, in STARTUP_PATHS order: {"text": the file as written}
+STARTUP_SLOTS: Final = (
+    ("SOUL.md", MEMORY_SOUL),
+    ("USER.md", MEMORY_USER),
+    ("AGENTS.md", MEMORY_AGENTS),
+)
+STARTUP_TEXT: Final = "text"
+
+
+def startup_text(raw: Reply, key: str) -> str | None:
+    """A startup file's text from its slot's GET reply (None when absent or not text)."""
+    text = stored_object(raw, key).get(STARTUP_TEXT)
+    return text if isinstance(text, str) else None
 
 
 @dataclass
@@ -256,6 +278,7 @@ class MemoryState:
     handoff: dict[str, Any] | None = None
     total_events: int = 0
     truncated: bool = False
+    startup: dict[str, str] = field(default_factory=dict)  # path -> text (STARTUP_SLOTS)
 
     @property
     def tz(self) -> dt.tzinfo:
@@ -268,7 +291,9 @@ class MemoryState:
 
     def snapshot(self, *, include_foreign: bool = False) -> MemorySnapshot:
         image = SlotImage(self.memory, self.memory, self.events, self.topics, self.archives)
-        return snapshot_from_slots(image, include_foreign=include_foreign)
+        snapshot = snapshot_from_slots(image, include_foreign=include_foreign)
+        startup = tuple((p, self.startup[p]) for p, _ in STARTUP_SLOTS if p in self.startup)
+        return dataclasses.replace(snapshot, startup=startup)
 
 
 class MemoryCommands:
@@ -317,10 +342,10 @@ class MemoryCommands:
         topics: bool = True,
         extras: bool = False,
     ) -> MemoryState:
-        """The memory slots, archives and (``events``) up to ``limit`` timeline events in
-        [since_ms, until_ms] (``newest``: the newest ones) in one pipeline; the linked
-        topic profiles in a second (``topics``). ``extras``: the handoff and the
-        timeline's size too."""
+        """The memory slots, the startup files, archives and (``events``) up to ``limit``
+        timeline events in [since_ms, until_ms] (``newest``: the newest ones) in one
+        pipeline; the linked topic profiles in a second (``topics``). ``extras``: the handoff and
+        the timeline's size too."""
         eid = EntityId.parse(entity)
         keys = self._keys
         archive_key, handoff_key = self._slots(eid)
@@ -341,7 +366,16 @@ class MemoryCommands:
                 commands.append(("ZRANGE", timeline, low, high, "BYSCORE", "LIMIT", 0, limit))
         if extras:
             commands += [("GET", handoff_key), ("ZCARD", timeline)]
+        startup_keys = [(path, keys.slot(eid, slot)) for path, slot in STARTUP_SLOTS]
+        commands += [("GET", key) for _, key in startup_keys]
         replies = self._ctx.store.pipeline(commands)
+        startup = {
+            path: text
+            for (path, key), reply in zip(
+                startup_keys, replies[len(commands) - len(startup_keys) :], strict=True
+            )
+            if (text := startup_text(pipeline_reply(reply, key), key)) is not None
+        }
         at = len(memory_keys)
         memory = self._memory_of(replies[:at], memory_keys)
         archives = _hash(pipeline_reply(replies[at], archive_key), archive_key)
@@ -355,7 +389,7 @@ class MemoryCommands:
             if newest:
                 found.reverse()
             at += 1
-        state = MemoryState(eid, memory, found, archives, truncated=truncated)
+        state = MemoryState(eid, memory, found, archives, truncated=truncated, startup=startup)
         if extras:
             handoff = stored_object(pipeline_reply(replies[at], handoff_key), handoff_key)
             state.handoff = handoff or None

@@ -27,6 +27,7 @@ from acmi_core.base.model import (
     Event,
     dumps,
     encode_event,
+    json_object_text,
     parse_event,
 )
 from acmi_core.base.pages import MAX_PAGE_SIZE
@@ -45,6 +46,8 @@ from acmi_core.memory.slots import (
 )
 from acmi_core.memory.state import (
     HOT_KEYS,
+    STARTUP_SLOTS,
+    STARTUP_TEXT,
     TOPIC_KEYS,
     WARM_KEYS,
     MemoryCommands,
@@ -130,6 +133,10 @@ def _numbered(event: Event) -> object:
 
 def _hset(key: str, name: str, text: str) -> Callable[[WritePlan], object]:
     return lambda plan: plan.hset(key, name, text)
+
+
+def _set(key: str, text: str) -> Callable[[WritePlan], object]:
+    return lambda plan: plan.set(key, text)
 
 
 def _zrem(key: str, member: bytes) -> Callable[[WritePlan], object]:
@@ -233,6 +240,16 @@ class MemoryTransfer(MemoryCommands):
                 ops.append(_Op(f"memory/topics/{slug}.md", stage, stored))
                 counts["topics_written"] += 1
 
+        # the startup files: each replaces its slot when its text differs (a file the tree
+        # lacks is left alone, as a layer is)
+        for path, text in self._startup_guarded(snapshot):
+            if state.startup.get(path) != text:
+                slot = dict(STARTUP_SLOTS)[path]
+                # a slot like the others: at most MAX_OBJECT_BYTES of JSON (413 naming it)
+                value = json_object_text({STARTUP_TEXT: text}, f'files["{path}"]')
+                ops.append(_Op(path, _set(self._keys.slot(eid, slot), value)))
+                counts["startup_written"] += 1
+
         archive_key, _ = self._slots(eid)
         for quarter, doc in image.archives.items():
             if differs(state.archives, quarter, doc):
@@ -248,7 +265,8 @@ class MemoryTransfer(MemoryCommands):
             + len(snapshot.topics)
             + len(snapshot.archives)
             + sum(x is not None for x in (snapshot.active_context, snapshot.memory))
-            + (snapshot.heartbeat is not None),
+            + (snapshot.heartbeat is not None)
+            + len(snapshot.startup),
             "ignored": list(snapshot.ignored),
             "over_budget": [r.to_dict() for r in over],
             "writes": written,
@@ -260,6 +278,7 @@ class MemoryTransfer(MemoryCommands):
             "topics_written": counts["topics_written"],
             "archives_written": counts["archives_written"],
             "files_written": files_written,
+            "startup_written": counts["startup_written"],
         }
 
     def _guarded(self, image: SlotImage) -> SlotImage:
@@ -291,6 +310,15 @@ class MemoryTransfer(MemoryCommands):
                 else parse_event(clean, now_ms=now, tenant=tenant, field=where)
             )
         return SlotImage(signals, profile, events, topics, archives)
+
+    def _startup_guarded(self, snapshot: MemorySnapshot) -> list[tuple[str, str]]:
+        """The tree's startup files through the secret guard (a redacted file is stored
+        redacted: a secret is never kept, whatever file it is in)."""
+        out = []
+        for path, text in snapshot.startup:
+            clean = self._ctx.guard({STARTUP_TEXT: text}, f'files["{path}"]')
+            out.append((path, clean[STARTUP_TEXT]))
+        return out
 
     def _daily_ops(
         self,

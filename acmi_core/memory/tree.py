@@ -5,11 +5,12 @@
     MEMORY.md                       ACTIVE-CONTEXT.md
     memory/YYYY-MM-DD.md            memory/heartbeat-state.json
     memory/topics/<slug>.md         memory/archive/YYYY-QN.md
+    SOUL.md  USER.md  AGENTS.md     (the startup files, kept as written)
 
 ``parse_tree`` / ``render_tree`` are pure (relative path -> bytes); ``read_tree`` /
 ``write_tree`` add the file system. ``render_tree(parse_tree(files))`` gives back every
-memory file byte for byte. Other files (AGENTS.md, SOUL.md, anything else under
-``memory/``) are listed in ``snapshot.ignored`` and never written. Files are UTF-8;
+memory file byte for byte. Other files (anything else under ``memory/`` or beside
+it) are listed in ``snapshot.ignored`` and never written. Files are UTF-8;
 anything else is a :class:`MemoryFormatError` naming the file and line.
 """
 
@@ -25,6 +26,7 @@ from typing import Final
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import MAX_JSON_DEPTH
 from acmi_core.memory.layers import (
+    STARTUP_PATHS,
     ActiveContext,
     ArchiveFile,
     DailyNote,
@@ -122,8 +124,11 @@ def parse_tree(files: Mapping[str, bytes]) -> MemorySnapshot:
     topics: list[TopicFile] = []
     archives: list[ArchiveFile] = []
     ignored: list[str] = []
+    startup: dict[str, str] = {}
     for path in sorted(files):
-        if path == ACTIVE_PATH:
+        if path in STARTUP_PATHS:  # free text: no template to hold it to
+            startup[path] = _decode(path, files[path])
+        elif path == ACTIVE_PATH:
             active = ActiveContext.parse(_decode(path, files[path]), path)
         elif path == MEMORY_PATH:
             memory = LongTermMemory.parse(_decode(path, files[path]), path)
@@ -147,12 +152,13 @@ def parse_tree(files: Mapping[str, bytes]) -> MemorySnapshot:
         archives=tuple(sorted(archives, key=lambda a: a.quarter)),
         heartbeat=heartbeat,
         ignored=tuple(ignored),
+        startup=tuple((p, startup[p]) for p in STARTUP_PATHS if p in startup),
     )
 
 
 def render_tree(snapshot: MemorySnapshot) -> dict[str, bytes]:
     """Every memory file of ``snapshot`` (relative path -> UTF-8 bytes), in tree order."""
-    files: dict[str, str] = {}
+    files: dict[str, str] = dict(snapshot.startup)
     if snapshot.memory is not None:
         files[MEMORY_PATH] = snapshot.memory.render()
     if snapshot.active_context is not None:

@@ -56,7 +56,7 @@ from acmi_core.memory.state import (
     stored_object,
 )
 from acmi_core.store import scripts
-from acmi_core.store.writes import WritePlan
+from acmi_core.store.writes import Replayed, WritePlan
 
 MAX_TEXT_LEN: Final = 2_000  # one remembered line (a daily note is 10 KB in all)
 MAX_HANDOFF_BYTES: Final = 16 * 1024
@@ -72,6 +72,41 @@ DAILY_SECTIONS: Final = {
     "takeaways": "Key Takeaways",
     "tomorrow": "Tomorrow",
 }
+
+# Seed §12 "Context Overflow Protocol": HANDOFF.md holds "what was done, in progress,
+# next steps, key decisions, gotchas": the parts, with their headings, in that order
+HANDOFF_PARTS: Final = {
+    "done": "What Was Done",
+    "in_progress": "In Progress",
+    "next_steps": "Next Steps",
+    "decisions": "Key Decisions",
+    "gotchas": "Gotchas",
+}
+
+
+def handoff_text(parts: Mapping[str, object]) -> str:
+    """HANDOFF.md from its parts: every part's heading (``- none`` when it is not given,
+    so the next session sees that nothing is pending there, not a forgotten part)."""
+    unknown = sorted(set(parts) - set(HANDOFF_PARTS))
+    if unknown:
+        raise AcmiValidationError(
+            unknown[0], "unknown", f"is not a handoff part ({', '.join(HANDOFF_PARTS)})"
+        )
+    lines = ["# HANDOFF.md", ""]
+    for name, heading in HANDOFF_PARTS.items():
+        value = parts.get(name)
+        items = [value] if isinstance(value, str) else value if value is not None else []
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise AcmiValidationError(name, "type", "must be a list of lines or one line")
+        # one bullet a line: a part's own line breaks would break the template's shape
+        bullets = [" ".join(x.split()) for x in items if x.strip()]
+        lines += [f"## {heading}", *(f"- {b}" for b in bullets or ["none"]), ""]
+    return "\n".join(lines)
+
+
+# how long a session's start stays marked as logged: the daily notes' retention (seed §4,
+# 30 days), past which its note is archived anyway
+SESSION_MARK_TTL_MS: Final = 30 * 86_400_000
 
 
 # A rendered line's item text: past a list marker, a task box and a [HH:MM] stamp.
@@ -343,6 +378,31 @@ class MemoryWrites(MemoryCommands):
         plan.apply(self._ctx.store)
         return _remembered(eid, "daily", section or _heading_key(event), report)
 
+    def log_session_start(
+        self, entity: str | EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+    ) -> bool:
+        """Seed §8 "Session starts -> log start time -> daily notes": ``- [HH:MM] Started
+        session <id> (<model>)`` appended to the day of ``ts`` in ``tz_name``, once per
+        session id (a ONCE mark in the same write, so a repeat or a retry writes nothing:
+        False). One round trip. Not held to the note's budget: one line a session, and a
+        refused start would lose it; ``memory status`` reports the budget."""
+        from acmi_core.memory.daily import zone
+
+        eid = EntityId.parse(entity)
+        tz = zone(tz_name)
+        local = local_time(ts, tz)
+        # one line whatever the ids hold (they are 1-256 characters of any text)
+        text = " ".join(f"Started session {session_id} ({model_id})".split())
+        event = entry_event(local.date(), f"{local:%H:%M}", text, source=str(eid), tz=tz)
+        plan = WritePlan()
+        plan.once(self._keys.session_logged(eid, session_id), SESSION_MARK_TTL_MS, str(ts))
+        self._zadd(eid, event, event.to_json())(plan)
+        try:
+            plan.apply(self._ctx.store)
+        except Replayed:
+            return False
+        return True
+
     def topic_create(
         self, entity: str | EntityId, slug: object, name: object, now_ms: int | None = None
     ) -> TopicCreated:
@@ -384,10 +444,37 @@ class MemoryWrites(MemoryCommands):
             "text": topic_file.render(),
         }
 
-    def handoff(self, entity: str | EntityId, text: object, now_ms: int | None = None) -> Handoff:
+    def handoff(
+        self,
+        entity: str | EntityId,
+        text: object = None,
+        now_ms: int | None = None,
+        *,
+        done: object = None,
+        in_progress: object = None,
+        next_steps: object = None,
+        decisions: object = None,
+        gotchas: object = None,
+    ) -> Handoff:
         """``/handoff``: the seed's HANDOFF.md (what was done, in progress, next steps,
-        decisions, gotchas), kept until the next session takes it. 1 round trip."""
+        decisions, gotchas), kept until the next session takes it: ``text`` as written, or
+        the template filled from ``parts`` (``HANDOFF_PARTS``: each a list of lines or
+        one line). 1 round trip."""
         eid = EntityId.parse(entity)
+        parts = {
+            "done": done,
+            "in_progress": in_progress,
+            "next_steps": next_steps,
+            "decisions": decisions,
+            "gotchas": gotchas,
+        }
+        given = {name: value for name, value in parts.items() if value is not None}
+        if given:
+            if text is not None:
+                raise AcmiValidationError(
+                    "text", "exclusive", "give the text or the template's parts, not both"
+                )
+            text = handoff_text(given)
         if not isinstance(text, str) or not text.strip():
             raise AcmiValidationError("text", "required", "must be a non-empty string")
         text = self._ctx.guard(text, "text")

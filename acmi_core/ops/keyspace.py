@@ -63,6 +63,9 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.MEMORY_HEARTBEAT: "string",
     keys.STORE_ITEMS: "hash",
     keys.MEMORY_VECTORS: "hash",
+    keys.MEMORY_SOUL: "string",
+    keys.MEMORY_USER: "string",
+    keys.MEMORY_AGENTS: "string",
 }
 # What the MCP layout's own slots hold (doctor's type check of them)
 MCP_SLOT_TYPES: Final[dict[str, str]] = {**SLOT_TYPES, MCP_ACTIVE_THREADS: "set"}

@@ -589,6 +589,10 @@ BOOTSTRAP: Final = ScriptProtocol(
             "memory_warm",
             "memory_heartbeat",
             "replay",
+            "memory_soul",
+            "memory_user",
+            "memory_agents",
+            "session_mark",
         ),
         (
             "now",
@@ -622,6 +626,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "read_bytes",
             "spawn_session",
             "spawn_window",
+            "startup",
         ),
         (
             "profile",
@@ -648,6 +653,8 @@ BOOTSTRAP: Final = ScriptProtocol(
             "warm",
             "heartbeat",
             "capped",
+            "startup",
+            "start_logged",
         ),
     ),
 )

@@ -268,6 +268,46 @@ def test_memory_import_and_export_on_the_api(
     assert _tree(out) == _tree(FIXTURE)
 
 
+def test_the_startup_files_over_the_api_byte_for_byte(
+    api: tuple[Served, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """SOUL.md, USER.md and AGENTS.md in and out over --api, exactly as written."""
+    served, _ = api
+    startup = {"SOUL.md": b"I am Atlas.\r\n  ", "AGENTS.md": b"# AGENTS.md\n\n- one\n"}
+    workspace = tmp_path / "in"
+    workspace.mkdir()
+    for path, data in startup.items():
+        (workspace / path).write_bytes(data)
+    monkeypatch.setenv("ACMI_API_KEY", served.reset())
+    base = ["--api", served.url]
+    argv = ["memory", "import", "agent:soulful", "--dir", str(workspace), "--quiet"]
+    imported = run(capsys, monkeypatch, [*base, *argv])
+    assert imported.code == 0, imported.err
+    assert json.loads(imported.out)["startup_written"] == 2
+    out = tmp_path / "out"
+    exported = run(
+        capsys, monkeypatch, [*base, "memory", "export", "agent:soulful", "--dir", str(out)]
+    )
+    assert exported.code == 0, exported.err
+    assert _tree(out) == startup
+
+
+def test_the_handoff_template_over_the_api(
+    api: tuple[Served, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served, _ = api
+    argv = ["memory", "handoff", "agent:handy", "--done", "shipped", "--gotcha", "flaky CI"]
+    on_store = run(capsys, monkeypatch, argv, state=CliState(preset=served.acmi))
+    monkeypatch.setenv("ACMI_API_KEY", served.reset())
+    over_api = run(capsys, monkeypatch, ["--api", served.url, *argv])
+    assert over_api.code == 0, over_api.err
+    text = json.loads(over_api.out)["text"]
+    assert text == json.loads(on_store.out)["text"] and "## Gotchas\n- flaky CI" in text
+
+
 def test_an_export_that_would_leave_the_folder_writes_nothing(tmp_path: Path) -> None:
     """What an API answers is not trusted with paths: `../` is refused before any write."""
     from acmi_core.memory.markdown import MemoryFormatError

@@ -215,7 +215,11 @@ def test_bootstrap_hook_logs_the_spawn_and_prints_the_bundle(
         "unknown",
         "laptop",
     )
-    assert acmi.timeline.read("agent:claude") == []  # spawns never go in the timeline
+    # the spawn record never goes in the timeline; the session start's daily-note line does
+    # (seed §8: daily notes are timeline events), once
+    (line,) = acmi.timeline.read("agent:claude")
+    assert line.payload["memory"] == "daily"
+    assert line.summary.endswith("Started session 9f1c2e7a-session (unknown)")
     # a resume and a compact of the session run the hook again: still one spawn
     for source in ("resume", "compact"):
         stdin(monkeypatch, json.dumps(hook | {"source": source}))

@@ -128,6 +128,12 @@ def test_memory_remember_search_status_active_and_handoff(mcp: McpClient, acmi: 
     assert taken["handoff"]["text"] == "next: tag the release"
     assert mcp.ok("memory_handoff", {"entity": entity}) == {"entity": entity, "handoff": None}
     assert acmi.memory.take_handoff(entity) is None  # taken once, by the first call
+    # the seed's template, filled from its parts
+    parts = {"entity": entity, "done": ["tagged it"], "gotchas": ["CI is slow"]}
+    templated = mcp.ok("memory_handoff", parts)
+    assert "## What Was Done\n- tagged it" in templated["text"]
+    assert "## Gotchas\n- CI is slow" in templated["text"]
+    assert templated["text"] == acmi.memory.take_handoff(entity)["text"]  # type: ignore[index]
     assert "rule: memory_layer" in mcp.error(
         "memory_remember", {"entity": entity, "text": "x", "layer": "lukewarm"}
     )

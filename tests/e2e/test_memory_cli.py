@@ -94,3 +94,42 @@ def test_the_commands(
     assert code == 2 and "error: slug:" in err
     code, _, err = run(capsys, tenant, "import", "agent:atlas", "--dir", str(FIXTURE), "--strict")
     assert code == 2 and "Summarize, stop transcribing" in err
+
+
+STARTUP = {
+    "SOUL.md": b"# SOUL.md\r\nI am Atlas.  \r\nno final newline",
+    "USER.md": b"# USER.md\n\n- Priya, Europe/Lisbon\n\n",
+    "AGENTS.md": b"# AGENTS.md\n\n1. Write it down.\n",
+}
+
+
+def test_the_startup_files_import_and_export_byte_for_byte(
+    redis_env: str, tenant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 item 7: SOUL.md, USER.md and AGENTS.md are no longer `ignored`."""
+    workspace = tmp_path / "in"
+    for path, data in {**tree(FIXTURE), **STARTUP}.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_bytes(data)
+    code, result, err = run(capsys, tenant, "import", "agent:atlas", "--dir", str(workspace))
+    assert code == 0, err
+    assert result["ignored"] == [] and result["startup_written"] == 3
+    out = tmp_path / "out"
+    code, exported, _ = run(capsys, tenant, "export", "agent:atlas", "--dir", str(out))
+    assert code == 0 and len(exported["files"]) == 35
+    assert tree(out) == tree(workspace)
+
+
+def test_the_handoff_template_from_its_parts(
+    redis_env: str, tenant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["handoff", "agent:atlas", "--done", "imported", "--done", "reviewed"]
+    code, left, err = run(capsys, tenant, *argv, "--next-step", "archive Q4", "--gotcha", "slow")
+    assert code == 0, err
+    assert left["text"].startswith("# HANDOFF.md\n\n## What Was Done\n- imported\n- reviewed\n")
+    assert (
+        "## Next Steps\n- archive Q4\n" in left["text"]
+        and "## Key Decisions\n- none" in left["text"]
+    )
+    code, taken, _ = run(capsys, tenant, "handoff", "agent:atlas", "--take")
+    assert code == 0 and taken["handoff"]["text"] == left["text"]

@@ -218,6 +218,7 @@ MEMORY_METHODS = {
     "topic_create",
     "handoff",
     "take_handoff",
+    "log_session_start",
     "prune",
     "review",
     "daily_summary",

@@ -54,7 +54,8 @@ def test_every_section_is_labelled_even_when_empty(clocked: Acmi) -> None:
     data = bundle.to_dict()
     assert list(data["sections"]) == list(TITLES)
     assert data["sections"]["profile"] is None and data["sections"]["signals"] == {}
-    files = ("handoff", "hot", "warm", "today", "topic", "yesterday")  # one memory file each
+    # one memory file each
+    files = ("soul", "user", "agents", "handoff", "hot", "warm", "today", "topic", "yesterday")
     assert all(data["sections"][name] is None for name in files)
     assert all(
         data["sections"][name] == []
@@ -402,10 +403,14 @@ def test_a_realistic_agent_bootstraps_in_two_requests_spawn_included(
             spawn={"session_id": f"wake-{fmt}", "model_id": "claude-opus-4"},
             max_tokens=3_000,
         )
-        # the bundle, then its open work items (keys the script cannot name beforehand)
-        assert upstash_double.requests == 2, fmt
+        # the bundle, then its open work items (keys the script cannot name beforehand),
+        # then the new session's start in today's note (its day is in the agent's zone,
+        # which the script reads): 3; a bootstrap without a new spawn stays at 2
+        assert upstash_double.requests == 3, fmt
         assert bundle.tokens <= 3_000
+    upstash_double.reset_counts()
     unbudgeted = acmi.bootstrap(fleet.agent).to_dict()["sections"]
+    assert upstash_double.requests == 2
     assert unbudgeted["spawns"][0]["session_id"] == "wake-markdown"
     assert sorted(w["id"] for w in unbudgeted["work"]) == sorted(fleet.work)
     assert sorted(x["resource"] for x in unbudgeted["locks"]) == sorted(fleet.locks)

@@ -166,7 +166,8 @@ def test_a_lost_bootstrap_reply_still_delivers_the_handoff(
     upstash_double.reset_counts()
     upstash_double.lose_reply_matching("s-lost")
     bundle = acmi.bootstrap(AGENT, spawn={"session_id": "s-lost", "model_id": "m"})
-    assert upstash_double.requests == 2  # the lost one and its retry
+    # the lost one and its retry, then the session start's line in today's note
+    assert upstash_double.requests == 3
     handoff = bundle.section("handoff").value
     assert handoff is not None and handoff["text"] == written["text"] and handoff["taken"]
     assert bundle.memory["handoff"] == "taken"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -50,16 +51,25 @@ def test_export_import_export_is_byte_identical(tmp_path: Path) -> None:
 def test_other_files_are_listed_and_left_alone(tmp_path: Path) -> None:
     files = {
         **fixture_files(),
-        "AGENTS.md": b"# AGENTS.md\n",
+        "NOTES.md": b"# NOTES.md\n",
         "memory/notes.txt": b"scratch\n",
         "memory/today.md": b"# not a dated note\n",
     }
     snapshot = parse_tree(files)
-    assert snapshot.ignored == ("AGENTS.md", "memory/notes.txt", "memory/today.md")
-    assert "AGENTS.md" not in render_tree(snapshot)
-    (tmp_path / "AGENTS.md").write_text("mine\n")
+    assert snapshot.ignored == ("NOTES.md", "memory/notes.txt", "memory/today.md")
+    assert "NOTES.md" not in render_tree(snapshot)
+    (tmp_path / "NOTES.md").write_text("mine\n")
     write_tree(snapshot, tmp_path)
-    assert (tmp_path / "AGENTS.md").read_text() == "mine\n"
+    assert (tmp_path / "NOTES.md").read_text() == "mine\n"
+
+
+def test_the_startup_files_are_read_and_rendered_as_written() -> None:
+    files = {**fixture_files(), "AGENTS.md": b"# AGENTS.md\r\nno final newline", "SOUL.md": b""}
+    snapshot = parse_tree(files)
+    assert snapshot.startup == (("SOUL.md", ""), ("AGENTS.md", "# AGENTS.md\r\nno final newline"))
+    assert render_tree(snapshot) == files
+    assert snapshot.for_scope("group", today=dt.date(2026, 1, 15)).startup == (("SOUL.md", ""),)
+    assert snapshot.for_scope("subagent", today=dt.date(2026, 1, 15)).startup == ()
 
 
 @pytest.mark.parametrize(

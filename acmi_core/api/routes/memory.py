@@ -169,10 +169,10 @@ async def prune(req: Authorized) -> JSONResponse:
     return JSONResponse(await req.run(await req.params(MemoryPruneParams)))
 
 
-# PUT leaves one (the text required here); taking it is POST .../handoff/take.
+# PUT leaves one (the text or the template's parts: the core says which is missing);
+# taking it is POST .../handoff/take.
 @route(
     "memory.handoff",
-    required=("text",),
     about="what was done, in progress, next steps, decisions, gotchas",
     response_model=Json,
 )

@@ -168,11 +168,18 @@ class MemoryImportParams(Params):
 
 
 class MemoryHandoffParams(Params):
-    """With text: leave a handoff (HANDOFF.md) for the next session; returns it. Without:
-    take the pending handoff (read and cleared at once): {entity, handoff or null}."""
+    """With text, or the HANDOFF template's parts (done, in_progress, next_steps,
+    decisions, gotchas: lists of lines): leave a handoff (HANDOFF.md) for the next
+    session; returns it. Without: take the pending handoff (read and cleared at once):
+    {entity, handoff or null}."""
 
     entity: MemoryEntity
     text: str | None = None
+    done: list[str] | None = None
+    in_progress: list[str] | None = None
+    next_steps: list[str] | None = None
+    decisions: list[str] | None = None
+    gotchas: list[str] | None = None
 
 
 class BootstrapSpawnParams(BootstrapReadParams):

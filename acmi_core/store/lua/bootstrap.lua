@@ -27,6 +27,11 @@
 --: KEYS[21] memory_heartbeat: its heartbeat-state (STRING JSON, heartbeat.*)
 --: KEYS[22] replay: this request's record (keys.request): what a new spawn took, so the
 --    transport's retry of the same request (the spawn now exists) is given it again
+--: KEYS[23] memory_soul: SOUL.md (STRING JSON {text})
+--: KEYS[24] memory_user: USER.md (STRING JSON {text})
+--: KEYS[25] memory_agents: AGENTS.md (STRING JSON {text})
+--: KEYS[26] session_mark: the spawn's session has its start logged in the daily note
+--    (keys.session_logged; the agent's profile key when there is no spawn: not read)
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -63,6 +68,8 @@
 --: ARGV[30] spawn_session: the spawn's '"session_id":<json string>' ('' = no spawn)
 --: ARGV[31] spawn_window: the newest spawns examined (to read_bytes) for that session: one
 --    there already makes this spawn a repeat (a resume or compact of the session), not logged
+--: ARGV[32] startup: which of KEYS[23..25] the scope loads, a '1' or '0' each ("110":
+--    SOUL.md and USER.md)
 --
 -- Every key this script touches is in KEYS (tests/integration/test_declared_keys.py):
 -- open work items come back as ids (read from KEYS[10]), and the client reads their
@@ -115,6 +122,10 @@
 --: reply[23] heartbeat: KEYS[21] as stored
 --: reply[24] capped: [section, items left out...]: the reads stopped at ARGV[29] (a count
 --    that is not known is 1)
+--: reply[25] startup: [soul, user, agents]: KEYS[23..25] as stored (nil: absent or not
+--    loaded)
+--: reply[26] start_logged: 1 when the spawn's session start is already in the daily note
+--    (KEYS[26] exists), so the client writes it only for a session's first bootstrap
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
@@ -322,6 +333,12 @@ end
 local memory_hot = read(false, 'GET', KEYS[19])
 local memory_warm = read(false, 'GET', KEYS[20])
 local memory_heartbeat = read(false, 'GET', KEYS[21])
+-- the startup files (seed §7: read first), each one object capped as the others
+local startup = {}
+for i = 1, 3 do
+  startup[i] = false
+  if string.sub(ARGV[32], i, i) == '1' then startup[i] = read(false, 'GET', KEYS[22 + i]) end
+end
 -- ---- end of the memory slots
 
 local m = {}
@@ -410,6 +427,9 @@ if spawned == 1 and not replayed and taken == 0 and ARGV[15] ~= '' then
   redis.call('SET', KEYS[22], 'S', 'PX', REPLAY_TTL_MS)
 end
 
+local start_logged = 0
+if ARGV[15] ~= '' and redis.call('EXISTS', KEYS[26]) == 1 then start_logged = 1 end
+
 local topic = false
 if m[23] > 0 then topic = read(false, 'GET', KEYS[17]) end
 
@@ -433,4 +453,4 @@ end
 return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
   joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
   joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive,
-  memory_hot, memory_warm, memory_heartbeat, capped }
+  memory_hot, memory_warm, memory_heartbeat, capped, startup, start_logged }

@@ -57,6 +57,9 @@ def bootstrap_complete(ctx: Context) -> None:
     acmi.hitl.create("shared", "anyone", asked_by="agent:asker")
     workflow = ctx.track(f"workflow:conf-{token}")
     acmi.workflows.improve(workflow, "step-1", "pin versions", agent)
+    # the new session's start goes in today's note: its once-mark and the memory index
+    ctx.track_key(acmi.keys.session_logged(EntityId.parse(agent), "s-1"))
+    ctx.track_key(acmi.keys.memory_index())
     bundle = acmi.bootstrap(agent, spawn={"session_id": "s-1", "model_id": "m-1"})
     sections = bundle.to_dict()["sections"]
     expect_equal(list(sections), list(TITLES), "sections, in order")
@@ -101,3 +104,25 @@ def bootstrap_group(ctx: Context) -> None:
     bundle = acmi.bootstrap(agent, scope="group", format="markdown")
     expect("private-warm-memory" not in bundle.text, "the profile reached a group bundle")
     expect("profile" not in bundle.to_dict()["sections"], "a profile section in a group bundle")
+
+
+@check("bootstrap", "SOUL.md and USER.md come first (AGENTS.md too in main), as written")
+def bootstrap_startup_files(ctx: Context) -> None:
+    from acmi_core.base.keys import MEMORY_AGENTS, MEMORY_SOUL, MEMORY_USER
+    from acmi_core.memory.tree import parse_tree
+
+    acmi, agent = _agent(ctx)
+    eid = EntityId.parse(agent)
+    for slot in (MEMORY_SOUL, MEMORY_USER, MEMORY_AGENTS):
+        ctx.track_key(acmi.keys.slot(eid, slot))
+    files = {"SOUL.md": "I am boot.\r\n", "USER.md": "# USER.md\nPriya", "AGENTS.md": "- how\n"}
+    acmi.memory.import_snapshot(agent, parse_tree({p: t.encode() for p, t in files.items()}))
+    main = acmi.bootstrap(agent).to_dict()["sections"]
+    expect_equal(list(main)[:3], ["soul", "user", "agents"], "main: the startup files first")
+    for name, path in (("soul", "SOUL.md"), ("user", "USER.md"), ("agents", "AGENTS.md")):
+        expect_equal(main[name], {"path": path, "text": files[path]}, f"main: {path}")
+    group = acmi.bootstrap(agent, scope="group").to_dict()["sections"]
+    expect_equal(list(group)[:2], ["soul", "user"], "group: SOUL.md and USER.md first")
+    expect("agents" not in group, "group: no AGENTS.md")
+    sub = acmi.bootstrap(agent, scope="subagent").to_dict()["sections"]
+    expect(not {"soul", "user", "agents"} & set(sub), "subagent: task context only")
