@@ -3,7 +3,11 @@ verdict, staleness, next maintenance), ``active`` (the hot layer), ``search`` (e
 fast to slow, ranked; the archived raw events too, through the caller's sink reader),
 ``get`` (one file's lines by path and range, numbered as search numbers them) and
 ``debug`` (missing pieces, hot/warm conflicts, stale items). Each is one ``load`` (2 round
-trips at most) plus, for search, a sink read per archived quarter."""
+trips at most) plus, for search, a sink read per archived quarter.
+
+One module: each read is a view of the same loaded memory (one ``load``, the same line
+numbering), so search's hits, get's lines and debug's findings name a line alike.
+"""
 
 from __future__ import annotations
 
