@@ -173,6 +173,21 @@ local function bad(where, what, value)
   return redis.error_reply(message .. '; nothing was written')
 end
 
+-- the KEYS index an op names as its source (ZHEAD, ZHAS, HDUE), checked: in 1..#KEYS and
+-- holding `want` or nothing; nil and the error otherwise
+local function source_key(where, s, want)
+  local si = count_of(s)
+  if not si or si < 1 or si > #KEYS then
+    return nil, bad(where, 'src key index is not in 1..' .. #KEYS, s)
+  end
+  local st = type_of(si)
+  if st ~= 'none' and st ~= want then
+    return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
+      ', expected a ' .. want .. '; nothing was written')
+  end
+  return si
+end
+
 -- ---- a JSON scanner: checks the grammar, finds spans, decodes only key names ---------
 -- Iterative (an explicit stack, no recursion: no depth overflows it) and O(n): every
 -- step is one string.find or string.byte from where the last one stopped.
@@ -670,40 +685,19 @@ local function plan_op(op, pos)
     if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
     w = { 'ZADD', key, code == 'ZMAX' and 'GT' or 'LT', a, b }
   elseif code == 'ZHEAD' then
-    local si = count_of(b)
-    if not si or si < 1 or si > #KEYS then
-      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
-    end
-    local st = type_of(si)
-    if st ~= 'none' and st ~= 'zset' then
-      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
-        ', expected a zset; nothing was written')
-    end
+    local si, err = source_key(where, b, 'zset')
+    if not si then return nil, err end
     w = { 'ZHEAD', key, a, KEYS[si] }
   elseif code == 'ZBUMP' then
     if not score_of(a) then return nil, bad(where, 'score is not a number', a) end
     w = { 'ZADD', key, 'XX', 'GT', a, b }
   elseif code == 'ZHAS' then
-    local si = count_of(b)
-    if not si or si < 1 or si > #KEYS then
-      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
-    end
-    local st = type_of(si)
-    if st ~= 'none' and st ~= 'hash' then
-      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
-        ', expected a hash; nothing was written')
-    end
+    local si, err = source_key(where, b, 'hash')
+    if not si then return nil, err end
     w = { 'ZHAS', key, a, KEYS[si] }
   elseif code == 'HDUE' then
-    local si = count_of(b)
-    if not si or si < 1 or si > #KEYS then
-      return nil, bad(where, 'src key index is not in 1..' .. #KEYS, b)
-    end
-    local st = type_of(si)
-    if st ~= 'none' and st ~= 'zset' then
-      return nil, redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
-        ', expected a zset; nothing was written')
-    end
+    local si, err = source_key(where, b, 'zset')
+    if not si then return nil, err end
     local now = ARGV[pos + 3]
     if not score_of(now) then return nil, bad(where, 'now is not a number', now) end
     w, result = { 'HDUE', key, a, KEYS[si], ARGV[pos + 2], now }, nil
