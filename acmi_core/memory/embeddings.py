@@ -183,6 +183,11 @@ def embedder_for(settings: Settings) -> Embedder | None:
     name = provider_name(settings)
     if name == "none":
         return None
+    # every provider's vectors are numpy arrays (quantised, compared): without numpy (a
+    # core install, the memory Lambda's artifact) a write stores its lines unindexed and
+    # a search ranks by words, saying why, instead of failing with a 500
+    if importlib.util.find_spec("numpy") is None:
+        raise EmbeddingError(f"{name}: numpy is not installed (pip install 'acmi[semantic]')")
     key = (name, settings.embeddings_base_url or settings.llm_base_url, settings.openai_api_key)
     with _built_lock:
         if key in _built:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -161,4 +162,22 @@ def test_an_unreachable_openai_server_leaves_keyword_search() -> None:
     found = acmi.memory.search(OWNER, "invoice")
     assert vectors(acmi) == {}
     assert found["semantic"]["error"] == "openai:none-such: ConnectError"
+    assert [h["text"] for h in found["hits"]] == [f"- {line}"]
+
+
+@pytest.mark.parametrize("provider", [f"bedrock:{MODEL}", "openai:any", "wordllama"])
+def test_without_numpy_a_line_is_stored_and_searched_by_its_words(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A core install or the memory Lambda's artifact (no numpy) with embeddings chosen:
+    remember stores the line unindexed, search ranks by BM25 and names what is missing."""
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises, as uninstalled
+    acmi = Acmi(MemoryStore(), Settings(embeddings=provider))
+    line = f"{LINE} ({uuid.uuid4().hex})"
+    acmi.memory.remember(OWNER, line)
+    found = acmi.memory.search(OWNER, "invoice")
+    assert vectors(acmi) == {}
+    assert found["semantic"]["error"] == (
+        f"{provider}: numpy is not installed (pip install 'acmi[semantic]')"
+    )
     assert [h["text"] for h in found["hits"]] == [f"- {line}"]
