@@ -40,6 +40,7 @@ if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         allow_module_level=True,
     )
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium (the dev extra) missing")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -119,7 +120,9 @@ def texts(driver: Any, css: str) -> list[str]:
 
 
 def wait_for(driver: Any, what: str, check: Any) -> None:
-    WebDriverWait(driver, WAIT_S).until(check, message=what)
+    # the page re-renders a list while it is read: an element gone stale is read again
+    stale = (StaleElementReferenceException,)
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=stale).until(check, message=what)
 
 
 def open_with(driver: Any, url: str, key: str) -> None:
