@@ -89,6 +89,7 @@ TEST_DBS: Final = {
     "dashboard_bounds": 33,
     "openai_agents_session": 46,
     "senders_doc": 45,
+    "read_served": 39,
 }
 
 

@@ -68,6 +68,7 @@ from acmi_core.base.stored import (
     StoredValue,
     decode_events,
     decode_object,
+    plain_dict,
     stored_dict,
 )
 from acmi_core.entities.context import Context
@@ -139,7 +140,11 @@ class Events(list[Event]):
             if pair is None or pair[0] is not event:
                 dicts.append(event.to_dict())
                 continue
-            data = stored_dict(pair[1])
+            stored = pair[1]
+            if type(stored) is bytes:  # a plain event: served from the event, not parsed
+                dicts.append(plain_dict(event))
+                continue
+            data = stored_dict(stored)
             ordered: dict[str, Any] = {n: data[n] for n in EVENT_FIELD_ORDER if n in data}
             ordered.update(data)  # unknown fields keep their order, after the known ones
             dicts.append(ordered)
