@@ -87,6 +87,9 @@ TEST_DBS: Final = {
     "relayout.source": 62,
     "dashboard_browser": 32,
     "dashboard_bounds": 33,
+    "tiers": 34,
+    "tiers_mcp": 35,
+    "tiers_cli": 36,
     "openai_agents_session": 46,
     "senders_doc": 45,
 }

@@ -227,6 +227,8 @@ def _keyed(
     async def endpoint(request: Request, **values: Any) -> Response:
         ctx = _context(request)
         principal, acmi = await ctx.authorize(request, scope)
+        if principal.agent is not None and scope is not Scope.READ:  # its tier's (auth/tiers)
+            await ctx.call(ctx.tiers.check, acmi, principal.agent, name, values)
         if metric is not None:
             ctx.observer.metric(metric)
         with operation_span(acmi, name, values) as acmi:
