@@ -25,8 +25,9 @@ The rules, for a bound key's write (a write row, or a read whose params say it w
 - Otherwise: ``write_access`` false -> 403 ``tier_read_only``; a namespace outside
   ``allowed_namespaces`` (unless it holds ``"*"``) -> 403 ``tier_namespace``; each names
   the parameter (the field) that chose the entity.
-- A row that names no entity (tenant-wide: keys, sources, jobs, invites) is refused
-  unless the tier allows ``"*"`` (Admin).
+- A row that names no entity (tenant-wide: keys, sources, jobs, invites; a webhook push,
+  whose source maps the body to any entity) is refused unless the tier allows ``"*"``
+  (Admin).
 
 Reads are not limited by tier: an agent reads the tenant's shared context (its threads,
 the coordination thread, other agents' liveness) to do its work, and the key's scope

@@ -317,3 +317,22 @@ def test_the_cache_reads_a_tier_once_per_tenant_and_agent(
     world.clock.now += TIER_CACHE_S + 1
     gate.tier(acmi, "agent:scout")
     assert len(counted) == 3
+
+
+def test_a_webhook_push_with_a_bound_key_is_tenant_wide(world: World) -> None:
+    """A source maps the body to any entity: a bound key pushes only with '*' (Admin)."""
+    world.acmi.agents.invite("scout", "Operator")
+    world.acme.agents.invite("scout", "Admin")
+    path = "/v1/ingest/n8n?entity=deal:a"
+    body = {"message": "hi"}
+    bound = world.key("agent:scout")
+    before = world.dbsize()
+    answer = world.call(bound, "POST", path, body)
+    refused(answer, "authorization", "tier_namespace")
+    assert world.dbsize() == before
+    admin = world.call(world.key("agent:scout", tenant="acme"), "POST", path, body)
+    assert admin.status_code in (200, 201, 202), admin.text
+    unbound = world.call(world.key(None), "POST", path, body)
+    assert unbound.status_code in (200, 201, 202), unbound.text
+    assert world.acmi.timeline.size("deal:a") == 1
+    assert world.acme.timeline.size("deal:a") == 1
