@@ -336,3 +336,36 @@ def test_a_webhook_push_with_a_bound_key_is_tenant_wide(world: World) -> None:
     assert unbound.status_code in (200, 201, 202), unbound.text
     assert world.acmi.timeline.size("deal:a") == 1
     assert world.acme.timeline.size("deal:a") == 1
+
+
+def test_a_bound_key_costs_one_round_trip_per_cache_time(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Round trips of one write, counted at the store: an unbound key's as before; a
+    bound key's first adds the tier read (one pipeline), the next ones within the cache
+    time add none."""
+    world.acmi.agents.invite("scout", "Specialist")
+    sent: list[str] = []
+    store = world.store
+    for name in ("execute", "pipeline", "eval"):
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            sent.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(store, name, counted)
+    unbound, bound = world.key(None), world.key("agent:scout")
+
+    def trips(key: str) -> int:
+        sent.clear()
+        answer = world.call(key, "PUT", "/v1/entities/thread:x/signals/focus", "x")
+        assert answer.status_code == 200, answer.text
+        return len(sent)
+
+    base = trips(unbound)
+    cold, warm = trips(bound), trips(bound)
+    assert (trips(unbound), cold, warm) == (base, base + 1, base)
+    world.clock.now += TIER_CACHE_S + 1
+    assert trips(bound) == base + 1  # read again after the cache time
+    print(f"round trips per write: unbound {base}, bound cold {cold}, bound warm {warm}")
