@@ -88,6 +88,35 @@ def test_a_bound_key_s_tools_are_refused_as_its_tier_says(
     assert [e.summary for e in acmi.get("tracker:y").timeline] == ["free"]
 
 
+def test_a_utility_key_changes_only_its_own_threads(
+    handler: LambdaFunction, store: RedisStore
+) -> None:
+    """``active`` add/remove is a write (a read row whose params write): scope and tier."""
+    acmi = Acmi(store, Settings())
+    acmi.agents.invite("helper", "Utility")
+    key, _ = apikeys.mint(
+        store, tenant="default", scope="write", name="h", now_ms=0, agent="helper"
+    )
+    reader, _ = apikeys.mint(store, tenant="default", scope="read", name="r", now_ms=0)
+    own = {"agent": "helper", "action": "add", "thread": "thread:x"}
+    other = {"agent": "scout", "action": "add", "thread": "thread:x"}
+
+    async def as_helper(s: ClientSession) -> None:
+        assert not (await s.call_tool("active", own)).isError
+        text = error_text(await s.call_tool("active", other))
+        assert text.startswith("agent: ") and "(rule: tier_read_only)" in text, text
+        listed = await s.call_tool("active", {"agent": "scout"})  # a read: not limited
+        assert payload(listed) == {}
+
+    async def as_reader(s: ClientSession) -> None:
+        assert "write_scope" in error_text(await s.call_tool("active", other))
+
+    run_session(handler, key, as_helper)
+    run_session(handler, reader, as_reader)
+    assert list(acmi.agents.active("helper")) == ["thread:x"]
+    assert acmi.agents.active("scout") == {}
+
+
 @pytest.fixture
 def cli_store(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisStore]:
     url = redis_server.url_for(CLI_DB)
