@@ -227,6 +227,8 @@ def _keyed(
     async def endpoint(request: Request, **values: Any) -> Response:
         ctx = _context(request)
         principal, acmi = await ctx.authorize(request, scope)
+        if principal.agent is not None and scope is not Scope.READ:  # its tier's (auth/tiers)
+            await ctx.call(ctx.tiers.check, acmi, principal.agent, name, values)
         if metric is not None:
             ctx.observer.metric(metric)
         with operation_span(acmi, name, values) as acmi:
@@ -249,6 +251,8 @@ def _webhook(name: str, handler: Handler) -> Endpoint:
         query = dict(request.query_params)
         caller = await ctx.call(ctx.auth.webhook, spec, source, request.headers, query)
         acmi = ctx.view(caller.principal.tenant)
+        if caller.principal.agent is not None:  # a bound API key: a tenant-wide write
+            await ctx.call(ctx.tiers.check, acmi, caller.principal.agent, name, values)
         raw = await read_raw(request, acmi.settings.max_body_bytes)
         ctx.auth.verify_body(caller, raw, request.headers)
         webhook = Webhook(spec, caller.config, query, raw)

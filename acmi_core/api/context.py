@@ -16,6 +16,7 @@ from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal
+from acmi_core.auth.tiers import TierGate
 from acmi_core.client import Acmi
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class ApiContext:
     offload: bool = False
     google: GoogleTokenVerifier | None = None
     gmail: GmailFetch | None = None
+    # the tier check of keys bound to an agent, its tiers cached per process
+    tiers: TierGate = field(default_factory=TierGate)
     auth: Authenticator = field(init=False)
     _views: dict[str, Acmi] = field(init=False, repr=False)
 

@@ -1,4 +1,7 @@
-"""API keys: minted once, stored only as a SHA-256 hash with tenant, scope, name, created.
+"""API keys: minted once, stored only as a SHA-256 hash with tenant, scope, name, created
+and, for a key bound to an agent, that agent (``agent``: an ``agent:<id>`` entity id, the
+record's last key; a key minted before it, or not bound, has none). A bound key writes
+only what its agent's tier allows (``acmi_core.auth.tiers``).
 
 A key is ``acmi_<secret>`` with 256 random bits, so a plain SHA-256 (not a slow password
 hash) is the right lookup key. Its ``id`` (the hash's first 12 hex digits) names it in
@@ -48,7 +51,7 @@ from typing import Final, TypedDict
 from acmi_core.base.cache import TtlCache
 from acmi_core.base.errors import AcmiValidationError, NotFound, StoreCommandError
 from acmi_core.base.keys import internal_global
-from acmi_core.base.model import check_tenant, dumps
+from acmi_core.base.model import EntityId, check_tenant, dumps
 from acmi_core.store.base import Store
 
 KEY_PREFIX: Final = "acmi_"
@@ -79,8 +82,8 @@ class Scope(StrEnum):
         return order.index(self) >= order.index(needed)
 
 
-class ApiKeyBody(TypedDict):
-    """A key's record as stored and printed (``ApiKey.to_dict()``): never the key."""
+class _KeyFields(TypedDict):
+    """The keys every record has."""
 
     id: str
     tenant: str
@@ -89,24 +92,38 @@ class ApiKeyBody(TypedDict):
     created_ms: int
 
 
+class ApiKeyBody(_KeyFields, total=False):
+    """A key's record as stored and printed (``ApiKey.to_dict()``): never the key.
+    ``agent`` (last, optional: ``total=False``, since NotRequired is not seen under
+    ``from __future__ import annotations`` on Python 3.11): the agent the key is bound
+    to (agent:<id>); absent for a key bound to none."""
+
+    agent: str
+
+
 @dataclass(frozen=True)
 class ApiKey:
-    """What a key may do. The key itself is never stored."""
+    """What a key may do. The key itself is never stored. ``agent``: the agent entity
+    the key is bound to (its writes are held to that agent's tier), or None."""
 
     id: str
     tenant: str
     scope: Scope
     name: str
     created_ms: int
+    agent: str | None = None
 
     def to_dict(self) -> ApiKeyBody:
-        return {
+        body: ApiKeyBody = {
             "id": self.id,
             "tenant": self.tenant,
             "scope": self.scope.value,
             "name": self.name,
             "created_ms": self.created_ms,
         }
+        if self.agent is not None:  # added last: an unbound key's record is as it was
+            body["agent"] = self.agent
+        return body
 
 
 def key_hash(plaintext: str) -> str:
@@ -136,6 +153,18 @@ class KeyRevoked(AcmiValidationError):
         )
 
 
+def check_agent(agent: str | None) -> str | None:
+    """The agent a key is bound to, as an entity id (a bare ``scout`` is ``agent:scout``);
+    anything but an agent entity is refused, naming the field ``agent``."""
+    if agent is None:
+        return None
+    raw = agent if ":" in agent else f"agent:{agent}"
+    eid = EntityId.parse(raw, "agent")
+    if eid.category != "agent":
+        raise AcmiValidationError("agent", "category", "must be an agent:<id> entity")
+    return str(eid)
+
+
 def is_sample_key(plaintext: str) -> bool:
     return plaintext in SAMPLE_KEYS or plaintext.startswith(SAMPLE_KEY_PREFIX)
 
@@ -145,18 +174,33 @@ def _is_revoked(store: Store, digest: str) -> bool:
 
 
 def register(
-    store: Store, plaintext: str, *, tenant: str, scope: str, name: str, now_ms: int
+    store: Store,
+    plaintext: str,
+    *,
+    tenant: str,
+    scope: str,
+    name: str,
+    now_ms: int,
+    agent: str | None = None,
 ) -> ApiKey:
     """Store the hash of a given key value (``ACMI_API_KEY``); idempotent. A key already
-    registered keeps its record (tenant, scope, name) and that record is returned: a key
-    keeps the scope it was minted with, so a read key named again as admin stays a read
-    key. A revoked key is refused (:class:`KeyRevoked`)."""
+    registered keeps its record (tenant, scope, name, agent) and that record is returned:
+    a key keeps the scope it was minted with, so a read key named again as admin stays a
+    read key. A revoked key is refused (:class:`KeyRevoked`). ``agent``: bind the key to
+    that agent (:func:`check_agent`)."""
     if len(plaintext) < 24:
         raise AcmiValidationError("api_key", "min_length", "must be at least 24 characters")
     if not 1 <= len(name) <= 64:
         raise AcmiValidationError("name", "length", "must be 1-64 characters")
     digest = key_hash(plaintext)
-    record = ApiKey(digest[:12], check_tenant(tenant), _check_scope(scope), name, now_ms)
+    record = ApiKey(
+        digest[:12],
+        check_tenant(tenant),
+        _check_scope(scope),
+        name,
+        now_ms,
+        check_agent(agent),
+    )
     # one round trip: revoked?, the record, its index entry (each one key: any layout)
     revoked, raw, indexed = store.pipeline(
         [
@@ -193,11 +237,20 @@ Minted = tuple[str, ApiKey]
 KeyList = list[ApiKey]
 
 
-def mint(store: Store, *, tenant: str, scope: str, name: str, now_ms: int) -> Minted:
-    """A new random key. Returns (plaintext, record): show the plaintext once."""
+def mint(
+    store: Store,
+    *,
+    tenant: str,
+    scope: str,
+    name: str,
+    now_ms: int,
+    agent: str | None = None,
+) -> Minted:
+    """A new random key (bound to ``agent`` when given). Returns (plaintext, record):
+    show the plaintext once."""
     plaintext = f"{KEY_PREFIX}{secrets.token_urlsafe(32)}"
     return plaintext, register(
-        store, plaintext, tenant=tenant, scope=scope, name=name, now_ms=now_ms
+        store, plaintext, tenant=tenant, scope=scope, name=name, now_ms=now_ms, agent=agent
     )
 
 
@@ -248,10 +301,16 @@ def _decode(raw: object) -> ApiKey | None:
         return None
     try:
         data = json.loads(raw)
+        agent = data.get("agent")  # absent in a record older than bound keys
         return ApiKey(
-            data["id"], data["tenant"], Scope(data["scope"]), data["name"], data["created_ms"]
+            data["id"],
+            data["tenant"],
+            Scope(data["scope"]),
+            data["name"],
+            data["created_ms"],
+            agent if isinstance(agent, str) else None,
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

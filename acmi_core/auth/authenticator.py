@@ -93,7 +93,7 @@ class Authenticator:
             raise Unauthenticated(
                 "authorization: unknown or revoked key", field="authorization", rule="known_key"
             )
-        principal = Principal(record.tenant, record.scope, record.name)
+        principal = Principal(record.tenant, record.scope, record.name, agent=record.agent)
         principal.require(scope, tenant_header=tenant_header)
         return principal
 

@@ -14,12 +14,14 @@ TENANT_HEADER: Final = "X-Acmi-Tenant"
 @dataclass(frozen=True)
 class Principal:
     """An authenticated caller: its tenant and what it may do (``source``: only ingest
-    into that one source, for push tokens and OIDC)."""
+    into that one source, for push tokens and OIDC; ``agent``: the agent its key is bound
+    to, whose tier its writes are held to, ``acmi_core.auth.tiers``)."""
 
     tenant: str
     scope: Scope
     name: str
     source: str | None = None
+    agent: str | None = None
 
     def require(self, scope: Scope, *, tenant_header: str | None = None) -> None:
         """403 unless this caller may act at ``scope`` in the tenant the request names."""

@@ -392,14 +392,15 @@ def mcp(
     """Serve the MCP tools over stdio (tenant and scope: ACMI_API_KEY; the tool set:
     ACMI_MCP_TOOLS, ours, reference or all)."""
     try:
-        from acmi_core.mcp.server import build_server, resolve_scope
+        from acmi_core.mcp.server import build_server, resolve_key
     except ModuleNotFoundError as exc:  # the SDK is an extra: say which, not a traceback
         raise _missing_extra(exc, "acmi mcp") from None
     acmi = state().acmi()
-    bound, scope = resolve_scope(acmi, acmi.settings.api_key)
+    bound, scope, agent = resolve_key(acmi, acmi.settings.api_key)
     level = "INFO" if verbose else "WARNING"  # the SDK's INFO is a line per request
     logging.getLogger("mcp").setLevel(level)
-    build_server(bound, scope, acmi.settings.mcp_tools, log_level=level).run("stdio")
+    server = build_server(bound, scope, acmi.settings.mcp_tools, log_level=level, agent=agent)
+    server.run("stdio")
 
 
 @app.command()

@@ -196,12 +196,16 @@ def keys_create(
         typer.Option(help=" | ".join(SCOPES), autocompletion=lambda: SCOPES),
     ],
     name: Annotated[str, typer.Option(help="what the key is for")] = "key",
+    agent: Annotated[
+        str | None,
+        typer.Option(help="bind the key to this agent (agent:<id>): it writes only its tier's"),
+    ] = None,
 ) -> None:
     """Mint a key (printed once; only its hash is stored)."""
     one_of("--scope", scope, SCOPES)
     acmi = state().acmi()
     plaintext, record = apikeys.mint(
-        acmi.store, tenant=tenant, scope=scope, name=name, now_ms=acmi.clock()
+        acmi.store, tenant=tenant, scope=scope, name=name, now_ms=acmi.clock(), agent=agent
     )
     print("# the key is shown once; only its hash is stored", file=sys.stderr)
     emit({"key": plaintext, **record.to_dict()}, state().output)
@@ -216,7 +220,9 @@ def keys_list(
     emit(
         records,
         state().output,
-        lambda rows: table(rows, ("id", "tenant", "scope", "name", "created_at", "revoked_at")),
+        lambda rows: table(
+            rows, ("id", "tenant", "scope", "name", "agent", "created_at", "revoked_at")
+        ),
     )
 
 

@@ -47,6 +47,7 @@ from acmi_core.api.status import error_answer, error_body
 from acmi_core.auth.apikeys import Scope as KeyScope
 from acmi_core.auth.authenticator import Authenticator
 from acmi_core.auth.principal import TENANT_HEADER
+from acmi_core.auth.tiers import TierGate
 from acmi_core.base.errors import AcmiError, PayloadTooLarge
 from acmi_core.mcp.arguments import refusal
 from acmi_core.mcp.server import build_server, protocol_server
@@ -94,11 +95,20 @@ def _error(
 class McpHttpApp:
     """The ASGI app: one request, authenticated, handed to a stateless SDK transport."""
 
-    def __init__(self, acmi: Acmi, authenticator: Authenticator | None = None) -> None:
+    def __init__(
+        self,
+        acmi: Acmi,
+        authenticator: Authenticator | None = None,
+        tiers: TierGate | None = None,
+    ) -> None:
         self._acmi = acmi
         self._auth = authenticator or Authenticator(acmi.store, acmi.settings)
         self._max_body = acmi.settings.max_body_bytes
-        self._servers: OrderedDict[tuple[str, KeyScope], Server[Any, Any]] = OrderedDict()
+        # the tiers of keys bound to an agent, cached per process (auth/tiers.py)
+        self.tiers = tiers or TierGate()
+        self._servers: OrderedDict[tuple[str, KeyScope, str | None], Server[Any, Any]] = (
+            OrderedDict()
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # mangum runs no lifespan (lifespan="off")
@@ -151,7 +161,7 @@ class McpHttpApp:
         if undecodable is not None:  # what the SDK cannot decode: answered as a tool error
             await JSONResponse(undecodable[1], status_code=undecodable[0])(scope, receive, send)
             return
-        server = self._server(principal.tenant, principal.scope)
+        server = self._server(principal.tenant, principal.scope, principal.agent)
         manager = StreamableHTTPSessionManager(
             app=server,
             json_response=True,
@@ -193,16 +203,20 @@ class McpHttpApp:
     def _too_large(self) -> PayloadTooLarge:
         return PayloadTooLarge("body", "max_bytes", f"must be at most {self._max_body} bytes")
 
-    def _server(self, tenant: str, scope: KeyScope) -> Server[Any, Any]:
-        """The low-level server of ``build_server`` for the caller's tenant and scope,
-        built on its first request and kept (least recently used out past MAX_SERVERS)."""
-        key = (tenant, scope)
+    def _server(self, tenant: str, scope: KeyScope, agent: str | None) -> Server[Any, Any]:
+        """The low-level server of ``build_server`` for the caller's tenant, scope and
+        bound agent, built on its first request and kept (least recently used out past
+        MAX_SERVERS)."""
+        key = (tenant, scope, agent)
         server = self._servers.get(key)
         if server is None:
             # FastMCP offers no public handle on the low-level server it wraps, and its
             # own streamable_http_app() keeps a single session manager (usable once).
             bound = self._acmi.for_tenant(tenant)
-            server = protocol_server(build_server(bound, scope, self._acmi.settings.mcp_tools))
+            built = build_server(
+                bound, scope, self._acmi.settings.mcp_tools, agent=agent, tiers=self.tiers
+            )
+            server = protocol_server(built)
             self._servers[key] = server
             while len(self._servers) > MAX_SERVERS:
                 self._servers.popitem(last=False)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final, ParamSpec, TypeVar
 
@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from acmi_core import Acmi, AcmiError, __version__
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
+from acmi_core.auth.tiers import REFERENCE_TARGETS, Target, TierGate
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import pydantic_rule
 from acmi_core.base.stored import LONE_SURROGATE, render_json
@@ -116,12 +117,35 @@ LISTED_ORDER: Final = (
 def resolve_scope(acmi: Acmi, api_key: str | None) -> tuple[Acmi, Scope]:
     """The client bound to the key's tenant and the key's scope; the default tenant with
     admin scope without a key. An unknown or revoked key is refused outright."""
+    bound, scope, _ = resolve_key(acmi, api_key)
+    return bound, scope
+
+
+def resolve_key(acmi: Acmi, api_key: str | None) -> tuple[Acmi, Scope, str | None]:
+    """:func:`resolve_scope`, and the agent the key is bound to (None: none)."""
     if not api_key:
-        return acmi, Scope.ADMIN
+        return acmi, Scope.ADMIN, None
     record = apikeys.lookup(acmi.store, api_key)
     if record is None:
         raise AcmiValidationError("ACMI_API_KEY", "unknown_key", "is unknown or revoked")
-    return acmi.for_tenant(record.tenant), record.scope
+    return acmi.for_tenant(record.tenant), record.scope, record.agent
+
+
+# A bound key's tier check (auth/tiers.py) on the server's tenant: (row, values,
+# targets) -> None or a Forbidden; None for a key bound to no agent.
+WriteCheck = Callable[[str, Mapping[str, object], "tuple[Target, ...] | None"], None]
+
+
+def write_check(acmi: Acmi, agent: str | None, tiers: TierGate | None) -> WriteCheck | None:
+    """The tier check of a key bound to ``agent`` (None: no check), on ``tiers``' cache."""
+    if agent is None:
+        return None
+    gate = tiers or TierGate()
+
+    def check(row: str, values: Mapping[str, object], targets: tuple[Target, ...] | None) -> None:
+        gate.check(acmi, agent, row, values, targets)
+
+    return check
 
 
 def _tool_errors(func: Callable[P, R]) -> Callable[P, R]:
@@ -238,7 +262,13 @@ TOOL_SETS: Final = ("ours", "reference", "all")  # ACMI_MCP_TOOLS
 
 
 def build_server(
-    acmi: Acmi, scope: Scope, tools: str = "ours", *, log_level: str = "INFO"
+    acmi: Acmi,
+    scope: Scope,
+    tools: str = "ours",
+    *,
+    log_level: str = "INFO",
+    agent: str | None = None,
+    tiers: TierGate | None = None,
 ) -> FastMCP:
     """The server for one principal: ``acmi`` is already bound to its tenant. ``tools``
     (``ACMI_MCP_TOOLS``): ``ours``, one tool per row of the operation table with an MCP
@@ -246,7 +276,9 @@ def build_server(
     reference server's 17 tools (``mcp/reference.py``); ``all``, both (their names never
     clash: the reference's all start ``acmi_``). ``log_level``: the level the SDK gives the
     root logger when nothing configured it (its INFO is a line per request; ``acmi mcp``
-    passes WARNING unless -v)."""
+    passes WARNING unless -v). ``agent``: the agent the key is bound to, whose tier every
+    write is checked against (``auth/tiers.py``; ``tiers``: the cache to read it through)."""
+    check = write_check(acmi, agent, tiers)
     if tools not in TOOL_SETS:
         raise AcmiValidationError(
             "ACMI_MCP_TOOLS", "enum", f"must be one of {', '.join(TOOL_SETS)}"
@@ -260,11 +292,11 @@ def build_server(
     # serverInfo.version: ours (the SDK reports its own version when given none)
     protocol_server(mcp).version = __version__
     if tools != "reference":
-        _add_ours(mcp, acmi, scope)
+        _add_ours(mcp, acmi, scope, check)
     if tools != "ours":
         for tool in reference.REFERENCE:
             mcp.add_tool(
-                _reference_tool(acmi, scope, tool),
+                _reference_tool(acmi, scope, tool, check),
                 name=tool.name,
                 description=tool.description,
                 structured_output=False,
@@ -284,7 +316,7 @@ def reference_listing(tool: reference.RefTool) -> ListedTool:
 
 
 def _reference_tool(
-    acmi: Acmi, scope: Scope, tool: reference.RefTool
+    acmi: Acmi, scope: Scope, tool: reference.RefTool, check: WriteCheck | None = None
 ) -> Callable[..., CallToolResult]:
     """The reference tool's function: the SDK checks the arguments against its signature
     (``reference_signature``); the answer is the reference's JSON text, a failure its
@@ -298,6 +330,11 @@ def _reference_tool(
             return _text_result(
                 reference.text({"ok": False, "tool": tool.name, "error": message}), True
             )
+        if writes and check is not None:
+            try:  # a tool missing from REFERENCE_TARGETS is a tenant-wide write
+                check(f"reference.{tool.name}", given, REFERENCE_TARGETS.get(tool.name))
+            except AcmiError as exc:
+                return _text_result(reference.failure(tool.name, exc), True)
         try:
             answer = tool.run(acmi, given)
         except reference.RefusedAnswer as refused:
@@ -338,10 +375,10 @@ def _text_result(text: str, error: bool) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], isError=error)
 
 
-def _add_ours(mcp: FastMCP, acmi: Acmi, scope: Scope) -> None:
+def _add_ours(mcp: FastMCP, acmi: Acmi, scope: Scope, check: WriteCheck | None = None) -> None:
     for row in tool_rows():
         mcp.add_tool(
-            _tool(acmi, scope, row),
+            _tool(acmi, scope, row, check),
             name=row.mcp,
             description=tool_description(row),
             structured_output=False,  # tool_result gives it where it can be carried
@@ -409,18 +446,25 @@ def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]
     return run
 
 
-def _tool(acmi: Acmi, scope: Scope, row: Operation) -> Callable[..., CallToolResult]:
+def _tool(
+    acmi: Acmi, scope: Scope, row: Operation, check: WriteCheck | None = None
+) -> Callable[..., CallToolResult]:
     """The row's tool function: the params model built from the SDK's checked arguments,
-    the write scope checked (a write row, or a read whose call writes), then the call;
-    ACMI errors become tool errors naming their field and rule."""
+    the write scope checked (a write row, or a read whose call writes) and, for a key
+    bound to an agent, its tier (``check``), then the call; ACMI errors become tool
+    errors naming their field and rule."""
     model = params_model(row)
     call = _tool_errors(_caller(acmi, scope, row))
+    checked = None if check is None else _tool_errors(check)
     writes = row.access is not Access.READ
 
     def tool(**arguments: Any) -> CallToolResult:
         params = model(**arguments)
-        if (writes or params.writes()) and not scope.allows(Scope.WRITE):
-            raise ToolError("scope: this key is read-only (rule: write_scope)")
+        if writes or params.writes():
+            if not scope.allows(Scope.WRITE):
+                raise ToolError("scope: this key is read-only (rule: write_scope)")
+            if checked is not None:
+                checked(row.name, fields(params), None)
         return tool_result(call(params))
 
     # the SDK names the input schema after the function (``<name>Arguments``)

@@ -30,6 +30,9 @@ class AgentsThreadsParams(Params):
     thread: str | None = None
     role: str = "participant"
 
+    def writes(self) -> bool:
+        return self.action != "list"  # add and remove change the agent's threads
+
 
 class AgentsRollupPutParams(Params):
     """Set an agent's latest rollup summary (read by bootstrap); returns it."""

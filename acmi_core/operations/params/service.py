@@ -26,11 +26,12 @@ class MigrateParams(Params):
 
 
 class KeysCreateParams(Params):
-    """Mint a key of a tenant with a scope and a name."""
+    """Mint a key of a tenant with a scope and a name (bound to an agent, if given)."""
 
     tenant: str
     scope: str
     name: str
+    agent: str | None = None
 
 
 class KeysListParams(Params):

@@ -1,0 +1,330 @@
+"""Tier permissions: what a key bound to an agent may write, decided in one place.
+
+A key minted with ``--agent agent:scout`` (``apikeys.ApiKey.agent``) acts for that agent,
+and its writes are held to the agent's tier (:func:`check_write`; the HTTP access layer
+and the MCP write check both call :meth:`TierGate.check`; the CLI's ``--api`` goes
+through HTTP). A key bound to no agent is not affected at all.
+
+The tier in force (:func:`effective_tier`): the agent's ``:permissions`` slot (the
+reference's JSON ``{role_tier, allowed_namespaces, write_access, max_tokens_per_hour}``,
+what ``acmi agents invite`` writes) when it is a valid document, else the ``TIERS``
+document of its profile's ``rbac_tier``, else ``DEFAULT_TIER``'s (Utility). One round
+trip (a pipeline of two GETs), cached per process for ``TIER_CACHE_S`` (30 s) per tenant
+and agent (:class:`TierGate`): a tier change (an invite with another tier) takes effect
+within that time.
+
+The rules, for a bound key's write (a write row, or a read whose params say it writes):
+
+- Each row names what it writes (:data:`WRITE_TARGETS`): an entity parameter (its
+  namespace is the id's category: ``thread:x`` -> ``thread``), an agent parameter
+  (``scout`` -> ``agent:scout``), or a fixed namespace: the coordination writes (locks,
+  HITL) post to ``thread:agent-coordination``, so they are ``thread`` writes; work items
+  are ``work:<id>`` entities (``work``); workflows ``workflow:<id>`` (``workflow``).
+- The agent's own entity (``agent:scout`` for scout's key: its heartbeat, spawns,
+  signals, timeline, memory, rollup, threads) is always writable.
+- Otherwise: ``write_access`` false -> 403 ``tier_read_only``; a namespace outside
+  ``allowed_namespaces`` (unless it holds ``"*"``) -> 403 ``tier_namespace``; each names
+  the parameter (the field) that chose the entity.
+- A row that names no entity (tenant-wide: keys, sources, jobs, invites; a webhook push,
+  whose source maps the body to any entity) is refused unless the tier allows ``"*"``
+  (Admin).
+
+Reads are not limited by tier: an agent reads the tenant's shared context (its threads,
+the coordination thread, other agents' liveness) to do its work, and the key's scope
+already says whether it may read at all. ``max_tokens_per_hour`` is advisory: it is
+carried in the document and shown, not enforced.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from acmi_core.base.cache import TtlCache
+from acmi_core.base.errors import Forbidden, StoreCommandError
+from acmi_core.base.keys import COORDINATION_THREAD, PERMISSIONS
+from acmi_core.base.model import EntityId
+from acmi_core.coordination.agents import DEFAULT_TIER, TIERS
+
+if TYPE_CHECKING:
+    from acmi_core.client import Acmi
+
+# How long one process trusts a tier it read (seconds): a tier change is in force
+# everywhere within this time, as a revoked key stops working within KeyCache's.
+TIER_CACHE_S: Final = 30.0
+ANY: Final = "*"
+TENANT_WIDE_FIELD: Final = "authorization"
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveTier:
+    """The tier a bound key's writes are held to, and where it came from (``source``:
+    ``permissions`` the slot, ``profile`` the profile's rbac_tier, ``default``)."""
+
+    name: str
+    namespaces: frozenset[str]
+    write_access: bool
+    max_tokens_per_hour: int
+    source: str
+
+    def allows(self, namespace: str) -> bool:
+        return ANY in self.namespaces or namespace in self.namespaces
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a row writes: ``field``, the parameter naming it; ``kind``: ``entity`` (the
+    value is an entity id), ``agent`` (an agent id, bare or not), ``pair`` (the value is
+    the id inside the namespace given as ``namespace``: the reference tools' arguments),
+    or ``fixed`` (the namespace is ``namespace`` whatever the value)."""
+
+    field: str
+    kind: str
+    namespace: str = ""
+
+
+def _entity(field: str = "entity") -> tuple[Target, ...]:
+    return (Target(field, "entity"),)
+
+
+def _agent(field: str = "agent") -> tuple[Target, ...]:
+    return (Target(field, "agent"),)
+
+
+def _fixed(field: str, namespace: str) -> tuple[Target, ...]:
+    return (Target(field, "fixed", namespace),)
+
+
+_COORDINATION_NS: Final = COORDINATION_THREAD.split(":", 1)[0]  # "thread"
+
+# Each writing row -> what it writes. A writing row missing here is tenant-wide (refused
+# to a bound key unless its tier allows "*"); tests hold this table to the operation
+# table's write rows.
+WRITE_TARGETS: Final[dict[str, tuple[Target, ...]]] = {
+    "entities.events.append": _entity(),
+    "entities.delete": _entity(),
+    "entities.profile.put": _entity(),
+    "entities.profile.patch": _entity(),
+    "entities.profile.delete": _entity(),
+    "entities.signals.put": _entity(),
+    "entities.signals.patch": _entity(),
+    "entities.signals.delete": _entity(),
+    "entities.signal.put": _entity(),
+    "entities.signal.delete": _entity(),
+    "entities.timeline.delete": _entity(),
+    # leases and HITL post to the coordination thread
+    "locks.claim": _fixed("resource", _COORDINATION_NS),
+    "locks.renew": _fixed("resource", _COORDINATION_NS),
+    "locks.release": _fixed("resource", _COORDINATION_NS),
+    "hitl.create": _fixed("topic", _COORDINATION_NS),
+    "hitl.resolve": _fixed("correlation_id", _COORDINATION_NS),
+    # work items are work:<id> entities, workflows workflow:<id>
+    "work.create": _fixed("id", "work"),
+    "work.event": _fixed("id", "work"),
+    "work.signals": _fixed("id", "work"),
+    "work.owner": _fixed("id", "work"),
+    "workflows.execute": _fixed("workflow", "workflow"),
+    "workflows.assess": _fixed("workflow", "workflow"),
+    "workflows.improve": _fixed("workflow", "workflow"),
+    # the agent's own slots (joining a thread writes the agent's active context only)
+    "agents.heartbeat": _agent(),
+    "agents.spawn": _agent(),
+    "agents.join": _agent(),
+    "agents.leave": _agent(),
+    "agents.rollup.put": _agent(),
+    "agents.wake": _agent(),
+    "agents.threads": _agent(),
+    "bootstrap.read": _agent(),  # with a spawn to log
+    "bootstrap.spawn": _agent(),
+    "memory.review": _entity(),
+    "memory.forget": _entity(),
+    "memory.remember": _entity(),
+    "memory.active.get": _entity(),  # with a text to write
+    "memory.active.put": _entity(),
+    "memory.topics.create": _entity(),
+    "memory.prune": _entity(),
+    "memory.handoff": _entity(),
+    "memory.handoff.take": _entity(),
+    "memory.import": _entity(),
+    "memory.archive": _entity(),
+}
+
+
+# The reference MCP tools (ACMI_MCP_TOOLS=reference) that write -> what each writes;
+# acmi_delete (a raw Redis key) is missing on purpose: tenant-wide, for "*" tiers only.
+REFERENCE_TARGETS: Final[dict[str, tuple[Target, ...]]] = {
+    "acmi_profile": (Target("id", "pair"),),
+    "acmi_signal": (Target("id", "pair"),),
+    "acmi_event": (Target("id", "pair"),),
+    "acmi_spawn": _agent("agentId"),
+    "acmi_active": _agent("agentId"),
+    "acmi_rollup_set": _agent("agentId"),
+    "acmi_work_create": _fixed("id", "work"),
+    "acmi_work_event": _fixed("id", "work"),
+    "acmi_work_signal": _fixed("id", "work"),
+}
+
+
+def _permissions(raw: object) -> EffectiveTier | None:
+    """The slot's document as a tier, or None when it is missing or not a valid one."""
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    namespaces = doc.get("allowed_namespaces")
+    write = doc.get("write_access")
+    tokens = doc.get("max_tokens_per_hour")
+    name = doc.get("role_tier")
+    if (
+        not isinstance(namespaces, list)
+        or not all(isinstance(ns, str) and ns for ns in namespaces)
+        or not isinstance(write, bool)
+        or not isinstance(tokens, int)
+        or isinstance(tokens, bool)
+        or tokens < 0
+    ):
+        return None
+    return EffectiveTier(
+        name if isinstance(name, str) and name else "custom",
+        frozenset(namespaces),
+        write,
+        tokens,
+        "permissions",
+    )
+
+
+def _named(name: str, source: str) -> EffectiveTier:
+    tier = TIERS[name]
+    return EffectiveTier(
+        name, frozenset(tier.namespaces), tier.write_access, tier.max_tokens_per_hour, source
+    )
+
+
+_BY_LOWER: Final = {name.lower(): name for name in TIERS}
+
+
+def _profile_tier(raw: object) -> EffectiveTier | None:
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    tier = doc.get("rbac_tier") if isinstance(doc, dict) else None
+    name = _BY_LOWER.get(tier.lower()) if isinstance(tier, str) else None
+    return None if name is None else _named(name, "profile")
+
+
+def effective_tier(acmi: Acmi, agent: str) -> EffectiveTier:
+    """The tier ``agent`` (an ``agent:<id>`` id) holds in ``acmi``'s tenant: its
+    permissions slot if valid, else its profile's rbac_tier, else the default. One round
+    trip."""
+    eid = EntityId.parse(agent, "agent")
+    keys = acmi.keys
+    permissions, profile = acmi.store.pipeline(
+        [("GET", keys.slot(eid, PERMISSIONS)), ("GET", keys.profile(eid))]
+    )
+    for reply in (permissions, profile):
+        if isinstance(reply, StoreCommandError):
+            raise reply
+    return _permissions(permissions) or _profile_tier(profile) or _named(DEFAULT_TIER, "default")
+
+
+def _refuse(field: str, rule: str, message: str) -> Forbidden:
+    return Forbidden(f"{field}: {message}", field=field, rule=rule)
+
+
+def _written(target: Target, values: Mapping[str, object]) -> tuple[str, str | None]:
+    """The namespace ``target`` writes and, for an entity, its id (None otherwise)."""
+    if target.kind == "fixed":
+        return target.namespace, None
+    value = values.get(target.field)
+    text = value if isinstance(value, str) else str(value)
+    if target.kind == "pair":
+        text = f"{values.get('namespace')}:{text}"
+    if target.kind == "agent" and ":" not in text:
+        text = f"agent:{text}"
+    namespace = text.split(":", 1)[0] if ":" in text else text
+    return namespace, text
+
+
+def check_write(
+    tier: EffectiveTier,
+    agent: str,
+    row: str,
+    values: Mapping[str, object],
+    targets: tuple[Target, ...] | None = None,
+) -> None:
+    """Refuse (403) a write of row ``row`` with parameters ``values`` by a key bound to
+    ``agent`` holding ``tier`` (module docstring); return when it may go ahead.
+    ``targets``: what it writes, when not the row's (``WRITE_TARGETS``)."""
+    targets = WRITE_TARGETS.get(row) if targets is None else targets
+    if targets is None:
+        if ANY not in tier.namespaces:
+            raise _refuse(
+                TENANT_WIDE_FIELD,
+                "tier_namespace",
+                f"{row} is a tenant-wide write; this key is bound to {agent}, whose tier "
+                f"{tier.name!r} does not allow every namespace ('*')",
+            )
+        return
+    for target in targets:
+        namespace, entity = _written(target, values)
+        if entity is not None and entity == agent:
+            continue  # the agent's own entity is always writable
+        what = entity or f"namespace {namespace!r}"
+        if not tier.write_access:
+            raise _refuse(
+                target.field,
+                "tier_read_only",
+                f"this key is bound to {agent}, whose tier {tier.name!r} is read-only "
+                f"except its own entity; it may not write {what}",
+            )
+        if not tier.allows(namespace):
+            allowed = ", ".join(sorted(tier.namespaces)) or "none"
+            raise _refuse(
+                target.field,
+                "tier_namespace",
+                f"this key is bound to {agent}, whose tier {tier.name!r} may write the "
+                f"namespaces {allowed}; not {namespace!r} ({what})",
+            )
+
+
+class TierGate:
+    """The tier check with its per-process cache: tiers by (tenant, agent), each kept
+    ``ttl_s`` (``TIER_CACHE_S``); ``clock`` times the cache (tests move it)."""
+
+    def __init__(
+        self, ttl_s: float = TIER_CACHE_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._cache: TtlCache[tuple[str, str], EffectiveTier] = TtlCache(
+            ttl_s, miss_ttl_s=0, clock=clock
+        )
+
+    def tier(self, acmi: Acmi, agent: str) -> EffectiveTier:
+        """``agent``'s tier in ``acmi``'s tenant, read at most once per ``ttl_s``."""
+        key = (acmi.tenant, agent)
+        tier = self._cache.get(key, lambda: effective_tier(acmi, agent))
+        assert tier is not None  # effective_tier always finds one
+        return tier
+
+    def check(
+        self,
+        acmi: Acmi,
+        agent: str | None,
+        row: str,
+        values: Mapping[str, object],
+        targets: tuple[Target, ...] | None = None,
+    ) -> None:
+        """:func:`check_write` for a write of ``row`` by a key bound to ``agent`` (None:
+        bound to no agent, nothing to check; no store read either)."""
+        if agent is None:
+            return
+        check_write(self.tier(acmi, agent), agent, row, values, targets)
