@@ -344,8 +344,9 @@ def ingest_webhook(
     spec = source_spec(source)
     settings = acmi.settings
     sha = body_digest(raw_body)
-    given = {name.lower(): value for name, value in (headers or {}).items()}
+    # the headers its mapper reads (GitHub's): most sources read none, nothing is decoded
     wanted = {name.lower() for name in spec.headers}
+    given = {name.lower(): value for name, value in (headers or {}).items()} if wanted else {}
     mapped = spec.mapper(
         WebhookBody(
             source=source,
