@@ -461,7 +461,7 @@ def cases() -> list[ScriptCase]:
             f"200 x {EVENT_BYTES // 1024} KiB mentions, {CAPS['work']} work items of 2 x 64 KiB, "
             f"a spawn's session looked for in {READ_BYTES // 1024} KiB of spawns",
             _bootstrap,
-            then=("apply",),  # the new session's start, logged in today's note
+            then=("lean",),  # the new session's start, logged in today's note (its ONCE mark)
         ),
         ScriptCase(
             "sweep of a full batch",

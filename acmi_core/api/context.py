@@ -14,12 +14,12 @@ from starlette.concurrency import run_in_threadpool
 from acmi_core.api.observe import LogObserver, Observer
 from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.authenticator import Authenticator
-from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal
 from acmi_core.auth.tiers import TierGate
 from acmi_core.client import Acmi
 
 if TYPE_CHECKING:
+    from acmi_core.auth.google_oidc import GoogleTokenVerifier
     from acmi_core.ingest.service import GmailFetch
 
 # Tenant views kept per process; past this many (a key per tenant, thousands of tenants)

@@ -14,9 +14,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from acmi_core.auth.apikeys import KEY_PREFIX, KeyCache, Scope
-from acmi_core.auth.google_oidc import GoogleTokenVerifier
 from acmi_core.auth.principal import TENANT_HEADER, Principal, bearer_token
 from acmi_core.auth.signatures import (
     GITHUB_SIGNATURE_HEADER,
@@ -39,6 +39,9 @@ from acmi_core.ingest import config as source_configs
 from acmi_core.ingest.config import SourceConfig, SourceConfigUnreadable, push_token_hash
 from acmi_core.ingest.sources import Credential, SourceSpec
 from acmi_core.store.base import Store
+
+if TYPE_CHECKING:
+    from acmi_core.auth.google_oidc import GoogleTokenVerifier
 
 log = logging.getLogger("acmi.auth")
 
@@ -235,6 +238,8 @@ class Authenticator:
         return Principal(tenant, Scope.WRITE, f"google:{identity.email}", source=source)
 
     def _google_verifier(self) -> GoogleTokenVerifier:
-        if self._google is None:
+        if self._google is None:  # its module on the first OIDC push, not at import
+            from acmi_core.auth.google_oidc import GoogleTokenVerifier
+
             self._google = GoogleTokenVerifier()
         return self._google

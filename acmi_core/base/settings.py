@@ -17,9 +17,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+)
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId, check_tenant
@@ -293,24 +299,17 @@ def _acmi_error(exc: ValidationError) -> AcmiValidationError:
     return AcmiValidationError(name, error["type"], error["msg"])
 
 
-class _Environment(PydanticBaseSettingsSource):
-    """The variables set in a mapping: exact names (as ``os.environ`` on Linux), an empty
-    value as unset, the text as it is (the fields parse it)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
-        super().__init__(settings_cls)
-        self.env = env
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        alias = field.validation_alias
-        return (self.env.get(alias) or None) if isinstance(alias, str) else None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        fields = self.settings_cls.model_fields.items()
-        return {name: value for name, f in fields if (value := self.get_field_value(f, name)[0])}
+def _environment(env: Mapping[str, str]) -> dict[str, Any]:
+    """The fields the variables set in ``env`` give: exact names (as ``os.environ`` on
+    Linux), an empty value as unset, the text as it is (the fields parse it)."""
+    return {
+        name: value
+        for name, field in Settings.model_fields.items()
+        if isinstance(alias := field.validation_alias, str) and (value := env.get(alias))
+    }
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Everything configurable, with defaults that work on a laptop. ``Settings(...)`` is
     the defaults and what the code passes, checked by the same rules; only
     :meth:`from_env` reads an environment.
@@ -320,8 +319,17 @@ class Settings(BaseSettings):
     """
 
     # Secrets are repr=False; hide_input_in_errors keeps them out of pydantic's own text.
-    model_config = SettingsConfigDict(
-        frozen=True, populate_by_name=True, hide_input_in_errors=True, allow_inf_nan=False
+    # A plain model, not pydantic-settings' BaseSettings (whose import is ~15 ms of every
+    # cold start): no implicit source was ever read, from_env passes the variables. Its
+    # defaults kept: every default checked by its rule, an unknown field refused.
+    model_config = ConfigDict(
+        frozen=True,
+        populate_by_name=True,
+        hide_input_in_errors=True,
+        allow_inf_nan=False,
+        validate_default=True,
+        extra="forbid",
+        arbitrary_types_allowed=True,
     )
 
     default_tenant: Annotated[str, _rule(check_tenant)] = _var(
@@ -563,22 +571,10 @@ class Settings(BaseSettings):
                 raise _acmi_error(exc) from None
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # No implicit environment, .env file or secrets directory: from_env passes its values.
-        return (init_settings,)
-
-    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Settings from ``env`` (default: the process environment). Unset or empty
         variables keep their defaults."""
-        return cls(**_Environment(cls, os.environ if env is None else env)())
+        return cls(**_environment(os.environ if env is None else env))
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes``, checked as a new one is."""

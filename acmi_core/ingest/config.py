@@ -27,7 +27,6 @@ from acmi_core.base.keys import Keys, internal_global
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.ingest.mapping import check_mapping
 from acmi_core.ingest.sources import SOURCES, check_source, source_spec
-from acmi_core.ops.keyspace import scan_batches
 from acmi_core.store.base import Store
 from acmi_core.store.writes import WritePlan
 
@@ -352,6 +351,8 @@ def list_configs(store: Store, keys: Keys, configured: bool = False) -> ShownSou
     command, run by hand as doctor is: O(the keyspace)), through ``ops/keyspace.py``
     ``scan_batches``, so on a Redis Cluster each primary's SCAN in turn (the cluster
     client's per-node scan: the store refuses a SCAN with no single answer)."""
+    from acmi_core.ops.keyspace import scan_batches  # an operator's: not on a cold start
+
     prefix = _config_key(keys, "")
     names = set() if configured else {spec.name for spec in SOURCES}
     for found in scan_batches(store, prefix + "*"):

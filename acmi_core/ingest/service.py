@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from acmi_core.base.errors import AcmiValidationError, CorruptData, IdempotencyKeyReused
-from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, parse_event
+from acmi_core.base.model import MAX_TS_MS, EntityId, dumps, encode_event
 from acmi_core.client import Acmi
 from acmi_core.ingest.config import SourceConfig
 from acmi_core.ingest.results import IngestBody, StoredEvents
@@ -251,9 +251,10 @@ def store_deliveries(
         raw_event = (
             _guarded(acmi, raw_event, field) if webhook else acmi.guard_event(raw_event, field)
         )
-        event = parse_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
+        # validated and encoded in one walk: the stored text is not built a second time
+        event, text = encode_event(raw_event, now_ms=now, tenant=acmi.tenant, field=field)
         plan.entity_bucket(acmi.keys, str(entity), f"{field}.entity")  # one run: one bucket
-        acmi.timeline.stage(plan, entity, [event])
+        acmi.timeline.stage(plan, entity, [event], [text])
         stored.append({"entity": str(entity), **event.to_dict()})
     body: StoredEvents = {"stored": len(stored), "events": stored}
     if also_set is not None:
@@ -343,8 +344,9 @@ def ingest_webhook(
     spec = source_spec(source)
     settings = acmi.settings
     sha = body_digest(raw_body)
-    given = {name.lower(): value for name, value in (headers or {}).items()}
+    # the headers its mapper reads (GitHub's): most sources read none, nothing is decoded
     wanted = {name.lower() for name in spec.headers}
+    given = {name.lower(): value for name, value in (headers or {}).items()} if wanted else {}
     mapped = spec.mapper(
         WebhookBody(
             source=source,

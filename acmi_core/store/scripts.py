@@ -78,6 +78,14 @@ Packer: TypeAlias = Callable[
 ]
 
 
+def _check_names(names: tuple[str, ...]) -> list[str]:
+    """The names of one layout's KEYS or ARGV, bare; each declared once."""
+    bare = [field_name(n) for n in names]
+    if len(set(bare)) != len(bare):
+        raise ProtocolError(f"a name is declared twice in {names}")
+    return bare
+
+
 def _packer(keys: tuple[str, ...], args: tuple[str, ...]) -> Packer:
     """A function that lays KEYS and ARGV out from two mappings as a hand-written list
     display would: packing a call costs what building its lists did, plus a type check a
@@ -86,9 +94,7 @@ def _packer(keys: tuple[str, ...], args: tuple[str, ...]) -> Packer:
     lines = ["def pack(keys, args):"]
     results = []
     for kind, given, names in (("KEYS", "keys", keys), ("ARGV", "args", args)):
-        bare = [field_name(n) for n in names]
-        if len(set(bare)) != len(bare):
-            raise ProtocolError(f"a name is declared twice in {names}")
+        bare = _check_names(names)
         parts = []
         for i, name in enumerate(names):
             var = f"{given}{i}"
@@ -144,8 +150,9 @@ class Call:
     keys: tuple[str, ...]
     args: tuple[str, ...]
     reply: ReplyShape
-    # what pack and decode walk, built once
-    _pack: Packer = field(init=False, repr=False, compare=False)
+    # what pack and decode walk: the layouts built once; the generated packer and
+    # decoder (``_pack``, ``_decode``) on first use, so a cold start compiles only the
+    # few its function runs (~8 ms for all of them)
     _tagged: dict[str, tuple[tuple[str, ...], str | None]] = field(
         init=False, repr=False, compare=False
     )
@@ -153,17 +160,24 @@ class Call:
     _plain: tuple[tuple[str, ...], str | None] | None = field(
         init=False, repr=False, compare=False
     )  # the untagged layout, if any
-    _decode: Callable[[Reply], Slots] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_pack", _packer(self.keys, self.args))
+        for names in (self.keys, self.args):
+            _check_names(names)
         shapes = {} if isinstance(self.reply, str | tuple) else self.reply
         object.__setattr__(self, "_tagged", {t: _slot_plan(n) for t, n in shapes.items()})
         if isinstance(self.reply, tuple):
             self._tagged[""] = _slot_plan(self.reply)
         object.__setattr__(self, "_tag_len", max(map(len, self._tagged), default=0))
         object.__setattr__(self, "_plain", self._tagged.pop("", None))
-        object.__setattr__(self, "_decode", _decoder(self))
+
+    @cached_property
+    def _pack(self) -> Packer:
+        return _packer(self.keys, self.args)
+
+    @cached_property
+    def _decode(self) -> Callable[[Reply], Slots]:
+        return _decoder(self)
 
     def pack(
         self, keys: Mapping[str, str | Sequence[str]], args: Mapping[str, Value], what: str
@@ -397,8 +411,8 @@ APPLY_REPLY: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 APPLY: Final = ScriptProtocol("apply", single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY))
-# apply's layout for plans of plain ops only (WritePlan.apply picks it); no replay reply
-LEAN: Final = ScriptProtocol("lean", single(("plan_keys*",), ("op_count", "ops*"), ("results*",)))
+# apply's layout for plans of plain ops only (WritePlan.apply picks it), and its replay
+LEAN: Final = ScriptProtocol("lean", single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY))
 
 WORK: Final = ScriptProtocol(
     "work",

@@ -1,4 +1,5 @@
-"""UpstashStore: the Upstash REST API, spoken on httpx's and httpcore's public APIs.
+"""UpstashStore: the Upstash REST API, spoken on httpcore's public API (httpx's, for a
+transport a test injects).
 
 The protocol is small: ``POST /`` with one command as a JSON array of strings, ``POST
 /pipeline`` with an array of them (not atomic), ``Authorization: Bearer <token>``,
@@ -33,6 +34,13 @@ is given only what is left of it, by the network backend of our connection pool
 httpx's own transport but for that backend), and no read of the body starts after it
 (which also covers an injected transport). The connection of an abandoned reply is
 closed, never reused.
+
+The network is httpcore's connection pool, called directly: httpx (~30 ms of a cold start,
+its client, models and cookie jar) would only translate each request and reply to
+httpcore's and back. The requests are the ones httpx's client sends by default (its
+limits, its headers, a gzip reply decoded). A test that replaces the network
+(``transport=httpx.MockTransport(...)``) gets an httpx client instead, under the same
+retry policy and deadline.
 """
 
 from __future__ import annotations
@@ -46,16 +54,16 @@ import os
 import random
 import time
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import httpcore
-import httpx
 
 from acmi_core.base.errors import (
     AcmiValidationError,
@@ -84,6 +92,8 @@ from acmi_core.store.base import (
 if TYPE_CHECKING:
     import ssl
 
+    import httpx
+
 _SYNC_TOKEN_HEADER = "Upstash-Sync-Token"
 
 
@@ -105,6 +115,8 @@ def tls_context() -> ssl.SSLContext:
         hashed = os.path.join(os.path.dirname(certifi.where()), "hashed")
         if os.path.isdir(hashed):
             return ssl.create_default_context(capath=hashed)
+    import httpx  # a source checkout's path only
+
     return httpx.create_ssl_context()
 
 
@@ -255,51 +267,23 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 # -- the network -------------------------------------------------------------------------
 
-# httpcore's errors as httpx's, most specific first (as httpx's own transport maps them).
-_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+# What a network failure raises, as httpx's transport errors are httpcore's (httpx maps
+# each to its class of the same name): retried, named by that name.
+_NETWORK_ERRORS: tuple[type[Exception], ...] = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
 )
-
-
-@contextmanager
-def _as_httpx_errors() -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        for raised, mapped in _HTTPX_ERRORS:
-            if isinstance(exc, raised):
-                raise mapped(str(exc)) from exc
-        raise
-
-
-class _Body(httpx.SyncByteStream):
-    """httpcore's reply body as httpx's: the same bytes, httpx's errors."""
-
-    def __init__(self, inner: Iterable[bytes]) -> None:
-        self._inner = inner
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _as_httpx_errors():
-            yield from self._inner
-
-    def close(self) -> None:
-        close: Callable[[], None] | None = getattr(self._inner, "close", None)
-        if close is not None:
-            with _as_httpx_errors():
-                close()
+# The headers httpx's client adds by default, but the Accept-Encoding httpx would send
+# for packages a Lambda artifact lacks (brotli, zstd): gzip is decoded below.
+_DEFAULT_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"Accept", b"*/*"),
+    (b"Accept-Encoding", b"gzip"),
+    (b"Connection", b"keep-alive"),
+    (b"User-Agent", b"acmi"),
+)
 
 
 def _environment_proxy(url: str) -> str | None:
@@ -320,10 +304,30 @@ def _environment_proxy(url: str) -> str | None:
     return proxy or None
 
 
-class _Network(httpx.BaseTransport):
-    """``httpx.HTTPTransport`` as httpx builds it by default (its limits, no retries of its
-    own), but on a pool whose every socket operation ends by the call's deadline: httpx
-    has no option for that, httpcore's pool takes a network backend (``_DeadlineBackend``
+class _Reply:
+    """One reply: its status, its headers by lower-case name, and its body read by the
+    call's deadline."""
+
+    __slots__ = ("_chunks", "headers", "status")
+
+    def __init__(self, status: int, headers: dict[str, str], chunks: Iterator[bytes]) -> None:
+        self.status, self.headers, self._chunks = status, headers, chunks
+
+    def read_by(self, deadline: _Deadline) -> bytes:
+        """The reply body, no read of it started after the deadline."""
+        body = bytearray()
+        while deadline.left() > 0:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return bytes(body)
+            body += chunk
+        raise httpcore.ReadTimeout("the store call's deadline passed with its reply unread")
+
+
+class _Network:
+    """The pool ``httpx.HTTPTransport`` builds by default (its limits, no retries of its
+    own), but whose every socket operation ends by the call's deadline: httpx has no
+    option for that, httpcore's pool takes a network backend (``_DeadlineBackend``
     around httpcore's own). Certificates are checked against ``tls_context()``."""
 
     def __init__(self, url: str) -> None:
@@ -349,42 +353,74 @@ class _Network(httpx.BaseTransport):
             )
         )
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        core = httpcore.Request(
-            request.method,
-            httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
-            headers=request.headers.raw,
-            content=request.read(),
-            extensions=request.extensions,
+    @contextmanager
+    def post(
+        self, url: str, headers: dict[str, str], content: bytes, timeout: float
+    ) -> Iterator[_Reply]:
+        """POST ``content``; the reply while the block runs, its connection released (or,
+        after a partial read, dropped) at its end. Raises httpcore's errors."""
+        target = httpcore.URL(url)
+        raw = [(b"Host", _host_header(target)), *_DEFAULT_HEADERS]
+        raw += [
+            (name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+        ]
+        raw.append((b"Content-Length", b"%d" % len(content)))
+        each = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        request = httpcore.Request(
+            b"POST", target, headers=raw, content=content, extensions={"timeout": each}
         )
-        with _as_httpx_errors():
-            response = self._pool.handle_request(core)
-        if not isinstance(response.stream, Iterable):  # a sync pool's reply always is
-            raise StoreError("unexpected async reply stream")
-        return httpx.Response(
-            response.status,
-            headers=response.headers,
-            stream=_Body(response.stream),
-            extensions=response.extensions,
-        )
+        response = self._pool.handle_request(request)
+        try:
+            names = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
+            stream = response.stream
+            if not isinstance(stream, Iterable):  # a sync pool's reply always is
+                raise StoreError("unexpected async reply stream")
+            chunks = iter(stream)
+            if names.get("content-encoding", "").strip().lower() == "gzip":
+                chunks = _gunzipped(chunks)
+            yield _Reply(response.status, names, chunks)
+        finally:
+            response.close()
 
     def close(self) -> None:
         self._pool.close()
 
 
-def _read_by(response: httpx.Response, deadline: _Deadline) -> bytes:
-    """The reply body, no read of it started after the deadline."""
-    chunks = response.iter_bytes()
-    body = bytearray()
-    while deadline.left() > 0:
-        chunk = next(chunks, None)
-        if chunk is None:
-            return bytes(body)
-        body += chunk
-    raise httpx.ReadTimeout("the store call's deadline passed with its reply unread")
+_DEFAULT_PORTS: Final = {b"http": 80, b"https": 443}
+
+
+def _host_header(url: httpcore.URL) -> bytes:
+    """The Host header of ``url``, as httpx writes it (no default port, IPv6 bracketed)."""
+    host = b"[" + url.host + b"]" if b":" in url.host else url.host
+    if url.port is None or _DEFAULT_PORTS.get(url.scheme) == url.port:
+        return host
+    return b"%b:%d" % (host, url.port)
+
+
+def _gunzipped(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """A gzip body, decoded as it is read (as httpx decodes one)."""
+    decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    try:
+        for chunk in chunks:
+            yield decoder.decompress(chunk)
+        yield decoder.flush()
+    except zlib.error as exc:
+        raise StoreError(f"Upstash sent an undecodable gzip reply ({exc})") from None
+
+
+def _httpx_transport_error(exc: Exception) -> bool:
+    import httpx
+
+    return isinstance(exc, httpx.TransportError)
+
+
+def _httpx_reply(response: httpx.Response) -> _Reply:
+    """An injected transport's reply, read as ours."""
+    return _Reply(
+        response.status_code,
+        {name.lower(): value for name, value in response.headers.items()},
+        response.iter_bytes(),
+    )
 
 
 def _json_body(body: object) -> bytes:
@@ -404,9 +440,9 @@ def _error_text(body: bytes) -> str | None:
     return None
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(reply: _Reply) -> float | None:
     # Numeric seconds only; an HTTP-date is ignored (our own backoff applies).
-    raw = response.headers.get("Retry-After")
+    raw = reply.headers.get("retry-after")
     if raw is None:
         return None
     try:
@@ -469,10 +505,16 @@ class UpstashStore:
         # database): tried, and dropped for good if this server refuses it (a server
         # behind the same REST API that is OSS Redis does)
         self.script_dialect = ScriptDialect(key_locking=None)
-        self._client = httpx.Client(
-            transport=transport if transport is not None else _Network(self._url),
-            timeout=httpx.Timeout(self._settings.store_timeout_s),
-        )
+        self._network: _Network | None = None
+        self._client: httpx.Client | None = None
+        if transport is None:
+            self._network = _Network(self._url)
+        else:
+            import httpx
+
+            self._client = httpx.Client(
+                transport=transport, timeout=httpx.Timeout(self._settings.store_timeout_s)
+            )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> UpstashStore:
@@ -553,21 +595,20 @@ class UpstashStore:
         timeout: float,
     ) -> tuple[int, bytes] | _Failure:
         """One POST: the status and body to act on, or the failure to retry."""
-        request = self._client.build_request(
-            "POST", url, headers=headers, content=content, timeout=httpx.Timeout(timeout)
-        )
         try:
-            response = self._client.send(request, stream=True)
-            try:
-                sync_token = response.headers.get(_SYNC_TOKEN_HEADER)
+            with self._post_once(url, headers, content, timeout) as reply:
+                sync_token = reply.headers.get(_SYNC_TOKEN_HEADER.lower())
                 if sync_token:
                     self._sync_token = sync_token
-                body = _read_by(response, deadline)
-            finally:
-                response.close()  # after a partial read: drops the connection
-        except httpx.TransportError as exc:
+                body = reply.read_by(deadline)
+        except _NETWORK_ERRORS as exc:
             return _Failure(f"{type(exc).__name__}: {exc}")
-        status = response.status_code
+        except Exception as exc:
+            if self._client is not None and _httpx_transport_error(exc):  # an injected one's
+                return _Failure(f"{type(exc).__name__}: {exc}")
+            raise
+        response = reply
+        status = response.status
         if status != 429 and status < 500:
             return status, body
         text = _error_text(body)
@@ -576,6 +617,27 @@ class UpstashStore:
             throttled=status == 429,
             retry_after=_retry_after(response),
         )
+
+    @contextmanager
+    def _post_once(
+        self, url: str, headers: dict[str, str], content: bytes, timeout: float
+    ) -> Iterator[_Reply]:
+        """One POST on the network, or on the injected transport."""
+        if self._network is not None:
+            with self._network.post(url, headers, content, timeout) as reply:
+                yield reply
+            return
+        assert self._client is not None
+        import httpx
+
+        request = self._client.build_request(
+            "POST", url, headers=headers, content=content, timeout=httpx.Timeout(timeout)
+        )
+        response = self._client.send(request, stream=True)
+        try:
+            yield _httpx_reply(response)
+        finally:
+            response.close()  # after a partial read: drops the connection
 
     def _delay_before_retry(
         self, attempts: int, failure: _Failure, deadline: float
@@ -623,7 +685,10 @@ class UpstashStore:
         return text.replace(self._token, "***") if self._token else text
 
     def close(self) -> None:
-        self._client.close()
+        if self._network is not None:
+            self._network.close()
+        if self._client is not None:
+            self._client.close()
 
     def __enter__(self) -> UpstashStore:
         return self

@@ -40,7 +40,8 @@ LEAN: Final = scripts.LEAN.script
 
 # The ops lean.lua runs, each with the one Redis type its key holds: a plan of these
 # alone, each key named with one type, needs none of apply.lua's interpreter (about
-# half its Redis time for an append; see lua/lean.lua).
+# half its Redis time for an append, a webhook delivery's with its ONCE record too; see
+# lua/lean.lua).
 _LEAN_TYPES: Final[dict[str, str]] = {
     "ZADD": "zset",
     "ZSET": "zset",
@@ -52,7 +53,9 @@ _LEAN_TYPES: Final[dict[str, str]] = {
     "HSET": "hash",
     "HDEL": "hash",
     "SET": "string",
+    "ONCE": "once",  # a STRING too, but its key is named by that op alone
 }
+_ONCE: Final = "once"
 
 FieldMode = Literal["set", "setnx", "del"]
 _MODE_LETTER: Final[dict[str, str]] = {"set": "s", "setnx": "n", "del": "d"}
@@ -168,7 +171,14 @@ class WritePlan:
         lean = self._lean
         if lean is not None:
             kind = _LEAN_TYPES.get(code)
-            if kind is None or lean.setdefault(index, kind) != kind:
+            if kind is None:
+                self._lean = None
+            elif kind == _ONCE:  # lean.lua's rule: one a plan, on a key no other op names
+                if index in lean or _ONCE in lean.values():
+                    self._lean = None
+                else:
+                    lean[index] = _ONCE
+            elif lean.setdefault(index, kind) != kind:
                 self._lean = None
         return self._count - 1
 
@@ -354,7 +364,7 @@ class WritePlan:
             if error is exc:
                 raise
             raise error from None
-        if not lean and reply.tag == "ACMI_REPLAY" and isinstance(reply["stored"], bytes):
+        if reply.tag == "ACMI_REPLAY" and isinstance(reply["stored"], bytes):
             raise Replayed(reply["stored"])
         register_marked(store, self._keys)
         results = reply["results"]

@@ -158,7 +158,7 @@ def _one_error_line(stderr: str) -> str:
 def test_the_core_dependencies_bring_none_of_the_extras() -> None:
     names = _import_names(core_requirements())
     assert not set(NOT_CORE) & names, sorted(set(NOT_CORE) & names)
-    assert {"pydantic", "pydantic_settings", "httpx", "httpcore"} <= names
+    assert {"pydantic", "httpx", "httpcore"} <= names
 
 
 @pytest.mark.slow  # a fresh interpreter
@@ -325,7 +325,7 @@ def test_the_wheel_holds_acmi_core_only(wheel: Path) -> None:
         for r in metadata.get_all("Requires-Dist") or []
         if Requirement(r).marker is None
     }
-    assert unconditional == {"pydantic", "pydantic-settings", "httpx", "httpcore"}
+    assert unconditional == {"pydantic", "httpx", "httpcore"}
     assert set(metadata.get_all("Provides-Extra") or []) >= {
         "server", "local", "cli", "lambda", "gmail", "mcp", "fast", "all", "dev",
     }  # fmt: skip

@@ -194,7 +194,7 @@ def _requirements(path: str) -> list[str]:
 def test_lambda_requirements() -> None:
     sets = {name: _requirements(f"requirements-lambda-{name}.txt") for name in REQUIREMENT_SETS}
     names = {name: {_requirement_name(r) for r in reqs} for name, reqs in sets.items()}
-    assert names["core"] == {"pydantic", "pydantic-settings", "aws-lambda-powertools"}
+    assert names["core"] == {"pydantic", "aws-lambda-powertools"}
     assert names["store"] == {"httpx", "httpcore"}
     assert names["http"] == {"fastapi", "mangum"}
     assert names["docs"] == {"fastapi-offline"}

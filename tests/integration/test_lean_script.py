@@ -1,6 +1,7 @@
-"""lua/lean.lua against lua/apply.lua on every backend: the same plan of plain ops gives
-the same results, the same stored keys and the same errors (nothing written), and
-WritePlan.apply sends exactly the plans of plain ops, one type a key, to lean.lua."""
+"""lua/lean.lua against lua/apply.lua on every backend: the same plan of plain ops (and a
+ONCE record) gives the same results, the same stored keys and the same errors (nothing
+written), and WritePlan.apply sends exactly the plans of plain ops, one type a key (a ONCE
+key named by that op alone), to lean.lua."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from acmi_core import Acmi, CorruptData
 from acmi_core.base.errors import PlanError, StoreCommandError
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply
-from acmi_core.store.writes import APPLY, LEAN, WritePlan, script_error
+from acmi_core.store.writes import APPLY, LEAN, Replayed, WritePlan, script_error
 
 _counter = itertools.count()
 
@@ -44,6 +45,15 @@ PLANS: list[list[tuple[str, int, tuple[str, ...]]]] = [
         ("HDEL", 5, ("g",)),
     ],
     [("SADD", 2, ("x",)), ("SREM", 2, ("x",)), ("SREM", 2, ("y",)), ("ZADD", 0, ("1e3", "d"))],
+    # a webhook delivery: its event, the indexes, its idempotency record (the second run
+    # of the same plan is the retried delivery: the record answers, nothing is written)
+    [
+        ("SADD", 2, ("x",)),
+        ("ZSET", 1, ("7", "m")),
+        ("ZADD", 0, ("5", "e1")),
+        ("ONCE", 4, ("60000", '{"stored":1}')),
+    ],
+    [("ONCE", 4, ("60000", '{"stored":1}')), ("ZADD", 0, ("5", "e1"))],
 ]
 
 
@@ -79,15 +89,18 @@ def _run(
         args += [code, plan_keys.index(keys[slot]) + 1, *op_args]
     protocol = scripts.LEAN if script is LEAN else scripts.APPLY
     try:
-        return protocol.eval(
+        reply = protocol.eval(
             acmi.store,
             {"plan_keys": plan_keys},
             {"op_count": len(ops), "ops": args},
             script=LEAN if script is LEAN else APPLY,
-        )["results"]
+        )
     except StoreCommandError as exc:
         error = script_error(exc)
         return (type(error).__name__, str(error).replace(keys[0][:-2], "K"))
+    if reply.tag == "ACMI_REPLAY":
+        return ("replay", reply["stored"])
+    return reply["results"]
 
 
 @pytest.mark.parametrize("ops", PLANS, ids=range(len(PLANS)))
@@ -109,6 +122,7 @@ def test_a_plan_gives_what_apply_gives(
         (("SADD", 0, "x"), PLANS[0]),  # the timeline holds a set: the first op's key
         (("RPUSH", 4, "x"), PLANS[3]),
         (("SET", 5, "x"), PLANS[3]),
+        (("SADD", 4, "x"), PLANS[5]),  # the record's key holds a set
     ],
 )
 def test_a_key_of_another_type_refuses_the_whole_plan(
@@ -128,6 +142,32 @@ def test_a_key_of_another_type_refuses_the_whole_plan(
     assert _dump(acmi, lean_keys) == _dump(acmi, apply_keys)
     written = [k for i, k in enumerate(lean_keys) if i != slot]
     assert [acmi.store.execute(("EXISTS", k)) for k in written] == [0] * len(written)
+
+
+@pytest.mark.parametrize("ttl", ["0", "-5", "1.5", "x", "1" * 16])
+def test_a_bad_once_ttl_is_a_plan_error_and_nothing_is_written(acmi: Acmi, ttl: str) -> None:
+    ops = [("ZADD", 0, ("1", "a")), ("ONCE", 4, (ttl, "v"))]
+    keys = _keys(acmi)
+    for script in (LEAN, APPLY):
+        outcome = _run(acmi, script, keys, ops)
+        assert isinstance(outcome, tuple) and outcome[0] == PlanError.__name__, outcome
+        assert "ttl_ms is not a positive integer" in outcome[1]
+    assert [acmi.store.execute(("EXISTS", k)) for k in keys] == [0] * len(keys)
+
+
+def test_a_once_key_named_by_another_op_is_refused_by_lean(acmi: Acmi) -> None:
+    """WritePlan never sends such a plan to lean.lua (apply.lua reads a ONCE key as the
+    ops before left it); lean.lua refuses one it is sent, nothing written."""
+    keys = _keys(acmi)
+    for ops in (
+        [("SET", 4, ("v",)), ("ONCE", 4, ("1000", "w"))],
+        [("ONCE", 4, ("1000", "w")), ("SET", 4, ("v",))],
+        [("ONCE", 4, ("1000", "w")), ("ONCE", 4, ("1000", "x"))],
+    ):
+        outcome = _run(acmi, LEAN, keys, ops)
+        assert isinstance(outcome, tuple) and outcome[0] == PlanError.__name__, outcome
+        assert "names a ONCE key" in outcome[1]
+    assert acmi.store.execute(("EXISTS", keys[4])) == 0
 
 
 @pytest.mark.parametrize("score", ["nan", "0x10", "1e999", "1e-999", "", "inf5"])
@@ -160,10 +200,22 @@ def test_plain_plans_go_to_lean_and_others_to_apply(acmi: Acmi) -> None:
         lambda p: p.edit_object(keys[4], [("set", "a", "1")]),
         lambda p: p.zhead(keys[4], "m", keys[0]),
         lambda p: p.zkeep(keys[4], 3),
-        lambda p: p.once(keys[4], 1000, "v"),
         lambda p: p.take(keys[4]),
+        # a ONCE key that another op names, or a second ONCE: apply.lua's reading of it
+        lambda p: (p.set(keys[4], "{}"), p.once(keys[4], 1000, "v")),
+        lambda p: (p.once(keys[4], 1000, "v"), p.sadd(keys[4], "x")),
+        lambda p: (p.once(keys[4], 1000, "v"), p.once(keys[3], 1000, "v")),
     ):
         other = WritePlan()
         other.sadd(keys[5], "x")
         build(other)
         assert other._lean is None
+    delivery = WritePlan()  # a webhook delivery: its event and its record
+    delivery.zadd(keys[0], 1, "b")
+    delivery.once(keys[3], 60_000, '{"stored":1}')
+    assert delivery._lean is not None
+    assert delivery.apply(acmi.store) == [1, 0]
+    with pytest.raises(Replayed) as replay:
+        delivery.apply(acmi.store)
+    assert replay.value.previous == b'{"stored":1}'
+    assert acmi.store.execute(("ZCARD", keys[0])) == 2  # a and b, nothing more

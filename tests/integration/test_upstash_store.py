@@ -229,3 +229,55 @@ def test_a_proxy_the_store_cannot_use_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:1080")
     with pytest.raises(AcmiValidationError, match="HTTP"):
         UpstashStore("https://eu1-x.upstash.io", "t")
+
+
+# -- the requests on the wire (httpcore's pool, no httpx client) ---------------------------
+
+
+def test_the_network_sends_httpx_s_default_request_and_reads_a_gzip_reply() -> None:
+    """The store speaks httpcore directly: each request carries what httpx's client would
+    send (Host, Content-Length, keep-alive, gzip accepted) and a gzip reply is decoded."""
+    import gzip
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            command = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = gzip.compress(json.dumps({"result": command[-1]}).encode())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Upstash-Sync-Token", "sync-7")
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with UpstashStore(url, "tok-1234", settings=FAST) as store:
+            assert store.execute(("ECHO", "aGk=")) == b"hi"  # base64, as Upstash encodes
+            assert store.execute(("ECHO", "aGk=")) == b"hi"  # the kept-alive connection
+    finally:
+        server.shutdown()
+        server.server_close()
+    first, second = seen
+    assert first["host"] == f"127.0.0.1:{server.server_address[1]}"
+    assert first["authorization"] == "Bearer tok-1234"
+    assert first["upstash-encoding"] == "base64"
+    assert first["accept-encoding"] == "gzip"
+    assert first["connection"] == "keep-alive"
+    assert first["content-type"] == "application/json"
+    assert second["upstash-sync-token"] == "sync-7"  # the reply's token, sent back

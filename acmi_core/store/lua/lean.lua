@@ -1,5 +1,6 @@
--- lean.lua: the plans of plain ops (a timeline append or extend and its indexes), as one
--- atomic, all-or-nothing step, without apply.lua's interpreter.
+-- lean.lua: the plans of plain ops (a timeline append or extend and its indexes, a
+-- webhook delivery's idempotency record), as one atomic, all-or-nothing step, without
+-- apply.lua's interpreter.
 --
 -- Redis runs a script's whole body on every call: apply.lua defines its JSON scanner,
 -- its op table and ~40 functions each run (~27 us of Redis time for an append, against
@@ -17,8 +18,12 @@
 --   ZSET / ZMAX / ZMIN k score member    ZADD / ZADD GT / ZADD LT (indexes)
 --   ZREM k member / SADD k member / SREM k member / HSET k field value / HDEL k field
 --   SET  k value           overwrite a STRING
+--   ONCE k ttl_ms value    idempotency record (a key no other op names, one a plan): if
+--                          k exists, nothing at all is written and the script returns
+--                          {'ACMI_REPLAY', stored}; otherwise k is SET to value, PX ttl_ms
 --
 --: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, others -> 0
+--: reply ACMI_REPLAY stored: a ONCE key existed: nothing was written, its value
 -- Errors (nothing was written), as apply.lua's:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
 --   ACMI_BADOP op <i> <op>: ... a malformed plan (a bug in the code that built it)
@@ -30,9 +35,9 @@ local find = string.find
 
 -- op -> the Redis type its key holds; its argument count
 local TYPE = { ZADD = 'zset', ZSET = 'zset', ZMAX = 'zset', ZMIN = 'zset', ZREM = 'zset',
-  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string' }
+  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string', ONCE = 'string' }
 local ARGC = { ZADD = 2, ZSET = 2, ZMAX = 2, ZMIN = 2, ZREM = 1, SADD = 1, SREM = 1,
-  HSET = 2, HDEL = 1, SET = 1 }
+  HSET = 2, HDEL = 1, SET = 1, ONCE = 2 }
 
 local function bad(where, what, value)
   local message = 'ACMI_BADOP ' .. where .. ': ' .. what
@@ -71,6 +76,12 @@ for op = 1, nops do
   if want == 'zset' and argc == 2 and not score_ok(ARGV[pos + 2]) then
     return bad('op ' .. op .. ' ' .. code, 'score is not a number', ARGV[pos + 2])
   end
+  if checked[ki] == 'once' or (code == 'ONCE' and checked[ki]) then
+    return bad('op ' .. op .. ' ' .. code, 'another op of the plan names a ONCE key', KEYS[ki])
+  end
+  if code == 'ONCE' and not (#ARGV[pos + 2] <= 15 and find(ARGV[pos + 2], '^[1-9]%d*$')) then
+    return bad('op ' .. op .. ' ' .. code, 'ttl_ms is not a positive integer', ARGV[pos + 2])
+  end
   if not checked[ki] then
     local t = redis.call('TYPE', KEYS[ki])
     if type(t) == 'table' then t = t.ok end
@@ -79,6 +90,11 @@ for op = 1, nops do
         ', expected a ' .. want .. '; nothing was written')
     end
     checked[ki] = true
+    if code == 'ONCE' then
+      -- the delivery was stored before: nothing at all is written, its record answers
+      if t == 'string' then return { 'ACMI_REPLAY', redis.call('GET', KEYS[ki]) } end
+      checked[ki] = 'once'
+    end
   end
   pos = pos + 2 + argc
 end
@@ -105,6 +121,8 @@ for op = 1, nops do
       redis.call('ZADD', key, 'LT', ARGV[pos + 2], ARGV[pos + 3])
     elseif code == 'HSET' then
       redis.call('HSET', key, ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'ONCE' then
+      redis.call('SET', key, ARGV[pos + 3], 'PX', ARGV[pos + 2])
     else
       redis.call(code, key, ARGV[pos + 2])  -- ZREM SADD SREM HDEL SET
     end
