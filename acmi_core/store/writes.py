@@ -52,6 +52,7 @@ _LEAN_TYPES: Final[dict[str, str]] = {
     "HSET": "hash",
     "HDEL": "hash",
     "SET": "string",
+    "OBJ": "object",  # a STRING too, edited: a key's OBJ ops in lean.lua follow no SET
 }
 
 FieldMode = Literal["set", "setnx", "del"]

@@ -17,28 +17,53 @@
 --   ZSET / ZMAX / ZMIN k score member    ZADD / ZADD GT / ZADD LT (indexes)
 --   ZREM k member / SADD k member / SREM k member / HSET k field value / HDEL k field
 --   SET  k value           overwrite a STRING
+--   OBJ  k n {m literal ':' value}*n    edit top-level fields of a JSON object stored as
+--                          a STRING (apply.lua's OBJ, lua/objedit.lua's edit: the same
+--                          checks, the same stored bytes); a key with OBJ ops has no
+--                          other ops in the plan (WritePlan.apply: a SET before an OBJ of
+--                          one key goes to apply.lua)
 --
---: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, others -> 0
+--: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new
+--    JSON text, others -> 0
 -- Errors (nothing was written), as apply.lua's:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
+--   ACMI_CORRUPT <key> ...      an OBJ key holds text that is not a JSON object
+--   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over
+--                               MAX_OBJECT_BYTES
 --   ACMI_BADOP op <i> <op>: ... a malformed plan (a bug in the code that built it)
 --
--- Bounded: O(ops) commands, each O(log N); a plan is at most MAX_REQUEST_ARGS arguments
--- (bench/script_limits.py drills the largest extend).
+-- Bounded: O(ops) commands, each O(log N), and each OBJ edit O(its bytes), at most
+-- MAX_OBJECT_BYTES each; a plan is at most MAX_REQUEST_ARGS arguments (bench/
+-- script_limits.py drills the largest extend and the largest edit).
 
-local find = string.find
+local find, sub, gsub = string.find, string.sub, string.gsub
 
 -- op -> the Redis type its key holds; its argument count
 local TYPE = { ZADD = 'zset', ZSET = 'zset', ZMAX = 'zset', ZMIN = 'zset', ZREM = 'zset',
-  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string' }
+  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string',
+  OBJ = 'string' }  -- OBJ: 1 + n arguments, no ARGC
 local ARGC = { ZADD = 2, ZSET = 2, ZMAX = 2, ZMIN = 2, ZREM = 1, SADD = 1, SREM = 1,
   HSET = 2, HDEL = 1, SET = 1 }
 
-local function bad(where, what, value)
+local function bad(where, what, value)  -- apply.lua's
   local message = 'ACMI_BADOP ' .. where .. ': ' .. what
-  if value ~= nil then message = message .. " '" .. string.sub(value, 1, 40) .. "'" end
+  if value ~= nil then  -- shown short, on one line
+    message = message .. " '" .. (gsub(sub(value, 1, 40), '%c', '?')) .. "'"
+  end
   return redis.error_reply(message .. '; nothing was written')
 end
+
+local function count_of(s)  -- a non-negative decimal integer, or nil (apply.lua's)
+  if s and #s <= 15 and find(s, '^%d+$') then return tonumber(s) end
+  return nil
+end
+
+local edited = {}  -- key index -> its object as the OBJ ops so far left it
+local function value_of(ki)
+  if edited[ki] == nil then edited[ki] = redis.call('GET', KEYS[ki]) end
+  return edited[ki]
+end
+local edit_object = nil  -- objedit.lua's, built at the first OBJ op
 
 -- a decimal number or +-inf, as ZADD takes it (apply.lua's score_of): no hex, no nan,
 -- nothing Redis would refuse half-way through the writes
@@ -58,6 +83,7 @@ end
 
 -- phase 1: check every op and every key's type; nothing is written
 local checked = {}  -- key index -> true once its type is checked
+local docs = {}     -- op -> an OBJ op's new object text
 local pos = 2
 for op = 1, nops do
   local code = ARGV[pos]
@@ -67,7 +93,9 @@ for op = 1, nops do
   if not ki or not KEYS[ki] then
     return bad('op ' .. op .. ' ' .. code, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
   end
-  if ARGV[pos + 1 + argc] == nil then return bad('op ' .. op .. ' ' .. code, 'arguments missing') end
+  if argc and ARGV[pos + 1 + argc] == nil then
+    return bad('op ' .. op .. ' ' .. code, 'arguments missing')
+  end
   if want == 'zset' and argc == 2 and not score_ok(ARGV[pos + 2]) then
     return bad('op ' .. op .. ' ' .. code, 'score is not a number', ARGV[pos + 2])
   end
@@ -80,7 +108,14 @@ for op = 1, nops do
     end
     checked[ki] = true
   end
-  pos = pos + 2 + argc
+  if argc then
+    pos = pos + 2 + argc
+  else  -- OBJ: its edit, computed (and checked) now
+    edit_object = edit_object or object_editor(bad, count_of, value_of)
+    local doc, nextpos = edit_object('op ' .. op .. ' OBJ', ki, pos + 2)
+    if not doc then return nextpos end
+    docs[op], edited[ki], pos = doc, doc, nextpos
+  end
 end
 if ARGV[pos] ~= nil then
   return bad('plan', (#ARGV - pos + 1) .. ' arguments after its last op', ARGV[pos])
@@ -95,6 +130,10 @@ for op = 1, nops do
   if code == 'ZADD' then
     results[op] = redis.call('ZADD', key, 'NX', ARGV[pos + 2], ARGV[pos + 3])
     pos = pos + 4
+  elseif code == 'OBJ' then
+    results[op] = docs[op]
+    redis.call('SET', key, docs[op])
+    pos = pos + 3 + tonumber(ARGV[pos + 2])
   else
     results[op] = 0
     if code == 'ZSET' then
