@@ -32,19 +32,24 @@ local floor = math.floor
 -- Iterative (an explicit stack, no recursion: no depth overflows it) and O(n): every
 -- step is one string.find or string.byte from where the last one stopped.
 
-local QUOTE, BACKSLASH, SLASH, COLON, COMMA = 34, 92, 47, 58, 44
-local LBRACE, RBRACE, LBRACKET, RBRACKET = 123, 125, 91, 93
-local MINUS, DOT, ZERO, NINE, LOWER_E, UPPER_E, LOWER_U = 45, 46, 48, 57, 101, 69, 117
+-- Bytes are written as numbers, so each is a constant of the function that tests it, not
+-- an upvalue every closure captures (both cheaper in Lua 5.1): 34 '"', 92 '\\', 47 '/',
+-- 58 ':', 44 ',', 123 '{', 125 '}', 91 '[', 93 ']', 45 '-', 46 '.', 48 '0', 57 '9',
+-- 101 'e', 69 'E', 117 'u'
 local IS_SPACE = { [32] = true, [9] = true, [10] = true, [13] = true }
 local NOT_SPACE = '[^ \t\r\n]'
 local STRING_STOP = '["\\%z\1-\31]'  -- a quote, a backslash or a raw control byte
+-- a member's name with no escape, its ':' and any space after it (name: the capture);
+-- a string's rest with no escape, to its closing quote: what scan_string accepts
+local PLAIN_NAME = '^"([^"\\%z\1-\31]*)"[ \t\r\n]*:[ \t\r\n]*'
+local PLAIN_REST = '^[^"\\%z\1-\31]*"'
 -- escape letter -> the byte it stands for (\uXXXX apart)
 local ESCAPES = {
-  [QUOTE] = '"', [BACKSLASH] = '\\', [SLASH] = '/', [98] = '\b', [102] = '\f',
+  [34] = '"', [92] = '\\', [47] = '/', [98] = '\b', [102] = '\f',
   [110] = '\n', [114] = '\r', [116] = '\t',
 }
 local WORDS = { [116] = 'true', [102] = 'false', [110] = 'null' }  -- by first byte
-local CLOSER = { [LBRACE] = RBRACE, [LBRACKET] = RBRACKET }
+local CLOSER = { [123] = 125, [91] = 93 }
 
 local function skip_ws(s, i)           -- the first non-space at or after i, or nil
   local c = byte(s, i)
@@ -60,10 +65,10 @@ local function scan_string(s, i)
     local q = find(s, STRING_STOP, j)
     if not q then return nil end
     local c, d = byte(s, q, q + 1)
-    if c == QUOTE then return q + 1, escaped end
-    if c ~= BACKSLASH then return nil end
+    if c == 34 then return q + 1, escaped end
+    if c ~= 92 then return nil end
     c = d
-    if c == LOWER_U then
+    if c == 117 then
       if not find(s, '^%x%x%x%x', q + 2) then return nil end
       j = q + 6
     elseif ESCAPES[c] then
@@ -79,26 +84,26 @@ end
 -- breaks JSON's grammar (a leading zero, a bare '.', an 'e' without digits). Any number
 -- of digits is fine: a 100-digit integer is kept as written.
 local function scan_number(s, i, c)
-  if c == MINUS then
+  if c == 45 then
     i = i + 1
     c = byte(s, i)
-    if not c or c < ZERO or c > NINE then return nil end
+    if not c or c < 48 or c > 57 then return nil end
   end
   local e = i + 1
   local d = byte(s, e)
-  if d and d >= ZERO and d <= NINE then  -- more digits (a short number skips the find)
-    if c == ZERO then return nil end
+  if d and d >= 48 and d <= 57 then  -- more digits (a short number skips the find)
+    if c == 48 then return nil end
     local _, last = find(s, '^%d+', e)
     e = last + 1
     d = byte(s, e)
   end
-  if d == DOT then
+  if d == 46 then
     local _, last = find(s, '^%d+', e + 1)
     if not last then return nil end
     e = last + 1
     d = byte(s, e)
   end
-  if d == LOWER_E or d == UPPER_E then
+  if d == 101 or d == 69 then
     local _, last = find(s, '^[+-]?%d+', e + 1)
     if not last then return nil end
     e = last + 1
@@ -109,10 +114,10 @@ end
 
 -- s[i] starts an object member: the index of its value, or nil
 local function member_value(s, i)
-  if byte(s, i) ~= QUOTE then return nil end
+  if byte(s, i) ~= 34 then return nil end
   local e = scan_string(s, i)
   e = e and skip_ws(s, e)
-  if not e or byte(s, e) ~= COLON then return nil end
+  if not e or byte(s, e) ~= 58 then return nil end
   return skip_ws(s, e + 1)
 end
 
@@ -125,10 +130,10 @@ local function scan_value(s, i)
   local depth, c, e = 0, byte(s, i), nil
   while true do
     e = nil                            -- c = s[i] starts a value; e: the index after it
-    if c == QUOTE then
+    if c == 34 then
       e = scan_string(s, i)
       c = e and byte(s, e)
-    elseif c == MINUS or (c and c >= ZERO and c <= NINE) then
+    elseif c == 45 or (c and c >= 48 and c <= 57) then
       e, c = scan_number(s, i, c)
     elseif CLOSER[c] then
       local close = CLOSER[c]
@@ -144,7 +149,7 @@ local function scan_value(s, i)
       else                             -- descend: its first value is next
         depth = depth + 1
         closers[depth] = close
-        if close == RBRACE then
+        if close == 125 then
           i = i and member_value(s, i)
           if not i then return nil end
           c = byte(s, i)
@@ -165,14 +170,14 @@ local function scan_value(s, i)
         e = find(s, NOT_SPACE, e)
         c = e and byte(s, e)
       end
-      if c == COMMA then
+      if c == 44 then
         i = e + 1
         c = byte(s, i)
         if IS_SPACE[c] then
           i = find(s, NOT_SPACE, i)
           c = i and byte(s, i)
         end
-        if closers[depth] == RBRACE then
+        if closers[depth] == 125 then
           i = i and member_value(s, i)
           if not i then return nil end
           c = byte(s, i)
@@ -188,6 +193,8 @@ local function scan_value(s, i)
   end
 end
 
+-- the decoder of escaped names, built at the first one (most names have no escape)
+local function unescaper()
 -- a code point's UTF-8 bytes (a surrogate's too: its 3-byte form)
 local function utf8_char(cp)
   if cp < 0x80 then return string.char(cp) end
@@ -230,7 +237,7 @@ local function unescape(body)
     out[n] = sub(body, j, b - 1)
     local c = byte(body, b + 1)
     n = n + 1
-    if c == LOWER_U then
+    if c == 117 then
       local cp = tonumber(sub(body, b + 2, b + 5), 16)
       j = b + 6
       if cp >= 0xD800 and cp < 0xDC00 and sub(body, j, j + 1) == '\\u' then  -- a pair?
@@ -249,6 +256,15 @@ local function unescape(body)
   n = n + 1
   out[n] = sub(body, j)
   return table.concat(out, '', 1, n)
+end
+
+return unescape
+end
+
+local unescape_built = nil
+local function unescape(body)
+  unescape_built = unescape_built or unescaper()
+  return unescape_built(body)
 end
 
 -- ---- a JSON object as its members -------------------------------------------------
@@ -286,29 +302,24 @@ local function drop_later(obj, name)
   end
 end
 
--- mode -> how it edits a field
-local EDIT = {
-  set = function(obj, name, literal, raw)
-    local i = obj.first[name]
+-- one field's edit: mode set | setnx | del
+local function edit_field(obj, mode, name, literal, raw)
+  local i = obj.first[name]
+  if mode == 'set' then
     if i then
       obj.new[i] = raw       -- in place, keeping the stored name literal
       drop_later(obj, name)  -- a duplicate later in the text would win on parse
     else
       add_member(obj, name, literal, raw)
     end
-  end,
-  setnx = function(obj, name, literal, raw)
-    if not obj.first[name] then add_member(obj, name, literal, raw) end
-  end,
-  del = function(obj, name)
-    local i = obj.first[name]
-    if i then
-      obj.new[i] = false
-      obj.first[name] = nil
-      drop_later(obj, name)
-    end
-  end,
-}
+  elseif mode == 'setnx' then
+    if not i then add_member(obj, name, literal, raw) end
+  elseif i then              -- del
+    obj.new[i] = false
+    obj.first[name] = nil
+    drop_later(obj, name)
+  end
+end
 
 -- the members of s, indexing those named in wanted; nil when s is not a JSON object
 -- (JSON null counts as {})
@@ -319,29 +330,40 @@ local function parse_object(s, wanted)
   }
   local i = skip_ws(s, 1)
   if not i then return nil end
-  if byte(s, i) ~= LBRACE then
+  if byte(s, i) ~= 123 then
     if sub(s, i, i + 3) == 'null' and not skip_ws(s, i + 4) then return obj end
     return nil
   end
   i = skip_ws(s, i + 1)
   if not i then return nil end
-  if byte(s, i) == RBRACE then
+  if byte(s, i) == 125 then
     if skip_ws(s, i + 1) then return nil end
     return obj
   end
   local n = 0
   while true do
-    if byte(s, i) ~= QUOTE then return nil end
-    local name_end, escaped = scan_string(s, i)
-    local v = name_end and skip_ws(s, name_end)
-    if not v or byte(s, v) ~= COLON then return nil end
-    v = skip_ws(s, v + 1)
-    local e = v and scan_value(s, v)
+    -- a name without escapes, then ':' (the usual member: one find); else the full path
+    local _, colon, name = find(s, PLAIN_NAME, i)
+    local v = colon and colon + 1
+    if not v then
+      if byte(s, i) ~= 34 then return nil end
+      local name_end, escaped = scan_string(s, i)
+      v = name_end and skip_ws(s, name_end)
+      if not v or byte(s, v) ~= 58 then return nil end
+      v = skip_ws(s, v + 1)
+      if not v then return nil end
+      name = sub(s, i + 1, name_end - 2)
+      if escaped then name = unescape(name) end
+    end
+    local e = nil
+    if byte(s, v) == 34 then        -- a string without escapes: one find
+      local _, close = find(s, PLAIN_REST, v + 1)
+      e = close and close + 1
+    end
+    e = e or scan_value(s, v)
     if not e then return nil end
     n = n + 1
     at[n], value_end[n] = i, e
-    local name = sub(s, i + 1, name_end - 2)
-    if escaped then name = unescape(name) end
     if wanted[name] then index_member(obj, name, n) end
     obj.n = n
     local c = byte(s, e)
@@ -349,11 +371,11 @@ local function parse_object(s, wanted)
       e = find(s, NOT_SPACE, e)
       c = e and byte(s, e)
     end
-    if c == RBRACE then
+    if c == 125 then
       if skip_ws(s, e + 1) then return nil end
       return obj
     end
-    if c ~= COMMA then return nil end
+    if c ~= 44 then return nil end
     i = skip_ws(s, e + 1)
     if not i then return nil end
   end
@@ -415,8 +437,8 @@ local function edit_object(where, ki, pos)
     local mode = MODES[sub(arg, 1, 1)]
     if not mode then return nil, bad(where, 'field ' .. f .. ' mode is unknown', sub(arg, 1, 1)) end
     local e, escaped
-    if byte(arg, 2) == QUOTE then e, escaped = scan_string(arg, 2) end
-    if not e or byte(arg, e) ~= COLON then
+    if byte(arg, 2) == 34 then e, escaped = scan_string(arg, 2) end
+    if not e or byte(arg, e) ~= 58 then
       return nil, bad(where, 'field ' .. f .. ' does not start with its name as a JSON string', arg)
     end
     local raw = sub(arg, e + 1)
@@ -438,7 +460,7 @@ local function edit_object(where, ki, pos)
   end
   for f = 1, n do
     local field = fields[f]
-    EDIT[field[1]](obj, field[2], field[3], field[4])
+    edit_field(obj, field[1], field[2], field[3], field[4])
   end
   local doc = object_text(obj)
   if #doc > MAX_OBJECT_BYTES then
