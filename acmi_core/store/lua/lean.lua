@@ -100,7 +100,17 @@ for op = 1, nops do
     return bad('op ' .. op .. ' ' .. code, 'score is not a number', ARGV[pos + 2])
   end
   if not checked[ki] then
-    local t = redis.call('TYPE', KEYS[ki])
+    local t = 'string'
+    if argc then
+      t = redis.call('TYPE', KEYS[ki])
+    else  -- OBJ: its GET is the check (it fails on another type), one command not two
+      local stored = redis.pcall('GET', KEYS[ki])
+      if type(stored) == 'table' and stored.err then
+        t = redis.call('TYPE', KEYS[ki])
+      else
+        edited[ki] = stored
+      end
+    end
     if type(t) == 'table' then t = t.ok end
     if t ~= 'none' and t ~= want then
       return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[ki] .. ' holds a ' .. t ..

@@ -39,9 +39,11 @@ local floor = math.floor
 local IS_SPACE = { [32] = true, [9] = true, [10] = true, [13] = true }
 local NOT_SPACE = '[^ \t\r\n]'
 local STRING_STOP = '["\\%z\1-\31]'  -- a quote, a backslash or a raw control byte
--- a member's name with no escape, its ':' and any space after it (name: the capture);
+-- a member's name with no escape and its ':', no space between (name: the capture);
 -- a string's rest with no escape, to its closing quote: what scan_string accepts
-local PLAIN_NAME = '^"([^"\\%z\1-\31]*)"[ \t\r\n]*:[ \t\r\n]*'
+local PLAIN_NAME = '^"([^"\\%z\1-\31]*)":'
+-- an edit's field: its mode letter, a name with no escape (the capture) and ':'
+local PLAIN_FIELD = '^([snd])"([^"\\%z\1-\31]*)":'
 local PLAIN_REST = '^[^"\\%z\1-\31]*"'
 -- escape letter -> the byte it stands for (\uXXXX apart)
 local ESCAPES = {
@@ -344,7 +346,7 @@ local function parse_object(s, wanted)
   while true do
     -- a name without escapes, then ':' (the usual member: one find); else the full path
     local _, colon, name = find(s, PLAIN_NAME, i)
-    local v = colon and colon + 1
+    local v = colon and skip_ws(s, colon + 1)
     if not v then
       if byte(s, i) ~= 34 then return nil end
       local name_end, escaped = scan_string(s, i)
@@ -434,19 +436,28 @@ local function edit_object(where, ki, pos)
     if size > MAX_OBJECT_BYTES then
       return nil, too_large(ki, 'the edit carries at least', size)
     end
-    local mode = MODES[sub(arg, 1, 1)]
-    if not mode then return nil, bad(where, 'field ' .. f .. ' mode is unknown', sub(arg, 1, 1)) end
-    local e, escaped
-    if byte(arg, 2) == 34 then e, escaped = scan_string(arg, 2) end
-    if not e or byte(arg, e) ~= 58 then
-      return nil, bad(where, 'field ' .. f .. ' does not start with its name as a JSON string', arg)
+    -- the usual field: a known mode, a name without escapes (one find); else each part
+    -- checked in turn
+    local _, e, letter, name = find(arg, PLAIN_FIELD)
+    local mode = MODES[letter]
+    if not e then
+      mode = MODES[sub(arg, 1, 1)]
+      if not mode then
+        return nil, bad(where, 'field ' .. f .. ' mode is unknown', sub(arg, 1, 1))
+      end
+      local escaped
+      if byte(arg, 2) == 34 then e, escaped = scan_string(arg, 2) end
+      if not e or byte(arg, e) ~= 58 then
+        return nil,
+          bad(where, 'field ' .. f .. ' does not start with its name as a JSON string', arg)
+      end
+      name = sub(arg, 3, e - 2)
+      if escaped then name = unescape(name) end
     end
     local raw = sub(arg, e + 1)
-    if scan_value(raw, 1) ~= #raw + 1 then
+    if raw ~= 'null' and scan_value(raw, 1) ~= #raw + 1 then  -- null: a del's value
       return nil, bad(where, 'field ' .. f .. ' value is not one JSON value', raw)
     end
-    local name = sub(arg, 3, e - 2)
-    if escaped then name = unescape(name) end
     wanted[name] = true
     fields[f] = { mode, name, sub(arg, 2, e - 1), raw }
   end
