@@ -106,6 +106,10 @@ CASES: dict[str, tuple[str | None, list[str]]] = {
         '{"a":1}',
         [field("n", "a", "2"), field("n", "b", "3"), field("s", "a", "4"), field("n", "a", "5")],
     ),
+    "compact, quick path": (
+        '{"":"","a":"\x7f","a":"c","n":[1,{"m":"x"}],"t":true,"z":-0.5}',
+        [field("s", "a", '"d"'), field("d", "", "null"), field("s", "new", "{}")],
+    ),
     "stored JSON null": ("null", [field("s", "a", "1")]),
     "stored empty object": (" { } ", [field("s", "a", "1")]),
     "an empty edit": (TEN, []),
@@ -143,6 +147,19 @@ CORRUPT = [
     '{"a":[}',
     "{a:1}",
     "",
+    # compact text with no escape or control byte (the scanner's quick path)
+    '{"a":1}}',
+    '{"a"1}',
+    '{"a":"b"',
+    '{"a":"b"x}',
+    '{"a":{"b":1}',
+    '{"a":1,"b"}',
+    '{"a":1}{',
+    '{""}',
+    '{"a":"b",',
+    '{"a":',
+    '{"a"',
+    '{"a',
 ]
 BAD_EDITS = [
     ["x" + '"a":1'],  # an unknown mode

@@ -40,8 +40,8 @@ local find, sub, gsub = string.find, string.sub, string.gsub
 
 -- op -> the Redis type its key holds; its argument count
 local TYPE = { ZADD = 'zset', ZSET = 'zset', ZMAX = 'zset', ZMIN = 'zset', ZREM = 'zset',
-  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string',
-  OBJ = 'string' }  -- OBJ: 1 + n arguments, no ARGC
+  SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string' }
+-- (and OBJ: a string, its 1 + n arguments read by the edit)
 local ARGC = { ZADD = 2, ZSET = 2, ZMAX = 2, ZMIN = 2, ZREM = 1, SADD = 1, SREM = 1,
   HSET = 2, HDEL = 1, SET = 1 }
 
@@ -53,17 +53,22 @@ local function bad(where, what, value)  -- apply.lua's
   return redis.error_reply(message .. '; nothing was written')
 end
 
-local function count_of(s)  -- a non-negative decimal integer, or nil (apply.lua's)
-  if s and #s <= 15 and find(s, '^%d+$') then return tonumber(s) end
-  return nil
+-- the object edit, built at the first OBJ op (a plan without one pays nothing for it):
+-- edited: key index -> its object as the OBJ ops so far left it (false: absent);
+-- docs: op -> an OBJ op's new object text
+local edit_object, edited, docs = nil, nil, nil
+local function editor()
+  edited, docs = {}, {}
+  local function count_of(s)  -- a non-negative decimal integer, or nil (apply.lua's)
+    if s and #s <= 15 and find(s, '^%d+$') then return tonumber(s) end
+    return nil
+  end
+  local function value_of(ki)
+    if edited[ki] == nil then edited[ki] = redis.call('GET', KEYS[ki]) end
+    return edited[ki]
+  end
+  return object_editor(bad, count_of, value_of)
 end
-
-local edited = {}  -- key index -> its object as the OBJ ops so far left it
-local function value_of(ki)
-  if edited[ki] == nil then edited[ki] = redis.call('GET', KEYS[ki]) end
-  return edited[ki]
-end
-local edit_object = nil  -- objedit.lua's, built at the first OBJ op
 
 -- a decimal number or +-inf, as ZADD takes it (apply.lua's score_of): no hex, no nan,
 -- nothing Redis would refuse half-way through the writes
@@ -83,12 +88,14 @@ end
 
 -- phase 1: check every op and every key's type; nothing is written
 local checked = {}  -- key index -> true once its type is checked
-local docs = {}     -- op -> an OBJ op's new object text
 local pos = 2
 for op = 1, nops do
   local code = ARGV[pos]
   local want, argc = TYPE[code], ARGC[code]
-  if not want then return bad('op ' .. op, 'unknown op code', code) end
+  if not want then
+    if code ~= 'OBJ' then return bad('op ' .. op, 'unknown op code', code) end
+    want = 'string'
+  end
   local ki = tonumber(ARGV[pos + 1])
   if not ki or not KEYS[ki] then
     return bad('op ' .. op .. ' ' .. code, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
@@ -104,6 +111,7 @@ for op = 1, nops do
     if argc then
       t = redis.call('TYPE', KEYS[ki])
     else  -- OBJ: its GET is the check (it fails on another type), one command not two
+      edit_object = edit_object or editor()
       local stored = redis.pcall('GET', KEYS[ki])
       if type(stored) == 'table' and stored.err then
         t = redis.call('TYPE', KEYS[ki])
@@ -121,7 +129,7 @@ for op = 1, nops do
   if argc then
     pos = pos + 2 + argc
   else  -- OBJ: its edit, computed (and checked) now
-    edit_object = edit_object or object_editor(bad, count_of, value_of)
+    edit_object = edit_object or editor()
     local doc, nextpos = edit_object('op ' .. op .. ' OBJ', ki, pos + 2)
     if not doc then return nextpos end
     docs[op], edited[ki], pos = doc, doc, nextpos

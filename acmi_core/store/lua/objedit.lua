@@ -45,6 +45,8 @@ local PLAIN_NAME = '^"([^"\\%z\1-\31]*)":'
 -- an edit's field: its mode letter, a name with no escape (the capture) and ':'
 local PLAIN_FIELD = '^([snd])"([^"\\%z\1-\31]*)":'
 local PLAIN_REST = '^[^"\\%z\1-\31]*"'
+-- text with no backslash and no control byte (and so no space), to its end
+local CLEAN = '^[^\\%z\1-\31]*'
 -- escape letter -> the byte it stands for (\uXXXX apart)
 local ESCAPES = {
   [34] = '"', [92] = '\\', [47] = '/', [98] = '\b', [102] = '\f',
@@ -343,6 +345,35 @@ local function parse_object(s, wanted)
     return obj
   end
   local n = 0
+  local _, clean_end = find(s, CLEAN, i)
+  if clean_end == #s then
+    -- no escape, no control byte and so no space (most stored text): each string ends at
+    -- the next quote, found by a plain find (memchr), and every byte sits where the
+    -- full path below would find it
+    while true do
+      if byte(s, i) ~= 34 then return nil end
+      local q = find(s, '"', i + 1, true)
+      if not q or byte(s, q + 1) ~= 58 then return nil end
+      local name, v, e = sub(s, i + 1, q - 1), q + 2, nil
+      if byte(s, v) == 34 then
+        e = find(s, '"', v + 1, true)
+        e = e and e + 1
+      else
+        e = scan_value(s, v)
+      end
+      if not e then return nil end
+      n = n + 1
+      at[n], value_end[n] = i, e
+      if wanted[name] then index_member(obj, name, n) end
+      local c = byte(s, e)
+      if c ~= 44 then
+        obj.n = n
+        if c == 125 and e == #s then return obj end
+        return nil
+      end
+      i = e + 1
+    end
+  end
   while true do
     -- a name without escapes, then ':' (the usual member: one find); else the full path
     local _, colon, name = find(s, PLAIN_NAME, i)
