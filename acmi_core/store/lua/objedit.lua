@@ -38,7 +38,8 @@ local floor = math.floor
 -- 101 'e', 69 'E', 117 'u'
 local IS_SPACE = { [32] = true, [9] = true, [10] = true, [13] = true }
 local NOT_SPACE = '[^ \t\r\n]'
-local STRING_STOP = '["\\%z\1-\31]'  -- a quote, a backslash or a raw control byte
+-- the bytes up to a quote, a backslash or a raw control byte (always matches)
+local STRING_RUN = '^[^"\\%z\1-\31]*'
 -- a member's name with no escape and its ':', no space between (name: the capture);
 -- a string's rest with no escape, to its closing quote: what scan_string accepts
 local PLAIN_NAME = '^"([^"\\%z\1-\31]*)":'
@@ -66,10 +67,11 @@ end
 local function scan_string(s, i)
   local j, escaped = i + 1, false
   while true do
-    local q = find(s, STRING_STOP, j)
-    if not q then return nil end
+    local _, last = find(s, STRING_RUN, j)  -- anchored: a tight loop, no retry a byte
+    local q = last + 1
     local c, d = byte(s, q, q + 1)
     if c == 34 then return q + 1, escaped end
+    if not c then return nil end
     if c ~= 92 then return nil end
     c = d
     if c == 117 then
