@@ -6,7 +6,12 @@ the most a script can be made to read (objects at MAX_OBJECT_BYTES in a shape sl
 scan, events as large as a request body may be, every count at its cap) and runs the
 operation that calls the script; the script's time is each EVAL/EVALSHA's SLOWLOG
 duration. Part of the write_limits section (bench/write_limits.py), and the drill in
-tests/integration/test_script_bounds.py."""
+tests/integration/test_script_bounds.py. Also the usual writes' Redis time per run
+(per_write_us), through apply.lua and lean.lua side by side.
+
+One module: every script's case at its limits, the timing helpers they share and the
+usual writes' per-run figure, so the drill, the bench section and the bounds test read
+one list."""
 
 from __future__ import annotations
 
