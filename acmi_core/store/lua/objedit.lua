@@ -26,7 +26,7 @@ local MAX_OBJECT_BYTES = 65536
 -- arguments from ARGV[pos] -> the object's new text and where the next op starts, or nil
 -- and an error reply.
 local function object_editor(bad, count_of, value_of)
-local find, byte, sub, gsub = string.find, string.byte, string.sub, string.gsub
+local find, byte, sub, gsub, char = string.find, string.byte, string.sub, string.gsub, string.char
 local floor = math.floor
 -- ---- a JSON scanner: checks the grammar, finds spans, decodes only key names ---------
 -- Iterative (an explicit stack, no recursion: no depth overflows it) and O(n): every
@@ -48,13 +48,10 @@ local PLAIN_FIELD = '^([snd])"([^"\\%z\1-\31]*)":'
 local PLAIN_REST = '^[^"\\%z\1-\31]*"'
 -- text with no backslash and no control byte (and so no space), to its end
 local CLEAN = '^[^\\%z\1-\31]*'
--- escape letter -> the byte it stands for (\uXXXX apart)
-local ESCAPES = {
-  [34] = '"', [92] = '\\', [47] = '/', [98] = '\b', [102] = '\f',
-  [110] = '\n', [114] = '\r', [116] = '\t',
-}
-local WORDS = { [116] = 'true', [102] = 'false', [110] = 'null' }  -- by first byte
-local CLOSER = { [123] = 125, [91] = 93 }
+-- the letters of JSON's one-letter escapes (\uXXXX apart); true, false and null are
+-- told by their first byte (116, 102, 110) and containers by theirs (123 '{', 91 '['):
+-- tests, not tables, so a run builds none of them
+local ESCAPE_LETTERS = '"\\/bfnrt'
 
 local function skip_ws(s, i)           -- the first non-space at or after i, or nil
   local c = byte(s, i)
@@ -77,7 +74,7 @@ local function scan_string(s, i)
     if c == 117 then
       if not find(s, '^%x%x%x%x', q + 2) then return nil end
       j = q + 6
-    elseif ESCAPES[c] then
+    elseif c and find(ESCAPE_LETTERS, char(c), 1, true) then
       j = q + 2
     else
       return nil
@@ -141,8 +138,8 @@ local function scan_value(s, i)
       c = e and byte(s, e)
     elseif c == 45 or (c and c >= 48 and c <= 57) then
       e, c = scan_number(s, i, c)
-    elseif CLOSER[c] then
-      local close = CLOSER[c]
+    elseif c == 123 or c == 91 then
+      local close = c + 2                -- '}' or ']'
       i = i + 1
       c = byte(s, i)
       if IS_SPACE[c] then
@@ -163,7 +160,7 @@ local function scan_value(s, i)
         e = false
       end
     else
-      local word = WORDS[c]
+      local word = (c == 116 and 'true') or (c == 102 and 'false') or (c == 110 and 'null')
       if word and sub(s, i, i + #word - 1) == word then
         e = i + #word
         c = byte(s, e)
@@ -255,7 +252,7 @@ local function unescape(body)
       end
       out[n] = utf8_char(cp)
     else
-      out[n] = ESCAPES[c]
+      out[n] = UNESCAPED[char(c)]
       j = b + 2
     end
   end
