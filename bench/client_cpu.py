@@ -27,8 +27,8 @@ GET_EVENTS = 60  # more than the 50 read, so every get reads a full page
 # (row, our op kind, the contender's op kind, what ours does per call)
 OPS: tuple[tuple[str, str, str, str], ...] = (
     ("append", "append", "append", "one EVALSHA (lua/lean.lua)"),
-    ("signals.set", "signals.set", "signals.set", "one EVALSHA"),
-    ("profile.merge", "profile.merge", "profile.merge", "one EVALSHA"),
+    ("signals.set", "signals.set", "signals.set", "one EVALSHA (lua/lean.lua)"),
+    ("profile.merge", "profile.merge", "profile.merge", "one EVALSHA (lua/lean.lua)"),
     ("get (50 events)", "get", "get", "one pipeline: GET, GET, ZRANGE"),
     ("get (50 events), Promise.all", "get", "get.all", "one pipeline: GET, GET, ZRANGE"),
 )
@@ -168,8 +168,9 @@ def _script_us(acmi: Acmi, call: Callable[[Acmi, int], object], start: int, n: i
 
 def redis_time(server: RedisServer, *, rounds: int, n: int) -> list[dict[str, Any]]:
     """Each write's script, Redis time per run: the script it runs (lean.lua for an
-    append) and, for the same calls, apply.lua (every plan sent to it, as before lean.lua),
-    interleaved round by round; medians."""
+    append, a signals.set and a merge: plain ops and object edits) and, for the same
+    calls, apply.lua (every plan sent to it, as before lean.lua), interleaved round by
+    round; medians."""
     server.flush(DB)
     times: dict[tuple[str, str], list[float]] = {}
     with Acmi(RedisStore.from_url(server.url_for(DB)), Settings()) as acmi:
@@ -187,7 +188,7 @@ def redis_time(server: RedisServer, *, rounds: int, n: int) -> list[dict[str, An
         out.append(
             {
                 "op": row,
-                "script": "lean.lua" if row == "append" else "apply.lua",
+                "script": "lean.lua",
                 "ours_us": ours,
                 "apply_us": generic,
                 "ratio": ours / generic,

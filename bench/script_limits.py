@@ -6,15 +6,21 @@ the most a script can be made to read (objects at MAX_OBJECT_BYTES in a shape sl
 scan, events as large as a request body may be, every count at its cap) and runs the
 operation that calls the script; the script's time is each EVAL/EVALSHA's SLOWLOG
 duration. Part of the write_limits section (bench/write_limits.py), and the drill in
-tests/integration/test_script_bounds.py."""
+tests/integration/test_script_bounds.py. Also the usual writes' Redis time per run
+(per_write_us), through apply.lua and lean.lua side by side.
+
+One module: every script's case at its limits, the timing helpers they share and the
+usual writes' per-run figure, so the drill, the bench section and the bounds test read
+one list."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
 import os
+import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,8 +41,9 @@ from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.entities.timeline_parts import event_parts
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
-from acmi_core.store import scripts
-from acmi_core.store.base import ScriptDialect, Store
+from acmi_core.store import scripts, writes
+from acmi_core.store.base import Arg, Reply, Script, ScriptDialect, Store
+from acmi_core.store.counting import CountingStore
 from acmi_core.store.redis import RedisStore
 
 BUDGET_MS: Final = 50.0  # what one script run may block Redis for
@@ -452,7 +459,7 @@ def _pairs(members: dict[str, int]) -> list[str | int]:
 def cases() -> list[ScriptCase]:
     return [
         ScriptCase(
-            "edit at the caps", "apply", f"{MAX_EDIT_FIELDS:,} fields, 64 KiB object", _apply
+            "edit at the caps", "lean", f"{MAX_EDIT_FIELDS:,} fields, 64 KiB object", _apply
         ),
         ScriptCase("extend of a full request", "lean", "~990 events and their indexes", _lean),
         ScriptCase(
@@ -605,3 +612,84 @@ def measure(url: str, repeats: int) -> list[dict[str, Any]]:
         finally:
             store.close()
     return rows
+
+
+# --- Redis time per write, the usual plans ------------------------------------------------------
+
+TEN_FIELDS: Final = {f"field{i}": f"value number {i}" for i in range(10)}
+
+
+class _Capture(CountingStore):
+    """A store that keeps the last script run's keys and arguments (to run again)."""
+
+    last: tuple[Script, list[str], list[Arg]] | None = None
+
+    def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        self.last = (script, list(keys), list(args))
+        return super().eval(script, keys, args)
+
+
+def _usual_writes(acmi: Acmi) -> dict[str, Callable[[], object]]:
+    """The writes every agent makes, on objects of ten fields: an event appended, one
+    signal set (its index SADD and an edit of 2 fields) and a profile merged (the SADD,
+    2 fields and the 2 auto-filled)."""
+    acmi.signals.replace("user:usual", TEN_FIELDS)
+    acmi.profile.set("user:usual", TEN_FIELDS)
+    event = {"source": "agent:a", "kind": "note", "correlationId": "c", "summary": "hello"}
+    return {
+        "timeline append": lambda: acmi.timeline.append("user:usual", event),
+        "signals.set": lambda: acmi.signals.set("user:usual", "field3", "v1"),
+        "profile.merge": lambda: acmi.profile.merge("user:usual", {"field2": 2, "stage": "x"}),
+    }
+
+
+def _evalsha_us(
+    store: Store, calls: int, script: Script, keys: Sequence[str], args: Sequence[Arg]
+) -> float:
+    """Redis's time per EVALSHA over ``calls`` runs of ``script`` (INFO commandstats
+    after RESETSTAT)."""
+    store.eval(script, keys, args)  # loads it (NOSCRIPT, EVAL): not timed
+    store.execute(("CONFIG", "RESETSTAT"))
+    for _ in range(calls):
+        store.eval(script, keys, args)
+    info = store.execute(("INFO", "commandstats"))
+    assert isinstance(info, bytes)
+    line = next(x for x in info.decode().splitlines() if x.startswith("cmdstat_evalsha:"))
+    stats = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))
+    assert int(stats["calls"]) == calls, stats
+    return float(stats["usec"]) / calls
+
+
+def per_write_us(url: str, calls: int = 2000, rounds: int = 3) -> list[dict[str, Any]]:
+    """Each usual write's plan, as the API sends it, run ``calls`` times through apply.lua
+    (the interpreter every plan once ran) and through lean.lua (where WritePlan sends
+    it), the two alternating ``rounds`` times: the median us per run of each, side by
+    side. Each run repeats one plan (a duplicate event, the same values): the same
+    reads, checks and writes as a new one."""
+    store = RedisStore.from_url(url)
+    try:
+        store.execute(("FLUSHDB",))
+        capture = _Capture(store)
+        acmi = Acmi(capture, Settings())
+        rows: list[dict[str, Any]] = []
+        for name, write in _usual_writes(acmi).items():
+            write()
+            assert capture.last is not None and capture.last[0] is writes.LEAN, name
+            _, keys, args = capture.last
+            runs: dict[str, list[float]] = {"apply": [], "lean": []}
+            for _ in range(rounds):
+                for kind, script in (("apply", writes.APPLY), ("lean", writes.LEAN)):
+                    runs[kind].append(_evalsha_us(store, calls, script, keys, args))
+            apply_us, lean_us = (statistics.median(runs[s]) for s in ("apply", "lean"))
+            rows.append(
+                {
+                    "write": name,
+                    "apply_us": round(apply_us, 2),
+                    "lean_us": round(lean_us, 2),
+                    "ratio": round(lean_us / apply_us, 2),
+                }
+            )
+        store.execute(("FLUSHDB",))
+        return rows
+    finally:
+        store.close()

@@ -410,9 +410,20 @@ APPLY_REPLY: Final[Mapping[str, tuple[str, ...]]] = {
     "": ("results*",),
 }
 
-APPLY: Final = ScriptProtocol("apply", single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY))
-# apply's layout for plans of plain ops only (WritePlan.apply picks it), and its replay
-LEAN: Final = ScriptProtocol("lean", single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY))
+# objedit.lua (the OBJ edit, one function a script builds at its first OBJ op) goes before
+# each script that runs OBJ ops
+APPLY: Final = ScriptProtocol(
+    "apply",
+    single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY),
+    sources=("objedit", "apply"),
+)
+# apply's layout for plans of plain ops and object edits (WritePlan.apply picks it), and
+# its replay
+LEAN: Final = ScriptProtocol(
+    "lean",
+    single(("plan_keys*",), ("op_count", "ops*"), APPLY_REPLY),
+    sources=("objedit", "lean"),
+)
 
 WORK: Final = ScriptProtocol(
     "work",
@@ -421,13 +432,13 @@ WORK: Final = ScriptProtocol(
         ("op", "work_id", "owner", "mode", "plan_count", "plans*"),
         APPLY_REPLY,
     ),
-    sources=("work", "apply"),
+    sources=("work", "objedit", "apply"),
 )
 
 SWEEP: Final = ScriptProtocol(
     "sweep",
     single(("activity", "plan_keys*"), ("agent_count", "agents*", "ops*"), APPLY_REPLY),
-    sources=("sweep", "apply"),
+    sources=("sweep", "objedit", "apply"),
 )
 
 PAGE: Final = ScriptProtocol(
@@ -686,5 +697,6 @@ PROTOCOLS: Final = (
     UNLOG,
     BOOTSTRAP,
 )
-# Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#])
-LIBRARIES: Final = ("mentions", "replay")
+# Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#];
+# objedit: the OBJ edit, one function)
+LIBRARIES: Final = ("mentions", "replay", "objedit")

@@ -1,5 +1,5 @@
 """WritePlan: every ACMI write is a list of ops run by one Lua script (lua/apply.lua, or
-lua/lean.lua for a plan of plain ops).
+lua/lean.lua for a plan of plain ops and object edits).
 
 One script means one round trip, atomic, all-or-nothing (key types and stored JSON are
 checked before the first write), and no lost updates: read-modify-write of a JSON
@@ -38,10 +38,10 @@ from acmi_core.store.base import Arg, Reply, Store
 APPLY: Final = scripts.APPLY.script
 LEAN: Final = scripts.LEAN.script
 
-# The ops lean.lua runs, each with the one Redis type its key holds: a plan of these
-# alone, each key named with one type, needs none of apply.lua's interpreter (about
-# half its Redis time for an append, a webhook delivery's with its ONCE record too; see
-# lua/lean.lua).
+# The ops lean.lua runs, each with the one kind its key holds: a plan of these alone,
+# each key named with one kind, needs none of apply.lua's interpreter (about half its
+# Redis time for an append, a webhook delivery's with its ONCE record too; ~0.6x for a
+# signals.set or a merge; see lua/lean.lua).
 _LEAN_TYPES: Final[dict[str, str]] = {
     "ZADD": "zset",
     "ZSET": "zset",
@@ -54,6 +54,7 @@ _LEAN_TYPES: Final[dict[str, str]] = {
     "HDEL": "hash",
     "SET": "string",
     "ONCE": "once",  # a STRING too, but its key is named by that op alone
+    "OBJ": "object",  # a STRING too, edited: a key's OBJ ops in lean.lua follow no SET
 }
 _ONCE: Final = "once"
 

@@ -86,6 +86,13 @@ def test_the_largest_allowed_edit_is_timed_by_the_server(report: dict[str, Any])
     section = report["write_limits"]
     assert _number(section["largest_edit_median_ms"]) and section["largest_edit_median_ms"] > 0
     assert section["cases"] and all(_number(c["median_ms"]) for c in section["cases"].values())
+    # the usual writes' Redis time per run, through apply.lua and lean.lua side by side
+    per_write = section["per_write_us"]
+    assert set(per_write) == {"timeline append", "signals.set", "profile.merge"}
+    assert all(
+        _number(r["apply_us"]) and _number(r["lean_us"]) and r["lean_us"] > 0
+        for r in per_write.values()
+    )
     # and every script at its limits (the budget held by tests/integration/test_script_bounds.py)
     scripts = {c["script"] for c in section["scripts"].values()}
     assert scripts == {

@@ -188,6 +188,13 @@ def test_plain_plans_go_to_lean_and_others_to_apply(acmi: Acmi) -> None:
     plain.sadd(keys[2], "x")
     assert plain._lean is not None
     assert plain.apply(acmi.store) == [1, 0, 0]
+    edits = WritePlan()  # object edits are lean too: two of one key, the second sees the first
+    edits.sadd(keys[2], "y")
+    edits.edit_object(keys[4], [("set", "a", "1")])
+    edits.edit_object(keys[4], [("setnx", "a", "2"), ("set", "b", "[]")])
+    assert edits._lean is not None
+    replies = [r.decode() if isinstance(r, bytes) else r for r in edits.apply(acmi.store)]
+    assert replies == [0, '{"a":1}', '{"a":1,"b":[]}']
     mixed_type = WritePlan()
     mixed_type.set(keys[3], "{}")
     mixed_type.zadd(keys[3], 1, "a")  # apply.lua tracks the type the SET leaves
@@ -197,7 +204,8 @@ def test_plain_plans_go_to_lean_and_others_to_apply(acmi: Acmi) -> None:
     assert acmi.store.execute(("EXISTS", keys[3])) == 0
     for build in (
         lambda p: p.delete(keys[4]),
-        lambda p: p.edit_object(keys[4], [("set", "a", "1")]),
+        # a SET then an edit of one key: apply.lua edits what the SET left
+        lambda p: (p.set(keys[4], "{}"), p.edit_object(keys[4], [("set", "a", "1")])),
         lambda p: p.zhead(keys[4], "m", keys[0]),
         lambda p: p.zkeep(keys[4], 3),
         lambda p: p.take(keys[4]),

@@ -19,7 +19,8 @@ from acmi_core.base.model import (
     parse_event,
 )
 from acmi_core.base.settings import Settings
-from acmi_core.store.writes import APPLY, FieldMode, WritePlan
+from acmi_core.store import scripts
+from acmi_core.store.writes import FieldMode, WritePlan
 from tests.kit import ROOT
 
 EVENT = {"source": "agent:a", "kind": "note", "correlationId": "c-1", "summary": "hello"}
@@ -121,12 +122,16 @@ def test_an_edit_of_too_many_fields_is_refused_before_sending(mode: FieldMode) -
     assert err.value.field == "signals"
 
 
-def test_the_script_enforces_the_same_object_size_cap() -> None:
-    """apply.lua holds the cap as a constant (the script stays self-contained): mirrored."""
-    found = re.search(r"^local MAX_OBJECT_BYTES = (\d+)", APPLY.source, re.MULTILINE)
-    assert found, "apply.lua no longer declares MAX_OBJECT_BYTES"
-    assert int(found.group(1)) == MAX_OBJECT_BYTES
-    assert (ROOT / "acmi_core" / "store" / "lua" / "apply.lua").read_text() == APPLY.source
+@pytest.mark.parametrize("protocol", [scripts.APPLY, scripts.LEAN, scripts.WORK, scripts.SWEEP])
+def test_the_script_enforces_the_same_object_size_cap(protocol: scripts.ScriptProtocol) -> None:
+    """objedit.lua, the OBJ edit every script that edits objects runs, holds the cap as a
+    constant (the script stays self-contained): mirrored, once, in the text sent."""
+    lua = ROOT / "acmi_core" / "store" / "lua"
+    assert "objedit" in protocol.sources
+    source = protocol.script.source
+    assert "\n".join((lua / f"{name}.lua").read_text() for name in protocol.sources) == source
+    found = re.findall(r"^local MAX_OBJECT_BYTES = (\d+)", source, re.MULTILINE)
+    assert found == [str(MAX_OBJECT_BYTES)], "objedit.lua declares MAX_OBJECT_BYTES, once"
 
 
 # --- settings that become script arguments ----------------------------------------------------

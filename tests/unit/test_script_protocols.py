@@ -310,7 +310,7 @@ def test_pack_builds_positions_from_names() -> None:
 
 def test_a_concatenated_script_is_its_prologue_then_apply() -> None:
     text = scripts.WORK.script.source
-    assert text == source("work") + "\n" + source("apply")
+    assert text == source("work") + "\n" + source("objedit") + "\n" + source("apply")
 
 
 @pytest.mark.parametrize(

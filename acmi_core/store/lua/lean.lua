@@ -1,14 +1,17 @@
--- lean.lua: the plans of plain ops (a timeline append or extend and its indexes, a
--- webhook delivery's idempotency record), as one atomic, all-or-nothing step, without
+-- lean.lua: the plans of plain ops and object edits (a timeline append or extend and its
+-- indexes, a webhook delivery's idempotency record, a signals.set, a profile merge), as
+-- one atomic, all-or-nothing step, without
 -- apply.lua's interpreter.
 --
--- Redis runs a script's whole body on every call: apply.lua defines its JSON scanner,
--- its op table and ~40 functions each run (~27 us of Redis time for an append, against
--- ~3 us for the commands it runs). This script is what an append needs and no more.
--- WritePlan.apply sends a plan here only when every op is one of the ops below and each
--- key is named by ops of one Redis type (so one TYPE per key, read before any write,
--- decides every op); any other plan goes to apply.lua. Same ops, results and errors as
--- apply.lua (tests/integration/test_lean_script.py runs both on the same plans).
+-- Redis runs a script's whole body on every call: apply.lua defines its op table and ~10
+-- functions each run (a plan of one SADD: ~10 us of Redis time there, ~5 here).
+-- This script is what these writes need and no more; the object edit is objedit.lua's
+-- (put before this text), built at the first OBJ op. WritePlan.apply sends a plan here
+-- only when every op is one of the ops below and each key is named by ops of one kind
+-- (so one TYPE, or an OBJ key's GET, read before any write, decides every op); any other
+-- plan goes to apply.lua. Same ops, results, stored bytes and errors as apply.lua
+-- (tests/integration/test_lean_script.py and test_lean_objedit.py run both on the same
+-- plans).
 --
 -- The protocol (acmi_core/store/scripts.py LEAN declares the same names):
 --: KEYS[1..] plan_keys*: every key the ops name, by index
@@ -21,28 +24,58 @@
 --   ONCE k ttl_ms value    idempotency record (a key no other op names, one a plan): if
 --                          k exists, nothing at all is written and the script returns
 --                          {'ACMI_REPLAY', stored}; otherwise k is SET to value, PX ttl_ms
+--   OBJ  k n {m literal ':' value}*n    edit top-level fields of a JSON object stored as
+--                          a STRING (apply.lua's OBJ, lua/objedit.lua's edit: the same
+--                          checks, the same stored bytes); a key with OBJ ops has no
+--                          other ops in the plan (WritePlan.apply: a SET before an OBJ of
+--                          one key goes to apply.lua)
 --
---: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, others -> 0
+--: reply[1..] results*: one entry per op: ZADD -> 1 added / 0 duplicate, OBJ -> the new
+--    JSON text, others -> 0
 --: reply ACMI_REPLAY stored: a ONCE key existed: nothing was written, its value
 -- Errors (nothing was written), as apply.lua's:
 --   ACMI_WRONGTYPE <key> ...    a key holds another Redis type than its op needs
+--   ACMI_CORRUPT <key> ...      an OBJ key holds text that is not a JSON object
+--   ACMI_TOOLARGE <key>: ...    an OBJ edit, the object it edits or the result is over
+--                               MAX_OBJECT_BYTES
 --   ACMI_BADOP op <i> <op>: ... a malformed plan (a bug in the code that built it)
 --
--- Bounded: O(ops) commands, each O(log N); a plan is at most MAX_REQUEST_ARGS arguments
--- (bench/script_limits.py drills the largest extend).
+-- Bounded: O(ops) commands, each O(log N), and each OBJ edit O(its bytes), at most
+-- MAX_OBJECT_BYTES each; a plan is at most MAX_REQUEST_ARGS arguments (bench/
+-- script_limits.py drills the largest extend and the largest edit).
 
-local find = string.find
+local find, sub, gsub = string.find, string.sub, string.gsub
 
 -- op -> the Redis type its key holds; its argument count
 local TYPE = { ZADD = 'zset', ZSET = 'zset', ZMAX = 'zset', ZMIN = 'zset', ZREM = 'zset',
   SADD = 'set', SREM = 'set', HSET = 'hash', HDEL = 'hash', SET = 'string', ONCE = 'string' }
+-- (and OBJ: a string, its 1 + n arguments read by the edit)
 local ARGC = { ZADD = 2, ZSET = 2, ZMAX = 2, ZMIN = 2, ZREM = 1, SADD = 1, SREM = 1,
   HSET = 2, HDEL = 1, SET = 1, ONCE = 2 }
 
-local function bad(where, what, value)
+local function bad(where, what, value)  -- apply.lua's
   local message = 'ACMI_BADOP ' .. where .. ': ' .. what
-  if value ~= nil then message = message .. " '" .. string.sub(value, 1, 40) .. "'" end
+  if value ~= nil then  -- shown short, on one line
+    message = message .. " '" .. (gsub(sub(value, 1, 40), '%c', '?')) .. "'"
+  end
   return redis.error_reply(message .. '; nothing was written')
+end
+
+-- the object edit, built at the first OBJ op (a plan without one pays nothing for it):
+-- edited: key index -> its object as the OBJ ops so far left it (false: absent);
+-- docs: op -> an OBJ op's new object text
+local edit_object, edited, docs = nil, nil, nil
+local function editor()
+  edited, docs = {}, {}
+  local function count_of(s)  -- a non-negative decimal integer, or nil (apply.lua's)
+    if s and #s <= 15 and find(s, '^%d+$') then return tonumber(s) end
+    return nil
+  end
+  local function value_of(ki)
+    if edited[ki] == nil then edited[ki] = redis.call('GET', KEYS[ki]) end
+    return edited[ki]
+  end
+  return object_editor(bad, count_of, value_of)
 end
 
 -- a decimal number or +-inf, as ZADD takes it (apply.lua's score_of): no hex, no nan,
@@ -67,12 +100,17 @@ local pos = 2
 for op = 1, nops do
   local code = ARGV[pos]
   local want, argc = TYPE[code], ARGC[code]
-  if not want then return bad('op ' .. op, 'unknown op code', code) end
+  if not want then
+    if code ~= 'OBJ' then return bad('op ' .. op, 'unknown op code', code) end
+    want = 'string'
+  end
   local ki = tonumber(ARGV[pos + 1])
   if not ki or not KEYS[ki] then
     return bad('op ' .. op .. ' ' .. code, 'key index is not in 1..' .. #KEYS, ARGV[pos + 1])
   end
-  if ARGV[pos + 1 + argc] == nil then return bad('op ' .. op .. ' ' .. code, 'arguments missing') end
+  if argc and ARGV[pos + 1 + argc] == nil then
+    return bad('op ' .. op .. ' ' .. code, 'arguments missing')
+  end
   if want == 'zset' and argc == 2 and not score_ok(ARGV[pos + 2]) then
     return bad('op ' .. op .. ' ' .. code, 'score is not a number', ARGV[pos + 2])
   end
@@ -83,7 +121,18 @@ for op = 1, nops do
     return bad('op ' .. op .. ' ' .. code, 'ttl_ms is not a positive integer', ARGV[pos + 2])
   end
   if not checked[ki] then
-    local t = redis.call('TYPE', KEYS[ki])
+    local t = 'string'
+    if argc then
+      t = redis.call('TYPE', KEYS[ki])
+    else  -- OBJ: its GET is the check (it fails on another type), one command not two
+      edit_object = edit_object or editor()
+      local stored = redis.pcall('GET', KEYS[ki])
+      if type(stored) == 'table' and stored.err then
+        t = redis.call('TYPE', KEYS[ki])
+      else
+        edited[ki] = stored
+      end
+    end
     if type(t) == 'table' then t = t.ok end
     if t ~= 'none' and t ~= want then
       return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[ki] .. ' holds a ' .. t ..
@@ -96,7 +145,14 @@ for op = 1, nops do
       checked[ki] = 'once'
     end
   end
-  pos = pos + 2 + argc
+  if argc then
+    pos = pos + 2 + argc
+  else  -- OBJ: its edit, computed (and checked) now
+    edit_object = edit_object or editor()
+    local doc, nextpos = edit_object('op ' .. op .. ' OBJ', ki, pos + 2)
+    if not doc then return nextpos end
+    docs[op], edited[ki], pos = doc, doc, nextpos
+  end
 end
 if ARGV[pos] ~= nil then
   return bad('plan', (#ARGV - pos + 1) .. ' arguments after its last op', ARGV[pos])
@@ -111,6 +167,10 @@ for op = 1, nops do
   if code == 'ZADD' then
     results[op] = redis.call('ZADD', key, 'NX', ARGV[pos + 2], ARGV[pos + 3])
     pos = pos + 4
+  elseif code == 'OBJ' then
+    results[op] = docs[op]
+    redis.call('SET', key, docs[op])
+    pos = pos + 3 + tonumber(ARGV[pos + 2])
   else
     results[op] = 0
     if code == 'ZSET' then
