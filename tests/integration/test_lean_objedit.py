@@ -94,6 +94,11 @@ CASES: dict[str, tuple[str | None, list[str]]] = {
         ' {\n "a" : 1 ,\t"b":\r\n"x" , "c" : [ 1 , { "d" : null } ] }\n',
         [field("s", "b", '"y"'), field("d", "a", "null")],
     ),
+    "spaced, as json.dumps writes": (
+        json.dumps({"ts": 1, "ratio": 0.05, "headline": "~5% remaining", "r": {"x": None}}),
+        signals_set("severity", '"red"'),
+    ),
+    "spaced around one token each": ('{"a" :1,"b": 2, "c":3 ,"d":[1, 2] }', signals_set("e", "5")),
     "repeated names": ('{"a":1,"b":2,"a":3,"a":4}', [field("s", "a", "5")]),
     "repeated names deleted": ('{"a":1,"b":2,"a":3}', [field("d", "a", "null")]),
     "deletes only": (TEN, [field("d", "field0", "null"), field("d", "missing", "null")]),
@@ -199,6 +204,30 @@ def test_an_edit_gives_what_apply_gives(acmi: Acmi, stored: str | None, edit: li
     if isinstance(lean, list):  # applied: the reply is the stored text, valid JSON
         text = lean[1].decode() if isinstance(lean[1], bytes) else lean[1]
         assert isinstance(text, str) and isinstance(json.loads(text), dict)
+
+
+# stored text a reference client or a pipeline SETs (json.dumps' ", " and ": "; spaces
+# inside strings), and what an edit must make of it: judged by Python's json, not by the
+# scanner both scripts share
+SPACED: list[tuple[str, dict[str, object]]] = [
+    (json.dumps({"a": 1}), {"a": 1, "k": 1}),
+    (json.dumps({"a": 1, "b": "x y"}), {"a": 1, "b": "x y", "k": 1}),
+    ('{"a":1 }', {"a": 1, "k": 1}),
+    ('{"a" :1}', {"a": 1, "k": 1}),
+    ('{"a":1, "k":0}', {"a": 1, "k": 1}),
+    ('{"a":"x y","b": [1, {"c": "d e"}]}', {"a": "x y", "b": [1, {"c": "d e"}], "k": 1}),
+]
+
+
+@pytest.mark.parametrize(("stored", "expected"), SPACED)
+def test_spaced_stored_text_is_edited_as_json_reads_it(
+    acmi: Acmi, stored: str, expected: dict[str, object]
+) -> None:
+    lean, apply = _both(acmi, stored, [field("s", "k", "1")])
+    assert lean == apply
+    assert isinstance(lean, list), lean
+    text = lean[1].decode() if isinstance(lean[1], bytes) else lean[1]
+    assert json.loads(text) == expected
 
 
 def test_the_caps_are_met(acmi: Acmi) -> None:

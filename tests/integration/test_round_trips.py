@@ -64,6 +64,9 @@ OPERATIONS: dict[str, tuple[Callable[[Acmi], Any], int]] = {
 @pytest.mark.parametrize("name", OPERATIONS)
 def test_round_trips(acmi_up: Acmi, upstash_double: UpstashDouble, name: str) -> None:
     call, expected = OPERATIONS[name]
+    # the same call in a tenant of its own first: a script's first run on a server may
+    # load it (a second request), which depends on what ran before, not on the operation
+    call(acmi_up.for_tenant("rt-warm"))
     upstash_double.reset_counts()
     call(acmi_up)
     assert upstash_double.requests == expected, name
@@ -250,6 +253,9 @@ def test_the_langgraph_stores_round_trips(acmi_up: Acmi, upstash_double: Upstash
         return upstash_double.requests
 
     puts = [PutOp(("users", str(n)), f"k{k}", {"n": n}) for n in range(5) for k in range(4)]
+    # a script's first run on a server may load it (a second request): not what is counted
+    store.batch([PutOp(("warm",), "k", {"n": 0}), PutOp(("warm",), "j", None)])
+    store.put(("warm",), "k", {"v": 1})
     assert counted(lambda: store.batch([*puts, PutOp(("users", "0"), "k0", None)])) == 1
     assert counted(lambda: store.put(("users", "9"), "k", {"v": 1})) == 1
     assert counted(lambda: store.delete(("users", "9"), "k")) == 1

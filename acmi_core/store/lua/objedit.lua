@@ -46,7 +46,7 @@ local PLAIN_NAME = '^"([^"\\%z\1-\31]*)":'
 -- an edit's field: its mode letter, a name with no escape (the capture) and ':'
 local PLAIN_FIELD = '^([snd])"([^"\\%z\1-\31]*)":'
 local PLAIN_REST = '^[^"\\%z\1-\31]*"'
--- text with no backslash and no control byte (and so no space), to its end
+-- text with no backslash and no control byte, to its end
 local CLEAN = '^[^\\%z\1-\31]*'
 -- the letters of JSON's one-letter escapes (\uXXXX apart); true, false and null are
 -- told by their first byte (116, 102, 110) and containers by theirs (123 '{', 91 '['):
@@ -346,32 +346,40 @@ local function parse_object(s, wanted)
   local n = 0
   local _, clean_end = find(s, CLEAN, i)
   if clean_end == #s then
-    -- no escape, no control byte and so no space (most stored text): each string ends at
-    -- the next quote, found by a plain find (memchr), and every byte sits where the
-    -- full path below would find it
+    -- no escape and no control byte (most stored text): each string ends at the next
+    -- quote, found by a plain find (memchr). A space between tokens (json.dumps' ", " and
+    -- ": ") or anything else this loop does not take sends the text to the full path
+    -- below, from its first member, with a fresh record
+    local j = i
     while true do
-      if byte(s, i) ~= 34 then return nil end
-      local q = find(s, '"', i + 1, true)
-      if not q or byte(s, q + 1) ~= 58 then return nil end
-      local name, v, e = sub(s, i + 1, q - 1), q + 2, nil
+      if byte(s, j) ~= 34 then break end
+      local q = find(s, '"', j + 1, true)
+      if not q or byte(s, q + 1) ~= 58 then break end
+      local name, v, e = sub(s, j + 1, q - 1), q + 2, nil
       if byte(s, v) == 34 then
         e = find(s, '"', v + 1, true)
         e = e and e + 1
       else
         e = scan_value(s, v)
       end
-      if not e then return nil end
+      if not e then break end
       n = n + 1
-      at[n], value_end[n] = i, e
+      at[n], value_end[n] = j, e
       if wanted[name] then index_member(obj, name, n) end
       local c = byte(s, e)
       if c ~= 44 then
-        obj.n = n
-        if c == 125 and e == #s then return obj end
-        return nil
+        if c == 125 and e == #s then
+          obj.n = n
+          return obj
+        end
+        break
       end
-      i = e + 1
+      j = e + 1
     end
+    n, at, value_end = 0, {}, {}
+    obj = {
+      s = s, n = 0, at = at, value_end = value_end, lit = {}, new = {}, first = {}, later = {},
+    }
   end
   while true do
     -- a name without escapes, then ':' (the usual member: one find); else the full path
