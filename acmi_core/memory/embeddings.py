@@ -49,6 +49,9 @@ ZERO: Final = ord("0") + LEVELS
 MAX_EMBED_LINES: Final = 2_000
 EMBED_TIMEOUT_S: Final = 10.0
 OPENAI_URL: Final = "https://api.openai.com/v1"
+# the field of ``memory:vectors`` that is no vector: a token set by every write that
+# stores vectors (a prune started before it drops nothing); no digest has a "~"
+GEN_FIELD: Final = "~gen"
 
 
 class EmbeddingError(Exception):
@@ -302,6 +305,7 @@ def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
 
 __all__ = [
     "FACTORIES",
+    "GEN_FIELD",
     "MAX_EMBED_LINES",
     "Embedder",
     "EmbeddingError",
