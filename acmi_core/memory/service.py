@@ -93,7 +93,7 @@ from acmi_core.memory.state import (
 )
 from acmi_core.memory.transfer import MemoryTransfer, Progress
 from acmi_core.memory.upkeep import MemoryUpkeep
-from acmi_core.memory.vectors import MemoryVectors
+from acmi_core.memory.vectors import MAX_PRUNE_CHUNKS, PRUNE_CHUNK, MemoryVectors
 from acmi_core.memory.writes import REMEMBER_LAYERS, MemoryWrites
 
 if TYPE_CHECKING:
@@ -134,9 +134,15 @@ class MemoryAPI:
     def _vectors(self) -> MemoryVectors:
         return MemoryVectors(self._ctx)
 
-    def prune_vectors(self, entity: str | EntityId) -> VectorsPruned:
+    def prune_vectors(
+        self,
+        entity: str | EntityId,
+        *,
+        chunk: int = PRUNE_CHUNK,
+        max_chunks: int = MAX_PRUNE_CHUNKS,
+    ) -> VectorsPruned:
         """The entity's stale vectors deleted (``MemoryVectors.prune_vectors``)."""
-        return self._vectors.prune_vectors(entity)
+        return self._vectors.prune_vectors(entity, chunk=chunk, max_chunks=max_chunks)
 
     # -- reads (memory/state.py, memory/reads.py)
 
