@@ -187,7 +187,7 @@ def embedder_for(settings: Settings) -> Embedder | None:
     if name == "none":
         return None
     # every provider's vectors are numpy arrays (quantised, compared): without numpy (a
-    # core install, the memory Lambda's artifact) a write stores its lines unindexed and
+    # core install; the memory Lambda's artifact ships it) a write stores its lines unindexed and
     # a search ranks by words, saying why, instead of failing with a 500
     if importlib.util.find_spec("numpy") is None:
         raise EmbeddingError(f"{name}: numpy is not installed (pip install 'acmi[semantic]')")
