@@ -22,6 +22,7 @@ from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId
 from acmi_core.memory import read_tree
 from acmi_core.memory import reads as memory_reads
+from acmi_core.memory.embeddings import GEN_FIELD
 from acmi_core.memory.semantic import VECTOR_WEIGHT, rank, terms
 from acmi_core.store.base import Store
 from acmi_core.store.memory import MemoryStore
@@ -121,6 +122,13 @@ FUSION_COLUMNS: tuple[Column, ...] = (
 )
 
 
+def _vector_items(reply: object) -> list[bytes]:
+    """An HGETALL of the index as field, value, ... without the ``GEN_FIELD`` token."""
+    items = [v for v in reply if isinstance(v, bytes)] if isinstance(reply, list) else []
+    pairs = zip(items[::2], items[1::2], strict=True)
+    return [x for f, v in pairs if f != GEN_FIELD.encode() for x in (f, v)]
+
+
 def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     queries = labelled()
     disjoint = 0
@@ -147,7 +155,7 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     h3, h10, missed = _recall(acmi, queries, "hybrid")
     fusions.append({"ranking": f"hybrid (shipped: w={VECTOR_WEIGHT})", "at3": h3, "at10": h10})
     reply = acmi.store.execute(("HGETALL", acmi.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)))
-    vectors = [v for v in reply if isinstance(v, bytes)] if isinstance(reply, list) else []
+    vectors = _vector_items(reply)
     n_vectors = len(vectors) // 2
     value_bytes = sum(len(v) for v in vectors[1::2]) / max(n_vectors, 1)
     field_bytes = sum(len(v) for v in vectors[::2]) / max(n_vectors, 1)

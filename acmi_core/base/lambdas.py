@@ -97,6 +97,7 @@ REQUIREMENT_SETS: Final[dict[str, str]] = {
     "docs": "the docs function: Swagger UI's assets (no CDN)",
     "gmail": "Gmail Pub/Sub pushes: Google OIDC token verification (PyJWT, cryptography)",
     "mcp": "the MCP function: the official MCP SDK (its Starlette transport) behind mangum",
+    "vectors": "the memory function: numpy, for the embeddings providers' vectors",
 }
 
 FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
@@ -146,6 +147,7 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         "the five memory layers: status, review, search, remember, active, daily summary,"
         " topics, prune, handoff, debug, Markdown export and import",
         routers=("memory",),
+        extras=("vectors",),  # numpy: bedrock:/openai: embeddings search by meaning
     ),
     FunctionSpec(
         "dashboard",

@@ -28,6 +28,11 @@ run's ``scheduled_time`` (UTC):
   raw to ``<prefix>/<tenant>/<entity>/<YYYY>-Q<N>.jsonl`` (one stored member per line,
   byte for byte) and trimmed from the live timeline once the object is verified. No
   sink: the document is written and nothing is trimmed.
+- **vectors** (every visit, after the others: :mod:`acmi_core.memory.vectors`): the
+  vectors of ``memory:vectors`` that no current line of the entity needs (a line
+  forgotten, replaced, pruned or archived; another provider's) deleted in bounded chunks;
+  ``vectors_dropped`` counts them, ``vectors_busy`` the entities left for the next visit
+  (a vector written meanwhile, or the chunk cap).
 
 Then, once per tenant and run, **retention** (:mod:`acmi_core.jobs.retention`): the
 coordination thread and the closed HITL records trimmed by the settings' policy, the thread
@@ -103,7 +108,7 @@ LEASE_MARGIN_MS: Final = 60_000
 RETRY_MS: Final = 3600 * 1000  # an entity that failed is looked at again an hour later
 SOURCE: Final = "system:acmi-hygiene"
 FEED_MEMBERS: Final = 1_000  # entities one ZADD of the due index adds
-TASKS: Final = ("review", "audit", "archive")
+TASKS: Final = ("review", "audit", "archive", "vectors")
 
 
 def _due(raw: object, today: dt.date) -> bool:
@@ -187,6 +192,8 @@ class _Tally:
     events_kept: int = 0
     documents: int = 0
     llm_failures: int = 0
+    vectors_dropped: int = 0
+    vectors_busy: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -430,6 +437,8 @@ def _entity(ctx: _Ctx, eid: EntityId, signals: Mapping[str, Any]) -> None:
             schedule["quarterly_archive"] = next_quarterly(today).isoformat()
         else:
             again = True
+    if "vectors" in params.tasks:  # after the steps that remove lines
+        _vectors_step(ctx, eid)
     updates["next_scheduled"] = schedule
     # the memory's own slot, not the memory index: the job's bookkeeping is no change of
     # the entity's memory (it would feed the entity back to the job every run)
@@ -447,6 +456,19 @@ def _entity(ctx: _Ctx, eid: EntityId, signals: Mapping[str, Any]) -> None:
 def _note(ctx: _Ctx, note: str) -> None:
     if note not in ctx.tally.notes:
         ctx.tally.notes.append(note)
+
+
+def _vectors_step(ctx: _Ctx, eid: EntityId) -> None:
+    """The vectors no current line of the entity needs, deleted (memory/vectors.py);
+    a vector written meanwhile keeps the rest for the next visit."""
+    try:
+        done = ctx.acmi.memory.prune_vectors(eid)
+    except AcmiError as exc:
+        ctx.tally.problems.append(f"{eid}: vectors: {exc.message[:160]}")
+        return
+    ctx.tally.vectors_dropped += done["dropped"]
+    if done.get("busy") or done["more"]:
+        ctx.tally.vectors_busy += 1
 
 
 def _review_step(ctx: _Ctx, eid: EntityId, updates: dict[str, Any]) -> None:

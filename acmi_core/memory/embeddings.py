@@ -49,6 +49,9 @@ ZERO: Final = ord("0") + LEVELS
 MAX_EMBED_LINES: Final = 2_000
 EMBED_TIMEOUT_S: Final = 10.0
 OPENAI_URL: Final = "https://api.openai.com/v1"
+# the field of ``memory:vectors`` that is no vector: a token set by every write that
+# stores vectors (a prune started before it drops nothing); no digest has a "~"
+GEN_FIELD: Final = "~gen"
 
 
 class EmbeddingError(Exception):
@@ -184,7 +187,7 @@ def embedder_for(settings: Settings) -> Embedder | None:
     if name == "none":
         return None
     # every provider's vectors are numpy arrays (quantised, compared): without numpy (a
-    # core install, the memory Lambda's artifact) a write stores its lines unindexed and
+    # core install; the memory Lambda's artifact ships it) a write stores its lines unindexed and
     # a search ranks by words, saying why, instead of failing with a 500
     if importlib.util.find_spec("numpy") is None:
         raise EmbeddingError(f"{name}: numpy is not installed (pip install 'acmi[semantic]')")
@@ -302,6 +305,7 @@ def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
 
 __all__ = [
     "FACTORIES",
+    "GEN_FIELD",
     "MAX_EMBED_LINES",
     "Embedder",
     "EmbeddingError",

@@ -191,10 +191,24 @@ class Moved(TypedDict):
     item: str
 
 
+class VectorsPruned(TypedDict):
+    """What a prune of the vector index did (``memory/vectors.py``)."""
+
+    entity: str
+    provider: str
+    scanned: int  # vectors looked at
+    dropped: int  # stale vectors deleted
+    chunks: int  # delete scripts run
+    more: bool  # stopped at the chunk cap: the next run goes on
+    busy: NotRequired[bool]  # a vector was written meanwhile: the next run retries
+    skipped: NotRequired[str]  # why nothing was pruned
+
+
 class Pruned(TypedDict):
     entity: str
     moved: list[Moved]
     written: bool
+    vectors: NotRequired[VectorsPruned]  # the stale vectors deleted after the move
 
 
 class Reviewed(TypedDict):

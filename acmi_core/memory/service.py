@@ -11,7 +11,9 @@ remember             write-ahead: stored (one script) before it returns; a ttl  
 active / set_active  the hot layer: read / replace                                 1 / 1
 daily_summary        one day's note and what it holds                              1
 topic_create         a ``topic:<slug>`` entity from the seed's template, linked    2
-prune                hot items done or dated > N days ago moved to today's note    2
+prune                hot items done or dated > N days ago moved to today's note,   2
+                     then the stale vectors deleted (``prune_vectors``)           + 2
+                     (+ 2 a chunk of PRUNE_CHUNK stale vectors)
 handoff / take       HANDOFF.md written / read and cleared atomically (GETDEL)     1 / 1
 review               the weekly review: promote lessons and decisions, prune       2
 search               every layer, fast to slow, ranked (hybrid: BM25 + embeddings) 2
@@ -81,6 +83,7 @@ from acmi_core.memory.results import (
     Reviewed,
     StoredHandoff,
     TopicCreated,
+    VectorsPruned,
 )
 from acmi_core.memory.state import (
     DEFAULT_PRUNE_DAYS,
@@ -90,6 +93,7 @@ from acmi_core.memory.state import (
 )
 from acmi_core.memory.transfer import MemoryTransfer, Progress
 from acmi_core.memory.upkeep import MemoryUpkeep
+from acmi_core.memory.vectors import MAX_PRUNE_CHUNKS, PRUNE_CHUNK, MemoryVectors
 from acmi_core.memory.writes import REMEMBER_LAYERS, MemoryWrites
 
 if TYPE_CHECKING:
@@ -125,6 +129,20 @@ class MemoryAPI:
     @cached_property
     def _forget(self) -> MemoryForget:
         return MemoryForget(self._ctx)
+
+    @cached_property
+    def _vectors(self) -> MemoryVectors:
+        return MemoryVectors(self._ctx)
+
+    def prune_vectors(
+        self,
+        entity: str | EntityId,
+        *,
+        chunk: int = PRUNE_CHUNK,
+        max_chunks: int = MAX_PRUNE_CHUNKS,
+    ) -> VectorsPruned:
+        """The entity's stale vectors deleted (``MemoryVectors.prune_vectors``)."""
+        return self._vectors.prune_vectors(entity, chunk=chunk, max_chunks=max_chunks)
 
     # -- reads (memory/state.py, memory/reads.py)
 

@@ -16,6 +16,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -36,6 +37,7 @@ from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
 from acmi_core.memory.embeddings import (
+    GEN_FIELD,
     MAX_EMBED_LINES,
     EmbeddingError,
     digest,
@@ -496,14 +498,20 @@ class MemoryCommands:
             except EmbeddingError:
                 fields = []
         key = ctx.keys.slot(eid, MEMORY_VECTORS)
+        # a token of this write beside its vectors, with the first (an import keeps a
+        # file's stages in one script): a prune that read the lines before this write
+        # drops nothing (memory/vectors.py), so a line written meanwhile keeps its vector
+        gen = uuid.uuid4().hex[:16]
 
-        def one(name: str, value: str) -> Callable[[WritePlan], None]:
+        def one(name: str, value: str, first: bool) -> Callable[[WritePlan], None]:
             def stage(plan: WritePlan) -> None:
                 plan.hset(key, name, value)
+                if first:
+                    plan.hset(key, GEN_FIELD, gen)
 
             return stage
 
-        return [one(name, value) for name, value in fields]
+        return [one(name, value, i == 0) for i, (name, value) in enumerate(fields)]
 
     def _edit(
         self, eid: EntityId, slot: str, fields: list[tuple[Any, str, str]]

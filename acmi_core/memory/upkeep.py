@@ -36,6 +36,7 @@ from acmi_core.memory.state import (
     quarter_end,
     text_of,
 )
+from acmi_core.memory.vectors import MemoryVectors
 from acmi_core.store.writes import WritePlan
 
 
@@ -153,7 +154,14 @@ class MemoryUpkeep(MemoryCommands):
             self._memory_edit(state.entity, edit)(plan)
         if len(plan):
             plan.apply(self._ctx.store)
-        return {"entity": str(state.entity), "moved": moved, "written": bool(len(plan))}
+        # then the vectors no line needs any more (the moved lines keep theirs: same words)
+        vectors = MemoryVectors(self._ctx).prune_vectors(state.entity)
+        return {
+            "entity": str(state.entity),
+            "moved": moved,
+            "written": bool(len(plan)),
+            "vectors": vectors,
+        }
 
     def review(self, entity: str | EntityId, now_ms: int | None = None) -> Reviewed:
         """``/memory-review``, the weekly review (seed §10): the last 7 days' lessons,

@@ -588,6 +588,12 @@ UNLOG: Final = ScriptProtocol(
     sources=("mentions", "replay", "unlog"),  # the mentions index it keeps; its record
 )
 
+# one chunk of an entity's stale vectors dropped (vectors.lua), unless one was written since
+VECTORS: Final = ScriptProtocol(
+    "vectors",
+    single(("vectors",), ("gen", "fields*"), {"DROPPED": ("count",), "BUSY": ()}),
+)
+
 BOOTSTRAP: Final = ScriptProtocol(
     "bootstrap",
     single(

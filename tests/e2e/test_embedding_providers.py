@@ -169,7 +169,7 @@ def test_an_unreachable_openai_server_leaves_keyword_search() -> None:
 def test_without_numpy_a_line_is_stored_and_searched_by_its_words(
     provider: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A core install or the memory Lambda's artifact (no numpy) with embeddings chosen:
+    """A core install (no numpy; the memory Lambda's artifact ships it) with embeddings chosen:
     remember stores the line unindexed, search ranks by BM25 and names what is missing."""
     monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises, as uninstalled
     acmi = Acmi(MemoryStore(), Settings(embeddings=provider))

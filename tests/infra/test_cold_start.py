@@ -179,6 +179,12 @@ def test_each_function_runs_on_its_requirement_sets_alone(
     }
     env = {"UPSTASH_REDIS_REST_URL": upstash_double.url}
     env["UPSTASH_REDIS_REST_TOKEN"] = upstash_double.token
+    if "vectors" in spec.requirement_sets:
+        # an embeddings provider, as a deployment that ships numpy sets one: the remember
+        # event embeds its line (numpy imported), the server refuses (the line is stored
+        # unindexed, never a 500)
+        env["ACMI_EMBEDDINGS"] = "openai:probe"
+        env["ACMI_EMBEDDINGS_BASE_URL"] = "http://127.0.0.1:9"
     out = run_fresh(PROBE, env, json.dumps(args))
     if spec.docs:
         assert out["statuses"]["docs.asset"] == 200

@@ -28,6 +28,7 @@ from acmi_core.memory.reads import MemoryReads
 from acmi_core.memory.service import MemoryAPI
 from acmi_core.memory.transfer import MemoryTransfer
 from acmi_core.memory.upkeep import MemoryUpkeep
+from acmi_core.memory.vectors import MemoryVectors
 from acmi_core.memory.writes import MemoryWrites
 from tests.kit import ROOT
 
@@ -203,7 +204,7 @@ def test_every_acmi_core_module_is_in_a_layer() -> None:
 
 # --- MemoryAPI: a composition that changed no caller -----------------------------------------
 
-CONCERNS = (MemoryReads, MemoryWrites, MemoryUpkeep, MemoryTransfer, MemoryForget)
+CONCERNS = (MemoryReads, MemoryWrites, MemoryUpkeep, MemoryTransfer, MemoryForget, MemoryVectors)
 # The methods callers use (routes, MCP, CLI, jobs, tests): each kept on MemoryAPI.
 MEMORY_METHODS = {
     "load",
@@ -220,6 +221,7 @@ MEMORY_METHODS = {
     "take_handoff",
     "log_session_start",
     "prune",
+    "prune_vectors",
     "review",
     "daily_summary",
     "export_snapshot",

@@ -225,8 +225,12 @@ def test_each_function_ships_only_its_requirement_sets() -> None:
     Gmail OIDC runs, fastapi-offline only in docs, no FastAPI in a scheduled job."""
     gmail = {spec.name for spec in FUNCTIONS if "gmail" in spec.requirement_sets}
     docs = {spec.name for spec in FUNCTIONS if "docs" in spec.requirement_sets}
+    vectors = {spec.name for spec in FUNCTIONS if "vectors" in spec.requirement_sets}
     assert gmail == {"ingest"}
     assert docs == {"docs"}
+    assert vectors == {"memory"}  # numpy: bedrock:/openai: embeddings search by meaning
+    lock = (ROOT / "requirements-lambda-vectors.lock").read_text()
+    assert re.search(r"^numpy==\d", lock, re.M) and "--hash=sha256:" in lock
     for spec in FUNCTIONS:
         assert spec.requirement_sets[0] == "core"
         assert ("http" in spec.requirement_sets) == (spec.kind == "http"), spec.name

@@ -225,7 +225,9 @@ def test_prune_moves_done_items_to_today_idempotently(
 ) -> None:
     memory, store, _ = imported
     pruned, n = trips(store, lambda: memory.prune(OWNER))
-    assert n == 2
+    # the move (2), then the vector prune: the index's token, the lines (a pipeline and
+    # the topic profiles), one HSCAN, one delete script for the stale vectors it found
+    assert n == 2 + 5, pruned.get("vectors")
     assert pruned["moved"] == [
         {"section": "in_progress", "item": "January KPI pack for Acme — sent 2026-02-02 09:00"}
     ]
@@ -235,7 +237,10 @@ def test_prune_moves_done_items_to_today_idempotently(
         in (memory.daily_summary(OWNER)["entries"])
     )
     again, n = trips(store, lambda: memory.prune(OWNER))
-    assert again == {"entity": OWNER, "moved": [], "written": False} and n == 1
+    vectors = again.pop("vectors")
+    assert again == {"entity": OWNER, "moved": [], "written": False}
+    # nothing stale any more: no delete script
+    assert vectors["dropped"] == 0 and vectors["chunks"] == 0 and n == 1 + 4
 
 
 def test_handoff_is_taken_once(counted: tuple[MemoryAPI, CountingStore, Acmi]) -> None:

@@ -1,0 +1,156 @@
+"""Pruning the vector index (issue 24, item 1A) on every backend (embedded, a real
+redis-server, the Upstash REST double), each test with two tenants: a forgotten line's
+vector goes, a line two layers share keeps it, another provider's vectors go, a vector
+written while a prune runs stays, a big index is pruned in several bounded runs, and
+``memory prune`` and the hygiene job do it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from acmi_core import Acmi, Settings
+from acmi_core.base.keys import MEMORY_VECTORS
+from acmi_core.base.model import EntityId
+from acmi_core.jobs import hygiene as hy
+from acmi_core.jobs.runner import JobRun
+from acmi_core.memory.embeddings import GEN_FIELD, digest
+from acmi_core.memory.state import MemoryState
+from acmi_core.memory.vectors import MemoryVectors
+from tests.kit import FakeClock
+
+OWNER = "agent:atlas"
+NOW = int(dt.datetime(2026, 2, 3, 15, 0, tzinfo=dt.UTC).timestamp()) * 1000
+KEEP = "Priya heads the finance squad and signs off every invoice run"
+GONE = "The office plants are watered on Fridays"
+
+
+def tenant(acmi: Acmi, **settings: object) -> Acmi:
+    return Acmi(
+        acmi.store, Settings(**settings), tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW)
+    )
+
+
+def fields(acmi: Acmi, entity: str = OWNER) -> set[str]:
+    key = acmi.keys.slot(EntityId.parse(entity), MEMORY_VECTORS)
+    reply = acmi.store.execute(("HKEYS", key))
+    assert isinstance(reply, list)
+    return {f.decode() for f in reply if isinstance(f, bytes)} - {GEN_FIELD}
+
+
+def vector_of(text: str, provider: str = "wordllama") -> str:
+    return digest(provider, text)
+
+
+def test_a_forgotten_lines_vector_goes_in_its_tenant_only(acmi: Acmi) -> None:
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        t.memory.remember(OWNER, KEEP)
+        t.memory.remember(OWNER, GONE)
+    one.memory.forget(OWNER, "MEMORY.md", text=GONE)
+    assert vector_of(GONE) in fields(one)  # forgetting leaves it: the prune takes it
+    before = one.memory.search(OWNER, "who approves billing", limit=3)["semantic"]
+    done = one.memory.prune_vectors(OWNER)
+    assert done["dropped"] == 1 and done["chunks"] == 1 and not done["more"]
+    assert fields(one) == {vector_of(KEEP)}
+    assert {vector_of(KEEP), vector_of(GONE)} <= fields(two)  # the other tenant's stay
+    again = one.memory.prune_vectors(OWNER)
+    assert again["dropped"] == 0 and again["chunks"] == 0 and again["scanned"] == 1
+    # the search still finds the kept line from the index: it embeds no more than before
+    # (the forget's audit line, never indexed), every needed line is still indexed
+    found = one.memory.search(OWNER, "who approves billing", limit=3)
+    assert found["hits"][0]["text"] == f"- {KEEP}"
+    assert found["semantic"] == before
+
+
+def test_a_line_two_layers_share_keeps_its_vector(acmi: Acmi) -> None:
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        t.memory.remember(OWNER, KEEP)  # warm
+        t.memory.remember(OWNER, KEEP, layer="daily")  # the same words in today's note
+    one.memory.forget(OWNER, "MEMORY.md", text=KEEP)
+    done = one.memory.prune_vectors(OWNER)
+    assert done["dropped"] == 0
+    assert vector_of(KEEP) in fields(one) and vector_of(KEEP) in fields(two)
+
+
+def test_another_providers_vectors_are_stale(acmi: Acmi) -> None:
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        t.memory.remember(OWNER, KEEP)
+        key = t.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)
+        t.store.execute(("HSET", key, vector_of(KEEP, "openai:old-model"), "0" * 1536))
+    assert one.memory.prune_vectors(OWNER)["dropped"] == 1
+    assert fields(one) == {vector_of(KEEP)}
+    assert vector_of(KEEP, "openai:old-model") in fields(two)
+    # no provider: nothing is known stale, nothing is deleted
+    off = Acmi(one.store, Settings(embeddings="none"), tenant=two.keys.tenant, clock=FakeClock(NOW))
+    skipped = off.memory.prune_vectors(OWNER)
+    assert skipped["dropped"] == 0 and "none" in skipped.get("skipped", "")
+    assert vector_of(KEEP, "openai:old-model") in fields(two)
+
+
+def test_a_vector_written_while_pruning_stays(acmi: Acmi) -> None:
+    """A line written after the prune read the lines (and before its delete script) is
+    not among the lines it read: the write's token makes the script delete nothing."""
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        t.memory.remember(OWNER, GONE)
+        t.memory.forget(OWNER, "MEMORY.md", text=GONE)
+    late = "Marco owns the quarterly board deck from now on"
+
+    class Racing(MemoryVectors):
+        def load(self, entity: str | EntityId, **kw: Any) -> MemoryState:
+            state = super().load(entity, **kw)
+            one.memory.remember(OWNER, late)  # lands between the read and the delete
+            return state
+
+    done = Racing(one.context).prune_vectors(OWNER)
+    assert done.get("busy") is True and done["dropped"] == 0
+    assert vector_of(late) in fields(one)
+    # the next run reads the new line: only the stale one goes
+    assert one.memory.prune_vectors(OWNER)["dropped"] == 1
+    assert fields(one) == {vector_of(late)}
+    assert vector_of(GONE) in fields(two)
+
+
+def test_a_big_index_is_pruned_in_several_bounded_runs(acmi: Acmi) -> None:
+    one, two = tenant(acmi), tenant(acmi)
+    stale = [f"{i:016x}" for i in range(2_600)]
+    for t in (one, two):
+        t.memory.remember(OWNER, KEEP)
+        key = t.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)
+        for at in range(0, len(stale), 500):
+            pairs = [x for f in stale[at : at + 500] for x in (f, "0" * 256)]
+            t.store.execute(("HSET", key, *pairs))
+    runs, dropped, chunks = 0, 0, 0
+    while True:
+        done = MemoryVectors(one.context).prune_vectors(OWNER, chunk=500, max_chunks=2)
+        runs += 1
+        dropped += done["dropped"]
+        chunks += done["chunks"]
+        assert done["chunks"] <= 2
+        if not done["more"]:
+            break
+        assert runs < 10
+    assert dropped == len(stale) and runs >= 3 and chunks >= 6
+    assert fields(one) == {vector_of(KEEP)}
+    assert len(fields(two)) == len(stale) + 1
+
+
+def test_memory_prune_and_the_hygiene_job_prune_vectors(acmi: Acmi) -> None:
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        t.memory.remember(OWNER, KEEP)
+        t.memory.remember(OWNER, GONE)
+        t.memory.forget(OWNER, "MEMORY.md", text=GONE)
+    pruned = one.memory.prune(OWNER, now_ms=NOW)
+    assert pruned["vectors"]["dropped"] == 1  # (the prune's own write has lines too)
+    assert vector_of(KEEP) in fields(one) and vector_of(GONE) not in fields(one)
+    assert vector_of(GONE) in fields(two)
+    run = JobRun("hygiene", "vectors-1", NOW + 60_000, {"tasks": ["vectors"]})
+    two.clock.now = NOW + 60_000  # type: ignore[attr-defined]
+    counts = hy.run(two, run)
+    assert counts["vectors_dropped"] == 1, counts
+    assert vector_of(KEEP) in fields(two) and vector_of(GONE) not in fields(two)
