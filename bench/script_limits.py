@@ -30,6 +30,7 @@ from acmi_core.base.keys import (
     CHANGED,
     COORDINATION_THREAD,
     MEMORY_ARCHIVE,
+    MEMORY_VECTORS,
     MENTIONS_PER_EVENT,
     SPAWNS,
 )
@@ -41,6 +42,7 @@ from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.entities.timeline_parts import event_parts
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
+from acmi_core.memory.vectors import PRUNE_CHUNK
 from acmi_core.store import scripts, writes
 from acmi_core.store.base import Arg, Reply, Script, ScriptDialect, Store
 from acmi_core.store.counting import CountingStore
@@ -456,6 +458,32 @@ def _pairs(members: dict[str, int]) -> list[str | int]:
     return [x for member, score in members.items() for x in (score, member)]
 
 
+# an index this big (a memory-heavy entity's vectors, ~1 KiB each: Titan v2's 1,024
+# dimensions as int8) whose prune deletes one full chunk a run, the next chunk each run
+VECTOR_FIELDS: Final = 20_000
+VECTOR_BYTES: Final = 1_040
+
+
+def _vectors(acmi: Acmi) -> Callable[[], object]:
+    """A vector prune's delete at its largest: PRUNE_CHUNK stale digests of a
+    VECTOR_FIELDS index, each run a chunk not deleted yet."""
+    key = acmi.keys.slot(EntityId.parse("agent:drill-vectors"), MEMORY_VECTORS)
+    names = [
+        hashlib.blake2b(str(i).encode(), digest_size=8).hexdigest() for i in range(VECTOR_FIELDS)
+    ]
+    for at in range(0, VECTOR_FIELDS, 1_000):
+        pairs = [x for name in names[at : at + 1_000] for x in (name, "v" * VECTOR_BYTES)]
+        acmi.store.execute(("HSET", key, *pairs))
+    chunks = iter(range(0, VECTOR_FIELDS, PRUNE_CHUNK))
+
+    def call() -> object:
+        at = next(chunks)
+        part = names[at : at + PRUNE_CHUNK]
+        return scripts.VECTORS.eval(acmi.store, {"vectors": key}, {"gen": "", "fields": part})
+
+    return call
+
+
 def cases() -> list[ScriptCase]:
     return [
         ScriptCase(
@@ -499,6 +527,12 @@ def cases() -> list[ScriptCase]:
             "unlog",
             f"{UNLOG_AT_TS} events at one ts, {UNLOG_AT_TS_BYTES // 1024} KiB, all decoded",
             _unlog,
+        ),
+        ScriptCase(
+            "vector prune chunk",
+            "vectors",
+            f"{PRUNE_CHUNK} of {VECTOR_FIELDS:,} vectors of {VECTOR_BYTES:,} bytes deleted",
+            _vectors,
         ),
         ScriptCase("timeline page", "page", f"{MAX_PAGE_SIZE:,} events, 1 MiB", _page),
         ScriptCase(

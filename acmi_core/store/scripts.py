@@ -701,6 +701,7 @@ PROTOCOLS: Final = (
     HITL,
     HYGIENE,
     UNLOG,
+    VECTORS,
     BOOTSTRAP,
 )
 # Lua put before a script's own text (mentions: functions; replay: a record, KEYS[#];

@@ -151,9 +151,9 @@ def undeclared_keys(lines: list[bytes], store: RespStore) -> tuple[dict[str, set
 
 
 def _the_scripts_the_suite_leaves_out(acmi: Acmi) -> None:
-    """merge (cat), sweep (the liveness job), hygiene (an archive's trim) and unlog (an
+    """merge (cat), sweep (the liveness job), hygiene (an archive's trim), unlog (an
     event deleted: by ts and id on the coordination thread, through its REKEY, and by
-    member)."""
+    member) and vectors (a forgotten line's vector pruned)."""
     now = acmi.clock()
     note = {"kind": "note", "source": "user:k", "correlationId": "c-k", "summary": "@bob"}
     acmi.timeline.append("user:k", {**note, "ts": now - 200 * DAY})
@@ -169,6 +169,9 @@ def _the_scripts_the_suite_leaves_out(acmi: Acmi) -> None:
     assert acmi.timeline.delete_event(thread, ts=now - 5, id="c-del")["deleted"]
     kept = acmi.timeline.append("user:j", {**note, "correlationId": "c-del2", "ts": now - 6})
     assert acmi.timeline.delete_event("user:j", member=kept.to_json())["deleted"]
+    acmi.memory.remember("agent:k", "a line soon forgotten")
+    acmi.memory.forget("agent:k", "MEMORY.md", text="a line soon forgotten")
+    assert acmi.memory.prune_vectors("agent:k")["dropped"] == 1
 
 
 @pytest.fixture(scope="module")
