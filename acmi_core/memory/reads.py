@@ -27,6 +27,7 @@ from acmi_core.memory.embeddings import (
     EmbeddingError,
     dequantise,
     digest,
+    embed_query,
     embedder_for,
     index_text,
     provider_name,
@@ -480,7 +481,7 @@ class MemoryReads(MemoryCommands):
         missing = list(dict.fromkeys(w for w, f in pairs if w is not None and f not in stored))
         missing = missing[:MAX_EMBED_LINES]
         try:
-            fresh = embedder.embed([query, *missing])
+            fresh = embed_query(embedder, query, missing)
         except EmbeddingError as exc:
             info["error"] = str(exc)
             return None, info
