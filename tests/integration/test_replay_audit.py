@@ -212,8 +212,12 @@ IDEMPOTENT_SCRIPTS = {
     "apply": "SET, DEL, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, ZHEAD, ZKEEP, ZBUMP, ZHAS, SADD, "
     "SREM, HSET, HDEL, HPUT (keeps the created_at it finds: its own on a retry), HDUE "
     "(a retry finds nothing due left), OBJ, ONLY",
-    # apply.lua's plain ops only, each rewriting the same values
-    "lean": "SET, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, SADD, SREM, HSET, HDEL",
+    # apply.lua's plain ops and its OBJ edit, each rewriting the same values; a ONCE record
+    # answers a retry with what the first run stored
+    "lean": "SET, ZADD NX, ZSET, ZREM, ZMAX, ZMIN, SADD, SREM, HSET, HDEL, OBJ, ONCE",
+    # HDEL of stale digests: a retry finds them gone (its count 0), or a vector written
+    # since (BUSY: nothing deleted)
+    "vectors": "HDEL",
     "sweep": "a retry finds the same heartbeat score and writes the same STALLED text",
     "page": "a read",
     "merge": "a read",
