@@ -168,15 +168,21 @@ REFERENCE_TARGETS: Final[dict[str, tuple[Target, ...]]] = {
 }
 
 
-def _permissions(raw: object) -> EffectiveTier | None:
-    """The slot's document as a tier, or None when it is missing or not a valid one."""
+def _document(raw: object) -> dict[str, object] | None:
+    """A stored JSON object, or None when the key is missing or holds anything else."""
     if not isinstance(raw, bytes):
         return None
     try:
         doc = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict):
+    return doc if isinstance(doc, dict) else None
+
+
+def _permissions(raw: object) -> EffectiveTier | None:
+    """The slot's document as a tier, or None when it is missing or not a valid one."""
+    doc = _document(raw)
+    if doc is None:
         return None
     namespaces = doc.get("allowed_namespaces")
     write = doc.get("write_access")
@@ -211,13 +217,8 @@ _BY_LOWER: Final = {name.lower(): name for name in TIERS}
 
 
 def _profile_tier(raw: object) -> EffectiveTier | None:
-    if not isinstance(raw, bytes):
-        return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    tier = doc.get("rbac_tier") if isinstance(doc, dict) else None
+    doc = _document(raw)
+    tier = None if doc is None else doc.get("rbac_tier")
     name = _BY_LOWER.get(tier.lower()) if isinstance(tier, str) else None
     return None if name is None else _named(name, "profile")
 
