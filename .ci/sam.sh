@@ -81,6 +81,8 @@ SET_IMPORTS = {
     "requirements-lambda-gmail.txt": ["jwt", "cryptography"],
     # jwt and cryptography too: the SDK requires PyJWT[crypto] (for its client's auth)
     "requirements-lambda-mcp.txt": ["mcp", "mangum", "jwt", "cryptography"],
+    # the memory function's: its vectors (quantised, compared) for bedrock:/openai:
+    "requirements-lambda-vectors.txt": ["numpy"],
 }
 
 class Loader(yaml.SafeLoader):
