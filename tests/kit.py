@@ -93,6 +93,8 @@ TEST_DBS: Final = {
     "openai_agents_session": 46,
     "senders_doc": 45,
     "read_served": 39,
+    "tier_tokens": 40,
+    "tier_mcp": 41,
 }
 
 

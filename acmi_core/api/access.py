@@ -30,7 +30,9 @@ from acmi_core.api.body import read_raw
 from acmi_core.api.params import Takes, read_params, request_body, solved_parameters, takes
 from acmi_core.auth.apikeys import Scope
 from acmi_core.auth.principal import Principal
+from acmi_core.auth.tiers import TOKEN_ROWS, check_identity
 from acmi_core.base.lambdas import FUNCTIONS
+from acmi_core.bootstrap.allowance import allowed
 from acmi_core.client import Acmi
 from acmi_core.client.tracing import operation_span
 from acmi_core.ingest.config import SourceConfig
@@ -115,6 +117,9 @@ class Authorized:
         taken = self._takes
         params = await read_params(taken, self.request, self.acmi, self._solved, given)
         assert isinstance(params, model)
+        agent = self.principal.agent
+        if agent is not None and (taken.row.access is not Access.READ or params.writes()):
+            check_identity(agent, taken.row.name, fields(params))  # the body's too
         return params
 
     async def run(self, params: Params) -> Any:
@@ -227,11 +232,18 @@ def _keyed(
     async def endpoint(request: Request, **values: Any) -> Response:
         ctx = _context(request)
         principal, acmi = await ctx.authorize(request, scope)
-        if principal.agent is not None and scope is not Scope.READ:  # its tier's (auth/tiers)
-            await ctx.call(ctx.tiers.check, acmi, principal.agent, name, values)
+        agent = principal.agent
+        if agent is not None and scope is not Scope.READ:  # its tier's (auth/tiers)
+            await ctx.call(ctx.tiers.check, acmi, agent, name, values)
+        # a bundle is served under a bound key's hourly tokens (bootstrap/allowance.py)
+        allowance = (
+            await ctx.call(ctx.tiers.allowance, acmi, agent)
+            if agent is not None and name in TOKEN_ROWS
+            else None
+        )
         if metric is not None:
             ctx.observer.metric(metric)
-        with operation_span(acmi, name, values) as acmi:
+        with operation_span(acmi, name, values) as acmi, allowed(allowance):
             if taken is not None:  # the solved path and query values are the params' own
                 authorized = Authorized(request, acmi, principal, ctx, None, taken, values)
                 return await handler(authorized)

@@ -16,10 +16,11 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 
-from acmi_core.api.access import check_routes, public_route
+from acmi_core.api.access import OPERATION_OF, check_routes, public_route
 from acmi_core.api.context import ApiContext
 from acmi_core.api.errors import ERROR_SCHEMA, install_error_handlers
 from acmi_core.api.observe import RequestSpans
+from acmi_core.auth.tiers import TOKEN_ROWS
 from acmi_core.base.errors import NotFound
 from acmi_core.base.lambdas import http_routers
 from acmi_core.operations import operation
@@ -119,6 +120,9 @@ ERROR_DESCRIPTIONS: Final = {
     413: "The body is over the size cap (`rule: max_bytes`); nothing stored.",
     422: "The `Idempotency-Key` was already used with a different request (another body, "
     "entity or URL): `rule: reused`; nothing stored.",
+    429: "A key bound to an agent was served its tier's `max_tokens_per_hour` bundle tokens "
+    "this hour (`rule: tier_tokens`): retry after `Retry-After` seconds (the next hour); "
+    "nothing stored.",
     500: "A server failure; the body says nothing inner.",
     503: "A dependency (the store, Google's keys) failed for now: retry after `Retry-After` "
     "seconds.",
@@ -140,6 +144,9 @@ def error_statuses(route: APIRoute, operation: dict[str, Any]) -> frozenset[int]
     # endpoint's code is how we know, without a second list to keep in step.
     if NotFound.__name__ in _code_names(route.endpoint):
         statuses.add(404)
+    row = OPERATION_OF.get(route.endpoint)
+    if row is not None and row.name in TOKEN_ROWS:
+        statuses.add(429)  # a bound key's hourly bundle tokens spent (auth/tiers.py)
     return frozenset(statuses)
 
 

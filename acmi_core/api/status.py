@@ -20,6 +20,7 @@ from acmi_core.base.errors import (
     NotFound,
     PayloadTooLarge,
     PlanError,
+    RateLimited,
     SecretDetected,
     StoreAuthError,
     StoreBusy,
@@ -42,6 +43,7 @@ STATUS_BY_ERROR: tuple[tuple[type[AcmiError], int], ...] = (
     (Unauthenticated, 401),
     (Forbidden, 403),
     (NotFound, 404),
+    (RateLimited, 429),
     (Conflict, 409),
     (CorruptData, 409),
     (Unavailable, 503),
@@ -88,7 +90,7 @@ def error_answer(exc: AcmiError) -> tuple[int, dict[str, Any], dict[str, str]]:
     headers: dict[str, str] = {}
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, (Unavailable, RateLimited)):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
     if status == 500:
         # A misconfiguration, a Redis error or our bug: log it, tell the caller nothing inner.

@@ -29,10 +29,30 @@ The rules, for a bound key's write (a write row, or a read whose params say it w
   whose source maps the body to any entity) is refused unless the tier allows ``"*"``
   (Admin).
 
+Identity (:func:`check_identity`): a bound key acts only as its agent. Each row whose
+arguments say who acts (:data:`ACTORS`, beside ``WRITE_TARGETS``; the reference tools'
+in :data:`REFERENCE_ACTORS`) is refused (403 ``tier_identity``, naming the field) when
+that argument names anyone else: a lock's ``owner``, a HITL item's ``asked_by`` and a
+resolve's ``by``, a work item's ``owner`` (a create or a claim), the ``agent`` of the
+agent loop (heartbeat, spawn, threads, rollup, wake, a bootstrap's spawn) and of a
+workflow step. An event's ``source`` is looser: it may name a relay (``user:mikey``,
+``gmail:inbox``), so it is refused only when it names another agent (``agent:<x>``).
+A bare id is an agent's (``scout`` -> ``agent:scout``). The tier's rules are checked
+first, so a write both rules refuse gets the tier's 403. Every tier, ``Admin``
+included: an operator who acts for several agents uses a key bound to none.
+
+Tokens (:meth:`TierGate.allowance`, ``acmi_core/bootstrap/allowance.py``): a bound key
+is served at most ``max_tokens_per_hour`` bundle tokens an hour (the bundles of
+:data:`TOKEN_ROWS` and the reference's ``acmi_bootstrap``; memory search and get, entity
+reads and the rest are not counted: they are the agent's work, each capped on its own).
+The bootstrap script reads the key's counter first and refuses (429 ``tier_tokens``,
+Retry-After to the next hour) before it writes anything; a served bundle is charged its
+tokens after it is built, so the bundle that crosses the limit is served and the next
+is refused.
+
 Reads are not limited by tier: an agent reads the tenant's shared context (its threads,
 the coordination thread, other agents' liveness) to do its work, and the key's scope
-already says whether it may read at all. ``max_tokens_per_hour`` is advisory: it is
-carried in the document and shown, not enforced.
+already says whether it may read at all.
 """
 
 from __future__ import annotations
@@ -47,6 +67,7 @@ from acmi_core.base.cache import TtlCache
 from acmi_core.base.errors import Forbidden, StoreCommandError
 from acmi_core.base.keys import COORDINATION_THREAD, PERMISSIONS
 from acmi_core.base.model import EntityId
+from acmi_core.bootstrap.allowance import Allowance
 from acmi_core.coordination.agents import DEFAULT_TIER, TIERS
 
 if TYPE_CHECKING:
@@ -168,6 +189,61 @@ REFERENCE_TARGETS: Final[dict[str, tuple[Target, ...]]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """An argument saying who acts: ``field`` (dotted into an object: ``event.source``;
+    over each item of a list of them), ``strict``: the value must be the key's agent;
+    otherwise (an event's source) it must only not name another agent."""
+
+    field: str
+    strict: bool = True
+
+
+def _actor(field: str = "agent") -> tuple[Actor, ...]:
+    return (Actor(field),)
+
+
+_SOURCE: Final = (Actor("event.source", strict=False),)
+
+# Each row whose arguments say who acts -> those arguments (module docstring); tests
+# hold this table to the operation table's params models.
+ACTORS: Final[dict[str, tuple[Actor, ...]]] = {
+    "entities.events.append": _SOURCE,
+    "locks.claim": _actor("owner"),
+    "hitl.create": _actor("asked_by"),
+    "hitl.resolve": _actor("by"),
+    "work.create": _actor("owner"),
+    "work.owner": _actor("owner"),
+    "work.event": _SOURCE,
+    "workflows.execute": _actor(),
+    "workflows.assess": _actor(),
+    "workflows.improve": _actor(),
+    "agents.heartbeat": _actor(),
+    "agents.spawn": _actor(),
+    "agents.join": _actor(),
+    "agents.leave": _actor(),
+    "agents.rollup.put": _actor(),
+    "agents.wake": _actor(),
+    "agents.threads": _actor(),  # add and remove (a list is a read)
+    "bootstrap.read": _actor(),  # with a spawn to log
+    "bootstrap.spawn": _actor(),
+}
+
+# The reference MCP tools' arguments saying who acts.
+REFERENCE_ACTORS: Final[dict[str, tuple[Actor, ...]]] = {
+    "acmi_event": (Actor("source", strict=False),),
+    "acmi_work_event": (Actor("source", strict=False),),
+    "acmi_spawn": _actor("agentId"),
+    "acmi_active": _actor("agentId"),
+    "acmi_rollup_set": _actor("agentId"),
+}
+
+# The rows whose answer is a bundle, charged to a bound key's hourly tokens.
+TOKEN_ROWS: Final = frozenset({"bootstrap.read", "bootstrap.spawn"})
+REFERENCE_TOKEN_TOOLS: Final = frozenset({"acmi_bootstrap"})
+REFERENCE_ROW: Final = "reference."  # a reference tool's row name: reference.<tool>
+
+
 def _document(raw: object) -> dict[str, object] | None:
     """A stored JSON object, or None when the key is missing or holds anything else."""
     if not isinstance(raw, bytes):
@@ -256,6 +332,44 @@ def _written(target: Target, values: Mapping[str, object]) -> tuple[str, str | N
     return namespace, text
 
 
+def _at(values: Mapping[str, object], path: str) -> list[object]:
+    """The values at dotted ``path`` in ``values`` (each item's, through a list)."""
+    head, _, rest = path.partition(".")
+    value = values.get(head)
+    if not rest:
+        return [value]
+    items = value if isinstance(value, list) else [value]
+    return [v for item in items if isinstance(item, Mapping) for v in _at(item, rest)]
+
+
+def actors_of(row: str) -> tuple[Actor, ...]:
+    """The arguments of ``row`` (``reference.<tool>`` for a reference tool) saying who acts."""
+    if row.startswith(REFERENCE_ROW):
+        return REFERENCE_ACTORS.get(row[len(REFERENCE_ROW) :], ())
+    return ACTORS.get(row, ())
+
+
+def check_identity(agent: str, row: str, values: Mapping[str, object]) -> None:
+    """Refuse (403 ``tier_identity``) a call of ``row`` by a key bound to ``agent`` whose
+    arguments ``values`` say someone else acts (module docstring); an argument absent
+    from ``values`` is not checked (a surface checks again once it has the body)."""
+    for actor in actors_of(row):
+        for value in _at(values, actor.field):
+            if value is None:
+                continue
+            text = value if isinstance(value, str) else str(value)
+            named = text if ":" in text else f"agent:{text}"
+            if named == agent or (not actor.strict and not named.startswith("agent:")):
+                continue
+            who = "another agent" if named.startswith("agent:") else "someone else"
+            raise _refuse(
+                actor.field,
+                "tier_identity",
+                f"this key is bound to {agent} and acts only as it; {actor.field} names "
+                f"{who} ({named!r})",
+            )
+
+
 def check_write(
     tier: EffectiveTier,
     agent: str,
@@ -264,8 +378,20 @@ def check_write(
     targets: tuple[Target, ...] | None = None,
 ) -> None:
     """Refuse (403) a write of row ``row`` with parameters ``values`` by a key bound to
-    ``agent`` holding ``tier`` (module docstring); return when it may go ahead.
-    ``targets``: what it writes, when not the row's (``WRITE_TARGETS``)."""
+    ``agent`` holding ``tier`` (module docstring): its tier's rules, then who acts;
+    return when it may go ahead. ``targets``: what it writes, when not the row's
+    (``WRITE_TARGETS``)."""
+    _check_targets(tier, agent, row, values, targets)
+    check_identity(agent, row, values)
+
+
+def _check_targets(
+    tier: EffectiveTier,
+    agent: str,
+    row: str,
+    values: Mapping[str, object],
+    targets: tuple[Target, ...] | None,
+) -> None:
     targets = WRITE_TARGETS.get(row) if targets is None else targets
     if targets is None:
         if ANY not in tier.namespaces:
@@ -329,3 +455,11 @@ class TierGate:
         if agent is None:
             return
         check_write(self.tier(acmi, agent), agent, row, values, targets)
+
+    def allowance(self, acmi: Acmi, agent: str | None) -> Allowance | None:
+        """The hourly token allowance of a key bound to ``agent`` (None: bound to no
+        agent, no allowance and no store read), from its tier (cached)."""
+        if agent is None:
+            return None
+        tier = self.tier(acmi, agent)
+        return Allowance(agent, tier.max_tokens_per_hour, tier.name)

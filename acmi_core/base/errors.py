@@ -4,6 +4,8 @@ HTTP mapping lives in one place (the API layer); here only the meaning:
 
 - AcmiValidationError: the caller's input breaks a rule (4xx). Nothing was stored.
 - Unauthenticated / Forbidden: no or unknown credentials / not allowed (401 / 403).
+- RateLimited: allowed, but not again before ``retry_after`` seconds (a key's hourly
+  allowance spent: 429 + Retry-After). Nothing was written.
 - NotFound: the thing asked for does not exist.
 - Conflict: a concurrent writer won and the retry deadline passed; Pending: a write that
   needs nothing pending found something pending (a workflow step's unassessed run).
@@ -108,6 +110,22 @@ class Forbidden(AcmiError):
     code = "forbidden"
     default_field = "authorization"
     default_rule = "allowed"
+
+
+class RateLimited(AcmiError):
+    """Known credentials that have spent an allowance (a bound key's tokens this hour):
+    HTTP 429 with Retry-After, ``retry_after`` seconds (the next window). Refused before
+    anything is read or written."""
+
+    code = "rate_limited"
+    default_field = "authorization"
+    default_rule = "rate_limited"
+
+    def __init__(
+        self, message: str, *, retry_after: float, field: str | None = None, rule: str | None = None
+    ) -> None:
+        super().__init__(message, field=field, rule=rule)
+        self.retry_after = retry_after
 
 
 class NotFound(AcmiError):

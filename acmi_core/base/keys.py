@@ -381,6 +381,13 @@ class Keys:
         start is logged once per session id whatever bootstraps repeat it."""
         return self.internal("session", str(entity), session_id)
 
+    def tier_tokens(self, agent: EntityId, hour: int) -> str:
+        """STRING (an INCRBY counter): the bundle tokens served this hour (``hour``: UTC
+        hours since the epoch) to keys bound to ``agent``, held to its tier's
+        ``max_tokens_per_hour`` (``acmi_core.bootstrap.allowance``); expires after its
+        window. In bucket 0, beside the bootstrap's coordination keys."""
+        return self._zero.internal("tiertokens", str(agent), str(hour))
+
     def request(self, request_id: str) -> str:
         """STRING: the recorded reply of one request of a script that is not idempotent
         (``store/lua/locks.lua``, ``hitl.lua``, ``work.lua``, a WritePlan's RECORD op),

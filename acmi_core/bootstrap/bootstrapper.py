@@ -60,6 +60,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import MEMORY_HANDOFF
 from acmi_core.base.model import EntityId
 from acmi_core.bootstrap import script
+from acmi_core.bootstrap.allowance import charge, current
 from acmi_core.bootstrap.budget import check_budget, count_in, fit, floor
 from acmi_core.bootstrap.bundle import (
     DEFAULT_EVENTS,
@@ -125,7 +126,8 @@ class Bootstrapper:
         loaded = wanted - (set(ON_DEMAND) - extra) - (set() if slug else {"topic"})
         if budget is not None:
             floor(budget, _skeleton(self._ctx.tenant, eid, scope, format, now, loaded, record))
-        reply = script.run(self._ctx, eid, now, events, wanted, loaded, record, slug)
+        allowance = current()  # a bound key's hourly tokens (allowance.py), checked first
+        reply = script.run(self._ctx, eid, now, events, wanted, loaded, record, slug, allowance)
         bundle, _, _ = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
         took = zip(("timeline", "daily", "stamps"), as_list(reply["read"]), strict=False)
         bundle.reads = {name: n for name, n in took if isinstance(n, int)}
@@ -144,6 +146,8 @@ class Bootstrapper:
             if budget.excess(bundle.text) > 0:
                 fit(bundle, budget)
                 self._keep_handoff(bundle, eid, reply["handoff"])
+        if allowance is not None:  # what was served, as the bundle counts it
+            charge(self._ctx.store, self._ctx.keys, allowance, now, bundle.tokens)
         return bundle
 
     def _log_start(self, bundle: Bundle, eid: EntityId, record: SpawnRecord) -> None:

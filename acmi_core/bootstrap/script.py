@@ -28,6 +28,7 @@ from acmi_core.base.keys import (
 )
 from acmi_core.base.model import EntityId, dumps
 from acmi_core.base.stored import Unreadable, load_stored
+from acmi_core.bootstrap.allowance import Allowance, refusal
 from acmi_core.bootstrap.budget import CAPS, READ_BYTES
 from acmi_core.coordination.results import SpawnRecord
 from acmi_core.store import scripts
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from acmi_core.entities.context import Context
 
 BOOTSTRAP: Final = scripts.BOOTSTRAP.script
+# the marker of a run refused by a bound key's hourly allowance (allowance.py)
+TIER_TOKENS: Final = "ACMI_TIER_TOKENS"
 # the startup files' sections, in KEYS[23..25]'s order, with their file names
 STARTUP_SECTIONS: Final = {"soul": "SOUL.md", "user": "USER.md", "agents": "AGENTS.md"}
 SEP: Final = b"\n\xff\n"  # what store/lua/bootstrap.lua joins a section's members with
@@ -55,9 +58,12 @@ def run(
     loaded: frozenset[str],
     record: SpawnRecord | None,
     slug: str | None,
+    allowance: Allowance | None = None,
 ) -> scripts.Slots:
     """One run of bootstrap.lua for the sections ``wanted`` (``loaded``: those read now),
-    logging the spawn ``record`` when given. Its reply, by name."""
+    logging the spawn ``record`` when given. Its reply, by name. With ``allowance`` (a
+    bound key's), refused first (429 ``tier_tokens``) when its counter this hour is at
+    the limit."""
     keys = ctx.keys
 
     def cap(name: str, section: str | None = None) -> int:
@@ -94,6 +100,9 @@ def run(
             keys.session_logged(eid, record["session_id"])
             if record is not None
             else keys.profile(eid)
+        ),
+        "tier_tokens": (
+            allowance.counter(keys, now) if allowance is not None else keys.profile(eid)
         ),
     }
     days = {"today", "yesterday"} & loaded
@@ -134,10 +143,14 @@ def run(
         "spawn_session": '"session_id":' + dumps(record["session_id"]) if record else "",
         "spawn_window": CAPS["spawn_sessions"],
         "startup": "".join("1" if s in loaded else "0" for s in STARTUP_SECTIONS),
+        "token_limit": allowance.limit if allowance is not None else -1,
     }
     try:
         reply = scripts.BOOTSTRAP.eval(ctx.store, script_keys, args, script=BOOTSTRAP)
     except StoreCommandError as exc:
+        _, refused, served = str(exc).partition(f"{TIER_TOKENS} ")
+        if refused and allowance is not None:
+            raise refusal(allowance, int(float(served.split()[0])), now) from None
         error = script_error(exc)
         if error is exc:
             raise

@@ -43,6 +43,7 @@ from acmi_core.base.errors import (
     AcmiError,
     AcmiValidationError,
     NotFound,
+    RateLimited,
     SecretDetected,
     Unavailable,
 )
@@ -363,7 +364,7 @@ class HttpBackend:
         # prefix the field again): the message, field and rule exactly as the API said.
         error = cls.__new__(cls)
         AcmiError.__init__(error, message, field=field, rule=rule)
-        if isinstance(error, Unavailable):
+        if isinstance(error, (Unavailable, RateLimited)):
             error.retry_after = retry_after
         if isinstance(error, SecretDetected):
             error.findings = ()  # the findings are not on the wire; field and rule name the first

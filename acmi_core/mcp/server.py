@@ -39,10 +39,20 @@ from pydantic import ValidationError
 from acmi_core import Acmi, AcmiError, __version__
 from acmi_core.auth import apikeys
 from acmi_core.auth.apikeys import Scope
-from acmi_core.auth.tiers import REFERENCE_TARGETS, Target, TierGate
+from acmi_core.auth.tiers import (
+    REFERENCE_ROW,
+    REFERENCE_TARGETS,
+    REFERENCE_TOKEN_TOOLS,
+    TOKEN_ROWS,
+    Target,
+    TierGate,
+)
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import pydantic_rule
 from acmi_core.base.stored import LONE_SURROGATE, render_json
+from acmi_core.bootstrap.allowance import Allowance, allowed, charge
+from acmi_core.bootstrap.allowance import check as check_tokens
+from acmi_core.bootstrap.text import count_tokens
 from acmi_core.client.tracing import operation_span
 from acmi_core.mcp import reference, stdio
 from acmi_core.mcp.shapes import SHAPES
@@ -131,21 +141,27 @@ def resolve_key(acmi: Acmi, api_key: str | None) -> tuple[Acmi, Scope, str | Non
     return acmi.for_tenant(record.tenant), record.scope, record.agent
 
 
-# A bound key's tier check (auth/tiers.py) on the server's tenant: (row, values,
-# targets) -> None or a Forbidden; None for a key bound to no agent.
-WriteCheck = Callable[[str, Mapping[str, object], "tuple[Target, ...] | None"], None]
+class BoundKey:
+    """A key bound to an agent, on the server's tenant: its tier check (``check``: row,
+    values, targets -> None or a Forbidden) and its hourly bundle tokens (``allowance``),
+    both through ``gate``'s cache (``auth/tiers.py``)."""
+
+    def __init__(self, acmi: Acmi, agent: str, gate: TierGate) -> None:
+        self.acmi, self.agent, self.gate = acmi, agent, gate
+
+    def check(
+        self, row: str, values: Mapping[str, object], targets: tuple[Target, ...] | None
+    ) -> None:
+        self.gate.check(self.acmi, self.agent, row, values, targets)
+
+    def allowance(self) -> Allowance | None:
+        return self.gate.allowance(self.acmi, self.agent)
 
 
-def write_check(acmi: Acmi, agent: str | None, tiers: TierGate | None) -> WriteCheck | None:
-    """The tier check of a key bound to ``agent`` (None: no check), on ``tiers``' cache."""
-    if agent is None:
-        return None
-    gate = tiers or TierGate()
-
-    def check(row: str, values: Mapping[str, object], targets: tuple[Target, ...] | None) -> None:
-        gate.check(acmi, agent, row, values, targets)
-
-    return check
+def bound_key(acmi: Acmi, agent: str | None, tiers: TierGate | None) -> BoundKey | None:
+    """The checks of a key bound to ``agent`` (None: bound to none, no check), on
+    ``tiers``' cache."""
+    return None if agent is None else BoundKey(acmi, agent, tiers or TierGate())
 
 
 def _tool_errors(func: Callable[P, R]) -> Callable[P, R]:
@@ -278,7 +294,7 @@ def build_server(
     root logger when nothing configured it (its INFO is a line per request; ``acmi mcp``
     passes WARNING unless -v). ``agent``: the agent the key is bound to, whose tier every
     write is checked against (``auth/tiers.py``; ``tiers``: the cache to read it through)."""
-    check = write_check(acmi, agent, tiers)
+    bound = bound_key(acmi, agent, tiers)
     if tools not in TOOL_SETS:
         raise AcmiValidationError(
             "ACMI_MCP_TOOLS", "enum", f"must be one of {', '.join(TOOL_SETS)}"
@@ -292,11 +308,11 @@ def build_server(
     # serverInfo.version: ours (the SDK reports its own version when given none)
     protocol_server(mcp).version = __version__
     if tools != "reference":
-        _add_ours(mcp, acmi, scope, check)
+        _add_ours(mcp, acmi, scope, bound)
     if tools != "ours":
         for tool in reference.REFERENCE:
             mcp.add_tool(
-                _reference_tool(acmi, scope, tool, check),
+                _reference_tool(acmi, scope, tool, bound),
                 name=tool.name,
                 description=tool.description,
                 structured_output=False,
@@ -316,11 +332,14 @@ def reference_listing(tool: reference.RefTool) -> ListedTool:
 
 
 def _reference_tool(
-    acmi: Acmi, scope: Scope, tool: reference.RefTool, check: WriteCheck | None = None
+    acmi: Acmi, scope: Scope, tool: reference.RefTool, bound: BoundKey | None = None
 ) -> Callable[..., CallToolResult]:
     """The reference tool's function: the SDK checks the arguments against its signature
     (``reference_signature``); the answer is the reference's JSON text, a failure its
-    ``{ok: false, ...}`` text flagged isError."""
+    ``{ok: false, ...}`` text flagged isError. For a bound key: its tier and identity on
+    a write, its hourly tokens on ``acmi_bootstrap`` (a GET first, the answer's tokens
+    charged after)."""
+    counted = tool.name in REFERENCE_TOKEN_TOOLS
 
     def call(**arguments: Any) -> CallToolResult:
         given = {name: value for name, value in arguments.items() if value is not None}
@@ -330,18 +349,25 @@ def _reference_tool(
             return _text_result(
                 reference.text({"ok": False, "tool": tool.name, "error": message}), True
             )
-        if writes and check is not None:
-            try:  # a tool missing from REFERENCE_TARGETS is a tenant-wide write
-                check(f"reference.{tool.name}", given, REFERENCE_TARGETS.get(tool.name))
-            except AcmiError as exc:
-                return _text_result(reference.failure(tool.name, exc), True)
+        allowance = None
         try:
+            if writes and bound is not None:
+                # a tool missing from REFERENCE_TARGETS is a tenant-wide write
+                bound.check(f"{REFERENCE_ROW}{tool.name}", given, REFERENCE_TARGETS.get(tool.name))
+            if counted and bound is not None:
+                allowance = bound.allowance()
+            now = acmi.clock()
+            if allowance is not None:
+                check_tokens(acmi.store, acmi.keys, allowance, now)
             answer = tool.run(acmi, given)
         except reference.RefusedAnswer as refused:
             return _text_result(reference.text(refused.answer), True)
         except AcmiError as exc:
             return _text_result(reference.failure(tool.name, exc), True)
-        return _text_result(reference.text(answer), False)
+        text = reference.text(answer)
+        if allowance is not None:  # what was served: the answer's text
+            charge(acmi.store, acmi.keys, allowance, now, count_tokens(text))
+        return _text_result(text, False)
 
     call.__name__ = call.__qualname__ = tool.name  # the SDK names its model after it
     call.__signature__ = reference_signature(tool)  # type: ignore[attr-defined]
@@ -375,10 +401,10 @@ def _text_result(text: str, error: bool) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], isError=error)
 
 
-def _add_ours(mcp: FastMCP, acmi: Acmi, scope: Scope, check: WriteCheck | None = None) -> None:
+def _add_ours(mcp: FastMCP, acmi: Acmi, scope: Scope, bound: BoundKey | None = None) -> None:
     for row in tool_rows():
         mcp.add_tool(
-            _tool(acmi, scope, row, check),
+            _tool(acmi, scope, row, bound),
             name=row.mcp,
             description=tool_description(row),
             structured_output=False,  # tool_result gives it where it can be carried
@@ -387,7 +413,10 @@ def _add_ours(mcp: FastMCP, acmi: Acmi, scope: Scope, check: WriteCheck | None =
 
     def bootstrap(agent: str) -> str:
         call = _tool_errors(_caller(acmi, scope, bootstrap_row))
-        return str(call(params_model(bootstrap_row).model_validate({"agent": agent})))
+        params = params_model(bootstrap_row).model_validate({"agent": agent})
+        allowance = _tool_errors(bound.allowance)() if bound is not None else None
+        with allowed(allowance):  # a bound key's hourly tokens
+            return str(call(params))
 
     @mcp.prompt(name="bootstrap", description="An agent's bootstrap, markdown." + TENANCY)
     def bootstrap_prompt(agent: str) -> str:
@@ -447,15 +476,18 @@ def _caller(acmi: Acmi, scope: Scope, row: Operation) -> Callable[[Params], Any]
 
 
 def _tool(
-    acmi: Acmi, scope: Scope, row: Operation, check: WriteCheck | None = None
+    acmi: Acmi, scope: Scope, row: Operation, bound: BoundKey | None = None
 ) -> Callable[..., CallToolResult]:
     """The row's tool function: the params model built from the SDK's checked arguments,
     the write scope checked (a write row, or a read whose call writes) and, for a key
-    bound to an agent, its tier (``check``), then the call; ACMI errors become tool
-    errors naming their field and rule."""
+    bound to an agent (``bound``), its tier and identity, and a bundle's hourly tokens;
+    then the call; ACMI errors become tool errors naming their field and rule."""
     model = params_model(row)
     call = _tool_errors(_caller(acmi, scope, row))
-    checked = None if check is None else _tool_errors(check)
+    checked = None if bound is None else _tool_errors(bound.check)
+    allowance = (
+        _tool_errors(bound.allowance) if bound is not None and row.name in TOKEN_ROWS else None
+    )
     writes = row.access is not Access.READ
 
     def tool(**arguments: Any) -> CallToolResult:
@@ -465,7 +497,8 @@ def _tool(
                 raise ToolError("scope: this key is read-only (rule: write_scope)")
             if checked is not None:
                 checked(row.name, fields(params), None)
-        return tool_result(call(params))
+        with allowed(None if allowance is None else allowance()):
+            return tool_result(call(params))
 
     # the SDK names the input schema after the function (``<name>Arguments``)
     tool.__name__ = tool.__qualname__ = model.tool_function or row.mcp or row.name

@@ -624,6 +624,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "memory_user",
             "memory_agents",
             "session_mark",
+            "tier_tokens",
         ),
         (
             "now",
@@ -658,6 +659,7 @@ BOOTSTRAP: Final = ScriptProtocol(
             "spawn_session",
             "spawn_window",
             "startup",
+            "token_limit",
         ),
         (
             "profile",

@@ -53,7 +53,9 @@ def test_a_bound_key_s_tools_are_refused_as_its_tier_says(
     unbound, _ = apikeys.mint(store, tenant="default", scope="write", name="u", now_ms=0)
 
     async def as_scout(s: ClientSession) -> None:
-        ok = await s.call_tool("event", {"entity": "thread:x", "event": note("hi", "c1")})
+        ok = await s.call_tool(
+            "event", {"entity": "thread:x", "event": note("hi", "c1", "agent:scout")}
+        )
         assert payload(ok)["summary"] == "hi"
         beat = await s.call_tool("heartbeat", {"agent": "scout", "status": "ACTIVE"})
         assert not beat.isError, beat.content

@@ -228,8 +228,11 @@ def expected_error_statuses(operation: dict[str, Any], endpoint: Callable[..., A
     """What the route can answer, worked out here independently of the app's own rule:
     every route authenticates (401, 403), validates parameters (400), reads or writes
     stored data (409) and calls the store (500, 503); a body brings the size cap (413); an
-    Idempotency-Key its reuse (422); a route raising NotFound, 404."""
+    Idempotency-Key its reuse (422); a route raising NotFound, 404; a route serving the
+    wake bundle, a bound key's spent hourly tokens (429)."""
     statuses = {400, 401, 403, 409, 500, 503}
+    if operation.get("operationId", "").startswith(("read_bundle", "spawn_and_read")):
+        statuses.add(429)
     if "requestBody" in operation:
         statuses.add(413)
     names = {p["name"] for p in operation.get("parameters", [])}

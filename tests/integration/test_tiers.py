@@ -26,6 +26,8 @@ from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.auth.tiers import (
+    ACTORS,
+    REFERENCE_ACTORS,
     REFERENCE_TARGETS,
     TIER_CACHE_S,
     WRITE_TARGETS,
@@ -370,3 +372,96 @@ def test_a_bound_key_costs_one_round_trip_per_cache_time(
     world.clock.now += TIER_CACHE_S + 1
     assert trips(bound) == base + 1  # read again after the cache time
     print(f"round trips per write: unbound {base}, bound cold {cold}, bound warm {warm}")
+
+
+def test_a_bound_key_acts_only_as_its_agent(world: World) -> None:
+    """Identity (tier_identity): who acts (owner, asked_by, by, agent, an event's source)
+    is the key's agent, whatever its tier (acme's Admin too); nothing stored when
+    refused; an event's source may name a relay (user:, gmail:), not another agent."""
+    world.acmi.agents.invite("scout", "Specialist")
+    world.acme.agents.invite("scout", "Admin")
+    keys = {"default": world.key("agent:scout"), "acme": world.key("agent:scout", "acme")}
+    lock = "/v1/locks/deploy-web/claim"
+    hitl = {"topic": "deploy", "request": "ok?", "urgency": "P1"}
+    others = [
+        ("POST", lock, {"owner": "agent:other", "ttl_ms": 60_000}, "owner"),
+        ("POST", lock, {"owner": "user:mikey", "ttl_ms": 60_000}, "owner"),
+        ("POST", "/v1/hitl", {**hitl, "asked_by": "agent:other"}, "asked_by"),
+        ("POST", "/v1/agents/other/heartbeat", {"status": "ACTIVE"}, "agent"),
+        ("POST", "/v1/agents/agent:other/spawns", {"session_id": "s", "model_id": "m"},
+         "agent"),
+        ("POST", "/v1/agents/other/bootstrap", {"spawn": {"session_id": "s", "model_id": "m"}},
+         "agent"),
+        ("PUT", "/v1/agents/other/threads/thread:x", {"role": "participant"}, "agent"),
+        ("POST", "/v1/entities/thread:x/events", event("as other", "agent:other"),
+         "event.source"),
+        ("POST", "/v1/entities/thread:x/events",
+         [event("mine", "agent:scout"), event("theirs", "other")], "event.source"),
+    ]  # fmt: skip
+    admin_only = [
+        ("POST", "/v1/work", {"id": "w-1", "profile": {"title": "t"}, "owner": "other"}, "owner"),
+        ("PUT", "/v1/work/w-2/owner", {"owner": "agent:other"}, "owner"),
+        ("POST", "/v1/workflows/deploy/executions", {"step": "build", "agent": "agent:other"},
+         "agent"),
+        ("POST", "/v1/workflows/deploy/assessments",
+         {"step": "build", "score": 90, "criteria": ["ok"], "agent": "agent:other"}, "agent"),
+    ]  # fmt: skip
+    for tenant, key in keys.items():
+        before = world.dbsize()
+        for method, path, body, field in others + (admin_only if tenant == "acme" else []):
+            answer = refused(world.call(key, method, path, body), field, "tier_identity")
+            assert "agent:scout" in answer["message"], answer
+        assert world.dbsize() == before, tenant
+    # as itself: served; a relay's source too
+    acme = keys["acme"]
+    own = [
+        ("POST", lock, {"owner": "agent:scout", "ttl_ms": 60_000}),
+        ("POST", "/v1/hitl", {**hitl, "asked_by": "agent:scout", "correlationId": "h-1"}),
+        ("POST", "/v1/hitl/h-1/resolve", {"resolution": "yes", "by": "agent:scout"}),
+        ("POST", "/v1/entities/thread:x/events", event("relayed", "user:mikey")),
+        ("POST", "/v1/work", {"id": "w-2", "profile": {"title": "t"}, "owner": "scout"}),
+        ("PUT", "/v1/work/w-2/owner", {"owner": "agent:scout"}),
+        ("POST", "/v1/workflows/deploy/executions", {"step": "build", "agent": "scout"}),
+    ]
+    for method, path, body in own:
+        answer = world.call(acme, method, path, body)
+        assert answer.status_code in (200, 201), (path, answer.text)
+    refused(
+        world.call(acme, "POST", "/v1/hitl/h-1/resolve", {"resolution": "no", "by": "user:mikey"}),
+        "by",
+        "tier_identity",
+    )
+    assert world.acme.locks.get("deploy-web").to_dict()["owner"] == "agent:scout"
+    # an unbound key acts for anyone
+    unbound = world.key(None)
+    for method, path, body, _ in others[:4]:
+        answer = world.call(unbound, method, path, body)
+        assert answer.status_code in (200, 201, 409), (path, answer.text)
+
+
+def test_every_acting_argument_is_in_the_identity_table() -> None:
+    """Each write row's params field naming who acts (owner, agent, asked_by, by) is in
+    ACTORS; each entry a field of its row's model (or the reference tool's argument)."""
+    acting = {"owner", "agent", "asked_by", "by"}
+    names = {row.name: row for row in OPERATIONS}
+    # tenant-wide writes ('*' tiers only): the agent onboarded, or a new key is bound to
+    tenant_wide = {"agents.invite", "keys.create"}
+    for row in OPERATIONS:
+        if row.params is None or row.name in tenant_wide:
+            continue
+        model = params_model(row)
+        writes = row.access is not Access.READ or row.name in WRITE_TARGETS
+        named = acting & set(model.model_fields)
+        if writes and named:
+            assert {a.field for a in ACTORS.get(row.name, ())} >= named, row.name
+    for name, actors in ACTORS.items():
+        model = params_model(names[name])
+        for actor in actors:
+            assert actor.field.split(".")[0] in model.model_fields, (name, actor.field)
+    tools = {tool.name: tool for tool in reference.REFERENCE}
+    for name, actors in REFERENCE_ACTORS.items():
+        assert tools[name].writes, name
+        assert {a.field for a in actors} <= {arg[0] for arg in tools[name].args}, name
+    for name, tool in tools.items():
+        if tool.writes and {"agentId", "source"} & {arg[0] for arg in tool.args}:
+            assert name in REFERENCE_ACTORS, name

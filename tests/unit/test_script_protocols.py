@@ -278,8 +278,9 @@ def test_the_reply_tables_have_the_declared_sizes(name: str) -> None:
 def test_the_bootstrap_protocol_is_the_one_the_brief_names() -> None:
     call = scripts.BOOTSTRAP.call()
     # + the spawn's session (ARGV 30, 31), the startup files (KEYS 23-25, ARGV 32, reply 25)
-    # and the session mark (KEYS 26, reply 26), appended so no earlier position moved
-    assert (len(call.keys), len(call.args), len(call.reply)) == (26, 32, 26)
+    # and the session mark (KEYS 26, reply 26), a bound key's hourly tokens (KEYS 27,
+    # ARGV 33), appended so no earlier position moved
+    assert (len(call.keys), len(call.args), len(call.reply)) == (27, 33, 26)
 
 
 # ---- packing and decoding ------------------------------------------------------------------

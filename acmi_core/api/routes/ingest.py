@@ -14,6 +14,7 @@ from acmi_core.auth.signatures import (
     SIGNATURE_HEADER,
     SLACK_SIGNATURE_HEADER,
 )
+from acmi_core.auth.tiers import check_identity
 from acmi_core.base.model import MAX_ENTITY_LEN, TENANT_RE
 from acmi_core.ingest.mapping import MAPPING_FIELDS, MAX_MAPPING_PATH_LEN
 from acmi_core.ingest.service import (
@@ -89,6 +90,8 @@ async def post_events(
     acmi = req.acmi
     raw = await read_raw(req.request, acmi.settings.max_body_bytes)
     body = parse_json(raw)
+    if req.principal.agent is not None:  # an event's source: a bound key's own (auth/tiers)
+        check_identity(req.principal.agent, "entities.events.append", {"event": body})
     result = await req.call(
         append_events,
         acmi,

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Path
 
 from acmi_core.api.access import Authorized, registrar
 from acmi_core.api.shapes import Json, StoredJSON, check_fields, object_body, request_body
+from acmi_core.auth.tiers import check_identity
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.coordination.workflows import actor_id, workflow_id
 from acmi_core.operations.params.workflows import (
@@ -93,6 +94,8 @@ async def assess(req: Authorized, workflow: Workflow) -> StoredJSON:
             )
         body["correlation_id"] = body.pop("correlationId")
     check_fields(body, ("step", "score", "criteria", "agent"), ("note", "correlation_id"))
+    if req.principal.agent is not None:  # who assessed: a bound key's own (auth/tiers)
+        check_identity(req.principal.agent, "workflows.assess", body)
     event = await req.call(
         acmi.workflows.assess,
         workflow,

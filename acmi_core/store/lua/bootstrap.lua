@@ -32,6 +32,9 @@
 --: KEYS[25] memory_agents: AGENTS.md (STRING JSON {text})
 --: KEYS[26] session_mark: the spawn's session has its start logged in the daily note
 --    (keys.session_logged; the agent's profile key when there is no spawn: not read)
+--: KEYS[27] tier_tokens: the bundle tokens served this hour to the key's agent
+--    (keys.tier_tokens, an INCRBY counter; the agent's profile key when ARGV[33] < 0:
+--    not read)
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -70,6 +73,9 @@
 --    there already makes this spawn a repeat (a resume or compact of the session), not logged
 --: ARGV[32] startup: which of KEYS[23..25] the scope loads, a '1' or '0' each ("110":
 --    SOUL.md and USER.md)
+--: ARGV[33] token_limit: a bound key's max_tokens_per_hour (-1: no allowance): when
+--    KEYS[27] holds that many already, the run is refused before anything is written
+--    (ACMI_TIER_TOKENS <served>)
 --
 -- Every key this script touches is in KEYS (tests/integration/test_declared_keys.py):
 -- open work items come back as ids (read from KEYS[10]), and the client reads their
@@ -187,6 +193,16 @@ end
 local function cut(section, count)
   capped[#capped + 1] = section
   capped[#capped + 1] = math.max(count, 1)
+end
+
+-- 0. a bound key's hourly allowance: refused before anything is read or written
+local token_limit = tonumber(ARGV[33])
+if token_limit >= 0 then
+  local raw = redis.pcall('GET', KEYS[27])
+  local served = type(raw) == 'string' and (tonumber(raw) or 0) or 0
+  if served >= token_limit then
+    return redis.error_reply('ACMI_TIER_TOKENS ' .. served)
+  end
 end
 
 -- 1. the spawn, the one write: checked before it happens
