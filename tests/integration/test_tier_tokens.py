@@ -10,26 +10,30 @@ two tenants:
   expiring after its window;
 - round trips of one bootstrap: an unbound key's unchanged; a bound key's one more (the
   charge) warm, two more cold (the tier read too);
-- ``acmi --api bootstrap`` with a spent key exits non-zero naming the rule.
+- ``acmi --api bootstrap`` with a spent key exits non-zero naming the rule;
+- the core under an allowance on every backend (embedded, Redis, the Upstash REST
+  double), and the counter in the bootstrap script's slot on a cluster layout.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
 from fastapi.testclient import TestClient
 
-from acmi_core import Settings, create_acmi
+from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.api.app import create_app
 from acmi_core.api.context import ApiContext
 from acmi_core.auth import apikeys
 from acmi_core.auth.tiers import TIER_CACHE_S, TierGate
-from acmi_core.base.keys import PERMISSIONS
+from acmi_core.base.errors import RateLimited
+from acmi_core.base.keys import PERMISSIONS, Keys, Layout, key_tag
 from acmi_core.base.model import EntityId
-from acmi_core.bootstrap.allowance import COUNTER_TTL_S, HOUR_MS
+from acmi_core.bootstrap.allowance import COUNTER_TTL_S, HOUR_MS, Allowance, allowed
 from acmi_core.cli import main
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
@@ -224,3 +228,35 @@ def test_acmi_api_bootstrap_with_a_spent_key_names_the_rule(
         assert main(["--api", url, "bootstrap", "scout"]) != 0
     err = capsys.readouterr().err
     assert "max_tokens_per_hour" in err and "tier_tokens" in err, err
+
+
+def test_the_allowance_on_every_backend(acmi: Acmi) -> None:
+    """The core under an allowance (what the surfaces set) on the embedded store, Redis
+    and the Upstash REST double, two tenants of their own: served and charged, then
+    refused before the spawn is written; outside the allowance, nothing counted."""
+    run = uuid.uuid4().hex[:8]
+    clock = FakeClock(START)
+    base = create_acmi(acmi.store, Settings(), clock=clock)
+    one, two = base.for_tenant(f"t1-{run}"), base.for_tenant(f"t2-{run}")
+    allowance = Allowance("agent:scout", 1, "Specialist")
+    with allowed(allowance):
+        bundle = one.bootstrap("scout", spawn={"session_id": "s-1", "model_id": "m"})
+        with pytest.raises(RateLimited) as caught:
+            one.bootstrap("scout", spawn={"session_id": "s-2", "model_id": "m"})
+        assert two.bootstrap("scout").tokens > 0  # the other tenant's own counter
+    assert (caught.value.rule, caught.value.field) == ("tier_tokens", "max_tokens_per_hour")
+    assert caught.value.retry_after == 3000
+    assert [s["session_id"] for s in one.agents.spawns("agent:scout")] == ["s-1"]
+    counter = one.keys.tier_tokens(EntityId.parse("agent:scout"), START // HOUR_MS)
+    assert int(one.store.execute(("GET", counter))) == bundle.tokens  # type: ignore[arg-type]
+    one.bootstrap("scout")  # no allowance: not counted
+    assert int(one.store.execute(("GET", counter))) == bundle.tokens  # type: ignore[arg-type]
+
+
+def test_the_counter_shares_the_bootstrap_s_slot_on_a_cluster() -> None:
+    """Cluster layout, B = 3: the counter is in bucket 0, beside the coordination keys
+    the bootstrap script reads in the same run (agents are pinned there too)."""
+    keys = Keys("acme", "default", Layout.CLUSTER, 3)
+    counter = keys.tier_tokens(EntityId.parse("agent:scout"), 1)
+    assert key_tag(counter) == key_tag(keys.leases()) == "{acme}"
+    assert key_tag(keys.profile(EntityId.parse("agent:scout"))) == "{acme}"
