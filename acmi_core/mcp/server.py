@@ -293,7 +293,9 @@ def build_server(
     clash: the reference's all start ``acmi_``). ``log_level``: the level the SDK gives the
     root logger when nothing configured it (its INFO is a line per request; ``acmi mcp``
     passes WARNING unless -v). ``agent``: the agent the key is bound to, whose tier every
-    write is checked against (``auth/tiers.py``; ``tiers``: the cache to read it through)."""
+    write is checked against, who every write must act as, and whose hourly bundle tokens
+    every bootstrap is served under (``auth/tiers.py``; ``tiers``: the cache to read it
+    through)."""
     bound = bound_key(acmi, agent, tiers)
     if tools not in TOOL_SETS:
         raise AcmiValidationError(

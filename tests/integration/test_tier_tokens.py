@@ -222,7 +222,8 @@ def test_acmi_api_bootstrap_with_a_spent_key_names_the_rule(
     world.limit("agent:scout", 1)
     key = world.key("agent:scout")
     monkeypatch.setenv("ACMI_API_KEY", key)
-    with serving(create_app(world.ctx)) as url:
+    served = ApiContext(world.acmi, offload=True, tiers=world.ctx.tiers)  # as `acmi serve`
+    with serving(create_app(served)) as url:
         assert main(["--api", url, "bootstrap", "scout"]) == 0
         capsys.readouterr()
         assert main(["--api", url, "bootstrap", "scout"]) != 0
