@@ -93,6 +93,8 @@ TEST_DBS: Final = {
     "openai_agents_session": 46,
     "senders_doc": 45,
     "read_served": 39,
+    "packed_limits": 49,
+    "client_cpu_equivalence": 50,
 }
 
 
