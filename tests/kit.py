@@ -95,6 +95,8 @@ TEST_DBS: Final = {
     "read_served": 39,
     "tier_tokens": 40,
     "tier_mcp": 41,
+    "packed_limits": 49,
+    "client_cpu_equivalence": 50,
 }
 
 

@@ -352,14 +352,19 @@ def newest_members(
         page = scripts.PAGE.decode(_check_reply(reply, key))
     except StoreCommandError as exc:  # a key of another type, written by another tool
         raise CorruptData(f"{key}: {exc}", field=key) from None
-    window = _score_pairs(page["window"])  # newest first
+    items = page["window"]  # member, score, ... newest first
+    if not isinstance(items, list):
+        items = []
+    elif len(items) % 2:  # a member without its score: left out, as _score_pairs does
+        items = items[:-1]
     cursor = None
-    if page["more"] == 1 and window:
+    if page["more"] == 1 and items:  # only then are the scores read
+        window = _score_pairs(items)
         member, score = window[-1]
         run = sum(1 for _, other in window if other == score)
         digest = member_digest(member) if isinstance(member, bytes) else "0" * 16
         cursor = TimelinePosition(True, score, run, digest).encode()
-    return [member for member, _ in reversed(window)], cursor
+    return items[-2::-2], cursor  # the members, oldest first
 
 
 def newest_events(

@@ -72,12 +72,33 @@ def check_request(command: Command, *, prefix: int = 0, extra: Sequence[Arg] = (
     return size
 
 
+def check_packed(
+    size: int, command: Command, *, prefix: int = 0, extra: Sequence[Arg] = ()
+) -> None:
+    """:func:`check_request` for a request already packed into ``size`` bytes of wire
+    form (RESP: each argument's bytes and its framing). The framing only adds bytes, so
+    a wire form within MAX_REQUEST_BYTES holds arguments within it: then only the count
+    is checked, and no argument is measured a second time; a larger one gets the exact
+    measure, so exactly the requests check_request refuses are refused."""
+    count = prefix + len(command) + len(extra)
+    if count > MAX_REQUEST_ARGS or size > MAX_REQUEST_BYTES:
+        check_request(command, prefix=prefix, extra=extra)
+
+
 def check_pipeline(commands: Sequence[Command]) -> None:
     """Refuse a pipeline with a command over MAX_REQUEST_ARGS or, all of it, over
     MAX_REQUEST_BYTES (one request: one HTTP body on Upstash)."""
     size = sum(check_request(command) for command in commands)
     if size > MAX_REQUEST_BYTES:
         raise _too_many_bytes(size)
+
+
+def check_packed_pipeline(size: int, commands: Sequence[Command]) -> None:
+    """:func:`check_pipeline` for a pipeline packed into ``size`` bytes of wire form, as
+    :func:`check_packed`: the exact measure only for one over the bytes (or a command
+    over the arguments), where it decides."""
+    if size > MAX_REQUEST_BYTES or any(len(c) > MAX_REQUEST_ARGS for c in commands):
+        check_pipeline(commands)
 
 
 def check_body(size: int) -> None:
@@ -285,14 +306,18 @@ def eval_script(
     *,
     dialect: ScriptDialect | None = None,
     evalsha: Callable[[str, str, Sequence[str], Sequence[Arg]], Reply] | None = None,
+    checked: bool = False,
 ) -> Reply:
     """EVALSHA, and EVAL once when the server's script cache misses it (which also loads
     it: later calls are one round trip again). With a ``dialect``: the script under its
     shebang, a read-only one as EVALSHA_RO/EVAL_RO, each part the server refuses learnt
     once and left out from then on (that call sends the script again). ``evalsha``: a
     backend's own way to send the EVALSHA (command, sha, keys, args: the RESP store
-    packs its head once per script); the EVAL goes through ``execute``."""
-    check_request(keys, prefix=3, extra=args)  # EVALSHA, its SHA, the key count
+    packs its head once per script); the EVAL goes through ``execute``. ``checked``:
+    ``evalsha`` and ``execute`` hold the request to the limits themselves (the RESP
+    store, from the bytes it packed), so it is not measured here first."""
+    if not checked:
+        check_request(keys, prefix=3, extra=args)  # EVALSHA, its SHA, the key count
     if dialect is None:
         dialect = _PLAIN
     load = False  # a refusal at EVAL: the next try loads at once (its EVALSHA would miss)

@@ -33,6 +33,8 @@ from acmi_core.store.base import (
     Reply,
     Script,
     ScriptDialect,
+    check_packed,
+    check_packed_pipeline,
     check_pipeline,
     check_request,
     error_reply,
@@ -108,9 +110,19 @@ class RespStore(RedisStore):
         self._pool = pool
         self.script_dialect = ScriptDialect()
 
+    # Each request is packed first and held to the limits by its packed size
+    # (store.base.check_packed): its arguments are measured once, by the packing, unless it
+    # is near a limit. A text the packing cannot encode (a lone surrogate) meets the exact
+    # check first, as it would have before.
+
     def execute(self, command: Command) -> Reply:
-        check_request(command)
-        reply = self._pool.request(pack(command))
+        try:
+            payload = pack(command)
+        except UnicodeEncodeError:
+            check_request(command)
+            raise
+        check_packed(len(payload), command)
+        reply = self._pool.request(payload)
         if type(reply) is ReplyError:
             raise error_reply(reply.message)
         return reply  # type: ignore[no-any-return]
@@ -118,19 +130,36 @@ class RespStore(RedisStore):
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
         if not commands:
             return []
-        check_pipeline(commands)
-        replies = self._pool.request_many(pack_many(commands), len(commands))
+        try:
+            payload = pack_many(commands)
+        except UnicodeEncodeError:
+            check_pipeline(commands)
+            raise
+        check_packed_pipeline(len(payload), commands)
+        replies = self._pool.request_many(payload, len(commands))
         return pipeline_slots(
             [error_reply(r.message) if type(r) is ReplyError else r for r in replies]
         )
 
     def eval(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
         return eval_script(
-            self.execute, script, keys, args, dialect=self.script_dialect, evalsha=self._evalsha
+            self.execute,
+            script,
+            keys,
+            args,
+            dialect=self.script_dialect,
+            evalsha=self._evalsha,
+            checked=True,
         )
 
     def _evalsha(self, command: str, sha: str, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
-        reply = self._pool.request(pack_evalsha(sha, keys, args, command))
+        try:
+            payload = pack_evalsha(sha, keys, args, command)
+        except UnicodeEncodeError:
+            check_request(keys, prefix=3, extra=args)
+            raise
+        check_packed(len(payload), keys, prefix=3, extra=args)  # EVALSHA, its SHA, numkeys
+        reply = self._pool.request(payload)
         if type(reply) is ReplyError:
             raise error_reply(reply.message)
         return reply  # type: ignore[no-any-return]

@@ -30,7 +30,7 @@ from acmi_core.base.errors import (
     PlanError,
     StoreCommandError,
 )
-from acmi_core.base.keys import CHANGED, TENANT_REGISTRY, Keys, marked_tenant
+from acmi_core.base.keys import CHANGED, ROOT, TENANT_REGISTRY, Keys, marked_tenant
 from acmi_core.base.model import check_edit_fields, dumps
 from acmi_core.store import scripts
 from acmi_core.store.base import Arg, Reply, Store
@@ -378,6 +378,8 @@ class WritePlan:
 # SADD, once per store object and tenant in this process (a weak map: a store's memory goes
 # with it). A process that stops between the two leaves the tenant unregistered until its
 # next marked write in another process; the mark itself is never lost.
+# a mark's key starts so (marked_tenant's first test): any other key is passed over at once
+_TAGGED: Final = ROOT + ":{"
 _REGISTERED: Final[weakref.WeakKeyDictionary[Store, set[str]]] = weakref.WeakKeyDictionary()
 
 
@@ -385,7 +387,11 @@ def register_marked(store: Store, keys: Sequence[str]) -> None:
     """After a script run that wrote ``keys``: the tenants whose marks of work are among
     them into the registry, when this store has not registered them yet. Reference layout
     keys are never marks: nothing to do, no round trip."""
-    tenants = {tenant for key in keys if (tenant := marked_tenant(key)) is not None}
+    tenants = {
+        tenant
+        for key in keys
+        if key.startswith(_TAGGED) and (tenant := marked_tenant(key)) is not None
+    }
     if not tenants:
         return
     done = _REGISTERED.setdefault(store, set())
