@@ -93,6 +93,7 @@ TEST_DBS: Final = {
     "openai_agents_session": 46,
     "senders_doc": 45,
     "read_served": 39,
+    "log_lines": 51,
 }
 
 
