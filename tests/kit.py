@@ -97,6 +97,7 @@ TEST_DBS: Final = {
     "tier_mcp": 41,
     "packed_limits": 49,
     "client_cpu_equivalence": 50,
+    "log_lines": 51,
 }
 
 

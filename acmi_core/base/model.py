@@ -615,7 +615,11 @@ _TENANT_FIRST_ORDER: Final = (*EVENT_FIELD_ORDER[:-2], "tenant_id", "speaker_typ
 class TenantFirstEvent(Event):
     """An event given its tenant_id but not its speaker_type, which was filled: stored
     (``to_dict``, ``to_json``) with tenant_id before speaker_type, as the reference SDK
-    stores it. Built by ``encode_event`` only; a subclass, so other events carry no flag."""
+    stores it. Built by ``encode_event`` only; a subclass, so other events carry no flag.
+    Never validated (``model_construct``): its schema is built on its first dump, not at
+    import (``defer_build``), so a cold start that never meets one pays nothing for it."""
+
+    model_config = ConfigDict(defer_build=True)
 
     def to_dict(self) -> dict[str, Any]:
         return _in_field_order(self.model_dump(mode="json", exclude_unset=True), tenant_first=True)
@@ -626,7 +630,10 @@ class LegacyEvent(Event):
     ``event_from_stored``, never validated into being). Its attributes hold what they
     can: a required string it lacks (or holds as another type) reads as ``""``, an
     optional one as None; ``to_dict()`` gives every stored field verbatim. A subclass, so
-    valid events carry no private state (their validation stays as fast)."""
+    valid events carry no private state (their validation stays as fast). Its schema is
+    built when the first one is (``defer_build``): a write path never reads one."""
+
+    model_config = ConfigDict(defer_build=True)
 
     _legacy: tuple[str, ...] = PrivateAttr(default=())
     _stored: dict[str, Any] = PrivateAttr(default_factory=dict)
