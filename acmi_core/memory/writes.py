@@ -379,23 +379,30 @@ class MemoryWrites(MemoryCommands):
         return _remembered(eid, "daily", section or _heading_key(event), report)
 
     def log_session_start(
-        self, entity: str | EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+        self,
+        entity: str | EntityId,
+        session_id: str,
+        model_id: str,
+        ts: int,
+        tz_name: str,
+        *,
+        replacing: str | None = None,
     ) -> bool:
         """Seed §8 "Session starts -> log start time -> daily notes": ``- [HH:MM] Started
         session <id> (<model>)`` appended to the day of ``ts`` in ``tz_name``, once per
         session id (a ONCE mark in the same write, so a repeat or a retry writes nothing:
         False). One round trip. Not held to the note's budget: one line a session, and a
-        refused start would lose it; ``memory status`` reports the budget."""
-        from acmi_core.memory.daily import zone
+        refused start would lose it; ``memory status`` reports the budget.
 
+        ``replacing``: the line as the bootstrap's script wrote it in another zone (its
+        member; the mark is set): removed in the same write, the line written again."""
         eid = EntityId.parse(entity)
-        tz = zone(tz_name)
-        local = local_time(ts, tz)
-        # one line whatever the ids hold (they are 1-256 characters of any text)
-        text = " ".join(f"Started session {session_id} ({model_id})".split())
-        event = entry_event(local.date(), f"{local:%H:%M}", text, source=str(eid), tz=tz)
+        event = session_start_event(eid, session_id, model_id, ts, tz_name)
         plan = WritePlan()
-        plan.once(self._keys.session_logged(eid, session_id), SESSION_MARK_TTL_MS, str(ts))
+        if replacing is None:
+            plan.once(self._keys.session_logged(eid, session_id), SESSION_MARK_TTL_MS, str(ts))
+        else:
+            plan.zrem(self._keys.timeline(eid), replacing)
         self._zadd(eid, event, event.to_json())(plan)
         try:
             plan.apply(self._ctx.store)
@@ -503,3 +510,17 @@ class MemoryWrites(MemoryCommands):
         # decoded JSON: the object ``handoff`` wrote ({text, ts}), or another writer's,
         # answered as it is
         return cast(StoredHandoff, stored) if stored else None
+
+
+def session_start_event(
+    eid: EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+) -> Event:
+    """The session-start line of ``log_session_start`` (the bootstrap's script writes the
+    same event when it can: byte for byte this one)."""
+    from acmi_core.memory.daily import zone
+
+    tz = zone(tz_name)
+    local = local_time(ts, tz)
+    # one line whatever the ids hold (they are 1-256 characters of any text)
+    text = " ".join(f"Started session {session_id} ({model_id})".split())
+    return entry_event(local.date(), f"{local:%H:%M}", text, source=str(eid), tz=tz)

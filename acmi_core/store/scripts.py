@@ -624,6 +624,10 @@ BOOTSTRAP: Final = ScriptProtocol(
             "memory_user",
             "memory_agents",
             "session_mark",
+            "memory_index",
+            "changed",
+            "tenants",
+            "work_items*",
         ),
         (
             "now",
@@ -658,6 +662,13 @@ BOOTSTRAP: Final = ScriptProtocol(
             "spawn_session",
             "spawn_window",
             "startup",
+            "start_zone",
+            "start_line",
+            "start_ts",
+            "start_mark",
+            "start_ttl",
+            "tenant",
+            "guessed*",
         ),
         (
             "profile",
@@ -686,6 +697,8 @@ BOOTSTRAP: Final = ScriptProtocol(
             "capped",
             "startup",
             "start_logged",
+            "work_read",
+            "start_written",
         ),
     ),
 )
