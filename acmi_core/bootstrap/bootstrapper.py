@@ -177,17 +177,14 @@ class Bootstrapper:
         """The new spawn's line in today's note (its zone: the bundle's), once per session
         id, when the script could not write it (the agent's zone not the one assumed):
         one round trip more, only then. ``replacing``: the line the script wrote."""
-        from acmi_core.memory.writes import MemoryWrites
+        from acmi_core.memory.writes import MemoryWrites, rewrite_session_start
 
         zone_name = str(bundle.memory.get("timezone", "UTC"))
-        MemoryWrites(self._ctx).log_session_start(
-            eid,
-            record["session_id"],
-            record["model_id"],
-            record["ts"],
-            zone_name,
-            replacing=replacing,
-        )
+        session, model, ts = record["session_id"], record["model_id"], record["ts"]
+        if replacing is None:
+            MemoryWrites(self._ctx).log_session_start(eid, session, model, ts, zone_name)
+        else:
+            rewrite_session_start(self._ctx, eid, session, model, ts, zone_name, replacing)
 
     def _keep_handoff(self, bundle: Bundle, eid: EntityId, raw: Reply) -> None:
         """A handoff this bootstrap took and the budget then cut is put back (SET NX: a

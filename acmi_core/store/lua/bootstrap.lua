@@ -101,11 +101,12 @@
 -- stopped there is named in reply[24] with the items it left out, which the bundle
 -- reports as a cut (20 events of 255 KB cost ~40 ms of CPU by count alone).
 -- Reads are tolerant: a key holding another type gives an empty section and its name
--- with Redis's WRONGTYPE error in the reply's problems, never an error. Three writes: the
+-- with Redis's WRONGTYPE error in the reply's problems, never an error. Four writes: the
 -- spawn, checked first (a wrong-typed spawns key fails the call before anything is
 -- written), taking the memory handoff (GETDEL) when that spawn is new, checked too (a
--- wrong-typed handoff key is a problem and is left alone), and the request's record of
--- a new spawn and what it took (KEYS[22]), in every scope.
+-- wrong-typed handoff key is a problem and is left alone), the request's record of
+-- a new spawn and what it took (KEYS[22]), in every scope, and the new session's start
+-- line (ARGV[34]) when its zone is the agent's and its keys are of the types it needs.
 --
 -- Memory costs nothing to an agent without it: with no stamps (KEYS[18] empty) there is
 -- no daily read and the timeline is exactly its newest n events, as before memory.
