@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.keys import MEMORY_HANDOFF
-from acmi_core.base.model import EntityId
+from acmi_core.base.model import EntityId, Event
 from acmi_core.bootstrap import script
 from acmi_core.bootstrap.allowance import charge, current
 from acmi_core.bootstrap.budget import check_budget, count_in, fit, floor
@@ -127,11 +127,16 @@ class Bootstrapper:
         if budget is not None:
             floor(budget, _skeleton(self._ctx.tenant, eid, scope, format, now, loaded, record))
         allowance = current()  # a bound key's hourly tokens (allowance.py), checked first
-        reply = script.run(self._ctx, eid, now, events, wanted, loaded, record, slug, allowance)
+        start = self._start_line(eid, record)
+        reply = script.run(
+            self._ctx, eid, now, events, wanted, loaded, record, slug, allowance, start
+        )
         bundle, _, _ = build(eid, self._ctx.tenant, scope, format, now, wanted, reply)
         took = zip(("timeline", "daily", "stamps"), as_list(reply["read"]), strict=False)
         bundle.reads = {name: n for name, n in took if isinstance(n, int)}
         Memory(bundle, now, loaded, slug).read(reply)
+        zone_name = str(bundle.memory.get("timezone", "UTC"))
+        script.SEEN_ZONE.put(script.recent_key(self._ctx, eid), zone_name)
         _capped(bundle, reply["capped"])
         bundle.problems = [p[:PROBLEM_CHARS] for p in bundle.problems[:MAX_PROBLEMS]]
         if record is not None:
@@ -139,6 +144,10 @@ class Bootstrapper:
             # seed §8: a session start is logged in the daily note, once a session id
             if reply["spawned"] == 1 and reply["start_logged"] != 1:
                 self._log_start(bundle, eid, record)
+            elif reply["start_written"] == 1 and start is not None and start[0] != zone_name:
+                # the script read the zone it assumed, the bundle another (a heartbeat
+                # that no longer checks, a hot layer naming one): the line, rewritten
+                self._log_start(bundle, eid, record, replacing=start[1].to_json())
         bundle.text = render(bundle)
         if budget is not None:
             bundle.max_bytes, bundle.max_tokens = budget.max_bytes, budget.max_tokens
@@ -150,15 +159,38 @@ class Bootstrapper:
             charge(self._ctx.store, self._ctx.keys, allowance, now, bundle.tokens)
         return bundle
 
-    def _log_start(self, bundle: Bundle, eid: EntityId, record: SpawnRecord) -> None:
+    def _start_line(self, eid: EntityId, record: SpawnRecord | None) -> tuple[str, Event] | None:
+        """The new spawn's session-start line in the zone this process last saw the agent
+        in (else UTC), for the script to write when that is still its zone: a bootstrap
+        that logs a new spawn in one round trip. None: no spawn, or a line the writes
+        refuse (``_log_start`` then says why, as before)."""
+        if record is None:
+            return None
+        from acmi_core.memory.writes import session_start_event
+
+        zone_name = script.assumed_zone(self._ctx, eid)
+        try:
+            event = session_start_event(
+                eid, record["session_id"], record["model_id"], record["ts"], zone_name
+            )
+        except AcmiValidationError:
+            return None
+        return zone_name, event
+
+    def _log_start(
+        self, bundle: Bundle, eid: EntityId, record: SpawnRecord, replacing: str | None = None
+    ) -> None:
         """The new spawn's line in today's note (its zone: the bundle's), once per session
-        id: one round trip more for a bootstrap that logs a new spawn, none otherwise."""
-        from acmi_core.memory.writes import MemoryWrites
+        id, when the script could not write it (the agent's zone not the one assumed):
+        one round trip more, only then. ``replacing``: the line the script wrote."""
+        from acmi_core.memory.writes import MemoryWrites, rewrite_session_start
 
         zone_name = str(bundle.memory.get("timezone", "UTC"))
-        MemoryWrites(self._ctx).log_session_start(
-            eid, record["session_id"], record["model_id"], record["ts"], zone_name
-        )
+        session, model, ts = record["session_id"], record["model_id"], record["ts"]
+        if replacing is None:
+            MemoryWrites(self._ctx).log_session_start(eid, session, model, ts, zone_name)
+        else:
+            rewrite_session_start(self._ctx, eid, session, model, ts, zone_name, replacing)
 
     def _keep_handoff(self, bundle: Bundle, eid: EntityId, raw: Reply) -> None:
         """A handoff this bootstrap took and the budget then cut is put back (SET NX: a

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from acmi_core.base.errors import AcmiValidationError, Conflict, NotFound
 from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_WARM
@@ -57,6 +57,9 @@ from acmi_core.memory.state import (
 )
 from acmi_core.store import scripts
 from acmi_core.store.writes import Replayed, WritePlan
+
+if TYPE_CHECKING:
+    from acmi_core.entities.context import Context
 
 MAX_TEXT_LEN: Final = 2_000  # one remembered line (a daily note is 10 KB in all)
 MAX_HANDOFF_BYTES: Final = 16 * 1024
@@ -385,17 +388,28 @@ class MemoryWrites(MemoryCommands):
         session <id> (<model>)`` appended to the day of ``ts`` in ``tz_name``, once per
         session id (a ONCE mark in the same write, so a repeat or a retry writes nothing:
         False). One round trip. Not held to the note's budget: one line a session, and a
-        refused start would lose it; ``memory status`` reports the budget."""
-        from acmi_core.memory.daily import zone
+        refused start would lose it; ``memory status`` reports the budget. The bootstrap's
+        script writes the same line itself when it can (``session_start_event``)."""
+        return self._session_start(EntityId.parse(entity), session_id, model_id, ts, tz_name)
 
-        eid = EntityId.parse(entity)
-        tz = zone(tz_name)
-        local = local_time(ts, tz)
-        # one line whatever the ids hold (they are 1-256 characters of any text)
-        text = " ".join(f"Started session {session_id} ({model_id})".split())
-        event = entry_event(local.date(), f"{local:%H:%M}", text, source=str(eid), tz=tz)
+    def _session_start(
+        self,
+        eid: EntityId,
+        session_id: str,
+        model_id: str,
+        ts: int,
+        tz_name: str,
+        replacing: str | None = None,
+    ) -> bool:
+        """``log_session_start``; with ``replacing`` (the line as the bootstrap's script
+        wrote it in another zone, its mark set), that member removed in the same write
+        and the line written in ``tz_name`` instead."""
+        event = session_start_event(eid, session_id, model_id, ts, tz_name)
         plan = WritePlan()
-        plan.once(self._keys.session_logged(eid, session_id), SESSION_MARK_TTL_MS, str(ts))
+        if replacing is None:
+            plan.once(self._keys.session_logged(eid, session_id), SESSION_MARK_TTL_MS, str(ts))
+        else:
+            plan.zrem(self._keys.timeline(eid), replacing)
         self._zadd(eid, event, event.to_json())(plan)
         try:
             plan.apply(self._ctx.store)
@@ -503,3 +517,25 @@ class MemoryWrites(MemoryCommands):
         # decoded JSON: the object ``handoff`` wrote ({text, ts}), or another writer's,
         # answered as it is
         return cast(StoredHandoff, stored) if stored else None
+
+
+def rewrite_session_start(
+    ctx: Context, eid: EntityId, session_id: str, model_id: str, ts: int, tz_name: str, line: str
+) -> None:
+    """The session-start ``line`` the bootstrap's script wrote (its mark set) replaced by
+    the one in ``tz_name``, the zone the bundle found: one write."""
+    MemoryWrites(ctx)._session_start(eid, session_id, model_id, ts, tz_name, replacing=line)
+
+
+def session_start_event(
+    eid: EntityId, session_id: str, model_id: str, ts: int, tz_name: str
+) -> Event:
+    """The session-start line of ``log_session_start`` (the bootstrap's script writes the
+    same event when it can: byte for byte this one)."""
+    from acmi_core.memory.daily import zone
+
+    tz = zone(tz_name)
+    local = local_time(ts, tz)
+    # one line whatever the ids hold (they are 1-256 characters of any text)
+    text = " ".join(f"Started session {session_id} ({model_id})".split())
+    return entry_event(local.date(), f"{local:%H:%M}", text, source=str(eid), tz=tz)

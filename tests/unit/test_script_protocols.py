@@ -278,9 +278,12 @@ def test_the_reply_tables_have_the_declared_sizes(name: str) -> None:
 def test_the_bootstrap_protocol_is_the_one_the_brief_names() -> None:
     call = scripts.BOOTSTRAP.call()
     # + the spawn's session (ARGV 30, 31), the startup files (KEYS 23-25, ARGV 32, reply 25)
-    # and the session mark (KEYS 26, reply 26), a bound key's hourly tokens (KEYS 27,
-    # ARGV 33), appended so no earlier position moved
-    assert (len(call.keys), len(call.args), len(call.reply)) == (27, 33, 26)
+    # and the session mark (KEYS 26, reply 26), appended so no earlier position moved;
+    # then the session-start line's keys and arguments (KEYS 27-29, ARGV 33-38, reply 28),
+    # a bound key's hourly tokens (KEYS 30, ARGV 39) and the guessed work items (KEYS 31..,
+    # ARGV 40.., reply 27), likewise
+    assert (len(call.keys), len(call.args), len(call.reply)) == (31, 40, 28)
+    assert call.keys[-1] == "work_items*" and call.args[-1] == "guessed*"
 
 
 # ---- packing and decoding ------------------------------------------------------------------
@@ -370,10 +373,14 @@ def test_a_name_declared_twice_is_refused() -> None:
 
 def test_a_missing_key_is_named_as_a_key() -> None:
     call = scripts.BOOTSTRAP.call()
-    keys = {k: "k" for k in call.keys if k != "hitl"}  # hitl is an ARGV name too
+    # each run given as an empty list (work_items, guessed)
+    all_keys: dict[str, object] = {k.removesuffix("*"): [] if is_run(k) else "k" for k in call.keys}
+    all_args: dict[str, object] = {a.removesuffix("*"): [] if is_run(a) else 1 for a in call.args}
+    keys = {k: v for k, v in all_keys.items() if k != "hitl"}  # hitl is an ARGV name too
     with pytest.raises(ProtocolError, match="bootstrap KEYS: 'hitl' is missing"):
-        scripts.BOOTSTRAP.pack(keys, dict.fromkeys(call.args, 1))
+        scripts.BOOTSTRAP.pack(keys, all_args)  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="bootstrap ARGV: 'hitl' is missing"):
         scripts.BOOTSTRAP.pack(
-            {k: "k" for k in call.keys}, {a: 1 for a in call.args if a != "hitl"}
+            all_keys,  # type: ignore[arg-type]
+            {a: v for a, v in all_args.items() if a != "hitl"},  # type: ignore[arg-type]
         )

@@ -32,9 +32,15 @@
 --: KEYS[25] memory_agents: AGENTS.md (STRING JSON {text})
 --: KEYS[26] session_mark: the spawn's session has its start logged in the daily note
 --    (keys.session_logged; the agent's profile key when there is no spawn: not read)
---: KEYS[27] tier_tokens: the bundle tokens served this hour to the key's agent
---    (keys.tier_tokens, an INCRBY counter; the agent's profile key when ARGV[33] < 0:
+--: KEYS[27] memory_index: the tenant's memory index (keys.memory_index), kept by the
+--    session-start line this script writes (ARGV[34])
+--: KEYS[28] changed: the change index of the agent's bucket (keys.changed)
+--: KEYS[29] tenants: the index of tenants with changes (keys.tenants_with(CHANGED))
+--: KEYS[30] tier_tokens: the bundle tokens served this hour to the key's agent
+--    (keys.tier_tokens, an INCRBY counter; the agent's profile key when ARGV[39] < 0:
 --    not read)
+--: KEYS[31..] work_items*: the profile and signals of each open work item the client
+--    guessed (ARGV[40..], the ids it saw open last time), two keys an id in its order
 --: ARGV[1] now: now_ms
 --: ARGV[2] agent: agent entity id (agent:<id>)
 --: ARGV[3] local_id: agent local id
@@ -73,13 +79,24 @@
 --    there already makes this spawn a repeat (a resume or compact of the session), not logged
 --: ARGV[32] startup: which of KEYS[23..25] the scope loads, a '1' or '0' each ("110":
 --    SOUL.md and USER.md)
---: ARGV[33] token_limit: a bound key's max_tokens_per_hour (-1: no allowance): when
---    KEYS[27] holds that many already, the run is refused before anything is written
+--: ARGV[33] start_zone: the time zone the client computed the session-start line in
+--    (the agent's zone it last saw, else UTC)
+--: ARGV[34] start_line: that line's event JSON ('' = no spawn): written (timeline, stamp,
+--    indexes, the session mark) when the spawn is new, its start not logged, and
+--    heartbeat-state's zone as read here is ARGV[33]; else the client logs it
+--: ARGV[35] start_ts: the line's ts (its stamp)
+--: ARGV[36] start_mark: the session mark's value (the spawn's ts)
+--: ARGV[37] start_ttl: the session mark's ttl (ms)
+--: ARGV[38] tenant: the tenants index's member
+--: ARGV[39] token_limit: a bound key's max_tokens_per_hour (-1: no allowance): when
+--    KEYS[30] holds that many already, the run is refused before anything is written
 --    (ACMI_TIER_TOKENS <served>)
+--: ARGV[40..] guessed*: the work ids whose keys KEYS[31..] are, in order
 --
 -- Every key this script touches is in KEYS (tests/integration/test_declared_keys.py):
--- open work items come back as ids (read from KEYS[10]), and the client reads their
--- profile and signals in a second round trip, only when there is open work.
+-- open work items come back as ids (read from KEYS[10]); the items the client guessed
+-- (KEYS[31..]: the ones it saw open last time) are read here, and the client reads the
+-- others' profile and signals in a second round trip, only when there are any.
 --
 -- Cost: every read is bounded by an ARGV count the client caps (acmi_core/bootstrap/budget.py
 -- CAPS), so the script is O(those counts x member size), whatever the agent's history;
@@ -90,11 +107,12 @@
 -- stopped there is named in reply[24] with the items it left out, which the bundle
 -- reports as a cut (20 events of 255 KB cost ~40 ms of CPU by count alone).
 -- Reads are tolerant: a key holding another type gives an empty section and its name
--- with Redis's WRONGTYPE error in the reply's problems, never an error. Three writes: the
+-- with Redis's WRONGTYPE error in the reply's problems, never an error. Four writes: the
 -- spawn, checked first (a wrong-typed spawns key fails the call before anything is
 -- written), taking the memory handoff (GETDEL) when that spawn is new, checked too (a
--- wrong-typed handoff key is a problem and is left alone), and the request's record of
--- a new spawn and what it took (KEYS[22]), in every scope.
+-- wrong-typed handoff key is a problem and is left alone), the request's record of
+-- a new spawn and what it took (KEYS[22]), in every scope, and the new session's start
+-- line (ARGV[34]) when its zone is the agent's and its keys are of the types it needs.
 --
 -- Memory costs nothing to an agent without it: with no stamps (KEYS[18] empty) there is
 -- no daily read and the timeline is exactly its newest n events, as before memory.
@@ -131,7 +149,11 @@
 --: reply[25] startup: [soul, user, agents]: KEYS[23..25] as stored (nil: absent or not
 --    loaded)
 --: reply[26] start_logged: 1 when the spawn's session start is already in the daily note
---    (KEYS[26] exists), so the client writes it only for a session's first bootstrap
+--    (KEYS[26] exists) or this run wrote it (reply[28]), so the client writes it only
+--    for a session's first bootstrap and only when this run could not
+--: reply[27] work_read: [id, profile, signals...]: the open items of reply[10] among the
+--    guessed ones, read here (the others the client reads)
+--: reply[28] start_written: 1 when this run wrote the session-start line ARGV[34]
 -- A list of JSON members (timeline, spawns, hitl, shared, lessons, coordination) comes
 -- back as ONE string, the members joined by SEP: the client parses a whole section at
 -- once instead of a reply element per member. SEP holds byte 0xFF, which no UTF-8 text
@@ -196,9 +218,9 @@ local function cut(section, count)
 end
 
 -- 0. a bound key's hourly allowance: refused before anything is read or written
-local token_limit = tonumber(ARGV[33])
+local token_limit = tonumber(ARGV[39])
 if token_limit >= 0 then
-  local raw = redis.pcall('GET', KEYS[27])
+  local raw = redis.pcall('GET', KEYS[30])
   local served = type(raw) == 'string' and (tonumber(raw) or 0) or 0
   if served >= token_limit then
     return redis.error_reply('ACMI_TIER_TOKENS ' .. served)
@@ -292,13 +314,21 @@ local leases = read({}, 'ZRANGEBYLEX', KEYS[9], '[' .. agent .. '|', '(' .. agen
 --    profile and signals are keys this script cannot name before it reads the index, so
 --    the client reads them in a second round trip (acmi_core/bootstrap/script.py), and
 --    only when there is open work. Ids that are not entity ids are skipped here.
-local work = {}
+local work, work_read = {}, {}
+local guessed = {}  -- id -> the index of its profile key in KEYS (ARGV[40..] = KEYS[31..])
+for i = 40, #ARGV do guessed[ARGV[i]] = 31 + 2 * (i - 40) end
 local open = read({}, 'ZRANGE', KEYS[10], 0, n[9] - 1, 'REV', 'WITHSCORES')
 for i = 1, #open, 2 do
   local id = open[i]
   if #id <= 256 and string.find(id, '^[A-Za-z0-9_.-]+$') then
     work[#work + 1] = id
     work[#work + 1] = open[i + 1]
+    local at = guessed[id]
+    if at then
+      work_read[#work_read + 1] = id
+      work_read[#work_read + 1] = read(false, 'GET', KEYS[at])
+      work_read[#work_read + 1] = read(false, 'GET', KEYS[at + 1])
+    end
   end
 end
 
@@ -446,6 +476,39 @@ end
 local start_logged = 0
 if ARGV[15] ~= '' and redis.call('EXISTS', KEYS[26]) == 1 then start_logged = 1 end
 
+-- the session start in the daily note (seed §8), once a session id: written here when the
+-- client computed the line in the zone the agent's heartbeat-state names now (absent:
+-- UTC; a value that does not read: not here), into keys of the types the write needs,
+-- as memory.writes.log_session_start writes it (the client checks the zone once more
+-- against the bundle's, and rewrites the line in the rare case they differ)
+local start_written = 0
+if spawned == 1 and start_logged == 0 and ARGV[34] ~= '' then
+  local zone = 'UTC'
+  if memory_heartbeat then
+    zone = nil
+    local ok, doc = pcall(cjson.decode, memory_heartbeat)
+    if ok and type(doc) == 'table' then
+      local z = doc['heartbeat.timezone']
+      if z == nil then zone = 'UTC' elseif type(z) == 'string' then zone = z end
+    end
+  end
+  local typed = true
+  for _, i in ipairs({ 3, 18, 27, 28, 29 }) do
+    local t = kind_of(KEYS[i])
+    if t ~= 'none' and t ~= 'zset' then typed = false end
+  end
+  if zone == ARGV[33] and typed then
+    redis.call('SET', KEYS[26], ARGV[36], 'PX', ARGV[37])
+    redis.call('ZADD', KEYS[18], 'NX', ARGV[35], ARGV[35])
+    redis.call('ZADD', KEYS[27], ARGV[1], agent)
+    redis.call('SADD', KEYS[14], local_id)
+    redis.call('ZADD', KEYS[28], ARGV[1], agent)
+    redis.call('ZADD', KEYS[29], 'GT', ARGV[1], ARGV[38])
+    redis.call('ZADD', KEYS[3], 'NX', ARGV[35], ARGV[34])
+    start_written, start_logged = 1, 1
+  end
+end
+
 local topic = false
 if m[23] > 0 then topic = read(false, 'GET', KEYS[17]) end
 
@@ -469,4 +532,5 @@ end
 return { profile, signals, joined(timeline), joined(spawns), active, rollup, joined(hitl),
   joined(shared), leases, work, joined(lessons), joined(coordination), problems, spawned,
   joined(daily), { took.timeline, took.daily, took.stamps }, handoff, taken, topic, archive,
-  memory_hot, memory_warm, memory_heartbeat, capped, startup, start_logged }
+  memory_hot, memory_warm, memory_heartbeat, capped, startup, start_logged, work_read,
+  start_written }
