@@ -24,7 +24,8 @@
 --: mark reply MARKED count: the digests added (new or not)
 --: mark reply BUSY: a vector was written since the pass began (the pass is deleted)
 --: mark reply MOVED: another run moved or replaced the pass (nothing written)
---   Work: 4 HGETs, one HSET of at most MARK_CHUNK fields, one PEXPIRE.
+--   Work: 4 HGETs, one HSET of at most MARK_CHUNK fields, one PEXPIRE. A pass is
+--   dropped by UNLINK: a pass of many digests is freed off the main thread.
 --
 -- sweep: one HSCAN step of the vectors, the fields the pass does not hold deleted.
 --: sweep KEYS[1] vectors: the entity's memory:vectors HASH
@@ -54,12 +55,12 @@ if mode == 'mark' then
     if gen ~= ARGV[2] then
       return {'BUSY'}
     end
-    redis.call('DEL', pass)
+    redis.call('UNLINK', pass)
     redis.call('HSET', pass, '~pass', ARGV[3], '~gen', ARGV[2], '~prov', ARGV[4], '~at', ARGV[6])
   elseif not ours() or redis.call('HGET', pass, '~at') ~= ARGV[6] then
     return {'MOVED'}
   elseif gen ~= ARGV[2] then
-    redis.call('DEL', pass)
+    redis.call('UNLINK', pass)
     return {'BUSY'}
   end
   local fields = {}
@@ -81,7 +82,7 @@ if not ours() or redis.call('HGET', pass, '~at') ~= 'done'
   return {'MOVED'}
 end
 if gen ~= ARGV[2] then
-  redis.call('DEL', pass)
+  redis.call('UNLINK', pass)
   return {'BUSY'}
 end
 local page = redis.call('HSCAN', KEYS[1], ARGV[4], 'COUNT', ARGV[5])
@@ -101,7 +102,7 @@ for at = 1, #stale, 500 do
   dropped = dropped + redis.call('HDEL', KEYS[1], unpack(stale, at, math.min(at + 499, #stale)))
 end
 if page[1] == '0' then
-  redis.call('DEL', pass)
+  redis.call('UNLINK', pass)
 else
   redis.call('HSET', pass, '~scan', page[1])
   redis.call('PEXPIRE', pass, ARGV[6])
