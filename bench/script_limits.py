@@ -31,6 +31,7 @@ from acmi_core.base.keys import (
     COORDINATION_THREAD,
     MEMORY_ARCHIVE,
     MEMORY_VECTORS,
+    MEMORY_VECTORS_PASS,
     MENTIONS_PER_EVENT,
     SPAWNS,
 )
@@ -42,11 +43,12 @@ from acmi_core.entities.api import MAX_CAT_ENTITIES, MAX_CAT_LIMIT
 from acmi_core.entities.timeline_parts import event_parts
 from acmi_core.jobs import sweep
 from acmi_core.jobs.quarterly import TRIM_BYTES, TRIM_MEMBERS
-from acmi_core.memory.vectors import PRUNE_CHUNK
+from acmi_core.memory.vectors import MARK_CHUNK, PASS_TTL_MS, PRUNE_CHUNK
 from acmi_core.store import scripts, writes
 from acmi_core.store.base import Arg, Reply, Script, ScriptDialect, Store
 from acmi_core.store.counting import CountingStore
 from acmi_core.store.redis import RedisStore
+from acmi_core.store.scripts import Value
 
 BUDGET_MS: Final = 50.0  # what one script run may block Redis for
 # The largest event a write through the API carries: a request body of at most
@@ -460,27 +462,85 @@ def _pairs(members: dict[str, int]) -> list[str | int]:
 
 
 # an index this big (a memory-heavy entity's vectors, ~1 KiB each: Titan v2's 1,024
-# dimensions as int8) whose prune deletes one full chunk a run, the next chunk each run
-VECTOR_FIELDS: Final = 20_000
+# dimensions as int8: 50,000 lines' and 20,000 stale), the pass holding the 50,000 lines'
+# digests; a sweep step's HSCAN of PRUNE_CHUNK fields, all stale (every one an HEXISTS and
+# deleted), the next step each run
+VECTOR_FIELDS: Final = 70_000
+VECTOR_NEEDED: Final = 50_000
 VECTOR_BYTES: Final = 1_040
 
 
+def _names(n: int, salt: str = "") -> list[str]:
+    return [hashlib.blake2b(f"{salt}{i}".encode(), digest_size=8).hexdigest() for i in range(n)]
+
+
+def _pass_keys(acmi: Acmi) -> dict[str, str]:
+    eid = EntityId.parse("agent:drill-vectors")
+    return {
+        "vectors": acmi.keys.slot(eid, MEMORY_VECTORS),
+        "pass": acmi.keys.slot(eid, MEMORY_VECTORS_PASS),
+    }
+
+
+def _fill_pass(acmi: Acmi, keys: dict[str, str], marks: list[str], at: str) -> None:
+    meta = ("~pass", "drill", "~gen", "", "~prov", "drill", "~at", at)
+    acmi.store.execute(("HSET", keys["pass"], *meta))
+    for at_ in range(0, len(marks), 1_000):
+        acmi.store.execute(
+            ("HSET", keys["pass"], *[x for m in marks[at_ : at_ + 1_000] for x in (m, "1")])
+        )
+
+
 def _vectors(acmi: Acmi) -> Callable[[], object]:
-    """A vector prune's delete at its largest: PRUNE_CHUNK stale digests of a
-    VECTOR_FIELDS index, each run a chunk not deleted yet."""
-    key = acmi.keys.slot(EntityId.parse("agent:drill-vectors"), MEMORY_VECTORS)
-    names = [
-        hashlib.blake2b(str(i).encode(), digest_size=8).hexdigest() for i in range(VECTOR_FIELDS)
-    ]
+    """A vector prune's sweep step at its largest: PRUNE_CHUNK fields of a VECTOR_FIELDS
+    index, every one looked up in a pass of VECTOR_NEEDED digests and all deleted (the
+    stale first in the hash: the lines' digests are added after, so the HSCAN meets the
+    stale ones' buckets as much as the others'), each run the next step."""
+    keys = _pass_keys(acmi)
+    names = _names(VECTOR_FIELDS)
     for at in range(0, VECTOR_FIELDS, 1_000):
         pairs = [x for name in names[at : at + 1_000] for x in (name, "v" * VECTOR_BYTES)]
-        acmi.store.execute(("HSET", key, *pairs))
-    chunks = iter(range(0, VECTOR_FIELDS, PRUNE_CHUNK))
+        acmi.store.execute(("HSET", keys["vectors"], *pairs))
+    # the pass marks digests no field has (each HEXISTS a miss: every field scanned is
+    # deleted), as many as the 50,000 lines' would be
+    _fill_pass(acmi, keys, _names(VECTOR_NEEDED, "line"), "done")
+    cursor = ["0"]
 
     def call() -> object:
-        at = next(chunks)
-        part = names[at : at + PRUNE_CHUNK]
-        return scripts.VECTORS.eval(acmi.store, {"vectors": key}, {"gen": "", "fields": part})
+        args: dict[str, Value] = {"mode": "sweep", "gen": "", "pass": "drill", "ttl": PASS_TTL_MS}
+        done = scripts.VECTORS.eval(
+            acmi.store, keys, {**args, "cursor": cursor[0], "count": PRUNE_CHUNK}
+        )
+        cursor[0] = str(done["next"], "ascii") if isinstance(done["next"], bytes) else "0"
+        return done
+
+    return call
+
+
+def _vector_marks(acmi: Acmi) -> Callable[[], object]:
+    """A vector prune's mark step at its largest: MARK_CHUNK new digests into a pass that
+    holds VECTOR_NEEDED already, each run the next batch."""
+    keys = _pass_keys(acmi)
+    _fill_pass(acmi, keys, _names(VECTOR_NEEDED, "line"), "(0|0")
+    batches = iter(range(10_000))
+
+    def call() -> object:
+        n = next(batches)
+        return scripts.VECTORS.eval(
+            acmi.store,
+            keys,
+            {
+                "mode": "mark",
+                "gen": "",
+                "pass": "drill",
+                "ttl": PASS_TTL_MS,
+                "provider": "drill",
+                "fresh": "0",
+                "at": f"({n}|0",
+                "next": f"({n + 1}|0",
+                "digests": _names(MARK_CHUNK, f"batch{n}-"),
+            },
+        )
 
     return call
 
@@ -531,10 +591,17 @@ def cases() -> list[ScriptCase]:
             _unlog,
         ),
         ScriptCase(
-            "vector prune chunk",
+            "vector prune sweep step",
             "vectors",
-            f"{PRUNE_CHUNK} of {VECTOR_FIELDS:,} vectors of {VECTOR_BYTES:,} bytes deleted",
+            f"HSCAN {PRUNE_CHUNK} of {VECTOR_FIELDS:,} vectors of {VECTOR_BYTES:,} bytes, "
+            f"all looked up in a pass of {VECTOR_NEEDED:,} and deleted",
             _vectors,
+        ),
+        ScriptCase(
+            "vector prune mark step",
+            "vectors",
+            f"{MARK_CHUNK:,} digests into a pass of {VECTOR_NEEDED:,}",
+            _vector_marks,
         ),
         ScriptCase("timeline page", "page", f"{MAX_PAGE_SIZE:,} events, 1 MiB", _page),
         ScriptCase(

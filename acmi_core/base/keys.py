@@ -94,6 +94,10 @@ STORE_ITEMS: Final = "store:items"
 # HASH line digest -> the line's embedding, 6-bit quantised, one ASCII byte a dimension
 # (acmi_core.memory.embeddings): written with the line, read whole by memory search
 MEMORY_VECTORS: Final = "memory:vectors"
+# HASH digest -> "1", plus ~pass/~gen/~prov/~at/~scan: the digests an unfinished prune of
+# memory:vectors found needed so far, and where it is (acmi_core.memory.vectors); derived
+# only, deleted when the pass ends, its TTL refreshed by each step
+MEMORY_VECTORS_PASS: Final = "memory:vectors:pass"
 # The startup files (seed §7), each a STRING JSON {"text": <the file, as written>}: loaded
 # first at wake, imported and exported byte for byte (acmi_core.memory.startup)
 MEMORY_SOUL: Final = "memory:soul"  # SOUL.md: who the agent is
@@ -117,6 +121,7 @@ EXTENSION_SLOTS: Final = (
     MEMORY_SOUL,
     MEMORY_USER,
     MEMORY_AGENTS,
+    MEMORY_VECTORS_PASS,
 )
 ALL_SLOTS: Final = (*(s.value for s in Slot), *EXTENSION_SLOTS)
 

@@ -198,10 +198,13 @@ class VectorsPruned(TypedDict):
     provider: str
     scanned: int  # vectors looked at
     dropped: int  # stale vectors deleted
-    chunks: int  # delete scripts run
-    more: bool  # stopped at the chunk cap: the next run goes on
-    busy: NotRequired[bool]  # a vector was written meanwhile: the next run retries
+    chunks: int  # sweep scripts run (one HSCAN step of the index each)
+    more: bool  # stopped at a cap (pages or chunks): the next run goes on
+    busy: NotRequired[bool]  # a vector was written meanwhile (or another run moved the
+    # pass): the next run begins a new pass
     skipped: NotRequired[str]  # why nothing was pruned
+    pages: NotRequired[int]  # timeline pages read and marked (PAGE_EVENTS events each)
+    marked: NotRequired[int]  # needed digests added to the pass
 
 
 class Pruned(TypedDict):

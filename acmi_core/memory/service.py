@@ -93,7 +93,13 @@ from acmi_core.memory.state import (
 )
 from acmi_core.memory.transfer import MemoryTransfer, Progress
 from acmi_core.memory.upkeep import MemoryUpkeep
-from acmi_core.memory.vectors import MAX_PRUNE_CHUNKS, PRUNE_CHUNK, MemoryVectors
+from acmi_core.memory.vectors import (
+    MAX_PAGES,
+    MAX_PRUNE_CHUNKS,
+    PAGE_EVENTS,
+    PRUNE_CHUNK,
+    MemoryVectors,
+)
 from acmi_core.memory.writes import REMEMBER_LAYERS, MemoryWrites
 
 if TYPE_CHECKING:
@@ -140,9 +146,13 @@ class MemoryAPI:
         *,
         chunk: int = PRUNE_CHUNK,
         max_chunks: int = MAX_PRUNE_CHUNKS,
+        page: int = PAGE_EVENTS,
+        max_pages: int = MAX_PAGES,
     ) -> VectorsPruned:
-        """The entity's stale vectors deleted (``MemoryVectors.prune_vectors``)."""
-        return self._vectors.prune_vectors(entity, chunk=chunk, max_chunks=max_chunks)
+        """One run of the entity's vector prune (``MemoryVectors.prune_vectors``)."""
+        return self._vectors.prune_vectors(
+            entity, chunk=chunk, max_chunks=max_chunks, page=page, max_pages=max_pages
+        )
 
     # -- reads (memory/state.py, memory/reads.py)
 

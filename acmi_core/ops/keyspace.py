@@ -66,6 +66,7 @@ SLOT_TYPES: Final[dict[str, str]] = {
     keys.MEMORY_SOUL: "string",
     keys.MEMORY_USER: "string",
     keys.MEMORY_AGENTS: "string",
+    keys.MEMORY_VECTORS_PASS: "hash",
 }
 # What the MCP layout's own slots hold (doctor's type check of them)
 MCP_SLOT_TYPES: Final[dict[str, str]] = {**SLOT_TYPES, MCP_ACTIVE_THREADS: "set"}

@@ -588,10 +588,23 @@ UNLOG: Final = ScriptProtocol(
     sources=("mentions", "replay", "unlog"),  # the mentions index it keeps; its record
 )
 
-# one chunk of an entity's stale vectors dropped (vectors.lua), unless one was written since
+# a prune pass over an entity's vectors (vectors.lua): a batch of needed digests marked, or
+# one HSCAN step's unmarked fields dropped; BUSY when a vector was written since it began
+_PASS_MOVED: Final[dict[str, tuple[str, ...]]] = {"BUSY": (), "MOVED": ()}
 VECTORS: Final = ScriptProtocol(
     "vectors",
-    single(("vectors",), ("gen", "fields*"), {"DROPPED": ("count",), "BUSY": ()}),
+    {
+        "mark": Call(
+            ("vectors", "pass"),
+            ("mode", "gen", "pass", "provider", "fresh", "at", "next", "ttl", "digests*"),
+            {"MARKED": ("count",), **_PASS_MOVED},
+        ),
+        "sweep": Call(
+            ("vectors", "pass"),
+            ("mode", "gen", "pass", "cursor", "count", "ttl"),
+            {"SWEPT": ("scanned", "dropped", "next"), **_PASS_MOVED},
+        ),
+    },
 )
 
 BOOTSTRAP: Final = ScriptProtocol(

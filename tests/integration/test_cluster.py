@@ -25,6 +25,8 @@ from acmi_core.base.errors import (
 )
 from acmi_core.base.keys import (
     CHANGED,
+    MEMORY_VECTORS,
+    MEMORY_VECTORS_PASS,
     ROLLUP_LATEST,
     TENANT_REGISTRY,
     WAKE,
@@ -37,6 +39,7 @@ from acmi_core.base.settings import Settings
 from acmi_core.jobs import rollup
 from acmi_core.jobs.runner import JobRun
 from acmi_core.jobs.tenants import indexed, run_tenants
+from acmi_core.memory.vectors import MemoryVectors
 from acmi_core.store import open_store
 from acmi_core.store.cluster import CheckedRespStore, ClusterStore, scrub
 from acmi_core.store.cluster import _error as cluster_error
@@ -377,3 +380,25 @@ def test_scrub_removes_node_addresses() -> None:
     assert scrub("ASK 1 [::1]:7002 and node-3.cache.amazonaws.com:6379") == (
         "ASK 1 <node> and <node>"
     )
+
+
+def test_a_vector_prune_pass_runs_on_the_cluster_for_two_tenants(cluster_acmi: Acmi) -> None:
+    """vectors.lua's two keys (the index and the pass) in the entity's slot: a pass over
+    several runs deletes one tenant's stale vectors, the other's stay."""
+    beta = Acmi(cluster_acmi.store, cluster_acmi.settings, tenant="beta")
+    eid = EntityId.parse("agent:atlas")
+    for acmi in (cluster_acmi, beta):
+        acmi.timeline.extend(eid, [_event(f"line {i} of the ledger") for i in range(250)])
+        key = acmi.keys.slot(eid, MEMORY_VECTORS)
+        stale = [x for i in range(300) for x in (f"{i:016x}", "0" * 32)]
+        acmi.store.execute(("HSET", key, *stale))
+    assert _keyslot(cluster_acmi.keys.slot(eid, MEMORY_VECTORS)) == _keyslot(
+        cluster_acmi.keys.slot(eid, MEMORY_VECTORS_PASS)
+    )
+    runner, runs = MemoryVectors(cluster_acmi.context), []
+    while not runs or runs[-1]["more"]:
+        runs.append(runner.prune_vectors(eid, page=100, max_pages=1, chunk=100, max_chunks=2))
+        assert len(runs) < 20
+    assert sum(r["dropped"] for r in runs) == 300 and len(runs) >= 3
+    left = beta.store.execute(("HLEN", beta.keys.slot(eid, MEMORY_VECTORS)))
+    assert left == 300

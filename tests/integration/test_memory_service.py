@@ -225,8 +225,8 @@ def test_prune_moves_done_items_to_today_idempotently(
 ) -> None:
     memory, store, _ = imported
     pruned, n = trips(store, lambda: memory.prune(OWNER))
-    # the move (2), then the vector prune: the index's token, the lines (a pipeline and
-    # the topic profiles), one HSCAN, one delete script for the stale vectors it found
+    # the move (2), then the vector prune: the index's token and the pass, the lines (a
+    # pipeline and the topic profiles), one mark script, one sweep script (it deletes)
     assert n == 2 + 5, pruned.get("vectors")
     assert pruned["moved"] == [
         {"section": "in_progress", "item": "January KPI pack for Acme — sent 2026-02-02 09:00"}
@@ -239,8 +239,8 @@ def test_prune_moves_done_items_to_today_idempotently(
     again, n = trips(store, lambda: memory.prune(OWNER))
     vectors = again.pop("vectors")
     assert again == {"entity": OWNER, "moved": [], "written": False}
-    # nothing stale any more: no delete script
-    assert vectors["dropped"] == 0 and vectors["chunks"] == 0 and n == 1 + 4
+    # nothing stale any more: the sweep script deletes nothing (the same 5 round trips)
+    assert vectors["dropped"] == 0 and vectors["chunks"] == 1 and n == 1 + 5
 
 
 def test_handoff_is_taken_once(counted: tuple[MemoryAPI, CountingStore, Acmi]) -> None:

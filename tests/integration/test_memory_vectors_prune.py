@@ -7,17 +7,20 @@ written while a prune runs stays, a big index is pruned in several bounded runs,
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from typing import Any
 
 from acmi_core import Acmi, Settings
-from acmi_core.base.keys import MEMORY_VECTORS
+from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_VECTORS, MEMORY_VECTORS_PASS
 from acmi_core.base.model import EntityId
 from acmi_core.jobs import hygiene as hy
 from acmi_core.jobs.runner import JobRun
 from acmi_core.memory.embeddings import GEN_FIELD, digest
+from acmi_core.memory.results import VectorsPruned
 from acmi_core.memory.state import MemoryState
-from acmi_core.memory.vectors import MemoryVectors
+from acmi_core.memory.vectors import MemoryVectors, needed
+from acmi_core.store.counting import CountingStore
 from tests.kit import FakeClock
 
 OWNER = "agent:atlas"
@@ -56,7 +59,8 @@ def test_a_forgotten_lines_vector_goes_in_its_tenant_only(acmi: Acmi) -> None:
     assert fields(one) == {vector_of(KEEP)}
     assert {vector_of(KEEP), vector_of(GONE)} <= fields(two)  # the other tenant's stay
     again = one.memory.prune_vectors(OWNER)
-    assert again["dropped"] == 0 and again["chunks"] == 0 and again["scanned"] == 1
+    # (a sweep script scans the index even when nothing is stale: one chunk)
+    assert again["dropped"] == 0 and again["chunks"] == 1 and again["scanned"] == 1
     # the search still finds the kept line from the index: it embeds no more than before
     # (the forget's audit line, never indexed), every needed line is still indexed
     found = one.memory.search(OWNER, "who approves billing", limit=3)
@@ -154,3 +158,137 @@ def test_memory_prune_and_the_hygiene_job_prune_vectors(acmi: Acmi) -> None:
     counts = hy.run(two, run)
     assert counts["vectors_dropped"] == 1, counts
     assert vector_of(KEEP) in fields(two) and vector_of(GONE) not in fields(two)
+
+
+# --- an entity of any size: a pass over many runs (issue 24) ----------------------------
+
+
+def note(i: int, ts: int) -> dict[str, Any]:
+    return {
+        "source": "user:mikey",
+        "kind": "note",
+        "correlationId": f"n-{i}",
+        "summary": f"Invoice batch {i} was reconciled against ledger row {i * 7}",
+        "ts": ts,
+    }
+
+
+def seed_timeline(t: Acmi, events: int, stale: int, *, same_ms: int = 1) -> tuple[str, list[str]]:
+    """``events`` foreign events on OWNER's timeline (``same_ms`` of them a millisecond),
+    a vector for each of their lines and ``stale`` vectors no line needs."""
+    batch = [note(i, NOW - 10 * 86_400_000 + (i // same_ms) * 1_000) for i in range(events)]
+    for at in range(0, events, 500):
+        t.timeline.extend(OWNER, batch[at : at + 500])
+    key = t.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)
+    kept = [vector_of(str(e["summary"])) for e in batch]
+    names = kept + [f"{i:016x}" for i in range(stale)]
+    for at in range(0, len(names), 1_000):
+        t.store.execute(("HSET", key, *[x for f in names[at : at + 1_000] for x in (f, "0" * 64)]))
+    return key, kept
+
+
+def prune_all(t: Acmi, **caps: int) -> tuple[list[VectorsPruned], int]:
+    """Runs until one says no ``more``: every run's answer, and the round trips."""
+    counted = CountingStore(t.store)
+    runner = MemoryVectors(Acmi(counted, t.settings, tenant=t.keys.tenant, clock=t.clock).context)
+    runs: list[VectorsPruned] = []
+    while not runs or runs[-1]["more"] or runs[-1].get("busy"):
+        runs.append(runner.prune_vectors(OWNER, **caps))
+        assert len(runs) < 60, runs[-3:]
+    return runs, counted.requests
+
+
+def test_an_entity_past_the_old_window_is_pruned_across_runs(acmi: Acmi) -> None:
+    """2,300 events (the page 100, two pages a run): none skipped; every line's vector
+    stays, every stale one goes, each run within its caps; the other tenant untouched."""
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        _, kept = seed_timeline(t, 2_300, 1_200)
+    runs, _ = prune_all(one, page=100, max_pages=2, chunk=500, max_chunks=2)
+    assert all("skipped" not in r and r.get("pages", 0) <= 2 and r["chunks"] <= 2 for r in runs)
+    assert sum(r["dropped"] for r in runs) == 1_200 and not any(r.get("busy") for r in runs)
+    assert sum(r.get("pages", 0) for r in runs) == 24  # 23 full pages and the empty tail
+    assert fields(one) == set(kept)
+    assert len(fields(two)) == 2_300 + 1_200
+    pass_key = one.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS_PASS)
+    assert one.store.execute(("EXISTS", pass_key)) == 0  # the finished pass is gone
+
+
+def test_a_millisecond_fuller_than_a_page_is_read_whole(acmi: Acmi) -> None:
+    """250 events in each millisecond, pages of 100: the offset within a score."""
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        _, kept = seed_timeline(t, 1_000, 300, same_ms=250)
+    runs, _ = prune_all(one, page=100, max_pages=3)
+    assert sum(r["dropped"] for r in runs) == 300
+    assert fields(one) == set(kept) and len(fields(two)) == 1_300
+
+
+def test_a_vector_written_between_the_runs_of_a_pass_stays(acmi: Acmi) -> None:
+    """A line written after a pass marked its first pages (and again, during its sweep)
+    is not among the lines the pass read: the pass is dropped, the next begins anew."""
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        seed_timeline(t, 600, 400)
+    first = one.memory.prune_vectors(OWNER, page=100, max_pages=2)
+    assert first["more"] and first["dropped"] == 0 and first.get("pages") == 2
+    late = "Marco owns the quarterly board deck from now on"
+    one.memory.remember(OWNER, late)
+    # the next run sees the new token: it begins a new pass, never the old one's sweep
+    run = one.memory.prune_vectors(OWNER, page=100, max_pages=7, max_chunks=1)
+    assert run.get("pages") == 7 and run["chunks"] == 1 and run["more"]
+    later = "Priya moved the invoice run to Thursdays"
+    one.memory.remember(OWNER, later)  # now during the sweep
+    again = one.memory.prune_vectors(OWNER, page=100, max_chunks=1)
+    assert again.get("pages") == 7  # the sweep's pass was dropped: the timeline read anew
+    prune_all(one)
+    assert vector_of(late) in fields(one) and vector_of(later) in fields(one)
+    assert not {f"{i:016x}" for i in range(400)} & fields(one)
+    assert len(fields(two)) == 1_000
+
+
+def test_two_runs_at_once_never_share_a_pass(acmi: Acmi) -> None:
+    """A run that finds the pass moved by another (the hygiene job and ``memory prune``)
+    stops, deleting nothing; the other goes on."""
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        _, kept = seed_timeline(t, 300, 200)
+
+    class Overtaken(MemoryVectors):
+        def _page(self, eid: EntityId, cursor: str, page: int) -> Any:
+            got = super()._page(eid, cursor, page)
+            one.memory.prune_vectors(OWNER, page=100, max_pages=1)  # moves the cursor
+            return got
+
+    one.memory.prune_vectors(OWNER, page=100, max_pages=1)
+    overtaken = Overtaken(one.context).prune_vectors(OWNER, page=100, max_pages=1)
+    assert overtaken.get("busy") is True and overtaken["dropped"] == 0
+    prune_all(one, page=100)
+    assert fields(one) == set(kept) and len(fields(two)) == 500
+
+
+def test_paged_digests_hold_every_digest_of_the_whole(acmi: Acmi) -> None:
+    """The digests of the pages of a timeline, together, hold those of the entity read
+    whole: daily notes in a zone of their own, over several days, with their headers."""
+    one = tenant(acmi)
+    one.memory.remember(OWNER, KEEP)
+    zone = {"heartbeat.timezone": "Pacific/Auckland"}
+    one.store.execute(
+        ("SET", one.keys.slot(EntityId.parse(OWNER), MEMORY_HEARTBEAT), json.dumps(zone))
+    )
+    assert str(MemoryVectors(one.context).load(OWNER).tz) == "Pacific/Auckland"
+    for day in range(4):
+        one.clock.now = NOW + day * 86_400_000 + 3_600_000  # type: ignore[attr-defined]
+        for k in range(5):
+            one.memory.remember(OWNER, f"Day {day} item {k}: the audit trail grew", layer="daily")
+        one.timeline.append(OWNER, note(day, NOW + day * 86_400_000))
+    runner = MemoryVectors(one.context)
+    whole = needed(runner.load(OWNER), "wordllama")
+    events = runner.load(OWNER).events
+    for size in (1, 3, 7):
+        paged: set[str] = needed(runner.load(OWNER, events=False), "wordllama")
+        for at in range(0, len(events), size):
+            paged |= needed(
+                MemoryState(EntityId.parse(OWNER), {}, events[at : at + size], {}), "wordllama"
+            )
+        assert whole <= paged, (size, len(whole - paged))
