@@ -7,7 +7,6 @@ takes, and the model's cold start."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import json
@@ -95,7 +94,12 @@ def _fusion(**kwargs: Any) -> Iterator[None]:
     """Search ranking with other fusion arguments, for the comparison only."""
     names = vars(memory_reads)  # the reads module's own binding of rank
     saved = names["hybrid_rank"]
-    names["hybrid_rank"] = functools.partial(rank, **kwargs)
+
+    def ranked(texts: Any, query: str, similarity: Any, **given: Any) -> Any:
+        # these arguments over the provider's own (the search passes its fusion)
+        return rank(texts, query, similarity, **{**given, **kwargs})
+
+    names["hybrid_rank"] = ranked
     try:
         yield
     finally:
