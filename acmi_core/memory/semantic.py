@@ -3,7 +3,9 @@ stop words dropped) fused with the cosine similarity of the lines' embeddings to
 query's. Pure: the caller reads the lines and the vectors (``memory/reads.py``).
 
 Fusion is a weighted sum of the two scores, each normalised to [0, 1] over the lines
-searched (BM25 by its best line, cosine from ``MIN_SIMILARITY`` to the best line's):
+searched (BM25 by its best line, cosine from the provider's similarity floor to the best
+line's), with the provider's weight on the embeddings (``embeddings.fusion_of``: each
+provider declares both, ``VECTOR_WEIGHT`` and ``MIN_SIMILARITY`` where it does not):
 ``bench/semantic.py`` measured it against reciprocal rank fusion on the labelled set
 (bench/RESULTS.md)."""
 
@@ -25,7 +27,7 @@ B: Final = 0.75
 # the weight of the embeddings' side in the sum (the keyword side has 1 - this)
 VECTOR_WEIGHT: Final = 0.8
 # a line below this similarity is no semantic hit (a static model's unrelated lines sit
-# mostly below 0.1)
+# mostly below 0.1; a provider may declare its own floor: e5's unrelated lines sit ~0.78)
 MIN_SIMILARITY: Final = 0.1
 RRF_K: Final = 60
 Fusion = Literal["weighted", "rrf"]
@@ -100,9 +102,11 @@ def rank(
     *,
     fusion: Fusion = "weighted",
     vector_weight: float = VECTOR_WEIGHT,
+    min_similarity: float = MIN_SIMILARITY,
 ) -> list[Ranked]:
     """The lines that match ``query`` by words or meaning, best first. ``similarity``:
-    each line's cosine to the query (None: keyword only)."""
+    each line's cosine to the query (None: keyword only); ``vector_weight`` and
+    ``min_similarity``: the provider's own (``embeddings.fusion_of``)."""
     keyword = bm25([terms(t) for t in texts], terms(query))
     top = max(keyword, default=0.0) or 1.0
     norm_k = [k / top for k in keyword]
@@ -110,8 +114,8 @@ def rank(
         out = [Ranked(i, k, k, None) for i, k in enumerate(norm_k) if k > 0]
         return sorted(out, key=lambda r: (-r.score, r.index))
     best = max(similarity, default=0.0)
-    span = best - MIN_SIMILARITY
-    norm_v = [max(0.0, (s - MIN_SIMILARITY) / span) if span > 0 else 0.0 for s in similarity]
+    span = best - min_similarity
+    norm_v = [max(0.0, (s - min_similarity) / span) if span > 0 else 0.0 for s in similarity]
     keep = [i for i in range(len(texts)) if norm_k[i] > 0 or norm_v[i] > 0]
     if fusion == "rrf":
         by_k = sorted((i for i in keep if norm_k[i] > 0), key=lambda i: -norm_k[i])

@@ -43,6 +43,7 @@ from acmi_core.memory.embeddings import (
     digest,
     embedded,
     embedder_for,
+    placed,
     texts_of,
 )
 from acmi_core.memory.expiry import unexpired
@@ -439,11 +440,17 @@ class MemoryCommands:
         return op
 
     def _memory_edit(
-        self, eid: EntityId, fields: list[tuple[Any, str, str]]
+        self,
+        eid: EntityId,
+        fields: list[tuple[Any, str, str]],
+        files: Sequence[str] = (),
     ) -> Callable[[WritePlan], object]:
         """An edit of ``eid``'s memory fields, each in its layer's slot (by its prefix),
         with the entity's entries in its category index and the memory index (what the
-        hygiene job visits). Never the entity's profile or signals."""
+        hygiene job visits). Never the entity's profile or signals. ``files``: the
+        rendered files the edit leaves (its lines' vectors carry their headings there:
+        :meth:`_vector_ops`); none, no vectors (an edit that adds no line: a forget, a
+        prune, heartbeat fields)."""
         by_slot: dict[str, list[tuple[Any, str, str]]] = {}
         for edit in fields:
             slot = memory_slot(edit[1])
@@ -459,7 +466,7 @@ class MemoryCommands:
                     lines += texts_of(json.loads(value))
                 except ValueError:
                     continue
-        vectors = self._vectors(eid, lines)
+        vectors = self._vectors(eid, lines, files)
 
         def op(plan: WritePlan) -> object:
             plan.sadd(ctx.index_key(eid), eid.local_id)
@@ -471,9 +478,11 @@ class MemoryCommands:
 
         return op
 
-    def _vectors(self, eid: EntityId, lines: Sequence[str]) -> Callable[[WritePlan], None]:
+    def _vectors(
+        self, eid: EntityId, lines: Sequence[str], files: Sequence[str]
+    ) -> Callable[[WritePlan], None]:
         """All of :meth:`_vector_ops` as one stage."""
-        ops = self._vector_ops(eid, lines)
+        ops = self._vector_ops(eid, lines, files)
 
         def op(plan: WritePlan) -> None:
             for each in ops:
@@ -481,14 +490,18 @@ class MemoryCommands:
 
         return op
 
-    def _vector_ops(self, eid: EntityId, lines: Sequence[str]) -> list[Callable[[WritePlan], None]]:
-        """The vectors of ``lines`` (already through the secret guard: the callers guard
-        what they write before they build its edit) into ``eid``'s index, one stage a
-        line, for the write's own plan. Computed now, not when the plan runs; a provider
-        that fails leaves the lines unindexed (the write goes on: a search embeds what its
-        index lacks)."""
+    def _vector_ops(
+        self, eid: EntityId, lines: Sequence[str], files: Sequence[str]
+    ) -> list[Callable[[WritePlan], None]]:
+        """The vectors of ``lines`` (their words, as ``texts_of`` gives them; already
+        through the secret guard: the callers guard what they write before they build its
+        edit) into ``eid``'s index, one stage a line, for the write's own plan: each line
+        as it sits in ``files`` (the rendered files the write leaves), after its section's
+        heading (``embeddings.placed``: the text a search embeds for it). Computed now,
+        not when the plan runs; a provider that fails leaves the lines unindexed (the
+        write goes on: a search embeds what its index lacks)."""
         ctx = self._ctx
-        unique = list(dict.fromkeys(lines))[:MAX_EMBED_LINES]
+        unique = placed(lines, files)[:MAX_EMBED_LINES] if lines else []
         fields: list[tuple[str, str]] = []
         if unique:
             try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,7 +33,7 @@ from acmi_core.base.model import (
 from acmi_core.base.pages import MAX_PAGE_SIZE
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
-from acmi_core.memory.daily import DAILY, HEADER_KIND, zone
+from acmi_core.memory.daily import DAILY, HEADER_KIND, daily_from_events, zone
 from acmi_core.memory.embeddings import texts_of
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.results import Imported
@@ -41,6 +41,8 @@ from acmi_core.memory.slots import (
     HEARTBEAT,
     TOPIC_LINKS,
     SlotImage,
+    from_profile,
+    from_signals,
     snapshot_to_slots,
     topic_entity,
 )
@@ -96,6 +98,16 @@ def _measure(op: _Op) -> tuple[int, int]:
     op.stage(scratch)
     size = op.stored + sum(len(a) for a in scratch.args if isinstance(a, str | bytes))
     return size, len(scratch.args) + len(scratch.keys)
+
+
+def _files_left(
+    current: Mapping[str, Any], new: Mapping[str, Any], gone: Collection[str]
+) -> list[str]:
+    """The hot and warm files an import's edit leaves, rendered from the guarded image
+    (what its lines' vectors are placed in: a redacted line embedded redacted, under its
+    heading)."""
+    after = {**{k: v for k, v in current.items() if k not in gone}, **new}
+    return [f.render() for f in (from_signals(after), from_profile(after)) if f is not None]
 
 
 def _day_file(event: Event) -> str:
@@ -216,19 +228,32 @@ class MemoryTransfer(MemoryCommands):
         if edit:
             for file, part in _by_file(edit).items():
                 stored = _stored(state.memory, file)
-                ops.append(_Op(file, self._memory_edit(eid, part), stored))
+                ops.append(
+                    _Op(
+                        file,
+                        self._memory_edit(
+                            eid, part, _files_left(state.memory, image.signals, signal_delete)
+                        ),
+                        stored,
+                    )
+                )
             counts["signals_written"] = len(edit)
 
         # warm: profile (topic links are added to, never dropped)
         profile_new = {**image.profile}
         if linked:
             profile_new[TOPIC_LINKS] = linked
-        edit = object_edits(
-            state.memory, profile_new, WARM_KEYS if snapshot.memory is not None else ()
-        )
+        warm = WARM_KEYS if snapshot.memory is not None else ()
+        edit = object_edits(state.memory, profile_new, warm)
         if edit:
-            stored = _stored(state.memory, "MEMORY.md")
-            ops.append(_Op("MEMORY.md", self._memory_edit(eid, edit), stored))
+            left = _files_left(state.memory, profile_new, warm)
+            ops.append(
+                _Op(
+                    "MEMORY.md",
+                    self._memory_edit(eid, edit, left),
+                    _stored(state.memory, "MEMORY.md"),
+                )
+            )
             counts["profile_written"] = len(edit)
 
         for slug, fields in image.topics.items():
@@ -371,8 +396,14 @@ class MemoryTransfer(MemoryCommands):
         by_file: dict[str, list[str]] = defaultdict(list)
         for file, line in indexed:
             by_file[file].append(line)
+        # each under its heading in the day's note as the import leaves it (the tree's
+        # days replace the stored ones: the guarded events render it)
+        notes = (
+            {n.path: n.render() for n in daily_from_events(image.events, tz=tz)} if by_file else {}
+        )
         for file, lines in by_file.items():
-            ops += [_Op(file, stage) for stage in self._vector_ops(eid, texts_of(lines))]
+            shown = [notes[file]] if file in notes else list(notes.values())
+            ops += [_Op(file, stage) for stage in self._vector_ops(eid, texts_of(lines), shown)]
         for cid, olds in by_cid.items():
             if cid in new_cids:
                 continue

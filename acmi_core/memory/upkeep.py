@@ -16,6 +16,7 @@ from acmi_core.base.errors import AcmiValidationError
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import check, count_lines
 from acmi_core.memory.daily import DAILY, entry_event
+from acmi_core.memory.embeddings import texts_of
 from acmi_core.memory.layers import ACTIVE_CONTEXT
 from acmi_core.memory.results import DailySummary, Moved, Pruned, Reviewed
 from acmi_core.memory.slots import HEARTBEAT, HOT, WARM, from_profile, heartbeat_from_signals
@@ -131,6 +132,9 @@ class MemoryUpkeep(MemoryCommands):
                 raise MemoryOverBudget(report, "hot")
             for event in events:
                 self._zadd(state.entity, event, event.to_json())(plan)
+            # the moved lines, under their heading in today's note
+            moved_lines = texts_of([text_of(e) for e in events])
+            self._vectors(state.entity, moved_lines, [note.render()])(plan)
         new[HEARTBEAT + "last_active_context_prune"] = today.isoformat()
         return moved, new
 
@@ -207,7 +211,8 @@ class MemoryUpkeep(MemoryCommands):
         if warm_lines is not None:
             signals_new[HEARTBEAT + "memory_md_lines"] = warm_lines
         if profile_edit:
-            self._memory_edit(state.entity, profile_edit)(plan)
+            files = [] if memory_file is None else [memory_file.render()]
+            self._memory_edit(state.entity, profile_edit, files)(plan)
         signals_edit = object_edits(state.memory, signals_new)
         if signals_edit:
             self._memory_edit(state.entity, signals_edit)(plan)

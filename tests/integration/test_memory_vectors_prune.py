@@ -42,8 +42,15 @@ def fields(acmi: Acmi, entity: str = OWNER) -> set[str]:
     return {f.decode() for f in reply if isinstance(f, bytes)} - {GEN_FIELD}
 
 
-def vector_of(text: str, provider: str = "wordllama") -> str:
-    return digest(provider, text)
+# the heading a remembered line sits under: MEMORY.md's default section, and a daily
+# note's section at NOW (15:00 UTC)
+LESSONS = "Lessons Learned"
+AFTERNOON = "Afternoon"
+
+
+def vector_of(text: str, provider: str = "wordllama", heading: str = LESSONS) -> str:
+    """The field of ``text``'s vector: its words after its section's heading."""
+    return digest(provider, f"{heading}: {text}")
 
 
 def test_a_forgotten_lines_vector_goes_in_its_tenant_only(acmi: Acmi) -> None:
@@ -69,14 +76,48 @@ def test_a_forgotten_lines_vector_goes_in_its_tenant_only(acmi: Acmi) -> None:
 
 
 def test_a_line_two_layers_share_keeps_its_vector(acmi: Acmi) -> None:
+    """A digest is a line's words under its heading: the same words under the same
+    heading in two files (two days' notes) share one vector, kept while either holds
+    it; under another heading (MEMORY.md's) they are a vector of their own."""
     one, two = tenant(acmi), tenant(acmi)
     for t in (one, two):
-        t.memory.remember(OWNER, KEEP)  # warm
-        t.memory.remember(OWNER, KEEP, layer="daily")  # the same words in today's note
+        t.memory.remember(OWNER, KEEP)  # warm, under Lessons Learned
+        t.memory.remember(OWNER, KEEP, layer="daily")  # today's note, under Afternoon
+        t.memory.remember(OWNER, KEEP, layer="daily", now_ms=NOW - 86_400_000)  # yesterday's
+    daily = vector_of(KEEP, heading=AFTERNOON)
+    assert {vector_of(KEEP), daily} == fields(one)
+    one.memory.forget(OWNER, "memory/2026-02-03.md", text=KEEP)
+    assert one.memory.prune_vectors(OWNER)["dropped"] == 0  # yesterday's note holds it
     one.memory.forget(OWNER, "MEMORY.md", text=KEEP)
     done = one.memory.prune_vectors(OWNER)
-    assert done["dropped"] == 0
-    assert vector_of(KEEP) in fields(one) and vector_of(KEEP) in fields(two)
+    assert done["dropped"] == 1 and fields(one) == {daily}
+    assert {vector_of(KEEP), daily} == fields(two)
+
+
+def test_a_vector_of_a_lines_bare_words_is_stale(acmi: Acmi) -> None:
+    """An entity indexed before headings were embedded: its vectors of bare words are
+    found by no search; the search still answers (it embeds the line under its heading,
+    the paraphrase still first) and the prune takes the old vector, in its tenant only."""
+    one, two = tenant(acmi), tenant(acmi)
+    for t in (one, two):
+        t.memory.remember(OWNER, KEEP)
+        key = t.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)
+        # as the index was: the bare line's vector only
+        t.store.execute(("HDEL", key, vector_of(KEEP)))
+        t.store.execute(("HSET", key, digest("wordllama", KEEP), "0" * 256))
+    found = one.memory.search(OWNER, "who approves billing", limit=3)
+    assert found["hits"][0]["text"] == f"- {KEEP}"
+    assert found["semantic"]["indexed"] == 0 and found["semantic"]["embedded"] == 1
+    assert one.memory.prune_vectors(OWNER)["dropped"] == 1
+    assert fields(one) == set()
+    assert fields(two) == {digest("wordllama", KEEP)}
+    # the next write to the section re-sends its whole field: the old line is stored
+    # under its heading with the new one, and the search embeds nothing
+    one.memory.remember(OWNER, GONE)
+    assert fields(one) == {vector_of(GONE), vector_of(KEEP)}
+    again = one.memory.search(OWNER, "who approves billing", limit=3)
+    assert again["hits"][0]["text"] == f"- {KEEP}"
+    assert again["semantic"]["indexed"] == 2 and again["semantic"]["embedded"] == 0
 
 
 def test_another_providers_vectors_are_stale(acmi: Acmi) -> None:
