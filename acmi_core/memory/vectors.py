@@ -47,12 +47,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from acmi_core.base.keys import MEMORY_VECTORS, MEMORY_VECTORS_PASS
+from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_VECTORS, MEMORY_VECTORS_PASS
 from acmi_core.base.model import EntityId, Event
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.embeddings import GEN_FIELD, digest, provider_name, section_texts, texts_of
 from acmi_core.memory.results import VectorsPruned
-from acmi_core.memory.state import MemoryCommands, MemoryState
+from acmi_core.memory.slots import memory_slot
+from acmi_core.memory.state import MemoryCommands, MemoryState, pipeline_reply, stored_object
 from acmi_core.store.scripts import VECTORS, Value
 
 # fields one sweep script scans (its HSCAN COUNT) and deletes at most
@@ -185,17 +186,21 @@ class MemoryVectors(MemoryCommands):
             count = page if state.truncated else len(state.events)  # truncated: a full page
             nxt = next_cursor(run.at, [e.ts for e in state.events], count, page)
         else:
-            events, scores, count = self._page(eid, run.at, page)
+            events, scores, count, beat = self._page(eid, run.at, page)
             nxt = next_cursor(run.at, scores, count, page)
-            state = MemoryState(eid, {}, events, {})
+            state = MemoryState(eid, beat, events, {})
             if nxt == _DONE:
                 rest = self.load(eid, events=False)
                 state.memory, state.archives = rest.memory, rest.archives
                 state.topics, state.startup = rest.topics, rest.startup
         if nxt == _DONE and eid.category == "topic":  # a topic's own lines are its profile's
             state.topics = {**state.topics, **self._topics([str(eid)])}
-        if nxt != _DONE:  # the lines outside the timeline are read (again) at the end
-            state.memory, state.archives, state.topics, state.startup = {}, {}, {}, {}
+        if nxt != _DONE:  # the lines outside the timeline are read (again) at the end;
+            # heartbeat-state stays: its zone places a daily line under its heading
+            state.memory = {
+                k: v for k, v in state.memory.items() if memory_slot(k) == MEMORY_HEARTBEAT
+            }
+            state.archives, state.topics, state.startup = {}, {}, {}
         digests = sorted(needed(state, run.provider))
         batches = [digests[i : i + MARK_CHUNK] for i in range(0, len(digests), MARK_CHUNK)]
         batches = batches or [[]]
@@ -219,28 +224,38 @@ class MemoryVectors(MemoryCommands):
             out["marked"] = out.get("marked", 0) + _int(done["count"])
         return True
 
-    def _page(self, eid: EntityId, cursor: str, page: int) -> tuple[list[Event], list[float], int]:
+    def _page(
+        self, eid: EntityId, cursor: str, page: int
+    ) -> tuple[list[Event], list[float], int, dict[str, object]]:
         """One timeline page from ``cursor`` (a score bound, an offset): its events, the
-        scores of its members and how many it held. 1 round trip."""
+        scores of its members, how many it held, and heartbeat-state's fields (the zone a
+        daily line's heading is in). 1 round trip."""
         bound, _, offset = cursor.partition("|")
-        reply = self._ctx.store.execute(
-            (
-                "ZRANGE",
-                self._keys.timeline(eid),
-                bound,
-                "+inf",
-                "BYSCORE",
-                "LIMIT",
-                int(offset or 0),
-                page,
-                "WITHSCORES",
-            )
+        beat_key = self._keys.slot(eid, MEMORY_HEARTBEAT)
+        reply, beat = self._ctx.store.pipeline(
+            [
+                (
+                    "ZRANGE",
+                    self._keys.timeline(eid),
+                    bound,
+                    "+inf",
+                    "BYSCORE",
+                    "LIMIT",
+                    int(offset or 0),
+                    page,
+                    "WITHSCORES",
+                ),
+                ("GET", beat_key),
+            ]
         )
-        items = reply if isinstance(reply, list) else []
+        fields = stored_object(pipeline_reply(beat, beat_key), beat_key)
+        heartbeat = {k: v for k, v in fields.items() if memory_slot(k) == MEMORY_HEARTBEAT}
+        items = pipeline_reply(reply, self._keys.timeline(eid))
+        items = items if isinstance(items, list) else []
         members = [m for m in items[::2] if isinstance(m, bytes)]
         scores = [float(s) for s in items[1::2] if isinstance(s, bytes)]
         decoded, _ = decode_events(list(members))
-        return [event for event, _ in decoded], scores, len(members)
+        return [event for event, _ in decoded], scores, len(members), heartbeat
 
 
 @dataclass

@@ -221,7 +221,10 @@ def seed_timeline(t: Acmi, events: int, stale: int, *, same_ms: int = 1) -> tupl
     for at in range(0, events, 500):
         t.timeline.extend(OWNER, batch[at : at + 500])
     key = t.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)
-    kept = [vector_of(str(e["summary"])) for e in batch]
+    # each line as a search embeds it (under its daily note's heading): the entity read whole
+    whole = MemoryVectors(t.context).load(EntityId.parse(OWNER), limit=events + 10)
+    kept = sorted(needed(whole, "wordllama"))
+    assert len(kept) == events  # one line an event
     names = kept + [f"{i:016x}" for i in range(stale)]
     for at in range(0, len(names), 1_000):
         t.store.execute(("HSET", key, *[x for f in names[at : at + 1_000] for x in (f, "0" * 64)]))
@@ -330,6 +333,13 @@ def test_paged_digests_hold_every_digest_of_the_whole(acmi: Acmi) -> None:
         paged: set[str] = needed(runner.load(OWNER, events=False), "wordllama")
         for at in range(0, len(events), size):
             paged |= needed(
-                MemoryState(EntityId.parse(OWNER), {}, events[at : at + size], {}), "wordllama"
+                MemoryState(EntityId.parse(OWNER), zone, events[at : at + size], {}), "wordllama"
             )
         assert whole <= paged, (size, len(whole - paged))
+    # and a prune in pages of 2 (the zone read with each page) keeps every one of them
+    key = one.keys.slot(EntityId.parse(OWNER), MEMORY_VECTORS)
+    stale = [f"{i:016x}" for i in range(30)]
+    one.store.execute(("HSET", key, *[x for f in [*whole, *stale] for x in (f, "0" * 64)]))
+    runs, _ = prune_all(one, page=2, max_pages=3)
+    assert sum(r["dropped"] for r in runs) >= len(stale)
+    assert whole <= fields(one) and not set(stale) & fields(one)
