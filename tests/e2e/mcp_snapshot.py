@@ -249,6 +249,11 @@ def snapshot() -> dict[str, Any]:
 
 if __name__ == "__main__":
     import logging
+    from unittest.mock import patch
+
+    from acmi_core.memory import embeddings
 
     logging.disable(logging.INFO)
-    SNAPSHOT.write_text(json.dumps(snapshot(), indent=1, sort_keys=True) + "\n")
+    # as the tests answer (tests/conftest.py): ACMI_EMBEDDINGS unset resolves to wordllama
+    with patch.object(embeddings, "DEFAULT_PROVIDERS", ("wordllama",)):
+        SNAPSHOT.write_text(json.dumps(snapshot(), indent=1, sort_keys=True) + "\n")

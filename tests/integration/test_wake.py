@@ -288,9 +288,9 @@ def test_round_trips_per_agent_woken(fleet: Acmi, clock: FakeClock) -> None:
         fleet.wake.set(f"a{i}", minute=15)
     clock.now += 20 * MINUTE
     result = tick(fleet, "e1")
-    # due page + profiles (MGET) + 3 per agent (claim, spawn+bundle, the new session's
-    # start in its daily note) + run_job's record
-    assert (result["woken"], result["requests"]) == (3, 2 + 3 * 3 + 1)
+    # due page + profiles (MGET) + 2 per agent (claim; spawn + bundle, the new session's
+    # start in its daily note written by the same script: a UTC agent) + run_job's record
+    assert (result["woken"], result["requests"]) == (3, 2 + 3 * 2 + 1)
     assert tick(fleet, "e2")["requests"] == 2  # nobody due: the page and the record
 
 
