@@ -282,6 +282,32 @@ def _append(lines: list[str], heading: str, line: str) -> None:
     lines.insert(end, line)
 
 
+def _append_all(lines: list[str], pairs: Iterable[tuple[str, str]]) -> None:
+    """``_append`` of each (heading, line) in turn, in one pass a section: the lines are
+    grouped by heading (in the order their sections are first met) and each group goes in
+    where its first line would, so a note of n lines costs O(n x sections), not O(n^2)
+    (a day of 500 spawns' session starts: 29 ms a bootstrap before). A blank line, or one
+    that reads as a heading, moves where the next goes (``_append`` trims trailing blanks
+    and stops a section at ``## ``): then one at a time, as before."""
+    items = list(pairs)
+    if any(line == "" or line.startswith("## ") for _, line in items):
+        for heading, line in items:
+            _append(lines, heading, line)
+        return
+    groups: dict[str, list[str]] = {}
+    for heading, line in items:
+        groups.setdefault(heading, []).append(line)
+    for heading, group in groups.items():
+        _append(lines, heading, group[0])
+        head = lines.index(f"## {heading}")
+        end = next(
+            (i for i in range(head + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+        )
+        while end - 1 > head and lines[end - 1] == "":
+            end -= 1
+        lines[end:end] = group[1:]
+
+
 def _assemble(
     date: dt.date,
     header: Event | None,
@@ -312,10 +338,9 @@ def _assemble(
     if header is None and not appended:
         lines += [i.render() for i in extra]
     else:
-        for item in extra:
-            _append(lines, "Afternoon", item.render())
-    for _, _, heading, item in sorted(appended, key=lambda a: (a[0], a[1])):
-        _append(lines, heading, item.render())
+        _append_all(lines, (("Afternoon", item.render()) for item in extra))
+    ordered = sorted(appended, key=lambda a: (a[0], a[1]))
+    _append_all(lines, ((heading, item.render()) for _, _, heading, item in ordered))
     return DailyNote.parse(join_lines(lines, final_newline), date, f"timeline {date}")
 
 
