@@ -167,6 +167,8 @@ async def read_params(
         if set(given) != set(t.body):
             raise TypeError(f"{t.row.name}: the handler gives {sorted(t.body)}")
     elif t.body or t.optional_body:  # an optional body may hold no field: {} or none
+        if request.scope.get("query_string"):
+            _refuse_body_fields_in_query(t, request)
         body = await object_body(request, acmi, optional=t.optional_body)
         for alias, name in t.aliases.items():
             if alias in body:
@@ -189,3 +191,15 @@ async def read_params(
             raise
         message = exc.message.removeprefix(f"{exc.field}: ")
         raise AcmiValidationError(shown + dot + tail, exc.rule, message) from None
+
+
+def _refuse_body_fields_in_query(t: Takes, request: Request) -> None:
+    """A body field given in the query (``POST .../bootstrap?format=markdown``) would be
+    dropped without a word, as FastAPI drops every query parameter a route does not
+    declare: refused instead (rule ``in_body``), naming where it belongs."""
+    in_body = {t.name(f) for f in t.body} | set(t.aliases)
+    for name in request.query_params:
+        if name in in_body and name not in t.query:
+            raise AcmiValidationError(
+                name, "in_body", f"{request.method} takes {name} in its JSON body, not the query"
+            )

@@ -42,9 +42,11 @@ class _Fault:
 
 
 def _error_text(error: ResponseError) -> str:
-    # redis-py keeps the stripped prefix in status_code; put it back ("NOSCRIPT No ...").
+    # redis-py keeps a stripped prefix in status_code; put it back ("NOSCRIPT No ...").
+    # Since redis-py 8 a code it does not know (ACMI_PENDING) stays in the text as well.
     code = getattr(error, "status_code", None)
-    return f"{code} {error.args[0]}" if code else str(error.args[0])
+    text = str(error.args[0])
+    return f"{code} {text}" if code and not text.startswith(f"{code} ") else text
 
 
 def _encode(value: Any, b64: bool) -> Any:

@@ -485,3 +485,21 @@ def test_an_agent_without_memory_reads_exactly_its_newest_events(clocked: Acmi) 
     bundle = acmi.bootstrap(fleet.agent, events=1)
     assert bundle.to_dict()["sections"]["timeline"][0]["payload"]["memory"] == "daily"
     assert bundle.section("today").value is None and bundle.section("yesterday").value is None
+
+
+def test_a_post_option_given_in_the_query_is_refused_not_dropped(acmi: Acmi) -> None:
+    # POST reads its options from the body: ?format=markdown there once returned JSON
+    routes = RouteClient(acmi, "bootstrap")
+    agent = _agent()
+    spawn = {"spawn": {"session_id": "s-1", "model_id": "m"}}
+    path = f"/v1/agents/{agent}/bootstrap"
+    body = assert_error(routes.call("POST", f"{path}?format=markdown", spawn), 400, "format")
+    assert body["rule"] == "in_body" and "JSON body" in body["message"]
+    assert acmi.agents.spawns(agent) == []
+    ok = routes.call("POST", path, {**spawn, "format": "markdown"})
+    assert ok.status_code == 200 and ok.headers["content-type"].startswith("text/markdown")
+    # a query parameter that is no body field is still ignored (cache busters, trackers)
+    assert routes.call("POST", f"{path}?_=1", {**spawn, "format": "json"}).status_code == 200
+    # GET takes its options in the query, as before
+    got = routes.call("GET", f"{path}?format=markdown")
+    assert got.status_code == 200 and got.headers["content-type"].startswith("text/markdown")
