@@ -458,7 +458,8 @@ class MemoryReads(MemoryCommands):
         (``section_texts``), None for a line with none. The vectors of the entity and its
         linked topics in one pipeline; a line the index lacks (written before it, by
         another tool, before headings were embedded, or past a failed provider) embedded
-        now with the query, up to ``MAX_EMBED_LINES``."""
+        now with the query, up to ``MAX_EMBED_LINES`` and ``EMBED_BUDGET_S`` (``deferred``:
+        the lines left for a later search)."""
         info: SemanticInfo = {
             "provider": provider_name(self._ctx.settings),
             "indexed": 0,
@@ -493,17 +494,19 @@ class MemoryReads(MemoryCommands):
         import numpy as np
 
         dims = query_row.shape[1]
-        values = {
-            **stored,
-            **{digest(embedder.name, w): v.encode() for w, v in zip(missing, fresh, strict=True)},
+        made = {
+            digest(embedder.name, w): v.encode() for w, v in zip(missing, fresh, strict=True) if v
         }
+        values = {**stored, **made}
         matrix = np.zeros((len(words), dims), np.float32)
         known = [i for i, f in enumerate(fields) if f is not None and f in stored]
         rows = [i for i, f in enumerate(fields) if f is not None and f in values]
         if rows:
             matrix[rows] = dequantise([values[fields[i] or ""] for i in rows], dims)
         info["indexed"] = len(known)
-        info["embedded"] = len(missing)
+        info["embedded"] = len(made)
+        if len(made) < len(missing):  # past the time budget: ranked by their words alone
+            info["deferred"] = len(missing) - len(made)
         return cosines(matrix, query_row), info, fusion_of(embedder)
 
     def get(

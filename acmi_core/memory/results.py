@@ -101,6 +101,7 @@ class SemanticInfo(TypedDict):
     indexed: int
     embedded: int
     error: NotRequired[str]
+    deferred: NotRequired[int]  # lines the index lacks, past the search's time budget
 
 
 class MemorySearch(TypedDict):

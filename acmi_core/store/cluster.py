@@ -176,7 +176,10 @@ class ClusterStore(RedisStore):
             return self._waited(command, command[1])
         cluster = self._connected()
         with _translate():
-            result = cluster.execute_command(*command)  # type: ignore[no-untyped-call]
+            if _name(command) == "SCRIPT":
+                result = _on_every_node(cluster, command)
+            else:
+                result = cluster.execute_command(*command)  # type: ignore[no-untyped-call]
         return _reply(_one_answer(command, result))
 
     def pipeline(self, commands: Sequence[Command]) -> list[Reply | StoreCommandError]:
@@ -280,6 +283,16 @@ class ClusterStore(RedisStore):
             if self._cluster is not None:
                 self._cluster.close()
                 self._cluster = None
+
+
+def _on_every_node(cluster: RedisCluster, command: Command) -> dict[str, Any]:
+    """``command`` (SCRIPT FLUSH, SCRIPT LOAD) on each node, node name -> its raw reply:
+    redis-py folds the nodes' replies by its own response policy (since 8: SCRIPT FLUSH
+    answers True), which a store must not answer."""
+    return {
+        node.name: cluster.get_redis_connection(node).execute_command(*command)  # type: ignore[no-untyped-call]
+        for node in cluster.get_nodes()  # type: ignore[no-untyped-call]
+    }
 
 
 def _one_answer(command: Command, result: Any) -> Any:
