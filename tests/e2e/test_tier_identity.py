@@ -5,7 +5,7 @@ CLI's exit code on a 429 or 503, over a real redis-server, two tenants, two agen
 - a memory write (remember, forget, the hot layer, handoff and its take, import,
   topics, prune, review, archive) on another agent's entity is a 403 ``tier_identity``
   naming ``entity``, whatever the tier's namespaces (``agent`` allowed here), through
-  HTTP, both MCP tool sets' transport (the SDK client over the mcp function) and
+  HTTP, MCP (the SDK client over the mcp function, and ``acmi mcp`` over stdio) and
   ``acmi --api``; nothing stored. The key's own memory and an entity that is no
   agent's (``thread:x``) are served, reads of another agent's memory too, and a key
   bound to no agent writes anyone's;
@@ -59,6 +59,7 @@ from acmi_core.testing.redis_server import RedisServer
 from functions.mcp import handler as mcp_handler
 from functions.runtime import LambdaFunction
 from tests.e2e.test_mcp_http import error_text, payload, run_session
+from tests.e2e.test_mcp_stdio import McpClient
 from tests.kit import TEST_DBS, configured, serving
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -228,6 +229,23 @@ def test_mcp_memory_writes_are_the_key_s_own_agent_s(
     for tenant in TENANTS:
         for agent in AGENTS:  # each holds its own line once: none of the other's writes
             assert memory_of(store, tenant, agent)["MEMORY.md"].count("mine") == 1
+
+
+def test_stdio_memory_writes_are_the_key_s_own_agent_s(
+    redis_server: RedisServer, store: RedisStore
+) -> None:
+    """``acmi mcp`` (a subprocess with a key bound to scout in acme): other's memory
+    refused, scout's own written, the default tenant's untouched."""
+    with McpClient(redis_server.url_for(DB), key(store, "acme", "agent:scout")) as mcp:
+        before = dbsize(store)
+        for tool, args in TOOLS[:3]:
+            text = mcp.error(tool, {"entity": "agent:other", **args})
+            assert text.startswith("entity: ") and "(rule: tier_identity)" in text, text
+        assert dbsize(store) == before
+        assert mcp.ok("memory_remember", {"entity": "agent:scout", "text": "mine"})
+    assert "mine" in memory_of(store, "acme", "agent:scout")["MEMORY.md"]
+    assert memory_of(store, "acme", "agent:other") == {}
+    assert memory_of(store, "default", "agent:scout") == {}
 
 
 def test_acmi_api_memory_writes_are_the_key_s_own_agent_s(
