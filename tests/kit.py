@@ -90,6 +90,7 @@ TEST_DBS: Final = {
     "tiers": 34,
     "tiers_mcp": 35,
     "tiers_cli": 36,
+    "tier_identity": 37,
     "openai_agents_session": 46,
     "senders_doc": 45,
     "read_served": 39,

@@ -37,6 +37,12 @@ resolve's ``by``, a work item's ``owner`` (a create or a claim), the ``agent`` o
 agent loop (heartbeat, spawn, threads, rollup, wake, a bootstrap's spawn) and of a
 workflow step. An event's ``source`` is looser: it may name a relay (``user:mikey``,
 ``gmail:inbox``), so it is refused only when it names another agent (``agent:<x>``).
+A memory write's ``entity`` (remember, forget, the hot layer, handoff, import, review,
+prune, archive...) is looser the same way: the key's own agent's memory, or an entity
+that is no agent's (``thread:x``, within the tier's namespaces), never another agent's.
+The tenant-wide writes that name agents (store-only today; held for any surface that
+routes them): an invite's ``invited_by`` is the key's agent, and a minted key's
+``agent`` is the key's own (not another, not none: an unbound key acts for anyone).
 A bare id is an agent's (``scout`` -> ``agent:scout``). The tier's rules are checked
 first, so a write both rules refuse gets the tier's 403. Every tier, ``Admin``
 included: an operator who acts for several agents uses a key bound to none.
@@ -193,10 +199,15 @@ REFERENCE_TARGETS: Final[dict[str, tuple[Target, ...]]] = {
 class Actor:
     """An argument saying who acts: ``field`` (dotted into an object: ``event.source``;
     over each item of a list of them), ``strict``: the value must be the key's agent;
-    otherwise (an event's source) it must only not name another agent."""
+    otherwise (an event's source, a memory's owner) it must only not name another agent.
+    ``unbound``: a None value (given, or the model's default) names no agent, which is
+    not the key's either (a key minted bound to none); otherwise None is not checked.
+    ``owner``: the value is whose memory is written, not who acts (the message says so)."""
 
     field: str
     strict: bool = True
+    unbound: bool = False
+    owner: bool = False
 
 
 def _actor(field: str = "agent") -> tuple[Actor, ...]:
@@ -204,6 +215,8 @@ def _actor(field: str = "agent") -> tuple[Actor, ...]:
 
 
 _SOURCE: Final = (Actor("event.source", strict=False),)
+# a memory write's entity: the key's own agent's memory, or an entity that is no agent's
+_MEMORY: Final = (Actor("entity", strict=False, owner=True),)
 
 # Each row whose arguments say who acts -> those arguments (module docstring); tests
 # hold this table to the operation table's params models.
@@ -227,6 +240,13 @@ ACTORS: Final[dict[str, tuple[Actor, ...]]] = {
     "agents.threads": _actor(),  # add and remove (a list is a read)
     "bootstrap.read": _actor(),  # with a spawn to log
     "bootstrap.spawn": _actor(),
+    # an agent's memory is its own: another agent's slots are refused whatever the tier
+    **{row: _MEMORY for row in WRITE_TARGETS if row.startswith("memory.")},
+    # tenant-wide ('*' tiers only), store-only today; held here for any surface that
+    # routes them: an invite is made by the key's agent, and a bound key mints keys
+    # bound to its own agent only (never an unbound one, which acts for anyone)
+    "agents.invite": _actor("invited_by"),
+    "keys.create": (Actor("agent", unbound=True),),
 }
 
 # The reference MCP tools' arguments saying who acts.
@@ -354,19 +374,29 @@ def check_identity(agent: str, row: str, values: Mapping[str, object]) -> None:
     arguments ``values`` say someone else acts (module docstring); an argument absent
     from ``values`` is not checked (a surface checks again once it has the body)."""
     for actor in actors_of(row):
+        if actor.field.partition(".")[0] not in values:
+            continue
         for value in _at(values, actor.field):
             if value is None:
+                if actor.unbound:
+                    raise _refuse(
+                        actor.field,
+                        "tier_identity",
+                        f"this key is bound to {agent} and mints keys bound to it only; "
+                        f"{actor.field} names no agent (a key bound to none acts for "
+                        "anyone: an operator's unbound key mints it)",
+                    )
                 continue
             text = value if isinstance(value, str) else str(value)
             named = text if ":" in text else f"agent:{text}"
             if named == agent or (not actor.strict and not named.startswith("agent:")):
                 continue
             who = "another agent" if named.startswith("agent:") else "someone else"
+            does = "writes only its own agent's memory" if actor.owner else "acts only as it"
             raise _refuse(
                 actor.field,
                 "tier_identity",
-                f"this key is bound to {agent} and acts only as it; {actor.field} names "
-                f"{who} ({named!r})",
+                f"this key is bound to {agent} and {does}; {actor.field} names {who} ({named!r})",
             )
 
 

@@ -4,6 +4,7 @@ exit codes that mean something (``EXIT_CODES``, also in ``acmi --help``)."""
 from __future__ import annotations
 
 import datetime
+import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -15,6 +16,7 @@ from acmi_core.base.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    RateLimited,
     StoreAuthError,
     Unauthenticated,
     Unavailable,
@@ -27,13 +29,16 @@ EXIT_USAGE: Final = 2  # the command line or its input breaks a rule (nothing wa
 EXIT_NOT_FOUND: Final = 3
 EXIT_CONFLICT: Final = 4  # a lease is held by another owner, a compare-and-set deadline passed
 EXIT_AUTH: Final = 5  # the key is unknown, revoked or lacks the scope
-EXIT_UNAVAILABLE: Final = 6  # the store or the API did not answer (retry later)
+# the store or the API did not answer, or asked to be called later (a 429 or 503: retry
+# after the seconds the error line gives)
+EXIT_UNAVAILABLE: Final = 6
 EXIT_ERROR: Final = 7  # any other ACMI error (e.g. stored data another tool wrote is corrupt)
 
 EXIT_CODES: Final = (
     f"Exit codes: {EXIT_OK} ok, {EXIT_PROBLEMS} a check found problems, {EXIT_USAGE} bad usage "
     f"or input (nothing written), {EXIT_NOT_FOUND} not found, {EXIT_CONFLICT} conflict (lease "
-    f"held), {EXIT_AUTH} key refused, {EXIT_UNAVAILABLE} store/API unavailable, "
+    f"held), {EXIT_AUTH} key refused, {EXIT_UNAVAILABLE} store/API unavailable or rate "
+    "limited (retry later), "
     f"{EXIT_ERROR} other error."
 )
 
@@ -46,6 +51,7 @@ _CODES: Final[tuple[tuple[type[AcmiError], int], ...]] = (
     (Forbidden, EXIT_AUTH),
     (StoreAuthError, EXIT_AUTH),
     (Unavailable, EXIT_UNAVAILABLE),
+    (RateLimited, EXIT_UNAVAILABLE),  # allowed again later, as after a 503: retry then
 )
 
 
@@ -63,8 +69,12 @@ def exit_code(exc: AcmiError) -> int:
 
 
 def error_text(exc: AcmiError) -> str:
-    """``field: message (rule: name)``: what to fix and which rule said so."""
+    """``field: message (rule: name)``: what to fix and which rule said so; a 429 or 503
+    (retry later) adds ``; retry after N s``."""
     text = exc.message if exc.message.startswith(exc.field) else f"{exc.field}: {exc.message}"
+    if isinstance(exc, (Unavailable, RateLimited)):
+        # a script waits this long before it calls again (the API's Retry-After)
+        return f"{text} (rule: {exc.rule}); retry after {max(1, math.ceil(exc.retry_after))} s"
     return f"{text} (rule: {exc.rule})"
 
 

@@ -360,6 +360,8 @@ class HttpBackend:
         cls = _ERRORS.get(code) or _ERRORS.get(_BY_STATUS.get(status, ""), AcmiError)
         if status == 503 and not issubclass(cls, Unavailable):
             cls = Unavailable
+        elif status == 429 and not issubclass(cls, (RateLimited, Unavailable)):
+            cls = RateLimited  # a 429 is always "later", whatever its code says
         # Built without the subclass's __init__ (whose signatures differ and which would
         # prefix the field again): the message, field and rule exactly as the API said.
         error = cls.__new__(cls)

@@ -442,16 +442,16 @@ def test_a_bound_key_acts_only_as_its_agent(world: World) -> None:
 def test_every_acting_argument_is_in_the_identity_table() -> None:
     """Each write row's params field naming who acts (owner, agent, asked_by, by) is in
     ACTORS; each entry a field of its row's model (or the reference tool's argument)."""
-    acting = {"owner", "agent", "asked_by", "by"}
+    acting = {"owner", "agent", "asked_by", "by", "invited_by"}
     names = {row.name: row for row in OPERATIONS}
-    # tenant-wide writes ('*' tiers only): the agent onboarded, or a new key is bound to
-    tenant_wide = {"agents.invite", "keys.create"}
+    # an argument naming whom a row acts on, not who acts: the agent an invite onboards
+    acted_on = {"agents.invite": {"agent"}}
     for row in OPERATIONS:
-        if row.params is None or row.name in tenant_wide:
+        if row.params is None:
             continue
         model = params_model(row)
         writes = row.access is not Access.READ or row.name in WRITE_TARGETS
-        named = acting & set(model.model_fields)
+        named = (acting & set(model.model_fields)) - acted_on.get(row.name, set())
         if writes and named:
             assert {a.field for a in ACTORS.get(row.name, ())} >= named, row.name
     for name, actors in ACTORS.items():
@@ -465,3 +465,7 @@ def test_every_acting_argument_is_in_the_identity_table() -> None:
     for name, tool in tools.items():
         if tool.writes and {"agentId", "source"} & {arg[0] for arg in tool.args}:
             assert name in REFERENCE_ACTORS, name
+    # every memory write names its owner: held to the key's own agent (tier_identity)
+    for name in WRITE_TARGETS:
+        if name.startswith("memory."):
+            assert [(a.field, a.strict) for a in ACTORS[name]] == [("entity", False)], name
