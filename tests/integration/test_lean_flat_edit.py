@@ -51,10 +51,22 @@ _values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_names, inner, max_size=3),
     max_leaves=6,
 )
+# what the flat edit takes: plain names, plain values
+_plain_names = st.sampled_from(["a", "b", "field3", "__ttl_field3", "é", "日本", "", " sp "])
+_plain = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.sampled_from([0.5, -0.25, 12.125])
+    | st.text(
+        st.characters(codec="utf-8", exclude_characters='"\\\x7f', min_codepoint=32), max_size=6
+    )
+)
 # stored text: what we and JSON.stringify write, json.dumps' spaced form, or text the
 # scanner must refuse or read with care
 _stored = (
     st.none()
+    | st.dictionaries(_plain_names, _plain, max_size=8).map(dumps)
     | st.dictionaries(_names, _values, max_size=6).map(dumps)
     | st.dictionaries(_names, _scalars, max_size=6).map(dumps)
     | st.dictionaries(_names, _scalars, max_size=4).map(json.dumps)
@@ -82,7 +94,9 @@ _stored = (
         ]
     )
 )
-_field = st.tuples(st.sampled_from("snd"), _names, _values.map(dumps))
+_field = st.tuples(st.sampled_from("snd"), _names, _values.map(dumps)) | st.tuples(
+    st.sampled_from("snd"), _plain_names, _plain.map(dumps)
+)
 
 
 def _arg(mode: str, name: str, value: str) -> str:

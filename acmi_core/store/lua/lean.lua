@@ -6,7 +6,8 @@
 -- Redis runs a script's whole body on every call: apply.lua defines its op table and ~10
 -- functions each run (a plan of one SADD: ~10 us of Redis time there, ~5 here).
 -- This script is what these writes need and no more; the object edit is objedit.lua's
--- (put before this text), built at the first OBJ op. WritePlan.apply sends a plan here
+-- (put before this text), built at the first OBJ op, except for the usual edit (plain
+-- values in a flat object, as JSON writes it), done below without the scanner. WritePlan.apply sends a plan here
 -- only when every op is one of the ops below and each key is named by ops of one kind
 -- (so one TYPE, or an OBJ key's GET, read before any write, decides every op); any other
 -- plan goes to apply.lua. Same ops, results, stored bytes and errors as apply.lua
@@ -86,6 +87,9 @@ local function editor()
   return object_editor(bad, count_of, value_of)
 end
 
+-- the flat edit, built at the first OBJ op like the full one (a plan without one pays
+-- nothing for its functions)
+local function flat_editor()
 -- a number as JSON writes it, the usual forms only (an integer, a plain decimal); any
 -- other text is left to the full edit, which checks the whole grammar
 local function plain_number(v)
@@ -105,15 +109,17 @@ end
 
 -- The usual edit without the scanner: a few fields of plain values set in a flat object
 -- (no escape, no space, no nested value, a name at most once) stored as JSON writes it.
--- One anchored find a member (~5x fewer calls than the scanner) checks it whole; the
--- result is the full edit's, byte for byte: values replaced in place, new members
--- appended in the edit's order, runs of kept members copied as one piece. Returns the new
--- text, or nil for anything else, which the full edit (objedit.lua) then decides,
--- errors included; test_lean_objedit.py holds the two equal.
+-- One anchored find a member (~5x fewer calls than the scanner) checks it whole, and
+-- only the members the edit names are kept; the result is the full edit's, byte for
+-- byte: values replaced in place, new members appended in the edit's order, the text
+-- between the members changed copied as it is. Returns the new text, or nil for
+-- anything else, which the full edit (objedit.lua) then decides, errors included
+-- (tests/integration/test_lean_flat_edit.py holds the two equal, byte for byte).
 local function flat_edit(stored, pos)
   local n = count_of(ARGV[pos])
   if not n or n == 0 or ARGV[pos + n] == nil then return nil end
-  local size, names, raws, modes = 0, {}, {}, {}
+  -- the fields: names[f], raws[f], modes[f]; found[name]: 0 until the scan meets it
+  local size, names, raws, modes, found = 0, {}, {}, {}, {}
   for f = 1, n do
     local arg = ARGV[pos + f]
     size = size + #arg - 2
@@ -121,18 +127,17 @@ local function flat_edit(stored, pos)
     if not e or size > MAX_OBJECT_BYTES then return nil end
     local raw = sub(arg, e + 1)
     if not plain_value(raw) then return nil end
-    modes[f], names[f], raws[f] = letter, name, raw
+    modes[f], names[f], raws[f], found[name] = letter, name, raw, 0
   end
   -- no backslash (a plain find, not a class scan: 60x cheaper); a raw control byte (or
   -- DEL) is refused by the member patterns' %c
-  if #stored > MAX_OBJECT_BYTES or byte(stored, 1) ~= 123 or find(stored, '\\', 1, true) then
+  local last = #stored
+  if last > MAX_OBJECT_BYTES or byte(stored, 1) ~= 123 or find(stored, '\\', 1, true) then
     return nil
   end
-  local wanted = {}
-  for f = 1, n do wanted[names[f]] = true end
-  -- the members: at[i] where member i starts, ends[i] just after its value
-  local at, ends, first, count = {}, {}, {}, 0
-  local last = #stored
+  -- the members the edit names, in the order of the text: from[k] where the k-th starts,
+  -- upto[k] the ',' or '}' after its value; every member checked
+  local from, upto, m = {}, {}, 0
   if stored ~= '{}' then
     local j = 2
     while true do
@@ -145,11 +150,11 @@ local function flat_edit(stored, pos)
           return nil
         end
       end
-      count = count + 1
-      at[count], ends[count] = j, e
-      if wanted[name] then
-        if first[name] then return nil end  -- a repeated name: the full edit's rules
-        first[name] = count
+      local k = found[name]
+      if k then
+        if k ~= 0 then return nil end  -- a repeated name: the full edit's rules
+        m = m + 1
+        from[m], upto[m], found[name] = j, e, m
       end
       if c == '}' then
         if e ~= last then return nil end
@@ -158,58 +163,59 @@ local function flat_edit(stored, pos)
       j = e + 1
     end
   end
-  -- the edit (objedit.lua's edit_field, for names that occur at most once)
-  local new, lit = {}, {}
+  -- the edit (objedit.lua's edit_field, for names that occur at most once): new[k] the
+  -- k-th member's new value (false: removed); members added go after the m stored ones
+  local new, lit, count = {}, {}, m
   for f = 1, n do
     local mode, name = modes[f], names[f]
-    local i = first[name]
-    if mode == 's' then
-      if i then
-        new[i] = raws[f]
-      else
+    local k = found[name]
+    if k == 0 then k = nil end
+    if mode == 's' or (mode == 'n' and not k) then
+      if not k then
         count = count + 1
-        first[name], lit[count], new[count] = count, '"' .. name .. '"', raws[f]
+        k, found[name], lit[count] = count, count, '"' .. name .. '"'
       end
-    elseif mode == 'n' then
-      if not i then
-        count = count + 1
-        first[name], lit[count], new[count] = count, '"' .. name .. '"', raws[f]
-      end
-    elseif i then
-      new[i], first[name] = false, nil
+      new[k] = raws[f]
+    elseif mode == 'd' and k then
+      new[k], found[name] = false, 0
     end
   end
-  -- objedit.lua's object_text
-  local parts, np, run = {}, 0, nil
-  for i = 1, count do
-    local v = new[i]
-    if v == nil then
-      run = run or i
-    else
-      if run then
+  -- the text (objedit.lua's object_text): the runs of members kept as written, copied as
+  -- one piece each, and the members changed or added, joined by ','
+  local parts, np, at = {}, 0, 2   -- at: where the text not yet copied starts
+  for k = 1, m do
+    local v = new[k]
+    if v ~= nil then
+      if from[k] > at then
         np = np + 1
-        parts[np] = sub(stored, at[run], ends[i - 1] - 1)
-        run = nil
+        parts[np] = sub(stored, at, from[k] - 2)
       end
       if v then
         np = np + 1
-        local a = at[i]
-        if a then  -- a stored member: its name literal as written
-          parts[np] = sub(stored, a, (find(stored, '"', a + 1, true))) .. ':' .. v
-        else
-          parts[np] = lit[i] .. ':' .. v
-        end
+        parts[np] = sub(stored, from[k], (find(stored, '"', from[k] + 1, true))) .. ':' .. v
       end
+      at = upto[k] + 1
     end
   end
-  if run then
+  if at < last then
     np = np + 1
-    parts[np] = sub(stored, at[run], ends[count] - 1)
+    parts[np] = sub(stored, at, last - 1)
+  end
+  for k = m + 1, count do
+    local v = new[k]
+    if v then
+      np = np + 1
+      parts[np] = lit[k] .. ':' .. v
+    end
   end
   local doc = '{' .. table.concat(parts, ',', 1, np) .. '}'
   if #doc > MAX_OBJECT_BYTES then return nil end
   return doc
 end
+
+return flat_edit
+end
+local flat_edit = nil
 
 -- a decimal number or +-inf, as ZADD takes it (apply.lua's score_of): no hex, no nan,
 -- nothing Redis would refuse half-way through the writes
@@ -281,6 +287,7 @@ for op = 1, nops do
   if argc then
     pos = pos + 2 + argc
   else  -- OBJ: its edit, computed (and checked) now: the flat edit, else the full one
+    flat_edit = flat_edit or flat_editor()
     local doc, nextpos = flat_edit(edited[ki] or '{}', pos + 2), nil
     if doc then
       nextpos = pos + 3 + tonumber(ARGV[pos + 2])
