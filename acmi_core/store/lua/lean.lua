@@ -129,10 +129,11 @@ local function flat_edit(stored, pos)
     if not plain_value(raw) then return nil end
     modes[f], names[f], raws[f], found[name] = letter, name, raw, 0
   end
-  -- no backslash (a plain find, not a class scan: 60x cheaper); a raw control byte (or
-  -- DEL) is refused by the member patterns' %c
+  -- no backslash and no NUL (plain finds, not a class scan: 60x cheaper); another raw
+  -- control byte is refused by the member patterns (a range, cheaper than %c)
   local last = #stored
-  if last > MAX_OBJECT_BYTES or byte(stored, 1) ~= 123 or find(stored, '\\', 1, true) then
+  if last > MAX_OBJECT_BYTES or byte(stored, 1) ~= 123 or find(stored, '\\', 1, true)
+    or find(stored, '\0', 1, true) then
     return nil
   end
   -- the members the edit names, in the order of the text: from[k] where the k-th starts,
@@ -141,10 +142,10 @@ local function flat_edit(stored, pos)
   if stored ~= '{}' then
     local j = 2
     while true do
-      local _, e, name, c = find(stored, '^"([^"%c]*)":"[^"%c]*"([,}])', j)
+      local _, e, name, c = find(stored, '^"([^"\1-\31]*)":"[^"\1-\31]*"([,}])', j)
       if not e then
         local v
-        _, e, name, v, c = find(stored, '^"([^"%c]*)":([%w.+-]+)([,}])', j)
+        _, e, name, v, c = find(stored, '^"([^"\1-\31]*)":([%w.+-]+)([,}])', j)
         if not e then return nil end
         if v ~= 'true' and v ~= 'false' and v ~= 'null' and not plain_number(v) then
           return nil
