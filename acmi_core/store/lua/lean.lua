@@ -118,16 +118,21 @@ end
 local function flat_edit(stored, pos)
   local n = count_of(ARGV[pos])
   if not n or n == 0 or ARGV[pos + n] == nil then return nil end
-  -- the fields: names[f], raws[f], modes[f]; found[name]: 0 until the scan meets it
-  local size, names, raws, modes, found = 0, {}, {}, {}, {}
+  -- the fields: names[f], modes[f]; found[name]: 0 until the scan meets it. A field's
+  -- text after its mode letter is its member as the result holds it (name literal, ':',
+  -- value): a name without escapes is written the same in the stored text
+  local size, names, modes, found = 0, {}, {}, {}
   for f = 1, n do
     local arg = ARGV[pos + f]
     size = size + #arg - 2
-    local _, e, letter, name = find(arg, '^([snd])"([^"\\%z\1-\31]*)":')
-    if not e or size > MAX_OBJECT_BYTES then return nil end
-    local raw = sub(arg, e + 1)
-    if not plain_value(raw) then return nil end
-    modes[f], names[f], raws[f], found[name] = letter, name, raw, 0
+    -- a string value: the name and the value checked by one find
+    local _, e, letter, name = find(arg, '^([snd])"([^"\\%z\1-\31]*)":"[^"\\%z\1-\31]*"$')
+    if not e then
+      _, e, letter, name = find(arg, '^([snd])"([^"\\%z\1-\31]*)":')
+      if not e or not plain_value(sub(arg, e + 1)) then return nil end
+    end
+    if size > MAX_OBJECT_BYTES then return nil end
+    modes[f], names[f], found[name] = letter, name, 0
   end
   -- no backslash and no NUL (plain finds, not a class scan: 60x cheaper); another raw
   -- control byte is refused by the member patterns (a range, cheaper than %c)
@@ -165,8 +170,9 @@ local function flat_edit(stored, pos)
     end
   end
   -- the edit (objedit.lua's edit_field, for names that occur at most once): new[k] the
-  -- k-th member's new value (false: removed); members added go after the m stored ones
-  local new, lit, count = {}, {}, m
+  -- field that sets the k-th member (false: removed); members added go after the m
+  -- stored ones
+  local new, count = {}, m
   for f = 1, n do
     local mode, name = modes[f], names[f]
     local k = found[name]
@@ -174,9 +180,9 @@ local function flat_edit(stored, pos)
     if mode == 's' or (mode == 'n' and not k) then
       if not k then
         count = count + 1
-        k, found[name], lit[count] = count, count, '"' .. name .. '"'
+        k, found[name] = count, count
       end
-      new[k] = raws[f]
+      new[k] = f
     elseif mode == 'd' and k then
       new[k], found[name] = false, 0
     end
@@ -193,7 +199,7 @@ local function flat_edit(stored, pos)
       end
       if v then
         np = np + 1
-        parts[np] = sub(stored, from[k], (find(stored, '"', from[k] + 1, true))) .. ':' .. v
+        parts[np] = sub(ARGV[pos + v], 2)
       end
       at = upto[k] + 1
     end
@@ -206,7 +212,7 @@ local function flat_edit(stored, pos)
     local v = new[k]
     if v then
       np = np + 1
-      parts[np] = lit[k] .. ':' .. v
+      parts[np] = sub(ARGV[pos + v], 2)
     end
   end
   local doc = '{' .. table.concat(parts, ',', 1, np) .. '}'
