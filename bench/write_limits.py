@@ -84,6 +84,18 @@ def cases() -> list[Case]:
         )
     )
 
+    # lean.lua's flat edit takes a flat object, scans it all and meets a nested value in its
+    # last member: the full edit then runs too (the worst of both)
+    doc, n = _members(lambda i: f'"{i:x}":0', MAX_OBJECT_BYTES - len(',"z":[0]'))
+    out.append(
+        Case(
+            "flat, then nested",
+            f"{n:,} members, the last nested, {MAX_EDIT_FIELDS:,} replaced",
+            doc[:-1] + ',"z":[0]}',
+            _replacing(n, "{:x}".format),
+        )
+    )
+
     def escaped(i: int) -> str:  # every character of the name as a \u escape
         return "".join(f"\\u{ord(ch):04x}" for ch in f"k{i:x}")
 
