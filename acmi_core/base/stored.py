@@ -366,7 +366,7 @@ def fence(body: str, info: str = "text") -> str:
     """``body`` in a code fence no backtick run inside it can close (CommonMark: a fence
     closes only with a run at least as long as the opening one): stored text shown to a
     reader (a wake bundle, an LLM prompt) stays data and cannot pose as instructions."""
-    longest = max(map(len, BACKTICKS.findall(body)), default=0)
+    longest = max(map(len, BACKTICKS.findall(body)), default=0) if "`" in body else 0
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{body}\n{ticks}"
 
