@@ -97,21 +97,26 @@ def render(bundle: Bundle) -> str:
 
 
 def _one_line(value: object, limit: int = 400) -> str:
+    # A plain int, finite float, bool or null: the encoder's own text, without the encoder
+    # (it has no space in it to fold)
     kind = type(value)
-    if kind is int:  # the encoder's own text of a plain int or finite float, no space in it
+    if kind is int:
         text = int.__repr__(value)
-        return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
-    if kind is float and value - value == 0.0:  # type: ignore[operator]  # finite
+    elif kind is float and value - value == 0.0:  # type: ignore[operator]  # finite
         text = float.__repr__(value)
-        return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
-    if isinstance(value, str):
-        text = value
+    elif kind is bool:
+        text = "true" if value else "false"
+    elif value is None:
+        text = "null"
     else:
-        try:  # the C encoder; render_json (exact JsonNumbers) only when it cannot
-            text = _ONE_LINE_JSON.encode(value)
-        except (TypeError, ValueError):
-            text = render_json(value).decode("utf-8")
-    text = " ".join(text.split())
+        if isinstance(value, str):
+            text = value
+        else:
+            try:  # the C encoder; render_json (exact JsonNumbers) only when it cannot
+                text = _ONE_LINE_JSON.encode(value)
+            except (TypeError, ValueError):
+                text = render_json(value).decode("utf-8")
+        text = " ".join(text.split())
     return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
 
 
@@ -198,7 +203,16 @@ def event_line(event: Any, view: View) -> str:
         parts.append(f"({correlation})")
     said = text or ""
     if _is_mapping(payload):
-        shown = pairs(payload, view, lambda k, v: _known(v, said, view))
+        agent = view.agent  # _known, inline: a test a payload value
+        shown = " ".join(
+            [
+                f"{k}={value_text(k, v, view)}"
+                for k, v in payload.items()
+                if not (
+                    v == agent or v is None or (isinstance(v, str) and len(v) >= 2 and v in said)
+                )
+            ]
+        )
         if shown:
             parts.append(shown)
     elif payload is not None and "payload" in event:

@@ -163,7 +163,11 @@ fields = st.dictionaries(
 )
 payloads = st.one_of(
     st.none(),
-    st.dictionaries(st.sampled_from(["a", "ts", "deadline", "n_ms", "urgency", "topic"]), values),
+    st.dictionaries(
+        st.sampled_from(["a", "ts", "deadline", "n_ms", "urgency", "topic"]),
+        # the agent, text the summary says (or part of it), one character of it
+        st.one_of(values, st.sampled_from(["agent:a", "s", "a  b", "b", "a", "note", ""])),
+    ),
     values,
 )
 
