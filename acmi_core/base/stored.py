@@ -227,8 +227,8 @@ def decode_event(member: object) -> tuple[Event, dict[str, Any]] | str:
 # an enum, nothing a caller can edit, so one instance serves every read of the same bytes,
 # which pydantic reads the same way each time. Bounded: members up to _MEMO_MEMBER_BYTES,
 # at most _MEMO_MAX of them (cleared when full: dict.clear is atomic, so threads may share
-# it), about 4 MiB at most.
-_MEMO_MAX: Final = 4096
+# it), about 4.5 MiB at most (2,048 events of 506 bytes: 1 MiB of members, 3.4 MiB of events).
+_MEMO_MAX: Final = 2048
 _MEMO_MEMBER_BYTES: Final = 512
 _PLAIN_MEMO: Final[dict[bytes, Event]] = {}
 
