@@ -221,6 +221,25 @@ def decode_event(member: object) -> tuple[Event, dict[str, Any]] | str:
 # quotes leaves no room for a second copy of any key.
 
 
+# Plain events already read, by their member: a reader re-reads the same newest events
+# (an agent's get, page after page of a thread), and validation is most of a read's CPU.
+# Only plain events (no payload, no unknown field): frozen models of strings, numbers and
+# an enum, nothing a caller can edit, so one instance serves every read of the same bytes,
+# which pydantic reads the same way each time. Bounded: members up to _MEMO_MEMBER_BYTES,
+# at most _MEMO_MAX of them (cleared when full: dict.clear is atomic, so threads may share
+# it), about 4.5 MiB at most (2,048 events of 506 bytes: 1 MiB of members, 3.4 MiB of events).
+_MEMO_MAX: Final = 2048
+_MEMO_MEMBER_BYTES: Final = 512
+_PLAIN_MEMO: Final[dict[bytes, Event]] = {}
+
+
+def _remember(member: bytes, event: Event) -> None:
+    if len(member) <= _MEMO_MEMBER_BYTES:
+        if len(_PLAIN_MEMO) >= _MEMO_MAX:
+            _PLAIN_MEMO.clear()
+        _PLAIN_MEMO[member] = event
+
+
 def decode_events(
     members: Sequence[object], max_bytes: int | None = None
 ) -> tuple[list[tuple[Event, dict[str, Any] | bytes]], list[tuple[int, str]]]:
@@ -231,7 +250,8 @@ def decode_events(
 
     Two fast paths give exactly what ``decode_event`` gives, else it runs:
     - a plain event (no payload, no unknown field, no key twice): parsed and validated
-      from the bytes by pydantic in one step (the plain rule, above);
+      from the bytes by pydantic in one step (the plain rule, above), or, read before,
+      the same event again (``_PLAIN_MEMO``);
     - any valid event: ``load_stored``, then pydantic's validation.
     A member that is not a valid event goes on to the tolerant path."""
     decoded: list[tuple[Event, dict[str, Any] | bytes]] = []
@@ -247,6 +267,10 @@ def decode_events(
                 skipped.append((position, reason))
                 continue
             if plain:
+                event = _PLAIN_MEMO.get(member)
+                if event is not None:
+                    decoded.append((event, member))
+                    continue
                 try:
                     event = from_json(member)
                 except PydanticValidationError:
@@ -270,6 +294,7 @@ def decode_events(
                         and (ts or type(ts) is int)  # 0.0 may be 1e-999: load_stored keeps it
                     ):
                         decoded.append((event, member))
+                        _remember(member, event)
                         continue
             try:
                 data = load_stored(member)
@@ -341,7 +366,7 @@ def fence(body: str, info: str = "text") -> str:
     """``body`` in a code fence no backtick run inside it can close (CommonMark: a fence
     closes only with a run at least as long as the opening one): stored text shown to a
     reader (a wake bundle, an LLM prompt) stays data and cannot pose as instructions."""
-    longest = max(map(len, BACKTICKS.findall(body)), default=0)
+    longest = max(map(len, BACKTICKS.findall(body)), default=0) if "`" in body else 0
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{body}\n{ticks}"
 

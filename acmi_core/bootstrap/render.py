@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from acmi_core.base.stored import LONE_SURROGATE, fence, render_json
 from acmi_core.bootstrap.text import iso
@@ -61,9 +61,12 @@ def span(ms: float) -> str:
     """A length of time, coarsely (to the nearest unit): ``45 s``, ``12 min``, ``3 h``,
     ``2 d``."""
     seconds = abs(ms) / 1000
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds >= size:
-            return f"{round(seconds / size)} {unit}"
+    if seconds >= 3_600:  # unrolled: this runs for nearly every line
+        if seconds >= 86_400:
+            return f"{round(seconds / 86_400)} d"
+        return f"{round(seconds / 3_600)} h"
+    if seconds >= 60:
+        return f"{round(seconds / 60)} min"
     return f"{int(seconds)} s"
 
 
@@ -74,7 +77,8 @@ def minute(ms: int) -> str:
 
 def ago(ms: object, now: int) -> str:
     """``ms`` (a stored time) relative to ``now``: ``12 min ago``, ``in 1 h``, ``now``."""
-    when = event_ms(ms)
+    # a ms int (what we store) as it is; anything else as event_ms reads it
+    when = ms if type(ms) is int and 0 <= ms <= _MAX_MS_DIGITS else event_ms(ms)
     if when is None:
         return "?"
     delta = now - when
@@ -93,14 +97,26 @@ def render(bundle: Bundle) -> str:
 
 
 def _one_line(value: object, limit: int = 400) -> str:
-    if isinstance(value, str):
-        text = value
+    # A plain int, finite float, bool or null: the encoder's own text, without the encoder
+    # (it has no space in it to fold)
+    kind = type(value)
+    if kind is int:
+        text = int.__repr__(value)
+    elif kind is float and value - value == 0.0:  # type: ignore[operator]  # finite
+        text = float.__repr__(value)
+    elif kind is bool:
+        text = "true" if value else "false"
+    elif value is None:
+        text = "null"
     else:
-        try:  # the C encoder; render_json (exact JsonNumbers) only when it cannot
-            text = _ONE_LINE_JSON.encode(value)
-        except (TypeError, ValueError):
-            text = render_json(value).decode("utf-8")
-    text = " ".join(text.split())
+        if isinstance(value, str):
+            text = value
+        else:
+            try:  # the C encoder; render_json (exact JsonNumbers) only when it cannot
+                text = _ONE_LINE_JSON.encode(value)
+            except (TypeError, ValueError):
+                text = render_json(value).decode("utf-8")
+        text = " ".join(text.split())
     return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
 
 
@@ -140,7 +156,7 @@ class View:
 def value_text(key: str, value: object, view: View) -> str:
     """A value on one line: text as it is, a time-like number relative to now, a list of
     texts joined, anything nested as one-line JSON."""
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return _one_line(value, 300)
     if isinstance(value, int | float) and not isinstance(value, bool):
         if key.endswith("_ms") and key != "ts_ms":
@@ -154,7 +170,7 @@ def value_text(key: str, value: object, view: View) -> str:
 
 def pairs(value: Mapping[str, Any], view: View, skip: Callable[[str, Any], bool]) -> str:
     """``key=value`` pairs (a payload, a record), those ``skip`` says are known left out."""
-    return " ".join(f"{k}={value_text(k, v, view)}" for k, v in value.items() if not skip(k, v))
+    return " ".join([f"{k}={value_text(k, v, view)}" for k, v in value.items() if not skip(k, v)])
 
 
 def event_line(event: Any, view: View) -> str:
@@ -162,9 +178,10 @@ def event_line(event: Any, view: View) -> str:
     summary}``, its MCP server's records, a snake_case ``correlation_id``): when, who
     (unless the agent itself), ``[kind]``, what it says, its correlation id, its payload
     without what the line says already."""
-    if not isinstance(event, Mapping):
+    if type(event) is not dict and not isinstance(event, Mapping):
         return _one_line(event)
-    if event.get("kind") == "hitl-required" and isinstance(event.get("payload"), Mapping):
+    payload = event.get("payload")
+    if event.get("kind") == "hitl-required" and _is_mapping(payload):
         return hitl_line(event, view)
     parts = [ago(event.get("ts"), view.now)]
     source = event.get("source")
@@ -172,27 +189,46 @@ def event_line(event: Any, view: View) -> str:
         parts.append(str(source))
     if event.get("kind"):
         parts.append(f"[{event['kind']}]")
-    text = next(
-        (v for v in (event.get("summary"), event.get("message")) if isinstance(v, str) and v),
-        None,
-    )
-    known = {"ts", "source", "kind", "summary", "message", "correlationId", "correlation_id"}
+    text = event.get("summary")
+    if not (isinstance(text, str) and text):  # else its message, else no text
+        text = event.get("message")
+        if not (isinstance(text, str) and text):
+            text = None
     if text is not None:
         parts.append(_one_line(text))
     else:  # a record with no text (an MCP spawn, a quota record): its fields
-        parts.append(pairs(event, view, lambda k, _: k in known))
+        parts.append(pairs(event, view, lambda k, _: k in _EVENT_KNOWN))
     correlation = event.get("correlationId") or event.get("correlation_id")
     if correlation:
         parts.append(f"({correlation})")
-    payload = event.get("payload")
     said = text or ""
-    if isinstance(payload, Mapping):
-        shown = pairs(payload, view, lambda k, v: _known(v, said, view))
+    if _is_mapping(payload):
+        agent = view.agent  # _known, inline: a test a payload value
+        shown = " ".join(
+            [
+                f"{k}={value_text(k, v, view)}"
+                for k, v in payload.items()
+                if not (
+                    v == agent or v is None or (isinstance(v, str) and len(v) >= 2 and v in said)
+                )
+            ]
+        )
         if shown:
             parts.append(shown)
     elif payload is not None and "payload" in event:
         parts.append(f"payload={_one_line(payload, 300)}")
-    return " ".join(p for p in parts if p)
+    return " ".join([p for p in parts if p])
+
+
+_EVENT_KNOWN: Final = frozenset(
+    ("ts", "source", "kind", "summary", "message", "correlationId", "correlation_id")
+)
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, a dict (what stored JSON decodes to) without the
+    ABC's check."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _known(value: object, said: str, view: View) -> bool:
@@ -223,7 +259,7 @@ def hitl_line(event: Mapping[str, Any], view: View) -> str:
 
 def item_line(name: str, item: Any, view: View) -> str:
     """An item's line (inside its section's fence), by its section."""
-    if name in EVENT_SECTIONS or not isinstance(item, Mapping):
+    if name in EVENT_SECTIONS or not _is_mapping(item):
         return event_line(item, view)
     if name == "conflicts":
         return (
@@ -416,5 +452,11 @@ def markdown_parts(bundle: Bundle) -> list[tuple[str, list[str]]]:
 
 def markdown(bundle: Bundle) -> str:
     out = [line for _, lines in markdown_parts(bundle) for line in lines]
-    # a lone surrogate (legal in stored JSON) has no UTF-8 form: shown as U+FFFD
-    return LONE_SURROGATE.sub("\ufffd", "\n".join(out) + "\n")
+    text = "\n".join(out) + "\n"
+    # a lone surrogate (legal in stored JSON) has no UTF-8 form: shown as U+FFFD; a text
+    # that encodes has none (the encoder finds that out faster than the pattern)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return LONE_SURROGATE.sub("\ufffd", text)
+    return text

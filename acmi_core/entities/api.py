@@ -130,13 +130,22 @@ class Events(list[Event]):
     ) -> None:
         super().__init__(events)
         self.skipped: list[Skipped] = list(skipped)
+        # The pairs as given; mapped by id() on the first to_dicts(), not here: a read
+        # whose caller takes the events themselves (most client calls) never pays for it.
+        self._pairs = list(stored)
+        self._by_id: dict[int, tuple[Event, dict[str, Any] | bytes]] | None = None
+
+    def _stored(self) -> dict[int, tuple[Event, dict[str, Any] | bytes]]:
         # keyed by id(), holding the event itself so the id cannot be reused
-        self._stored = {id(event): (event, data) for event, data in stored}
+        if self._by_id is None:
+            self._by_id = {id(event): (event, data) for event, data in self._pairs}
+        return self._by_id
 
     def to_dicts(self) -> list[dict[str, Any]]:
         dicts = []
+        stored_of = self._stored().get
         for event in self:
-            pair = self._stored.get(id(event))
+            pair = stored_of(id(event))
             if pair is None or pair[0] is not event:
                 dicts.append(event.to_dict())
                 continue

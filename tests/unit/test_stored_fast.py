@@ -18,6 +18,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from acmi_core.base import stored
 from acmi_core.base.model import EVENT_FIELD_ORDER, MAX_TS_MS, Event
 from acmi_core.base.stored import decode_event, decode_events, plain_dict
 from acmi_core.entities.api import Events, _decode_events
@@ -174,3 +175,58 @@ def test_plain_events_are_served_from_the_event() -> None:
 def test_event_fields_are_declared_in_the_stored_order() -> None:
     """plain_dict copies the event's __dict__, which pydantic fills in declaration order."""
     assert tuple(Event.model_fields) == EVENT_FIELD_ORDER
+
+
+# --- the memo of plain events: a second read of the same members serves the same ---------
+
+
+@SETTINGS
+@given(st.lists(mixed, max_size=8))
+def test_a_read_served_from_the_memo_is_the_full_rule(batch: list[object]) -> None:
+    """Read twice (the second read meets the plain members in ``_PLAIN_MEMO``), then with
+    the memo emptied: every read serves what the full rule serves, and the same events."""
+    first = served(batch)
+    again = served(batch)
+    stored._PLAIN_MEMO.clear()
+    fresh = served(batch)
+    assert first == again == fresh == full_rule(batch)
+    before, _ = decode_events(batch)
+    after, _ = decode_events(batch)
+    assert [e for e, _ in before] == [e for e, _ in after]
+    assert [type(s) for _, s in before] == [type(s) for _, s in after]
+
+
+def test_the_memo_holds_plain_events_only_and_stays_bounded() -> None:
+    stored._PLAIN_MEMO.clear()
+    plain = b'{"ts":1,"source":"agent:a","kind":"k","correlationId":"c","summary":"s"}'
+    with_payload = plain[:-1] + b',"payload":{"a":1}}'
+    extra = plain[:-1] + b',"zz":"x"}'
+    big = plain[:-1].replace(b'"s"', b'"' + b"x" * stored._MEMO_MEMBER_BYTES + b'"') + b"}"
+    decode_events([plain, with_payload, extra, big])
+    assert list(stored._PLAIN_MEMO) == [plain]
+    # a payload ends the plain path for the rest of the read: the memo is not consulted
+    decoded, _ = decode_events([with_payload, plain])
+    assert type(decoded[1][1]) is dict and decoded[1][0] == stored._PLAIN_MEMO[plain]
+    hit, _ = decode_events([plain])
+    assert hit[0][0] is stored._PLAIN_MEMO[plain] and hit[0][1] == plain
+    many = [plain.replace(b'"c"', b'"c%d"' % i) for i in range(stored._MEMO_MAX + 10)]
+    decoded, skipped = decode_events(many)
+    assert skipped == [] and len(decoded) == len(many)
+    assert 0 < len(stored._PLAIN_MEMO) <= stored._MEMO_MAX
+    assert [e.correlationId for e, _ in decoded] == [f"c{i}" for i in range(len(many))]
+    decoded_again, _ = decode_events(many)
+    assert [e for e, _ in decoded_again] == [e for e, _ in decoded]
+
+
+def test_events_served_as_dicts_after_the_list_changed() -> None:
+    """The id map of ``Events`` is built on the first to_dicts(): events the caller added
+    or took out after the read are served as before (an added one by its own to_dict)."""
+    members = [
+        b'{"ts":%d,"source":"agent:a","kind":"k","correlationId":"c","summary":"s"}' % i
+        for i in (1, 2, 3)
+    ]
+    events = _decode_events(members, "acmi:user:x:timeline")
+    added = Event(ts=9, source="agent:b", kind="k", correlationId="d", summary="t")
+    events.pop(0)
+    events.append(added)
+    assert events.to_dicts() == [json.loads(members[1]), json.loads(members[2]), added.to_dict()]
