@@ -98,6 +98,7 @@ TEST_DBS: Final = {
     "packed_limits": 49,
     "client_cpu_equivalence": 50,
     "log_lines": 51,
+    "memory_ranking": 44,
 }
 
 

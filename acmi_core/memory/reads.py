@@ -32,6 +32,7 @@ from acmi_core.memory.embeddings import (
     embedder_for,
     fusion_of,
     provider_name,
+    section_headings,
     section_texts,
 )
 from acmi_core.memory.layers import (
@@ -420,8 +421,24 @@ class MemoryReads(MemoryCommands):
         texts = [line for *_, line in lines]
         # each line's embedded text: its words under its file's nearest heading
         words = [w for _, _, text in files for w in section_texts(text)]
-        similarity, semantic, (weight, floor) = self._similarity(state, query, words)
-        ranked = hybrid_rank(texts, query, similarity, vector_weight=weight, min_similarity=floor)
+        heads = [h for _, _, text in files for h in section_headings(text)]
+        # a heading counts only where the embedded text carries it
+        heads = [
+            h if h is not None and w is not None and w.startswith(f"{h}: ") else None
+            for w, h in zip(words, heads, strict=True)
+        ]
+        similarity, by_heading, semantic, (weight, floor) = self._similarity(
+            state, query, words, heads
+        )
+        ranked = hybrid_rank(
+            texts,
+            query,
+            similarity,
+            vector_weight=weight,
+            min_similarity=floor,
+            headings=heads,
+            heading_similarity=by_heading,
+        )
         hits: list[SearchHit] = []
         for r in ranked[:limit]:
             layer, path, number, line = lines[r.index]
@@ -451,14 +468,20 @@ class MemoryReads(MemoryCommands):
         return found
 
     def _similarity(
-        self, state: MemoryState, query: str, words: Sequence[str | None]
-    ) -> tuple[list[float] | None, SemanticInfo, tuple[float, float]]:
-        """Each line's cosine to ``query`` (None without embeddings), what was done and
-        the provider's fusion (weight, floor); ``words``: each line's embedded text
-        (``section_texts``), None for a line with none. The vectors of the entity and its
-        linked topics in one pipeline; a line the index lacks (written before it, by
-        another tool, before headings were embedded, or past a failed provider) embedded
-        now with the query, up to ``MAX_EMBED_LINES``."""
+        self,
+        state: MemoryState,
+        query: str,
+        words: Sequence[str | None],
+        heads: Sequence[str | None],
+    ) -> tuple[list[float] | None, list[float | None] | None, SemanticInfo, tuple[float, float]]:
+        """Each line's cosine to ``query`` and its heading's alone (None without
+        embeddings), what was done and the provider's fusion (weight, floor); ``words``:
+        each line's embedded text (``section_texts``), None for a line with none;
+        ``heads``: the heading it carries (``section_headings``). The vectors of the
+        entity and its linked topics in one pipeline; a line the index lacks (written
+        before it, by another tool, before headings were embedded, or past a failed
+        provider) embedded now with the query, up to ``MAX_EMBED_LINES``, and so are the
+        headings (not indexed: a process embeds each once, ``embedded_with_query``)."""
         info: SemanticInfo = {
             "provider": provider_name(self._ctx.settings),
             "indexed": 0,
@@ -468,9 +491,9 @@ class MemoryReads(MemoryCommands):
             embedder = embedder_for(self._ctx.settings)
         except EmbeddingError as exc:
             info["error"] = str(exc)
-            return None, info, DEFAULT_FUSION
+            return None, None, info, DEFAULT_FUSION
         if embedder is None:
-            return None, info, DEFAULT_FUSION
+            return None, None, info, DEFAULT_FUSION
         owners = [state.entity, *(topic_entity(slug) for slug in sorted(state.topics))]
         replies = self._ctx.store.pipeline(
             [("HGETALL", self._keys.slot(e, MEMORY_VECTORS)) for e in owners]
@@ -485,11 +508,14 @@ class MemoryReads(MemoryCommands):
         pairs = zip(words, fields, strict=True)
         missing = list(dict.fromkeys(w for w, f in pairs if w is not None and f not in stored))
         missing = missing[:MAX_EMBED_LINES]
+        headings = list(dict.fromkeys(h for h in heads if h is not None))
+        headings = headings[: max(0, MAX_EMBED_LINES - len(missing))]
         try:
-            query_row, fresh = embedded_with_query(embedder, query, missing)
+            query_row, fresh = embedded_with_query(embedder, query, [*missing, *headings])
         except EmbeddingError as exc:
             info["error"] = str(exc)
-            return None, info, DEFAULT_FUSION
+            return None, None, info, DEFAULT_FUSION
+        fresh, heading_values = fresh[: len(missing)], fresh[len(missing) :]
         import numpy as np
 
         dims = query_row.shape[1]
@@ -504,7 +530,15 @@ class MemoryReads(MemoryCommands):
             matrix[rows] = dequantise([values[fields[i] or ""] for i in rows], dims)
         info["indexed"] = len(known)
         info["embedded"] = len(missing)
-        return cosines(matrix, query_row), info, fusion_of(embedder)
+        by_name = dict(
+            zip(
+                headings,
+                cosines(dequantise([v.encode() for v in heading_values], dims), query_row),
+                strict=True,
+            )
+        )
+        by_heading = [None if h is None else by_name.get(h) for h in heads]
+        return cosines(matrix, query_row), by_heading, info, fusion_of(embedder)
 
     def get(
         self,
