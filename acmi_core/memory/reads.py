@@ -56,7 +56,7 @@ from acmi_core.memory.results import (
     Stale,
     Staleness,
 )
-from acmi_core.memory.semantic import cosines
+from acmi_core.memory.semantic import cosines, named_headings
 from acmi_core.memory.semantic import rank as hybrid_rank
 from acmi_core.memory.slots import HOT, from_signals, heartbeat_from_signals, topic_entity
 from acmi_core.memory.state import (
@@ -341,7 +341,10 @@ class MemoryReads(MemoryCommands):
         ``mode`` ``hybrid`` (the default): BM25 over the lines fused with the cosine of
         their embeddings (``ACMI_EMBEDDINGS``) to the query's, read from the entity's
         vector index (and its topics') in one more round trip; each hit also says its
-        ``keyword`` and ``similarity`` scores, and ``semantic`` what was embedded. With
+        ``keyword`` and ``similarity`` scores, and ``semantic`` what was embedded. Lines
+        holding every query word rank first; a line under a heading the query names is
+        no semantic hit unless closer to the query than that heading alone
+        (``semantic.rank``). With
         no embeddings (``none``, or a provider that failed: ``semantic.error``) it ranks
         by BM25 alone. ``keyword``: the ranking above."""
         query = _search_args(query, limit, mode)
@@ -422,9 +425,11 @@ class MemoryReads(MemoryCommands):
         # each line's embedded text: its words under its file's nearest heading
         words = [w for _, _, text in files for w in section_texts(text)]
         heads = [h for _, _, text in files for h in section_headings(text)]
-        # a heading counts only where the embedded text carries it
+        # only a heading the query names is compared (semantic.rank), and only where
+        # the embedded text carries it: most searches embed none
+        named = named_headings(query, heads)
         heads = [
-            h if h is not None and w is not None and w.startswith(f"{h}: ") else None
+            h if h in named and w is not None and w.startswith(f"{h}: ") else None
             for w, h in zip(words, heads, strict=True)
         ]
         similarity, by_heading, semantic, (weight, floor) = self._similarity(
@@ -481,7 +486,8 @@ class MemoryReads(MemoryCommands):
         entity and its linked topics in one pipeline; a line the index lacks (written
         before it, by another tool, before headings were embedded, or past a failed
         provider) embedded now with the query, up to ``MAX_EMBED_LINES``, and so are the
-        headings (not indexed: a process embeds each once, ``embedded_with_query``)."""
+        headings the query names (not indexed: a process embeds each once,
+        ``embedded_with_query``)."""
         info: SemanticInfo = {
             "provider": provider_name(self._ctx.settings),
             "indexed": 0,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -104,6 +104,15 @@ def bm25(lines: Sequence[Sequence[str]], query: Sequence[str]) -> list[float]:
     return scores
 
 
+def named_headings(query: str, headings: Iterable[str | None]) -> set[str]:
+    """The ``headings`` that hold every word of ``query`` (as :func:`terms`): the ones
+    :func:`rank` compares a line against (a search embeds only these)."""
+    wanted = set(terms(query))
+    if not wanted:
+        return set()
+    return {h for h in set(headings) if h is not None and wanted.issubset(terms(h))}
+
+
 def rank(
     texts: Sequence[str],
     query: str,
@@ -134,8 +143,8 @@ def rank(
         out = [Ranked(i, k, k, None) for i, k in enumerate(norm_k) if k > 0]
         return sorted(out, key=lambda r: (tier[r.index], -r.score, r.index))
     sims = list(similarity)
-    if headings is not None and heading_similarity is not None and wanted:
-        named = {h for h in set(headings) if h is not None and wanted.issubset(terms(h))}
+    if headings is not None and heading_similarity is not None:
+        named = named_headings(query, headings)
         # under a heading the query names, with none of its words and no closer to it
         # than the heading alone: the heading matched, not the line
         pairs = zip(headings, heading_similarity, strict=True)
@@ -176,6 +185,7 @@ __all__ = [
     "Ranked",
     "bm25",
     "cosines",
+    "named_headings",
     "rank",
     "stem",
     "terms",
