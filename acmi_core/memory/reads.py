@@ -32,6 +32,7 @@ from acmi_core.memory.embeddings import (
     embedder_for,
     fusion_of,
     provider_name,
+    section_headings,
     section_texts,
 )
 from acmi_core.memory.layers import (
@@ -55,7 +56,7 @@ from acmi_core.memory.results import (
     Stale,
     Staleness,
 )
-from acmi_core.memory.semantic import cosines
+from acmi_core.memory.semantic import cosines, named_headings
 from acmi_core.memory.semantic import rank as hybrid_rank
 from acmi_core.memory.slots import HOT, from_signals, heartbeat_from_signals, topic_entity
 from acmi_core.memory.state import (
@@ -340,7 +341,10 @@ class MemoryReads(MemoryCommands):
         ``mode`` ``hybrid`` (the default): BM25 over the lines fused with the cosine of
         their embeddings (``ACMI_EMBEDDINGS``) to the query's, read from the entity's
         vector index (and its topics') in one more round trip; each hit also says its
-        ``keyword`` and ``similarity`` scores, and ``semantic`` what was embedded. With
+        ``keyword`` and ``similarity`` scores, and ``semantic`` what was embedded. Lines
+        holding every query word rank first; a line under a heading the query names is
+        no semantic hit unless closer to the query than that heading alone
+        (``semantic.rank``). With
         no embeddings (``none``, or a provider that failed: ``semantic.error``) it ranks
         by BM25 alone. ``keyword``: the ranking above."""
         query = _search_args(query, limit, mode)
@@ -420,8 +424,26 @@ class MemoryReads(MemoryCommands):
         texts = [line for *_, line in lines]
         # each line's embedded text: its words under its file's nearest heading
         words = [w for _, _, text in files for w in section_texts(text)]
-        similarity, semantic, (weight, floor) = self._similarity(state, query, words)
-        ranked = hybrid_rank(texts, query, similarity, vector_weight=weight, min_similarity=floor)
+        heads = [h for _, _, text in files for h in section_headings(text)]
+        # only a heading the query names is compared (semantic.rank), and only where
+        # the embedded text carries it: most searches embed none
+        named = named_headings(query, heads)
+        heads = [
+            h if h in named and w is not None and w.startswith(f"{h}: ") else None
+            for w, h in zip(words, heads, strict=True)
+        ]
+        similarity, by_heading, semantic, (weight, floor) = self._similarity(
+            state, query, words, heads
+        )
+        ranked = hybrid_rank(
+            texts,
+            query,
+            similarity,
+            vector_weight=weight,
+            min_similarity=floor,
+            headings=heads,
+            heading_similarity=by_heading,
+        )
         hits: list[SearchHit] = []
         for r in ranked[:limit]:
             layer, path, number, line = lines[r.index]
@@ -451,15 +473,22 @@ class MemoryReads(MemoryCommands):
         return found
 
     def _similarity(
-        self, state: MemoryState, query: str, words: Sequence[str | None]
-    ) -> tuple[list[float] | None, SemanticInfo, tuple[float, float]]:
-        """Each line's cosine to ``query`` (None without embeddings), what was done and
-        the provider's fusion (weight, floor); ``words``: each line's embedded text
-        (``section_texts``), None for a line with none. The vectors of the entity and its
-        linked topics in one pipeline; a line the index lacks (written before it, by
-        another tool, before headings were embedded, or past a failed provider) embedded
-        now with the query, up to ``MAX_EMBED_LINES`` and ``EMBED_BUDGET_S`` (``deferred``:
-        the lines left for a later search)."""
+        self,
+        state: MemoryState,
+        query: str,
+        words: Sequence[str | None],
+        heads: Sequence[str | None],
+    ) -> tuple[list[float] | None, list[float | None] | None, SemanticInfo, tuple[float, float]]:
+        """Each line's cosine to ``query`` and its heading's alone (None without
+        embeddings), what was done and the provider's fusion (weight, floor); ``words``:
+        each line's embedded text (``section_texts``), None for a line with none;
+        ``heads``: the heading it carries (``section_headings``). The vectors of the
+        entity and its linked topics in one pipeline; a line the index lacks (written
+        before it, by another tool, before headings were embedded, or past a failed
+        provider) embedded now with the query, up to ``MAX_EMBED_LINES`` and ``EMBED_BUDGET_S``
+        (``deferred``: the lines left for a later search), and so are the
+        headings the query names (not indexed: a process embeds each once,
+        ``embedded_with_query``)."""
         info: SemanticInfo = {
             "provider": provider_name(self._ctx.settings),
             "indexed": 0,
@@ -469,9 +498,9 @@ class MemoryReads(MemoryCommands):
             embedder = embedder_for(self._ctx.settings)
         except EmbeddingError as exc:
             info["error"] = str(exc)
-            return None, info, DEFAULT_FUSION
+            return None, None, info, DEFAULT_FUSION
         if embedder is None:
-            return None, info, DEFAULT_FUSION
+            return None, None, info, DEFAULT_FUSION
         owners = [state.entity, *(topic_entity(slug) for slug in sorted(state.topics))]
         replies = self._ctx.store.pipeline(
             [("HGETALL", self._keys.slot(e, MEMORY_VECTORS)) for e in owners]
@@ -486,11 +515,16 @@ class MemoryReads(MemoryCommands):
         pairs = zip(words, fields, strict=True)
         missing = list(dict.fromkeys(w for w, f in pairs if w is not None and f not in stored))
         missing = missing[:MAX_EMBED_LINES]
+        headings = list(dict.fromkeys(h for h in heads if h is not None))
+        headings = headings[: max(0, MAX_EMBED_LINES - len(missing))]
         try:
-            query_row, fresh = embedded_with_query(embedder, query, missing)
+            # the headings first: few, and what ranks a section's lines (the budget may
+            # leave some of the lines for a later search, never a heading before them)
+            query_row, fresh = embedded_with_query(embedder, query, [*headings, *missing])
         except EmbeddingError as exc:
             info["error"] = str(exc)
-            return None, info, DEFAULT_FUSION
+            return None, None, info, DEFAULT_FUSION
+        heading_values, fresh = fresh[: len(headings)], fresh[len(headings) :]
         import numpy as np
 
         dims = query_row.shape[1]
@@ -507,7 +541,11 @@ class MemoryReads(MemoryCommands):
         info["embedded"] = len(made)
         if len(made) < len(missing):  # past the time budget: ranked by their words alone
             info["deferred"] = len(missing) - len(made)
-        return cosines(matrix, query_row), info, fusion_of(embedder)
+        named = [(h, v) for h, v in zip(headings, heading_values, strict=True) if v]
+        rows_of_heads = dequantise([v.encode() for _, v in named], dims)
+        by_name = dict(zip([h for h, _ in named], cosines(rows_of_heads, query_row), strict=True))
+        by_heading = [None if h is None else by_name.get(h) for h in heads]
+        return cosines(matrix, query_row), by_heading, info, fusion_of(embedder)
 
     def get(
         self,

@@ -7,14 +7,23 @@ searched (BM25 by its best line, cosine from the provider's similarity floor to 
 line's), with the provider's weight on the embeddings (``embeddings.fusion_of``: each
 provider declares both, ``VECTOR_WEIGHT`` and ``MIN_SIMILARITY`` where it does not):
 ``bench/semantic.py`` measured it against reciprocal rank fusion on the labelled set
-(bench/RESULTS.md)."""
+(bench/RESULTS.md).
+
+Two rules over the sum: a line holding every word of the query (as :func:`terms`) ranks
+before any line that does not (a name, an identifier typed as it was written is found
+first, whatever the embeddings say of other lines); and where the query names a heading
+(every query word is in it: "lessons" and "## Lessons Learned"), a line under it that
+holds none of the query's words is a semantic hit only when it is closer to the query
+than its heading alone (``heading_similarity``). The heading line itself is the exact
+hit that places the section; its lines are not all hits for the heading's sake, while
+a query asking more than the heading still finds a line by its heading's help."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -95,6 +104,15 @@ def bm25(lines: Sequence[Sequence[str]], query: Sequence[str]) -> list[float]:
     return scores
 
 
+def named_headings(query: str, headings: Iterable[str | None]) -> set[str]:
+    """The ``headings`` that hold every word of ``query`` (as :func:`terms`): the ones
+    :func:`rank` compares a line against (a search embeds only these)."""
+    wanted = set(terms(query))
+    if not wanted:
+        return set()
+    return {h for h in set(headings) if h is not None and wanted.issubset(terms(h))}
+
+
 def rank(
     texts: Sequence[str],
     query: str,
@@ -103,19 +121,39 @@ def rank(
     fusion: Fusion = "weighted",
     vector_weight: float = VECTOR_WEIGHT,
     min_similarity: float = MIN_SIMILARITY,
+    headings: Sequence[str | None] | None = None,
+    heading_similarity: Sequence[float | None] | None = None,
+    exact_first: bool = True,
 ) -> list[Ranked]:
-    """The lines that match ``query`` by words or meaning, best first. ``similarity``:
-    each line's cosine to the query (None: keyword only); ``vector_weight`` and
-    ``min_similarity``: the provider's own (``embeddings.fusion_of``)."""
-    keyword = bm25([terms(t) for t in texts], terms(query))
+    """The lines that match ``query`` by words or meaning, best first: those holding
+    every query term, then the rest, each by score. ``similarity``: each line's cosine
+    to the query (None: keyword only); ``vector_weight`` and ``min_similarity``: the
+    provider's own (``embeddings.fusion_of``); ``headings``: each line's heading as it
+    was embedded with it and ``heading_similarity`` that heading's own cosine to the
+    query (None for a line embedded without one); ``exact_first``
+    False: by score alone (the ranking before, for the bench's comparison)."""
+    lines = [terms(t) for t in texts]
+    wanted = set(terms(query))
+    keyword = bm25(lines, terms(query))
     top = max(keyword, default=0.0) or 1.0
     norm_k = [k / top for k in keyword]
+    # 0: the line holds every query term (lexical exact match wins), 1: it does not
+    tier = [0 if exact_first and wanted and wanted.issubset(line) else 1 for line in lines]
     if similarity is None:
         out = [Ranked(i, k, k, None) for i, k in enumerate(norm_k) if k > 0]
-        return sorted(out, key=lambda r: (-r.score, r.index))
-    best = max(similarity, default=0.0)
+        return sorted(out, key=lambda r: (tier[r.index], -r.score, r.index))
+    sims = list(similarity)
+    if headings is not None and heading_similarity is not None:
+        named = named_headings(query, headings)
+        # under a heading the query names, with none of its words and no closer to it
+        # than the heading alone: the heading matched, not the line
+        pairs = zip(headings, heading_similarity, strict=True)
+        for i, (head, h) in enumerate(pairs):
+            if head in named and h is not None and norm_k[i] == 0 and sims[i] <= h:
+                sims[i] = min(sims[i], min_similarity)
+    best = max(sims, default=0.0)
     span = best - min_similarity
-    norm_v = [max(0.0, (s - min_similarity) / span) if span > 0 else 0.0 for s in similarity]
+    norm_v = [max(0.0, (s - min_similarity) / span) if span > 0 else 0.0 for s in sims]
     keep = [i for i in range(len(texts)) if norm_k[i] > 0 or norm_v[i] > 0]
     if fusion == "rrf":
         by_k = sorted((i for i in keep if norm_k[i] > 0), key=lambda i: -norm_k[i])
@@ -130,7 +168,7 @@ def rank(
     else:
         scores = {i: (1 - vector_weight) * norm_k[i] + vector_weight * norm_v[i] for i in keep}
     out = [Ranked(i, scores[i], norm_k[i], float(similarity[i])) for i in keep]
-    return sorted(out, key=lambda r: (-r.score, r.index))
+    return sorted(out, key=lambda r: (tier[r.index], -r.score, r.index))
 
 
 def cosines(lines: Matrix, query: Matrix) -> list[float]:
@@ -147,6 +185,7 @@ __all__ = [
     "Ranked",
     "bm25",
     "cosines",
+    "named_headings",
     "rank",
     "stem",
     "terms",
