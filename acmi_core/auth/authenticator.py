@@ -104,16 +104,18 @@ class Authenticator:
         self, tenant: str, source: str, *, fresh: bool = False
     ) -> SourceConfig | None:
         """The source's config in ``tenant`` (cached; ``fresh``: read it now)."""
-        settings = self._settings
-        keys = Keys(
-            tenant, settings.default_tenant, settings.key_layout, settings.buckets_for(tenant)
-        )
         if fresh:
             self._configs.forget((tenant, source))
-        try:
-            return self._configs.get(
-                (tenant, source), lambda: source_configs.get_config(self._store, keys, source)
+
+        def read() -> SourceConfig | None:  # the tenant's keys built on a miss only
+            settings = self._settings
+            keys = Keys(
+                tenant, settings.default_tenant, settings.key_layout, settings.buckets_for(tenant)
             )
+            return source_configs.get_config(self._store, keys, source)
+
+        try:
+            return self._configs.get((tenant, source), read)
         except SourceConfigUnreadable as exc:
             # Never cached: the next delivery reads it again, so a fix applies at once.
             log.error(
