@@ -39,7 +39,10 @@ workflow step. An event's ``source`` is looser: it may name a relay (``user:mike
 ``gmail:inbox``), so it is refused only when it names another agent (``agent:<x>``).
 A memory write's ``entity`` (remember, forget, the hot layer, handoff, import, review,
 prune, archive...) is looser the same way: the key's own agent's memory, or an entity
-that is no agent's (``thread:x``, within the tier's namespaces), never another agent's.
+that is no agent's (``thread:x``, within the tier's namespaces), never another agent's;
+so is an entity write that overwrites or deletes (profile, signals, an event's delete,
+the entity; the reference's ``acmi_profile`` and ``acmi_signal``): an event appended to
+another agent's timeline is a message, and only its ``source`` is checked.
 The tenant-wide writes that name agents (store-only today; held for any surface that
 routes them): an invite's ``invited_by`` is the key's agent, and a minted key's
 ``agent`` is the key's own (not another, not none: an unbound key acts for anyone).
@@ -202,12 +205,16 @@ class Actor:
     otherwise (an event's source, a memory's owner) it must only not name another agent.
     ``unbound``: a None value (given, or the model's default) names no agent, which is
     not the key's either (a key minted bound to none); otherwise None is not checked.
-    ``owner``: the value is whose memory is written, not who acts (the message says so)."""
+    ``owner``: the value is whose ``owns`` is written (memory, an entity), not who acts
+    (the message says so); ``pair``: the value is an id in ``namespace`` (the reference
+    tools' ``namespace`` + ``id``)."""
 
     field: str
     strict: bool = True
     unbound: bool = False
     owner: bool = False
+    owns: str = "memory"
+    pair: bool = False
 
 
 def _actor(field: str = "agent") -> tuple[Actor, ...]:
@@ -217,6 +224,11 @@ def _actor(field: str = "agent") -> tuple[Actor, ...]:
 _SOURCE: Final = (Actor("event.source", strict=False),)
 # a memory write's entity: the key's own agent's memory, or an entity that is no agent's
 _MEMORY: Final = (Actor("entity", strict=False, owner=True),)
+# an overwrite or a delete of an entity (its profile, signals, an event, the whole of it):
+# the key's own agent's, or one that is no agent's; an event appended to another agent's
+# timeline is a message, and stays allowed (its source is checked)
+_OWN: Final = (Actor("entity", strict=False, owner=True, owns="entity"),)
+_OWN_PAIR: Final = (Actor("id", strict=False, owner=True, owns="entity", pair=True),)
 
 # Each row whose arguments say who acts -> those arguments (module docstring); tests
 # hold this table to the operation table's params models.
@@ -242,6 +254,11 @@ ACTORS: Final[dict[str, tuple[Actor, ...]]] = {
     "bootstrap.spawn": _actor(),
     # an agent's memory is its own: another agent's slots are refused whatever the tier
     **{row: _MEMORY for row in WRITE_TARGETS if row.startswith("memory.")},
+    **{
+        row: _OWN
+        for row in WRITE_TARGETS
+        if row.startswith("entities.") and row != "entities.events.append"
+    },
     # tenant-wide ('*' tiers only), store-only today; held here for any surface that
     # routes them: an invite is made by the key's agent, and a bound key mints keys
     # bound to its own agent only (never an unbound one, which acts for anyone)
@@ -252,6 +269,8 @@ ACTORS: Final[dict[str, tuple[Actor, ...]]] = {
 # The reference MCP tools' arguments saying who acts.
 REFERENCE_ACTORS: Final[dict[str, tuple[Actor, ...]]] = {
     "acmi_event": (Actor("source", strict=False),),
+    "acmi_profile": _OWN_PAIR,
+    "acmi_signal": _OWN_PAIR,
     "acmi_work_event": (Actor("source", strict=False),),
     "acmi_spawn": _actor("agentId"),
     "acmi_active": _actor("agentId"),
@@ -388,11 +407,13 @@ def check_identity(agent: str, row: str, values: Mapping[str, object]) -> None:
                     )
                 continue
             text = value if isinstance(value, str) else str(value)
+            if actor.pair:
+                text = f"{values.get('namespace')}:{text}"
             named = text if ":" in text else f"agent:{text}"
             if named == agent or (not actor.strict and not named.startswith("agent:")):
                 continue
             who = "another agent" if named.startswith("agent:") else "someone else"
-            does = "writes only its own agent's memory" if actor.owner else "acts only as it"
+            does = f"writes only its own agent's {actor.owns}" if actor.owner else "acts only as it"
             raise _refuse(
                 actor.field,
                 "tier_identity",

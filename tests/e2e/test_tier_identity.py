@@ -416,3 +416,70 @@ def test_acmi_api_exits_retry_later_on_every_429_and_503(
         err = capsys.readouterr().err
         assert code == EXIT_UNAVAILABLE, (status, body, err)
         retry_line(err, rule, seconds)
+
+
+# every entity write that overwrites or deletes, with a body it would serve
+ENTITY_WRITES: list[tuple[str, str, Any]] = [
+    ("PUT", "/v1/entities/{entity}/profile", {"name": "X"}),
+    ("PATCH", "/v1/entities/{entity}/profile", {"name": "Y"}),
+    ("PUT", "/v1/entities/{entity}/signals", {"status": "ok"}),
+    ("PATCH", "/v1/entities/{entity}/signals", {"status": "busy"}),
+    ("PUT", "/v1/entities/{entity}/signals/mood", "calm"),
+    ("DELETE", "/v1/entities/{entity}/signals/mood", None),
+    ("DELETE", "/v1/entities/{entity}/signals", None),
+    ("DELETE", "/v1/entities/{entity}/profile", None),
+    ("POST", "/v1/entities/{entity}/timeline/delete", {"ts": 1, "id": "e-1"}),
+    ("DELETE", "/v1/entities/{entity}", None),
+]
+
+
+def test_http_an_entity_is_overwritten_or_deleted_by_its_own_agent_s_key_only(
+    store: RedisStore,
+) -> None:
+    app = TestClient(create_app(ApiContext(create_acmi(store, Settings(auth_cache_s=0)))))
+    rows = {
+        row.name
+        for row in OPERATIONS
+        if row.name.startswith("entities.") and row.access is Access.WRITE and row.path
+    }
+    assert rows - {"entities.events.append"} <= set(ACTORS)  # each one is in the table
+
+    def call(key_: str, method: str, path: str, body: Any) -> Any:
+        return app.request(method, path, headers={"authorization": f"Bearer {key_}"}, json=body)
+
+    for tenant in TENANTS:
+        keys = {agent: key(store, tenant, agent) for agent in AGENTS}
+        for me, them in (AGENTS, AGENTS[::-1]):
+            assert call(keys[them], "PUT", f"/v1/entities/{them}/profile", {"n": 1}).is_success
+            before = dbsize(store)
+            for method, path, body in ENTITY_WRITES:
+                answer = call(keys[me], method, path.format(entity=them), body)
+                assert answer.status_code == 403, (method, path, answer.text)
+                error = answer.json()
+                assert (error["field"], error["rule"]) == ("entity", "tier_identity"), error
+                assert "own agent's entity" in error["message"] and me in error["message"]
+            assert dbsize(store) == before, (tenant, me)  # nothing stored
+            # a message to another agent's timeline is allowed, its source its own
+            event = {"source": me, "kind": "note", "correlationId": "c-1", "summary": "hi"}
+            answer = call(keys[me], "POST", f"/v1/entities/{them}/events", event)
+            assert answer.status_code == 201, answer.text
+        for me in AGENTS:  # its own entity, and one that is no agent's
+            for entity in (me, f"thread:{me[6:]}"):
+                for method, path, body in ENTITY_WRITES:
+                    answer = call(keys[me], method, path.format(entity=entity), body)
+                    assert answer.status_code < 400 or answer.status_code == 404, answer.text
+    unbound = key(store, "acme", None)  # a key bound to no agent writes anyone's
+    assert call(unbound, "PUT", "/v1/entities/agent:other/profile", {"n": 2}).is_success
+
+
+def test_the_reference_tools_overwrite_only_the_key_s_own_agent_s_entity() -> None:
+    from acmi_core.auth.tiers import check_identity
+
+    for tool in ("acmi_profile", "acmi_signal"):
+        row = f"reference.{tool}"
+        with pytest.raises(Forbidden) as refused:
+            check_identity("agent:scout", row, {"namespace": "agent", "id": "other"})
+        assert (refused.value.field, refused.value.rule) == ("id", "tier_identity")
+        assert "own agent's entity" in str(refused.value)
+        check_identity("agent:scout", row, {"namespace": "agent", "id": "scout"})
+        check_identity("agent:scout", row, {"namespace": "thread", "id": "other"})
