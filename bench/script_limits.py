@@ -507,7 +507,7 @@ def _vectors(acmi: Acmi) -> Callable[[], object]:
     cursor = ["0"]
 
     def call() -> object:
-        args: dict[str, Value] = {"mode": "sweep", "gen": "", "pass": "drill", "ttl": PASS_TTL_MS}
+        args: dict[str, Value] = {"mode": "sweep", "pass": "drill", "ttl": PASS_TTL_MS}
         done = scripts.VECTORS.eval(
             acmi.store, keys, {**args, "cursor": cursor[0], "count": PRUNE_CHUNK}
         )
@@ -531,11 +531,8 @@ def _vector_marks(acmi: Acmi) -> Callable[[], object]:
             keys,
             {
                 "mode": "mark",
-                "gen": "",
                 "pass": "drill",
                 "ttl": PASS_TTL_MS,
-                "provider": "drill",
-                "fresh": "0",
                 "at": f"({n}|0",
                 "next": f"({n + 1}|0",
                 "digests": _names(MARK_CHUNK, f"batch{n}-"),

@@ -56,6 +56,9 @@ OPENAI_URL: Final = "https://api.openai.com/v1"
 # the field of ``memory:vectors`` that is no vector: a token set by every write that
 # stores vectors (a prune started before it drops nothing); no digest has a "~"
 GEN_FIELD: Final = "~gen"
+# how the token of a write that marks its vectors in a prune pass under way starts (never
+# a hex digit: an older release's tokens are hex); memory/vectors.py
+MARKING_GEN: Final = "m"
 
 
 class EmbeddingError(Exception):
@@ -558,6 +561,7 @@ __all__ = [
     "DEFAULT_PROVIDERS",
     "FACTORIES",
     "GEN_FIELD",
+    "MARKING_GEN",
     "MAX_EMBED_LINES",
     "Embedder",
     "EmbeddingError",

@@ -94,6 +94,7 @@ from acmi_core.memory.state import (
 from acmi_core.memory.transfer import MemoryTransfer, Progress
 from acmi_core.memory.upkeep import MemoryUpkeep
 from acmi_core.memory.vectors import (
+    ARCHIVE_PAGE,
     MAX_PAGES,
     MAX_PRUNE_CHUNKS,
     PAGE_EVENTS,
@@ -148,10 +149,16 @@ class MemoryAPI:
         max_chunks: int = MAX_PRUNE_CHUNKS,
         page: int = PAGE_EVENTS,
         max_pages: int = MAX_PAGES,
+        archive_page: int = ARCHIVE_PAGE,
     ) -> VectorsPruned:
         """One run of the entity's vector prune (``MemoryVectors.prune_vectors``)."""
         return self._vectors.prune_vectors(
-            entity, chunk=chunk, max_chunks=max_chunks, page=page, max_pages=max_pages
+            entity,
+            chunk=chunk,
+            max_chunks=max_chunks,
+            page=page,
+            max_pages=max_pages,
+            archive_page=archive_page,
         )
 
     # -- reads (memory/state.py, memory/reads.py)
@@ -167,6 +174,7 @@ class MemoryAPI:
         events: bool = True,
         topics: bool = True,
         extras: bool = False,
+        archive_page: int | None = None,
     ) -> MemoryState:
         """One entity's memory in one pipeline (``MemoryCommands.load``)."""
         return self._reads.load(
@@ -178,6 +186,7 @@ class MemoryAPI:
             events=events,
             topics=topics,
             extras=extras,
+            archive_page=archive_page,
         )
 
     def status(self, entity: str | EntityId, now_ms: int | None = None) -> MemoryStatus:

@@ -30,6 +30,7 @@ from acmi_core.base.keys import (
     MEMORY_STAMPS,
     MEMORY_USER,
     MEMORY_VECTORS,
+    MEMORY_VECTORS_PASS,
 )
 from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.base.stored import decode_events, decode_object
@@ -38,6 +39,7 @@ from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
 from acmi_core.memory.embeddings import (
     GEN_FIELD,
+    MARKING_GEN,
     MAX_EMBED_LINES,
     EmbeddingError,
     digest,
@@ -124,6 +126,16 @@ def _hash(raw: Reply, key: str) -> dict[str, dict[str, Any]]:
         if isinstance(name, bytes):
             out[name.decode("utf-8", "replace")] = stored_object(value, f"{key}.{name!r}")
     return out
+
+
+def scan_step(raw: object, key: str) -> tuple[dict[str, dict[str, Any]], str]:
+    """An HSCAN step's reply (a pipeline's: an error raises) of a HASH of JSON objects:
+    its fields, and the cursor after it ("0": the last step)."""
+    reply = pipeline_reply(raw, key)
+    parts = reply if isinstance(reply, list) and len(reply) == 2 else [b"0", []]
+    cursor = parts[0].decode("ascii") if isinstance(parts[0], bytes) else "0"
+    items = parts[1] if isinstance(parts[1], list) else []
+    return _hash(items, key), cursor
 
 
 def _events(raw: Reply) -> list[Event]:
@@ -282,6 +294,9 @@ class MemoryState:
     total_events: int = 0
     truncated: bool = False
     startup: dict[str, str] = field(default_factory=dict)  # path -> text (STARTUP_SLOTS)
+    # the HSCAN cursor after the archive documents a load read a step of ("0": it read the
+    # last); None: it read them all, or none
+    archive_cursor: str | None = None
 
     @property
     def tz(self) -> dt.tzinfo:
@@ -344,11 +359,15 @@ class MemoryCommands:
         events: bool = True,
         topics: bool = True,
         extras: bool = False,
+        archive_page: int | None = None,
     ) -> MemoryState:
         """The memory slots, the startup files, archives and (``events``) up to ``limit``
         timeline events in [since_ms, until_ms] (``newest``: the newest ones) in one
         pipeline; the linked topic profiles in a second (``topics``). ``extras``: the handoff and
-        the timeline's size too."""
+        the timeline's size too. ``archive_page``: None, every archive document;
+        0, none; n, one HSCAN step of about n, read after the events, its cursor in
+        ``archive_cursor`` (the vector prune reads them in steps: an HGETALL of them is
+        unbounded)."""
         eid = EntityId.parse(entity)
         keys = self._keys
         archive_key, handoff_key = self._slots(eid)
@@ -358,7 +377,7 @@ class MemoryCommands:
         memory_keys = self._memory_keys(eid)
         commands: list[tuple[str | int, ...]] = [
             *(("GET", key) for key in memory_keys),
-            ("HGETALL", archive_key),
+            *([("HGETALL", archive_key)] if archive_page is None else []),
         ]
         if events:
             if newest:
@@ -369,6 +388,8 @@ class MemoryCommands:
                 commands.append(("ZRANGE", timeline, low, high, "BYSCORE", "LIMIT", 0, limit))
         if extras:
             commands += [("GET", handoff_key), ("ZCARD", timeline)]
+        if archive_page:
+            commands.append(("HSCAN", archive_key, 0, "COUNT", archive_page))
         startup_keys = [(path, keys.slot(eid, slot)) for path, slot in STARTUP_SLOTS]
         commands += [("GET", key) for _, key in startup_keys]
         replies = self._ctx.store.pipeline(commands)
@@ -381,9 +402,11 @@ class MemoryCommands:
         }
         at = len(memory_keys)
         memory = self._memory_of(replies[:at], memory_keys)
-        archives = _hash(pipeline_reply(replies[at], archive_key), archive_key)
+        stored: dict[str, dict[str, Any]] = {}
+        if archive_page is None:
+            stored = _hash(pipeline_reply(replies[at], archive_key), archive_key)
+            at += 1
         found: list[Event] = []
-        at += 1
         truncated = False
         if events:
             raw = pipeline_reply(replies[at], timeline)
@@ -392,12 +415,15 @@ class MemoryCommands:
             if newest:
                 found.reverse()
             at += 1
-        state = MemoryState(eid, memory, found, archives, truncated=truncated, startup=startup)
+        state = MemoryState(eid, memory, found, stored, truncated=truncated, startup=startup)
         if extras:
             handoff = stored_object(pipeline_reply(replies[at], handoff_key), handoff_key)
             state.handoff = handoff or None
             size = pipeline_reply(replies[at + 1], timeline)
             state.total_events = size if isinstance(size, int) else 0
+            at += 2
+        if archive_page:
+            state.archives, state.archive_cursor = scan_step(replies[at], archive_key)
         if topics and state.topic_links:
             state.topics = self._topics(state.topic_links)
         return state
@@ -511,14 +537,16 @@ class MemoryCommands:
             except EmbeddingError:
                 fields = []
         key = ctx.keys.slot(eid, MEMORY_VECTORS)
-        # a token of this write beside its vectors, with the first (an import keeps a
-        # file's stages in one script): a prune that read the lines before this write
-        # drops nothing (memory/vectors.py), so a line written meanwhile keeps its vector
-        gen = uuid.uuid4().hex[:16]
+        # each vector is marked needed in the entity's prune pass when one is under way, in
+        # the same run as it is stored, so the pass's sweep keeps it (memory/vectors.py);
+        # the token ("m": a write that marks) tells a pass that no write which does not
+        # mark (an older release's) stored a vector since it began
+        mark = ctx.keys.slot(eid, MEMORY_VECTORS_PASS)
+        gen = MARKING_GEN + uuid.uuid4().hex[:15]
 
         def one(name: str, value: str, first: bool) -> Callable[[WritePlan], None]:
             def stage(plan: WritePlan) -> None:
-                plan.hset(key, name, value)
+                plan.hmark(key, name, value, mark)
                 if first:
                     plan.hset(key, GEN_FIELD, gen)
 

@@ -1,59 +1,77 @@
 """Pruning an entity's vector index (``memory:vectors``): the vectors no current line of
 the entity needs any more (a line forgotten, replaced, pruned, archived; the vectors of
 another provider than ``ACMI_EMBEDDINGS``'s) are deleted, for an entity of any size, in
-bounded runs.
+bounded runs, while the entity is written.
 
 A digest may be shared by the layers, the daily notes and the topics of one entity, so a
 vector goes only when no line of any of them (as written, and as a search renders it)
 has its digest under the current provider. Which digests are needed is built up by a
 *pass* (``memory:vectors:pass``, a HASH of the digests found so far and the pass's
-cursor), which may span many runs:
+cursors), which may span many runs:
 
-1. Each run reads the hash's ``GEN_FIELD`` and the pass (one pipeline). A pass of another
-   provider, or begun from another token, is dropped and a new one begun: every write
-   that stores vectors sets ``GEN_FIELD`` to a token of its own in the same script as its
-   lines, and the pass recorded the token it read before it read any line.
-2. *Mark*: the timeline in pages of ``PAGE_EVENTS`` events, oldest first (the first page
-   with the entity's other lines, one ``load``), each page's digests added to the pass by
-   ``store/lua/vectors.lua`` ``mark`` (at most ``MARK_CHUNK`` a script) with the cursor
-   after the page. After the last page, the lines outside the timeline (memory slots,
-   topics, archives, startup files: read at the end, so an event the archive job moves
-   off the timeline meanwhile is read in its archive) are marked and the pass goes to
-   the sweep.
+1. Each run begins with ``store/lua/vectors.lua`` ``begin`` (one round trip): the pass
+   under way, or a new one (one of another provider dropped), with the timeline's
+   highest score as its end. The pass exists before any line it reads is read, and every
+   write that stores a vector marks it needed in the pass in the same script
+   (``WritePlan.hmark``): a line written while the pass is under way keeps its vector
+   whatever the pass read, and the pass need not read it.
+2. *Mark*: the timeline up to that end in pages of ``PAGE_EVENTS`` events, oldest first
+   (the first page with the entity's other lines, one ``load``), each page's digests
+   added to the pass by ``vectors.lua`` ``mark`` (at most ``MARK_CHUNK`` a script) with
+   the cursor after the page. With the last page the lines outside the timeline (memory
+   slots, topics, startup files: read at the end) are marked; then the archive
+   documents, ``ARCHIVE_PAGE`` an ``HSCAN`` step (read after the whole timeline, so an
+   event the archive job moves off it meanwhile is read in its archive; never one
+   unbounded HGETALL), and the pass goes to the sweep.
 3. *Sweep*: ``vectors.lua`` ``sweep`` runs one ``HSCAN`` step of ``PRUNE_CHUNK`` fields of
    the vectors in Redis (no vector crosses the network) and deletes those the pass does
    not hold; the last step deletes the pass.
 
-Every mark and sweep script first compares ``GEN_FIELD`` with the pass's token: a vector
-written while a pass is under way makes it answer ``BUSY`` and delete the pass (the next
-run begins a new one), so such a vector is never deleted. Two runs at once (the hygiene
-job and ``memory prune``): the one that finds the pass moved stops (``busy``).
+Writes never restart a pass, so it ends within a number of runs set by the entity's size
+when it began: its timeline up to the end (events written before the pass at an earlier
+score than its cursor, by an import, are read too), its archive documents, and the index
+(HSCAN ends on a hash that grows). A write that does not mark (an older release's, during
+a deploy) changes the ``GEN_FIELD`` token to a hex one: the next step answers ``BUSY`` and
+deletes the pass (the next run begins a new one). Two runs at once (the hygiene job and
+``memory prune``): the one that finds the pass moved stops (``busy``).
 
-A run reads at most ``MAX_PAGES`` pages (``PAGE_EVENTS`` x ``MAX_PAGES`` events: the bytes
-the single read of ``WINDOW_EVENTS`` events took before) and runs at most
-``MAX_PRUNE_CHUNKS`` sweep scripts; ``more`` says a run stopped at a cap and the next goes
-on where it stopped. Round trips a run: 1 + 1 to 2 (the first page, or the lines at the
-end) + a page each after the first + the mark scripts (``ceil(digests / MARK_CHUNK)`` a
-page) + the sweep scripts. Not pruned: under ``ACMI_EMBEDDINGS=none`` (no provider:
-which vectors are stale is not known). A page cursor is a score bound and an offset
-within it; the offset is used only when more than ``PAGE_EVENTS`` events share one
-millisecond, where an event deleted meanwhile may make the next page skip one (its
-vector is then re-embedded by the next search that needs it)."""
+A run reads at most ``MAX_PAGES`` pages (timeline pages of ``PAGE_EVENTS`` events and
+archive steps alike) and runs at most ``MAX_PRUNE_CHUNKS`` sweep scripts; ``more`` says a
+run stopped at a cap and the next goes on where it stopped. Round trips a run: 1 + a page
+each (the last timeline page with the lines outside the timeline: 1 to 2 more) + the mark
+scripts (``ceil(digests / MARK_CHUNK)`` a page) + the sweep scripts. Not pruned: under
+``ACMI_EMBEDDINGS=none`` (no provider: which vectors are stale is not known). A page
+cursor is a score bound and an offset within it; the offset is used only when more than
+``PAGE_EVENTS`` events share one millisecond, where an event deleted meanwhile may make
+the next page skip one (its vector is then re-embedded by the next search that needs
+it)."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from acmi_core.base.keys import MEMORY_HEARTBEAT, MEMORY_VECTORS, MEMORY_VECTORS_PASS
+from acmi_core.base.keys import (
+    MEMORY_ARCHIVE,
+    MEMORY_HEARTBEAT,
+    MEMORY_VECTORS,
+    MEMORY_VECTORS_PASS,
+)
 from acmi_core.base.model import EntityId, Event
 from acmi_core.base.stored import decode_events
-from acmi_core.memory.embeddings import GEN_FIELD, digest, provider_name, section_texts, texts_of
+from acmi_core.memory.embeddings import digest, provider_name, section_texts, texts_of
 from acmi_core.memory.results import VectorsPruned
 from acmi_core.memory.slots import memory_slot
-from acmi_core.memory.state import MemoryCommands, MemoryState, pipeline_reply, stored_object
+from acmi_core.memory.state import (
+    MemoryCommands,
+    MemoryState,
+    pipeline_reply,
+    scan_step,
+    stored_object,
+)
 from acmi_core.store.scripts import VECTORS, Value
 
 # fields one sweep script scans (its HSCAN COUNT) and deletes at most
@@ -64,12 +82,14 @@ MAX_PRUNE_CHUNKS: Final = 40
 PAGE_EVENTS: Final = 1_000
 # mark steps (pages) one run reads at most: 10,000 events a run
 MAX_PAGES: Final = 10
+# archive documents one mark step reads (one HSCAN COUNT; a step is one of MAX_PAGES)
+ARCHIVE_PAGE: Final = 8
 # digests one mark script adds at most
 MARK_CHUNK: Final = 1_000
 # an unfinished pass is kept this long after its last step (a week of daily hygiene runs)
 PASS_TTL_MS: Final = 7 * 86_400_000
-_META: Final = ("~pass", "~prov", "~gen", "~at", "~scan")
 _START: Final = "-inf|0"
+_ARCHIVES: Final = "a|"  # the cursor of the archive steps: this and an HSCAN cursor
 _DONE: Final = "done"
 
 
@@ -122,10 +142,11 @@ class MemoryVectors(MemoryCommands):
         max_chunks: int = MAX_PRUNE_CHUNKS,
         page: int = PAGE_EVENTS,
         max_pages: int = MAX_PAGES,
+        archive_page: int = ARCHIVE_PAGE,
     ) -> VectorsPruned:
         """One run of the entity's prune pass (module docstring): at most ``max_pages``
-        timeline pages of ``page`` events marked, at most ``max_chunks`` sweep scripts of
-        ``chunk`` fields."""
+        mark steps (timeline pages of ``page`` events, archive steps of ``archive_page``
+        documents), at most ``max_chunks`` sweep scripts of ``chunk`` fields."""
         eid = entity if isinstance(entity, EntityId) else EntityId.parse(entity)
         store = self._ctx.store
         keys = {
@@ -146,21 +167,34 @@ class MemoryVectors(MemoryCommands):
         if provider == "none":
             out["skipped"] = "no embeddings provider (ACMI_EMBEDDINGS=none)"
             return out
-        raw_gen, raw_pass = store.pipeline(
-            [("HGET", keys["vectors"], GEN_FIELD), ("HMGET", keys["pass"], *_META)]
+        begun = VECTORS.eval(
+            store,
+            {**keys, "timeline": self._keys.timeline(eid)},
+            {
+                "mode": "begin",
+                "pass": uuid.uuid4().hex[:16],
+                "provider": provider,
+                "at": _START,
+                "ttl": PASS_TTL_MS,
+            },
         )
-        gen = _text(raw_gen)
-        meta = [_text(x) for x in raw_pass] if isinstance(raw_pass, list) else [""] * 5
-        pass_id, pass_provider, pass_gen, at, scan = meta
-        run = _Pass(keys, provider, gen, pass_id, at, scan or "0", fresh=False)
-        if not (pass_id and at and pass_provider == provider and pass_gen == gen):
-            run = _Pass(keys, provider, gen, uuid.uuid4().hex[:16], _START, "0", fresh=True)
+        run = _Pass(
+            keys,
+            provider,
+            _text(begun["pass"]),
+            _text(begun["at"]),
+            _text(begun["scan"]) or "0",
+            _text(begun["end"]),
+            _int(begun["events"]),
+            begun["last"] if isinstance(begun["last"], bytes) else b"",
+            _int(begun["size"]),
+        )
         while run.at != _DONE:  # mark
             if out["pages"] >= max_pages:
                 out["more"] = True
                 return out
             out["pages"] += 1
-            if not self._mark(eid, run, page, out):
+            if not self._mark(eid, run, page, archive_page, out):
                 out["busy"] = True
                 return out
         while out["chunks"] < max_chunks:  # sweep
@@ -177,30 +211,18 @@ class MemoryVectors(MemoryCommands):
         out["more"] = True
         return out
 
-    def _mark(self, eid: EntityId, run: _Pass, page: int, out: VectorsPruned) -> bool:
+    def _mark(
+        self, eid: EntityId, run: _Pass, page: int, archive_page: int, out: VectorsPruned
+    ) -> bool:
         """One mark step: a page of the timeline (the first with the lines outside it, the
-        last with them read again), its digests added to the pass, its cursor moved.
-        False: the pass is busy or moved."""
-        if run.fresh:  # the first page, with the lines outside the timeline
-            state = self.load(eid, limit=page)
-            count = page if state.truncated else len(state.events)  # truncated: a full page
-            nxt = next_cursor(run.at, [e.ts for e in state.events], count, page)
+        last with them read again) or of the archive documents, its digests added to the
+        pass, its cursor moved. False: the pass is busy or moved."""
+        if run.at.startswith(_ARCHIVES):
+            docs, scan, beat = self._archives(eid, run.at[len(_ARCHIVES) :], archive_page)
+            state = MemoryState(eid, beat, [], docs, {})
+            nxt = _DONE if scan == "0" else _ARCHIVES + scan
         else:
-            events, scores, count, beat = self._page(eid, run.at, page)
-            nxt = next_cursor(run.at, scores, count, page)
-            state = MemoryState(eid, beat, events, {})
-            if nxt == _DONE:
-                rest = self.load(eid, events=False)
-                state.memory, state.archives = rest.memory, rest.archives
-                state.topics, state.startup = rest.topics, rest.startup
-        if nxt == _DONE and eid.category == "topic":  # a topic's own lines are its profile's
-            state.topics = {**state.topics, **self._topics([str(eid)])}
-        if nxt != _DONE:  # the lines outside the timeline are read (again) at the end;
-            # heartbeat-state stays: its zone places a daily line under its heading
-            state.memory = {
-                k: v for k, v in state.memory.items() if memory_slot(k) == MEMORY_HEARTBEAT
-            }
-            state.archives, state.topics, state.startup = {}, {}, {}
+            state, nxt = self._timeline_step(eid, run, page, archive_page)
         digests = sorted(needed(state, run.provider))
         batches = [digests[i : i + MARK_CHUNK] for i in range(0, len(digests), MARK_CHUNK)]
         batches = batches or [[]]
@@ -209,27 +231,62 @@ class MemoryVectors(MemoryCommands):
             done = VECTORS.eval(
                 self._ctx.store,
                 run.keys,
-                {
-                    **run.args("mark"),
-                    "provider": run.provider,
-                    "fresh": "1" if run.fresh else "0",
-                    "at": run.at,
-                    "next": step,
-                    "digests": batch,
-                },
+                {**run.args("mark"), "at": run.at, "next": step, "digests": batch},
             )
             if done.tag != "MARKED":
                 return False
-            run.fresh, run.at = False, step
+            run.at = step
             out["marked"] = out.get("marked", 0) + _int(done["count"])
         return True
 
+    def _timeline_step(
+        self, eid: EntityId, run: _Pass, page: int, archive_page: int
+    ) -> tuple[MemoryState, str]:
+        """A timeline page up to the pass's end (the lines outside the timeline and the
+        first archive step read with the last) and the cursor after it: the next archive
+        step's, or the sweep's after the last."""
+        if not run.end:  # the timeline was empty when the pass began: the rest alone
+            state = self.load(eid, events=False, archive_page=archive_page)
+            nxt = _DONE
+        elif run.at == _START:  # the first page, with the lines outside the timeline
+            until = math.ceil(float(run.end))  # the end's events (an earlier score: harmless)
+            # the first archive step too when this page is likely the last (read after it)
+            first = archive_page if run.events <= page else 0
+            state = self.load(eid, limit=page, until_ms=until, archive_page=first)
+            count = page if state.truncated else len(state.events)  # truncated: a full page
+            nxt = next_cursor(run.at, [e.ts for e in state.events], count, page)
+        else:
+            events, scores, count, beat, reached = self._page(
+                eid, run.at, page, run.end, (run.last, run.size)
+            )
+            # its last member as the pass began read: events at the end's score written
+            # since (marked by their writes) do not prolong the pass
+            nxt = _DONE if reached else next_cursor(run.at, scores, count, page)
+            state = MemoryState(eid, beat, events, {})
+            if nxt == _DONE:
+                rest = self.load(eid, events=False, archive_page=archive_page)
+                state.memory, state.topics, state.startup = rest.memory, rest.topics, rest.startup
+                state.archives, state.archive_cursor = rest.archives, rest.archive_cursor
+        if nxt == _DONE and eid.category == "topic":  # a topic's own lines are its profile's
+            state.topics = {**state.topics, **self._topics([str(eid)])}
+        if nxt != _DONE:  # the lines outside the timeline are read (again) at the end;
+            # heartbeat-state stays: its zone places a daily line under its heading
+            state.memory = {
+                k: v for k, v in state.memory.items() if memory_slot(k) == MEMORY_HEARTBEAT
+            }
+            state.topics, state.startup, state.archives = {}, {}, {}
+        elif state.archive_cursor != "0":  # more archive documents, or none read yet
+            nxt = _ARCHIVES + (state.archive_cursor or "0")
+        return state, nxt
+
     def _page(
-        self, eid: EntityId, cursor: str, page: int
-    ) -> tuple[list[Event], list[float], int, dict[str, object]]:
-        """One timeline page from ``cursor`` (a score bound, an offset): its events, the
-        scores of its members, how many it held, and heartbeat-state's fields (the zone a
-        daily line's heading is in). 1 round trip."""
+        self, eid: EntityId, cursor: str, page: int, end: str, last: tuple[bytes, int] = (b"", 0)
+    ) -> tuple[list[Event], list[float], int, dict[str, object], bool]:
+        """One timeline page from ``cursor`` (a score bound, an offset) up to the score
+        ``end``: its events, the scores of its members, how many it held,
+        heartbeat-state's fields (the zone a daily line's heading is in), and whether it
+        holds the member at ``end`` that ``last`` is (its first 1,024 bytes, its length).
+        1 round trip."""
         bound, _, offset = cursor.partition("|")
         beat_key = self._keys.slot(eid, MEMORY_HEARTBEAT)
         reply, beat = self._ctx.store.pipeline(
@@ -238,7 +295,7 @@ class MemoryVectors(MemoryCommands):
                     "ZRANGE",
                     self._keys.timeline(eid),
                     bound,
-                    "+inf",
+                    end,
                     "BYSCORE",
                     "LIMIT",
                     int(offset or 0),
@@ -248,30 +305,55 @@ class MemoryVectors(MemoryCommands):
                 ("GET", beat_key),
             ]
         )
-        fields = stored_object(pipeline_reply(beat, beat_key), beat_key)
-        heartbeat = {k: v for k, v in fields.items() if memory_slot(k) == MEMORY_HEARTBEAT}
         items = pipeline_reply(reply, self._keys.timeline(eid))
         items = items if isinstance(items, list) else []
         members = [m for m in items[::2] if isinstance(m, bytes)]
         scores = [float(s) for s in items[1::2] if isinstance(s, bytes)]
         decoded, _ = decode_events(list(members))
-        return [event for event, _ in decoded], scores, len(members), heartbeat
+        at_end = float(end)
+        head, size = last
+        reached = size > 0 and any(
+            score == at_end and len(member) == size and member[:1024] == head
+            for member, score in zip(members, scores, strict=False)
+        )
+        events = [event for event, _ in decoded]
+        return events, scores, len(members), self._beat(beat, beat_key), reached
+
+    def _archives(
+        self, eid: EntityId, cursor: str, count: int
+    ) -> tuple[dict[str, dict[str, Any]], str, dict[str, object]]:
+        """One HSCAN step of the archive documents from ``cursor`` (about ``count`` of
+        them), the cursor after it ("0": the last) and heartbeat-state's fields. 1 round
+        trip."""
+        key = self._keys.slot(eid, MEMORY_ARCHIVE)
+        beat_key = self._keys.slot(eid, MEMORY_HEARTBEAT)
+        reply, beat = self._ctx.store.pipeline(
+            [("HSCAN", key, cursor, "COUNT", count), ("GET", beat_key)]
+        )
+        docs, scan = scan_step(reply, key)
+        return docs, scan, self._beat(beat, beat_key)
+
+    def _beat(self, reply: object, key: str) -> dict[str, object]:
+        fields = stored_object(pipeline_reply(reply, key), key)
+        return {k: v for k, v in fields.items() if memory_slot(k) == MEMORY_HEARTBEAT}
 
 
 @dataclass
 class _Pass:
-    """The pass one run goes on with (or begins: ``fresh``)."""
+    """The pass one run goes on with (or began)."""
 
     keys: dict[str, str]
     provider: str
-    gen: str
     id: str
-    at: str  # the timeline cursor, or _DONE
+    at: str  # the timeline cursor, the archive steps' (_ARCHIVES first), or _DONE
     scan: str  # the sweep's HSCAN cursor
-    fresh: bool
+    end: str  # the timeline's highest score when the pass began ('' none)
+    events: int  # the timeline's events when this run began
+    last: bytes  # the timeline's last member when the pass began: its first 1,024 bytes
+    size: int  # and its length
 
     def args(self, mode: str = "sweep") -> dict[str, Value]:
-        return {"mode": mode, "gen": self.gen, "pass": self.id, "ttl": PASS_TTL_MS}
+        return {"mode": mode, "pass": self.id, "ttl": PASS_TTL_MS}
 
 
 def _int(reply: object) -> int:
@@ -283,6 +365,7 @@ def _text(reply: object) -> str:
 
 
 __all__ = [
+    "ARCHIVE_PAGE",
     "MARK_CHUNK",
     "MAX_PAGES",
     "MAX_PRUNE_CHUNKS",

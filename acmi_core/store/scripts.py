@@ -588,20 +588,26 @@ UNLOG: Final = ScriptProtocol(
     sources=("mentions", "replay", "unlog"),  # the mentions index it keeps; its record
 )
 
-# a prune pass over an entity's vectors (vectors.lua): a batch of needed digests marked, or
-# one HSCAN step's unmarked fields dropped; BUSY when a vector was written since it began
+# a prune pass over an entity's vectors (vectors.lua): the pass under way found or begun, a
+# batch of needed digests marked, or one HSCAN step's unmarked fields dropped; BUSY when a
+# write that does not mark its vectors in the pass stored one since it began
 _PASS_MOVED: Final[dict[str, tuple[str, ...]]] = {"BUSY": (), "MOVED": ()}
 VECTORS: Final = ScriptProtocol(
     "vectors",
     {
+        "begin": Call(
+            ("vectors", "pass", "timeline"),
+            ("mode", "pass", "provider", "at", "ttl"),
+            {"PASS": ("pass", "at", "scan", "end", "fresh", "events", "last", "size")},
+        ),
         "mark": Call(
             ("vectors", "pass"),
-            ("mode", "gen", "pass", "provider", "fresh", "at", "next", "ttl", "digests*"),
+            ("mode", "pass", "at", "next", "ttl", "digests*"),
             {"MARKED": ("count",), **_PASS_MOVED},
         ),
         "sweep": Call(
             ("vectors", "pass"),
-            ("mode", "gen", "pass", "cursor", "count", "ttl"),
+            ("mode", "pass", "cursor", "count", "ttl"),
             {"SWEPT": ("scanned", "dropped", "next"), **_PASS_MOVED},
         ),
     },

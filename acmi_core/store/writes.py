@@ -52,6 +52,7 @@ _LEAN_TYPES: Final[dict[str, str]] = {
     "SREM": "set",
     "HSET": "hash",
     "HDEL": "hash",
+    "HMARK": "hash",  # its pass too (WritePlan.hmark)
     "SET": "string",
     "ONCE": "once",  # a STRING too, but its key is named by that op alone
     "OBJ": "object",  # a STRING too, edited: a key's OBJ ops in lean.lua follow no SET
@@ -263,6 +264,19 @@ class WritePlan:
 
     def hset(self, key: str, field: str, value: str) -> int:
         return self._op("HSET", key, field, value)
+
+    def hmark(self, key: str, field: str, value: str, mark: str) -> int:
+        """HSET ``field`` of ``key``, and ``field`` := "1" in the HASH ``mark`` when it
+        exists (never created there): a vector written while a prune pass is under way is
+        marked needed in the pass in the same run (memory/vectors.py)."""
+        index = self._key_index.get(mark)
+        if index is None:
+            self._keys.append(mark)
+            index = self._key_index[mark] = len(self._keys)
+        lean = self._lean
+        if lean is not None and lean.setdefault(index, "hash") != "hash":
+            self._lean = None
+        return self._op("HMARK", key, field, value, index)
 
     def hdel(self, key: str, field: str) -> int:
         return self._op("HDEL", key, field)

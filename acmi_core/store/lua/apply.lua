@@ -25,6 +25,10 @@
 --                                store's namespace index, kept by each put and delete
 --   SADD k member / SREM k member
 --   HSET k field value / HDEL k field
+--   HMARK k field value pass     HSET, and field := '1' in the HASH pass (a key index)
+--                                when pass exists (never created): a vector written
+--                                while a prune pass is under way is marked needed there
+--                                in the same run (acmi_core/memory/vectors.py)
 --   HDUE k field src member now  the store's TTL sweep: HDEL field and ZREM member from
 --                                the ZSET src when member's score there is <= now, as
 --                                this run finds it (a put that moved it later wins)
@@ -102,6 +106,7 @@ local OPS = {
   ZBUMP = { type = 'zset', argc = 2 },
   ZHAS = { type = 'zset', creates = true, argc = 2 },
   HSET = { type = 'hash', creates = true, argc = 2 },
+  HMARK = { type = 'hash', creates = true, argc = 3 },
   HPUT = { type = 'hash', creates = true, argc = 2 },
   HDUE = { type = 'hash', argc = 4 },
   HDEL = { type = 'hash', argc = 1 },
@@ -166,8 +171,8 @@ local function bad(where, what, value)
   return redis.error_reply(message .. '; nothing was written')
 end
 
--- the KEYS index an op names as its source (ZHEAD, ZHAS, HDUE), checked: in 1..#KEYS and
--- holding `want` or nothing; nil and the error otherwise
+-- the KEYS index an op names as its source (ZHEAD, ZHAS, HDUE, HMARK), checked: in
+-- 1..#KEYS and holding `want` or nothing; nil and the error otherwise
 local function source_key(where, s, want)
   local si = count_of(s)
   if not si or si < 1 or si > #KEYS then
@@ -278,6 +283,10 @@ local function plan_op(op, pos)
     local now = ARGV[pos + 3]
     if not score_of(now) then return nil, bad(where, 'now is not a number', now) end
     w, result = { 'HDUE', key, a, KEYS[si], ARGV[pos + 2], now }, nil
+  elseif code == 'HMARK' then
+    local si, err = source_key(where, ARGV[pos + 2], 'hash')
+    if not si then return nil, err end
+    w = { 'HMARK', key, a, b, KEYS[si] }
   elseif code == 'HPUT' then
     if not find(b, '^{"created_at":%d+,') then
       return nil, bad(where, 'text does not start {"created_at":<ms>,', sub(b, 1, 32))
@@ -321,6 +330,10 @@ local function write(w)
       return redis.call('HDEL', w[2], w[3])
     end
     return 0
+  end
+  if w[1] == 'HMARK' then
+    if redis.call('EXISTS', w[5]) == 1 then redis.call('HSET', w[5], w[3], '1') end
+    return redis.call('HSET', w[2], w[3], w[4])
   end
   if w[1] == 'HPUT' then
     local text = w[4]

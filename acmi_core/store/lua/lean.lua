@@ -21,6 +21,8 @@
 --   ZADD k score member    ZADD NX (an exact duplicate event is stored once)
 --   ZSET / ZMAX / ZMIN k score member    ZADD / ZADD GT / ZADD LT (indexes)
 --   ZREM k member / SADD k member / SREM k member / HSET k field value / HDEL k field
+--   HMARK k field value pass    HSET, and field := '1' in the HASH pass (a key index, of
+--                          no other kind in the plan) when it exists: apply.lua's HMARK
 --   SET  k value           overwrite a STRING
 --   ONCE k ttl_ms value    idempotency record (a key no other op names, one a plan): if
 --                          k exists, nothing at all is written and the script returns
@@ -57,6 +59,7 @@ local function spec(code)
   elseif code == 'ZREM' then return 'zset', 1
   elseif code == 'HSET' then return 'hash', 2
   elseif code == 'HDEL' then return 'hash', 1
+  elseif code == 'HMARK' then return 'hash', 3
   elseif code == 'SET' then return 'string', 1
   elseif code == 'ONCE' then return 'string', 2
   end
@@ -266,6 +269,24 @@ for op = 1, nops do
   if code == 'ONCE' and not (#ARGV[pos + 2] <= 15 and find(ARGV[pos + 2], '^[1-9]%d*$')) then
     return bad('op ' .. op .. ' ' .. code, 'ttl_ms is not a positive integer', ARGV[pos + 2])
   end
+  if code == 'HMARK' then  -- its pass: a hash or nothing, checked as an op's own key is
+    local si, where = tonumber(ARGV[pos + 4]), 'op ' .. op .. ' ' .. code
+    if not si or not KEYS[si] then
+      return bad(where, 'src key index is not in 1..' .. #KEYS, ARGV[pos + 4])
+    end
+    if checked[si] == 'once' then
+      return bad(where, 'another op of the plan names a ONCE key', KEYS[si])
+    end
+    if not checked[si] then
+      local st = redis.call('TYPE', KEYS[si])
+      if type(st) == 'table' then st = st.ok end
+      if st ~= 'none' and st ~= 'hash' then
+        return redis.error_reply('ACMI_WRONGTYPE ' .. KEYS[si] .. ' holds a ' .. st ..
+          ', expected a hash; nothing was written')
+      end
+      checked[si] = true
+    end
+  end
   if not checked[ki] then
     local t = 'string'
     if argc then
@@ -332,6 +353,10 @@ for op = 1, nops do
     elseif code == 'ZMIN' then
       redis.call('ZADD', key, 'LT', ARGV[pos + 2], ARGV[pos + 3])
     elseif code == 'HSET' then
+      redis.call('HSET', key, ARGV[pos + 2], ARGV[pos + 3])
+    elseif code == 'HMARK' then
+      local pass = KEYS[tonumber(ARGV[pos + 4])]
+      if redis.call('EXISTS', pass) == 1 then redis.call('HSET', pass, ARGV[pos + 2], '1') end
       redis.call('HSET', key, ARGV[pos + 2], ARGV[pos + 3])
     elseif code == 'ONCE' then
       redis.call('SET', key, ARGV[pos + 3], 'PX', ARGV[pos + 2])
