@@ -450,6 +450,17 @@ EMBED_BUDGET_S: Final = 3.0
 FIRST_BATCH: Final = 32
 
 
+def unseen(embedder: Embedder, texts: Iterable[str]) -> list[str]:
+    """Those of ``texts`` this process has not embedded (nor met in a write) yet."""
+    with _SEEN_LOCK:
+        return [t for t in texts if (embedder.name, t) not in _SEEN]
+
+
+def known(embedder: Embedder, texts: Sequence[str], values: Sequence[str]) -> None:
+    """Stored vector texts of ``texts`` (read from an index) remembered as if embedded."""
+    _remember(embedder, texts, values)
+
+
 def _seen(embedder: Embedder, texts: Iterable[str]) -> dict[str, str]:
     with _SEEN_LOCK:
         return {t: _SEEN[(embedder.name, t)] for t in texts if (embedder.name, t) in _SEEN}
@@ -560,6 +571,7 @@ __all__ = [
     "DEFAULT_FUSION",
     "DEFAULT_PROVIDERS",
     "FACTORIES",
+    "FIRST_BATCH",
     "GEN_FIELD",
     "MARKING_GEN",
     "MAX_EMBED_LINES",
@@ -577,6 +589,7 @@ __all__ = [
     "fusion_of",
     "heading_text",
     "index_text",
+    "known",
     "placed",
     "provider_name",
     "quantise",
@@ -584,5 +597,6 @@ __all__ = [
     "section_headings",
     "section_texts",
     "texts_of",
+    "unseen",
     "wordllama_root",
 ]

@@ -38,15 +38,19 @@ from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
 from acmi_core.memory.embeddings import (
+    FIRST_BATCH,
     GEN_FIELD,
     MARKING_GEN,
     MAX_EMBED_LINES,
+    Embedder,
     EmbeddingError,
     digest,
     embedded,
     embedder_for,
+    known,
     placed,
     texts_of,
+    unseen,
 )
 from acmi_core.memory.expiry import unexpired
 from acmi_core.memory.layers import (
@@ -527,16 +531,17 @@ class MemoryCommands:
         not when the plan runs; a provider that fails leaves the lines unindexed (the
         write goes on: a search embeds what its index lacks)."""
         ctx = self._ctx
+        key = ctx.keys.slot(eid, MEMORY_VECTORS)
         unique = placed(lines, files)[:MAX_EMBED_LINES] if lines else []
         fields: list[tuple[str, str]] = []
         if unique:
             try:
                 embedder = embedder_for(ctx.settings)
                 if embedder is not None:
+                    unique = self._unindexed(key, embedder, unique)
                     fields = [(digest(embedder.name, t), v) for t, v in embedded(embedder, unique)]
             except EmbeddingError:
                 fields = []
-        key = ctx.keys.slot(eid, MEMORY_VECTORS)
         # each vector is marked needed in the entity's prune pass when one is under way, in
         # the same run as it is stored, so the pass's sweep keeps it (memory/vectors.py);
         # the token ("m": a write that marks) tells a pass that no write which does not
@@ -553,6 +558,25 @@ class MemoryCommands:
             return stage
 
         return [one(name, value, i == 0) for i, (name, value) in enumerate(fields)]
+
+    def _unindexed(self, key: str, embedder: Embedder, texts: list[str]) -> list[str]:
+        """``texts`` less those ``key``'s index holds, asked (one HMGET) only when more
+        than a first batch of them are new to this process: a write re-sends a whole
+        field's lines, which a cold process (a Lambda's first call) would embed again,
+        ~20 ms a line with a local model; a warm one knows them, and a line just written
+        is embedded without asking."""
+        fresh = unseen(embedder, texts)
+        if len(fresh) <= FIRST_BATCH:
+            return texts
+        held = self._ctx.store.execute(("HMGET", key, *(digest(embedder.name, t) for t in fresh)))
+        replies = held if isinstance(held, list) else []
+        have = {
+            t: v.decode("ascii")
+            for t, v in zip(fresh, replies, strict=False)
+            if isinstance(v, bytes) and v.isascii()
+        }
+        known(embedder, list(have), list(have.values()))  # the next write asks no more
+        return [t for t in texts if t not in have]
 
     def _edit(
         self, eid: EntityId, slot: str, fields: list[tuple[Any, str, str]]

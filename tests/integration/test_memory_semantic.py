@@ -237,3 +237,40 @@ def test_the_default_model_loads_and_searches_with_the_network_cut(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"{provider or DEFAULT} - {LINE}"
+
+
+def test_a_cold_process_s_write_embeds_only_the_lines_its_index_lacks(
+    acmi: Acmi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write re-sends its field's lines: a process that has not seen them (a Lambda's
+    first call) asks the index which it holds (one HMGET) and embeds only the new line,
+    not the whole field (~20 ms a line with a local model); then it knows them all."""
+    from acmi_core.memory import embeddings
+
+    one, two = view(acmi), view(acmi)
+    lines = [f"Fact number {i} about the Apollo rollout" for i in range(100)]
+    for tenant in (one, two):
+        text = "# Memory\n\n## Lessons Learned\n" + "".join(f"- {x}\n" for x in lines)
+        tenant.memory.import_snapshot(OWNER, parse_tree({"MEMORY.md": text.encode()}))
+    assert len(vectors(one)) > 100 and len(vectors(two)) > 100
+    with embeddings._SEEN_LOCK:
+        embeddings._SEEN.clear()  # a cold process
+    sent: list[str] = []
+    real = WordLlama.embed
+
+    def spy(self: WordLlama, texts: list[str]) -> object:
+        sent.extend(texts)
+        return real(self, texts)
+
+    monkeypatch.setattr(WordLlama, "embed", spy)
+    counted = Acmi(CountingStore(one.store), one.settings, tenant=one.tenant, clock=one.clock)
+    store = counted.store
+    assert isinstance(store, CountingStore)
+    counted.memory.remember(OWNER, "Priya signs off every invoice run")
+    assert len(sent) == 1 and sent[0].endswith("Priya signs off every invoice run")
+    first, _ = store.requests, store.reset()
+    counted.memory.remember(OWNER, "Marco owns the Berlin office lease")
+    assert len(sent) == 2 and store.requests == first - 1  # no HMGET: it knows them now
+    found = one.memory.search(OWNER, "who approves billing", limit=3)
+    assert found["semantic"]["embedded"] == 0  # every line indexed
+    assert all("Priya" not in h["text"] for h in two.memory.search(OWNER, "Priya")["hits"])
