@@ -23,8 +23,6 @@ import hashlib
 import importlib.util
 import re
 import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -433,127 +431,6 @@ def quantise(matrix: Matrix) -> list[str]:
     return [row.astype(np.uint8).tobytes().decode("ascii") for row in levels]
 
 
-# (provider, line) -> its stored text: a write re-sends a whole field (a list of lines),
-# so a warm process embeds only the lines it has not seen (a remote call each, else)
-_SEEN: OrderedDict[tuple[str, str], str] = OrderedDict()
-_SEEN_LOCK = threading.Lock()
-SEEN_LINES: Final = 8_192
-
-
-# A call embeds for at most about this long (it stops between batches): a local model on
-# a fraction of a Lambda vCPU takes ~20 ms a line, so 2,000 lines would outlast the
-# request. The lines left over stay unindexed; a search embeds them (and this process
-# remembers them) when it meets them, each search within its own budget.
-EMBED_BUDGET_S: Final = 3.0
-# the first batch: sized so a slow provider's overshoot is small; the next ones from the
-# rate measured (a fast model takes the rest in one call)
-FIRST_BATCH: Final = 32
-
-
-def unseen(embedder: Embedder, texts: Iterable[str]) -> list[str]:
-    """Those of ``texts`` this process has not embedded (nor met in a write) yet."""
-    with _SEEN_LOCK:
-        return [t for t in texts if (embedder.name, t) not in _SEEN]
-
-
-def known(embedder: Embedder, texts: Sequence[str], values: Sequence[str]) -> None:
-    """Stored vector texts of ``texts`` (read from an index) remembered as if embedded."""
-    _remember(embedder, texts, values)
-
-
-def _seen(embedder: Embedder, texts: Iterable[str]) -> dict[str, str]:
-    with _SEEN_LOCK:
-        return {t: _SEEN[(embedder.name, t)] for t in texts if (embedder.name, t) in _SEEN}
-
-
-def _remember(embedder: Embedder, texts: Sequence[str], values: Sequence[str]) -> None:
-    with _SEEN_LOCK:
-        for text, value in zip(texts, values, strict=True):
-            _SEEN[(embedder.name, text)] = value
-        while len(_SEEN) > SEEN_LINES:
-            _SEEN.popitem(last=False)
-
-
-def _within_budget(
-    fresh: Sequence[str],
-    embed: Callable[[Sequence[str], bool], list[str]],
-    budget_s: float,
-    clock: Callable[[], float],
-) -> int:
-    """``embed(batch, first)`` on batches of ``fresh`` from its start until ``budget_s``
-    has passed (the first batch always runs): how many of ``fresh`` were embedded."""
-    start = clock()
-    done, size = 0, FIRST_BATCH
-    while done < len(fresh):
-        began = clock()
-        batch = fresh[done : done + size]
-        embed(batch, done == 0)
-        done += len(batch)
-        now = clock()
-        left = budget_s - (now - start)
-        if left <= 0:
-            break
-        per_line = (now - began) / len(batch)
-        size = len(fresh) if per_line <= 0 else max(1, int(left / per_line))
-    return done
-
-
-def embedded(
-    embedder: Embedder,
-    texts: Sequence[str],
-    *,
-    budget_s: float = EMBED_BUDGET_S,
-    clock: Callable[[], float] = time.monotonic,
-) -> list[tuple[str, str]]:
-    """(text, stored vector text) for each of ``texts`` this process has seen or embeds
-    within ``budget_s`` (in order; a text past the budget is left out)."""
-    known = _seen(embedder, texts)
-    fresh = [t for t in dict.fromkeys(texts) if t not in known]
-
-    def embed(batch: Sequence[str], _first: bool) -> list[str]:
-        values = quantise(embedder.embed(batch))
-        known.update(zip(batch, values, strict=True))
-        _remember(embedder, batch, values)
-        return values
-
-    if fresh:
-        _within_budget(fresh, embed, budget_s, clock)
-    return [(t, known[t]) for t in texts if t in known]
-
-
-def embedded_with_query(
-    embedder: Embedder,
-    query: str,
-    texts: Sequence[str],
-    *,
-    budget_s: float = EMBED_BUDGET_S,
-    clock: Callable[[], float] = time.monotonic,
-) -> tuple[Matrix, list[str | None]]:
-    """The query's unit row and each of ``texts``' stored vector text (None past the
-    budget), the query in the first provider call with the first lines this process has
-    not seen (a search's lines the index lacks: an entity indexed before headings were
-    embedded is embedded once a warm process, not at every search)."""
-    known = _seen(embedder, texts)
-    fresh = [t for t in dict.fromkeys(texts) if t not in known]
-    rows: list[Matrix] = []
-
-    def embed(batch: Sequence[str], first: bool) -> list[str]:
-        out = embed_query(embedder, query, batch) if first else embedder.embed(batch)
-        if first:
-            rows.append(out[:1])
-            out = out[1:]
-        values = quantise(out) if len(batch) else []
-        known.update(zip(batch, values, strict=True))
-        _remember(embedder, batch, values)
-        return values
-
-    if fresh:
-        _within_budget(fresh, embed, budget_s, clock)
-    else:
-        rows.append(embed_query(embedder, query, [])[:1])
-    return rows[0], [known.get(t) for t in texts]
-
-
 def dequantise(values: Sequence[bytes], dims: int) -> Matrix:
     """Stored texts back to unit rows (a value of another length is a zero row)."""
     import numpy as np
@@ -571,7 +448,6 @@ __all__ = [
     "DEFAULT_FUSION",
     "DEFAULT_PROVIDERS",
     "FACTORIES",
-    "FIRST_BATCH",
     "GEN_FIELD",
     "MARKING_GEN",
     "MAX_EMBED_LINES",
@@ -583,13 +459,10 @@ __all__ = [
     "dequantise",
     "digest",
     "embed_query",
-    "embedded",
-    "embedded_with_query",
     "embedder_for",
     "fusion_of",
     "heading_text",
     "index_text",
-    "known",
     "placed",
     "provider_name",
     "quantise",
@@ -597,6 +470,5 @@ __all__ = [
     "section_headings",
     "section_texts",
     "texts_of",
-    "unseen",
     "wordllama_root",
 ]

@@ -22,13 +22,13 @@ from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
 from acmi_core.memory.conflicts import duplicates, hot_warm_conflicts, rule_conflicts
+from acmi_core.memory.embedding_calls import embedded_with_query
 from acmi_core.memory.embeddings import (
     DEFAULT_FUSION,
     MAX_EMBED_LINES,
     EmbeddingError,
     dequantise,
     digest,
-    embedded_with_query,
     embedder_for,
     fusion_of,
     provider_name,

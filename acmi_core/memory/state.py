@@ -8,7 +8,11 @@ The commands themselves are built on :class:`MemoryCommands`, one module a conce
 ``memory/reads.py`` (status, the hot layer read, search, debug), ``memory/writes.py``
 (remember, the hot layer replaced, topics, the handoff), ``memory/upkeep.py`` (prune,
 the weekly review, the daily summary), ``memory/transfer.py`` (the tree exported,
-imported, migrated); ``memory/service.py``'s ``MemoryAPI`` composes them."""
+imported, migrated); ``memory/service.py``'s ``MemoryAPI`` composes them.
+
+One module: :class:`MemoryCommands` is the base each of those extends, and its load, the
+write stages they share and the layers' small rules are what every one of them calls;
+apart, they would import one another."""
 
 from __future__ import annotations
 
@@ -37,20 +41,16 @@ from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
+from acmi_core.memory.embedding_calls import embedded, unindexed
 from acmi_core.memory.embeddings import (
-    FIRST_BATCH,
     GEN_FIELD,
     MARKING_GEN,
     MAX_EMBED_LINES,
-    Embedder,
     EmbeddingError,
     digest,
-    embedded,
     embedder_for,
-    known,
     placed,
     texts_of,
-    unseen,
 )
 from acmi_core.memory.expiry import unexpired
 from acmi_core.memory.layers import (
@@ -538,7 +538,7 @@ class MemoryCommands:
             try:
                 embedder = embedder_for(ctx.settings)
                 if embedder is not None:
-                    unique = self._unindexed(key, embedder, unique)
+                    unique = unindexed(ctx.store, key, embedder, unique)
                     fields = [(digest(embedder.name, t), v) for t, v in embedded(embedder, unique)]
             except EmbeddingError:
                 fields = []
@@ -558,25 +558,6 @@ class MemoryCommands:
             return stage
 
         return [one(name, value, i == 0) for i, (name, value) in enumerate(fields)]
-
-    def _unindexed(self, key: str, embedder: Embedder, texts: list[str]) -> list[str]:
-        """``texts`` less those ``key``'s index holds, asked (one HMGET) only when more
-        than a first batch of them are new to this process: a write re-sends a whole
-        field's lines, which a cold process (a Lambda's first call) would embed again,
-        ~20 ms a line with a local model; a warm one knows them, and a line just written
-        is embedded without asking."""
-        fresh = unseen(embedder, texts)
-        if len(fresh) <= FIRST_BATCH:
-            return texts
-        held = self._ctx.store.execute(("HMGET", key, *(digest(embedder.name, t) for t in fresh)))
-        replies = held if isinstance(held, list) else []
-        have = {
-            t: v.decode("ascii")
-            for t, v in zip(fresh, replies, strict=False)
-            if isinstance(v, bytes) and v.isascii()
-        }
-        known(embedder, list(have), list(have.values()))  # the next write asks no more
-        return [t for t in texts if t not in have]
 
     def _edit(
         self, eid: EntityId, slot: str, fields: list[tuple[Any, str, str]]

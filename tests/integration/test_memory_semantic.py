@@ -245,7 +245,7 @@ def test_a_cold_process_s_write_embeds_only_the_lines_its_index_lacks(
     """A write re-sends its field's lines: a process that has not seen them (a Lambda's
     first call) asks the index which it holds (one HMGET) and embeds only the new line,
     not the whole field (~20 ms a line with a local model); then it knows them all."""
-    from acmi_core.memory import embeddings
+    from acmi_core.memory import embedding_calls
 
     one, two = view(acmi), view(acmi)
     lines = [f"Fact number {i} about the Apollo rollout" for i in range(100)]
@@ -253,8 +253,8 @@ def test_a_cold_process_s_write_embeds_only_the_lines_its_index_lacks(
         text = "# Memory\n\n## Lessons Learned\n" + "".join(f"- {x}\n" for x in lines)
         tenant.memory.import_snapshot(OWNER, parse_tree({"MEMORY.md": text.encode()}))
     assert len(vectors(one)) > 100 and len(vectors(two)) > 100
-    with embeddings._SEEN_LOCK:
-        embeddings._SEEN.clear()  # a cold process
+    with embedding_calls._SEEN_LOCK:
+        embedding_calls._SEEN.clear()  # a cold process
     sent: list[str] = []
     real = WordLlama.embed
 

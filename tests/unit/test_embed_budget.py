@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from acmi_core.memory import embeddings
-from acmi_core.memory.embeddings import embedded, embedded_with_query
+from acmi_core.memory import embedding_calls
+from acmi_core.memory.embedding_calls import embedded, embedded_with_query
 
 
 class Clock:
@@ -42,8 +42,8 @@ class Slow:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    with embeddings._SEEN_LOCK:
-        embeddings._SEEN.clear()
+    with embedding_calls._SEEN_LOCK:
+        embedding_calls._SEEN.clear()
 
 
 def _lines(n: int) -> list[str]:
@@ -55,7 +55,7 @@ def test_a_fast_provider_takes_every_line_in_two_calls() -> None:
     fast = Slow(clock, 1e-6, "fast:t1")
     got = embedded(fast, _lines(2_000), clock=clock)
     assert [t for t, _ in got] == _lines(2_000)
-    assert fast.calls == [embeddings.FIRST_BATCH, 2_000 - embeddings.FIRST_BATCH]
+    assert fast.calls == [embedding_calls.FIRST_BATCH, 2_000 - embedding_calls.FIRST_BATCH]
 
 
 def test_a_slow_provider_stops_at_the_budget_and_the_next_call_goes_on() -> None:
@@ -75,7 +75,7 @@ def test_the_first_batch_always_runs_even_past_the_budget() -> None:
     clock = Clock()
     slow = Slow(clock, 1.0, "slower:t3")
     got = embedded(slow, _lines(100), budget_s=0.5, clock=clock)
-    assert len(got) == embeddings.FIRST_BATCH and slow.calls == [embeddings.FIRST_BATCH]
+    assert len(got) == embedding_calls.FIRST_BATCH and slow.calls == [embedding_calls.FIRST_BATCH]
 
 
 def test_a_search_gets_its_query_row_and_none_for_the_lines_past_the_budget() -> None:
@@ -87,6 +87,6 @@ def test_a_search_gets_its_query_row_and_none_for_the_lines_past_the_budget() ->
     done = [v for v in values if v is not None]
     assert len(values) == 500 and 0 < len(done) < 500
     assert all(v is not None for v in values[: len(done)])  # the first ones, in order
-    assert slow.calls[0] == embeddings.FIRST_BATCH + 1  # the query rides in the first call
+    assert slow.calls[0] == embedding_calls.FIRST_BATCH + 1  # the query rides in the first call
     row, values = embedded_with_query(slow, "q", [], clock=clock)
     assert row.shape == (1, 8) and values == []
