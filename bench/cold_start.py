@@ -327,7 +327,8 @@ def measure_artifacts(*, quick: bool, only: tuple[str, ...] = ()) -> dict[str, A
         body = (
             "import functions.memory as m\nm.handler.warm()\n"
             "from acmi_core.base.settings import Settings\n"
-            "from acmi_core.memory.embeddings import embedded, embedder_for\n"
+            "from acmi_core.memory.embedding_calls import embedded\n"
+            "from acmi_core.memory.embeddings import embedder_for\n"
             "embedded(embedder_for(Settings.from_env()), ['the deploy moved to Thursday'])"
         )
         probes[FIRST_EMBED] = (twins["memory"], body, EMBED_ENV)

@@ -82,7 +82,8 @@ if args.get("oidc"):
     statuses["oidc"] = identity.email
 if args.get("embed"):
     from acmi_core.base.settings import Settings
-    from acmi_core.memory.embeddings import embedded, embedder_for
+    from acmi_core.memory.embedding_calls import embedded
+    from acmi_core.memory.embeddings import embedder_for
 
     embedder = embedder_for(Settings.from_env())
     (vector,) = embedded(embedder, ["the deploy moved to Thursday"])
