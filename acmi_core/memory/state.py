@@ -474,6 +474,8 @@ class MemoryCommands:
         eid: EntityId,
         fields: list[tuple[Any, str, str]],
         files: Sequence[str] = (),
+        *,
+        ask: bool = True,
     ) -> Callable[[WritePlan], object]:
         """An edit of ``eid``'s memory fields, each in its layer's slot (by its prefix),
         with the entity's entries in its category index and the memory index (what the
@@ -496,7 +498,7 @@ class MemoryCommands:
                     lines += texts_of(json.loads(value))
                 except ValueError:
                     continue
-        vectors = self._vectors(eid, lines, files)
+        vectors = self._vectors(eid, lines, files, ask)
 
         def op(plan: WritePlan) -> object:
             plan.sadd(ctx.index_key(eid), eid.local_id)
@@ -509,10 +511,10 @@ class MemoryCommands:
         return op
 
     def _vectors(
-        self, eid: EntityId, lines: Sequence[str], files: Sequence[str]
+        self, eid: EntityId, lines: Sequence[str], files: Sequence[str], ask: bool = True
     ) -> Callable[[WritePlan], None]:
         """All of :meth:`_vector_ops` as one stage."""
-        ops = self._vector_ops(eid, lines, files)
+        ops = self._vector_ops(eid, lines, files, ask=ask)
 
         def op(plan: WritePlan) -> None:
             for each in ops:
@@ -521,7 +523,7 @@ class MemoryCommands:
         return op
 
     def _vector_ops(
-        self, eid: EntityId, lines: Sequence[str], files: Sequence[str]
+        self, eid: EntityId, lines: Sequence[str], files: Sequence[str], *, ask: bool = True
     ) -> list[Callable[[WritePlan], None]]:
         """The vectors of ``lines`` (their words, as ``texts_of`` gives them; already
         through the secret guard: the callers guard what they write before they build its
@@ -538,7 +540,10 @@ class MemoryCommands:
             try:
                 embedder = embedder_for(ctx.settings)
                 if embedder is not None:
-                    unique = unindexed(ctx.store, key, embedder, unique)
+                    # an edit re-sends its field's lines: a cold process asks the index
+                    # which it holds (an import writes whole files: none, or what it
+                    # already decided differs)
+                    unique = unindexed(ctx.store, key, embedder, unique) if ask else unique
                     fields = [(digest(embedder.name, t), v) for t, v in embedded(embedder, unique)]
             except EmbeddingError:
                 fields = []

@@ -232,7 +232,10 @@ class MemoryTransfer(MemoryCommands):
                     _Op(
                         file,
                         self._memory_edit(
-                            eid, part, _files_left(state.memory, image.signals, signal_delete)
+                            eid,
+                            part,
+                            _files_left(state.memory, image.signals, signal_delete),
+                            ask=False,
                         ),
                         stored,
                     )
@@ -250,7 +253,7 @@ class MemoryTransfer(MemoryCommands):
             ops.append(
                 _Op(
                     "MEMORY.md",
-                    self._memory_edit(eid, edit, left),
+                    self._memory_edit(eid, edit, left, ask=False),
                     _stored(state.memory, "MEMORY.md"),
                 )
             )
@@ -403,7 +406,10 @@ class MemoryTransfer(MemoryCommands):
         )
         for file, lines in by_file.items():
             shown = [notes[file]] if file in notes else list(notes.values())
-            ops += [_Op(file, stage) for stage in self._vector_ops(eid, texts_of(lines), shown)]
+            ops += [
+                _Op(file, stage)
+                for stage in self._vector_ops(eid, texts_of(lines), shown, ask=False)
+            ]
         for cid, olds in by_cid.items():
             if cid in new_cids:
                 continue
