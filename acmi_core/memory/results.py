@@ -102,6 +102,7 @@ class SemanticInfo(TypedDict):
     embedded: int
     error: NotRequired[str]
     deferred: NotRequired[int]  # lines the index lacks, past the search's time budget
+    hint: NotRequired[str]  # ACMI_EMBEDDINGS unset and no model installed: what to install
 
 
 class MemorySearch(TypedDict):

@@ -274,3 +274,19 @@ def test_a_cold_process_s_write_embeds_only_the_lines_its_index_lacks(
     found = one.memory.search(OWNER, "who approves billing", limit=3)
     assert found["semantic"]["embedded"] == 0  # every line indexed
     assert all("Priya" not in h["text"] for h in two.memory.search(OWNER, "Priya")["hits"])
+
+
+def test_unset_with_no_model_installed_says_what_to_install(
+    acmi: Acmi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's `pip install 'acmi[cli]'` has no model: a paraphrase finds nothing, and
+    the answer says why and what to install (an explicit `none` says nothing)."""
+    from acmi_core.memory import embeddings
+
+    monkeypatch.setattr(embeddings, "DEFAULT_PROVIDERS", ())  # nothing installed
+    bare = view(acmi)
+    bare.memory.remember(OWNER, LINE)
+    found = bare.memory.search(OWNER, "who approves billing")
+    assert found["hits"] == [] and found["semantic"]["provider"] == "none"
+    assert "acmi[e5]" in found["semantic"]["hint"] and "BM25" in found["semantic"]["hint"]
+    assert "hint" not in view(acmi, embeddings="none").memory.search(OWNER, "x")["semantic"]
