@@ -351,13 +351,10 @@ def heading_text(line: str) -> str | None:
     return " ".join(stripped.lstrip("#").replace("**", "").split())
 
 
-def section_texts(text: str) -> list[str | None]:
-    """Each line of a rendered file as it is embedded: its words (:func:`index_text`)
-    after the nearest heading above it in the file (``"Morning: Sent Acme the KPI
-    pack"``), None for a line with none. The heading names what the line is (a lesson, a
-    decision, a person): measured on the labelled set, e5's recall@10 0.68 -> 0.85
-    (bench/RESULTS.md)."""
-    out: list[str | None] = []
+def _sectioned(text: str) -> list[tuple[str, str] | None]:
+    """Each line of a rendered file as (the nearest heading above it, "" for none; its
+    words, :func:`index_text`), None for a heading or a line with no words."""
+    out: list[tuple[str, str] | None] = []
     heading = ""
     for line in text.split("\n"):
         head = heading_text(line)
@@ -366,24 +363,24 @@ def section_texts(text: str) -> list[str | None]:
             out.append(None)
             continue
         words = index_text(line)
-        out.append(None if words is None else f"{heading}: {words}" if heading else words)
+        out.append(None if words is None else (heading, words))
     return out
+
+
+def section_texts(text: str) -> list[str | None]:
+    """Each line of a rendered file as it is embedded: its words (:func:`index_text`)
+    after the nearest heading above it in the file (``"Morning: Sent Acme the KPI
+    pack"``), None for a line with none. The heading names what the line is (a lesson, a
+    decision, a person): measured on the labelled set, e5's recall@10 0.68 -> 0.85
+    (bench/RESULTS.md)."""
+    return [None if p is None else f"{p[0]}: {p[1]}" if p[0] else p[1] for p in _sectioned(text)]
 
 
 def section_headings(text: str) -> list[str | None]:
     """Each line's heading as :func:`section_texts` prefixes it (None for a line it
     embeds bare, or not at all): what a search compares the line against, so that a line
     is a semantic hit for its own words, not only for its section's name."""
-    out: list[str | None] = []
-    heading = ""
-    for line in text.split("\n"):
-        head = heading_text(line)
-        if head is not None:
-            heading = head
-            out.append(None)
-            continue
-        out.append(heading if heading and index_text(line) is not None else None)
-    return out
+    return [p[0] if p is not None and p[0] else None for p in _sectioned(text)]
 
 
 def placed(lines: Iterable[str], files: Iterable[str]) -> list[str]:
