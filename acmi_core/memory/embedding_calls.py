@@ -1,13 +1,15 @@
 """What a process embeds, and how long for: the lines it has already embedded (a bounded
-cache: a write re-sends a whole field, a search meets the same lines again), the time
-budget of one call (``EMBED_BUDGET_S``, batches sized from the rate measured) and a
-write's question to its index (``unindexed``: one HMGET) when a process has not seen its
-lines. The providers and the stored form are ``memory/embeddings.py``'s."""
+cache: a write re-sends a whole field, a search meets the same lines again), the vectors
+it knows an index holds (so a write stores only its new lines'), the time budget of one
+call (``EMBED_BUDGET_S``, batches sized from the rate measured) and a write's question
+to its index (``unindexed``: one HMGET) when a process has not seen its lines. The
+providers and the stored form are ``memory/embeddings.py``'s."""
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final
@@ -33,6 +35,55 @@ EMBED_BUDGET_S: Final = 3.0
 # the first batch: sized so a slow provider's overshoot is small; the next ones from the
 # rate measured (a fast model takes the rest in one call)
 FIRST_BATCH: Final = 32
+
+
+# store -> (index key, vector field) this process stored there in a write that committed, or
+# read there: a write re-sends a whole field, and the vectors of the lines it keeps need no
+# second HSET (a 500-line section re-sent 170 KB and spent ~4.8 ms of Redis time a
+# remember). A line new to the field is always sent: a vector this process once stored
+# may have been pruned since the line left (forgotten, by another process's job).
+_STORED: weakref.WeakKeyDictionary[Store, OrderedDict[tuple[str, str], None]] = (
+    weakref.WeakKeyDictionary()
+)
+STORED_VECTORS: Final = 32_768
+
+
+def stored_here(store: Store, key: str, names: Iterable[str]) -> set[str]:
+    """Those of ``names`` (vector fields of the index at ``key``) this process knows the
+    index holds."""
+    with _SEEN_LOCK:
+        known = _STORED.get(store)
+        return set() if known is None else {n for n in names if (key, n) in known}
+
+
+def note_stored(store: Store, key: str, names: Iterable[str]) -> None:
+    """``names`` are in the index at ``key``: a write that carried them committed, or a
+    read found them."""
+    with _SEEN_LOCK:
+        known = _STORED.setdefault(store, OrderedDict())
+        for name in names:
+            known[(key, name)] = None
+            known.move_to_end((key, name))
+        while len(known) > STORED_VECTORS:
+            known.popitem(last=False)
+
+
+def note_missing(store: Store, keys: Iterable[str], names: Iterable[str]) -> None:
+    """``names`` are in none of the indexes at ``keys`` (a read found them absent: deleted
+    by another client): the next write of their lines sends them again."""
+    with _SEEN_LOCK:
+        known = _STORED.get(store)
+        if known is not None:
+            for key in keys:
+                for name in names:
+                    known.pop((key, name), None)
+
+
+def cold() -> None:
+    """Forget what this process embedded and stored (a test's cold process)."""
+    with _SEEN_LOCK:
+        _SEEN.clear()
+        _STORED.clear()
 
 
 def unseen(embedder: Embedder, texts: Iterable[str]) -> list[str]:
@@ -86,7 +137,8 @@ def embedded(
     clock: Callable[[], float] = time.monotonic,
 ) -> list[tuple[str, str]]:
     """(text, stored vector text) for each of ``texts`` this process has seen or embeds
-    within ``budget_s`` (in order; a text past the budget is left out)."""
+    within ``budget_s`` (in order; a text past the budget is left out; none embedded
+    when it is spent already)."""
     known = _seen(embedder, texts)
     fresh = [t for t in dict.fromkeys(texts) if t not in known]
 
@@ -96,7 +148,7 @@ def embedded(
         _remember(embedder, batch, values)
         return values
 
-    if fresh:
+    if fresh and budget_s > 0:
         _within_budget(fresh, embed, budget_s, clock)
     return [(t, known[t]) for t in texts if t in known]
 
@@ -151,4 +203,5 @@ def unindexed(store: Store, key: str, embedder: Embedder, texts: list[str]) -> l
         if isinstance(v, bytes) and v.isascii()
     }
     _remember(embedder, list(have), list(have.values()))
+    note_stored(store, key, (digest(embedder.name, t) for t in have))
     return [t for t in texts if t not in have]

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from acmi_core.memory.layers import TEMPLATES
+
 if TYPE_CHECKING:
     import httpx
     import numpy as np
@@ -327,6 +329,11 @@ def embedder_for(settings: Settings) -> Embedder | None:
 
 # A rendered line's markup (heading marks, bullets, task boxes, a daily entry's time):
 # the index holds the words, so a line and the field value it renders from share a digest.
+# the templates' own lines (a preamble field's label and value, a section's fixed frame,
+# as a topic's ``Created: 2026-02-03``): no fact, and under the file's title they would
+# be a semantic hit for the title's word (a "billing" query found a topic's dates)
+_SCAFFOLD_LABELS: Final = tuple(label for t in TEMPLATES.values() for _, label in t.fields)
+_FRAMES: Final = frozenset(line for t in TEMPLATES.values() for s in t.sections for line in s.frame)
 _MARKUP: Final = re.compile(r"^\s*(?:>\s*|\|\s*)?(?:[-*+]\s+|\d+[.)]\s+)?(?:\[[ xX]\]\s*)?")
 _TIME: Final = re.compile(r"^\[\d{1,2}:\d{2}\]\s*")
 _MIN_CHARS: Final = 3
@@ -334,8 +341,9 @@ _MIN_CHARS: Final = 3
 
 def index_text(line: str) -> str | None:
     """The words of one line that are embedded, None for a line with none to embed
-    (blank, a rule, a heading: the templates' own text, ranked by BM25 alone)."""
-    if line.lstrip().startswith("#"):
+    (blank, a rule, a heading, a preamble field or a frame: the templates' own text,
+    ranked by BM25 alone)."""
+    if line.lstrip().startswith("#") or line.startswith(_SCAFFOLD_LABELS) or line in _FRAMES:
         return None
     text = _TIME.sub("", _MARKUP.sub("", line, count=1), count=1)
     text = " ".join(text.replace("**", "").split())
@@ -383,19 +391,19 @@ def section_headings(text: str) -> list[str | None]:
     return [p[0] if p is not None and p[0] else None for p in _sectioned(text)]
 
 
-def placed(lines: Iterable[str], files: Iterable[str]) -> list[str]:
+def placed(lines: Iterable[str], files: Iterable[str]) -> dict[str, str]:
     """The embedded texts (:func:`section_texts`) of ``lines`` (their words, as
     :func:`texts_of` gives them) wherever they sit in ``files`` (the rendered files a
-    write leaves): a line under two headings is embedded under both; a line no file
-    shows is not embedded (nothing searches it)."""
+    write leaves), each to its line's words, in file order: a line under two headings is
+    embedded under both; a line no file shows is not embedded (nothing searches it)."""
     wanted = set(lines)
-    out: dict[str, None] = {}
+    out: dict[str, str] = {}
     for text in files:
-        rows = text.split("\n")
-        for line, full in zip(rows, section_texts(text), strict=True):
-            if full is not None and index_text(line) in wanted:
-                out[full] = None
-    return list(out)
+        for place in _sectioned(text):
+            if place is not None and place[1] in wanted:
+                heading, words = place
+                out.setdefault(f"{heading}: {words}" if heading else words, words)
+    return out
 
 
 def digest(provider: str, text: str) -> str:

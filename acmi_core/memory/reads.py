@@ -22,7 +22,7 @@ from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId, Event
 from acmi_core.memory.budgets import BUDGETS, check, check_snapshot
 from acmi_core.memory.conflicts import duplicates, hot_warm_conflicts, rule_conflicts
-from acmi_core.memory.embedding_calls import embedded_with_query
+from acmi_core.memory.embedding_calls import embedded_with_query, note_missing, note_stored
 from acmi_core.memory.embeddings import (
     DEFAULT_FUSION,
     MAX_EMBED_LINES,
@@ -512,18 +512,22 @@ class MemoryReads(MemoryCommands):
                 info["hint"] = NO_MODEL_HINT
             return None, None, info, DEFAULT_FUSION
         owners = [state.entity, *(topic_entity(slug) for slug in sorted(state.topics))]
-        replies = self._ctx.store.pipeline(
-            [("HGETALL", self._keys.slot(e, MEMORY_VECTORS)) for e in owners]
-        )
+        keys = [self._keys.slot(e, MEMORY_VECTORS) for e in owners]
+        replies = self._ctx.store.pipeline([("HGETALL", k) for k in keys])
         stored: dict[str, bytes] = {}
-        for reply in replies:
+        for key, reply in zip(keys, replies, strict=True):
             items = reply if isinstance(reply, list) else []
-            for name, value in zip(items[::2], items[1::2], strict=False):
-                if isinstance(name, bytes) and isinstance(value, bytes):
-                    stored[name.decode("ascii", "replace")] = value
+            found = {
+                name.decode("ascii", "replace"): value
+                for name, value in zip(items[::2], items[1::2], strict=False)
+                if isinstance(name, bytes) and isinstance(value, bytes)
+            }
+            note_stored(self._ctx.store, key, found)  # the next write need not re-send them
+            stored.update(found)
         fields = [None if w is None else digest(embedder.name, w) for w in words]
         pairs = zip(words, fields, strict=True)
         missing = list(dict.fromkeys(w for w, f in pairs if w is not None and f not in stored))
+        note_missing(self._ctx.store, keys, (digest(embedder.name, w) for w in missing))
         missing = missing[:MAX_EMBED_LINES]
         headings = list(dict.fromkeys(h for h in heads if h is not None))
         headings = headings[: max(0, MAX_EMBED_LINES - len(missing))]

@@ -20,8 +20,9 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -41,7 +42,13 @@ from acmi_core.base.stored import decode_events, decode_object
 from acmi_core.entities.api import ProfileAPI, SignalsAPI, TimelineAPI
 from acmi_core.memory.budgets import BUDGETS, BudgetReport
 from acmi_core.memory.daily import DAILY, daily_from_events, zone
-from acmi_core.memory.embedding_calls import embedded, unindexed
+from acmi_core.memory.embedding_calls import (
+    EMBED_BUDGET_S,
+    embedded,
+    note_stored,
+    stored_here,
+    unindexed,
+)
 from acmi_core.memory.embeddings import (
     GEN_FIELD,
     MARKING_GEN,
@@ -476,13 +483,17 @@ class MemoryCommands:
         files: Sequence[str] = (),
         *,
         ask: bool = True,
+        before: Mapping[str, Any] | None = None,
+        until: float | None = None,
     ) -> Callable[[WritePlan], object]:
         """An edit of ``eid``'s memory fields, each in its layer's slot (by its prefix),
         with the entity's entries in its category index and the memory index (what the
         hygiene job visits). Never the entity's profile or signals. ``files``: the
         rendered files the edit leaves (its lines' vectors carry their headings there:
         :meth:`_vector_ops`); none, no vectors (an edit that adds no line: a forget, a
-        prune, heartbeat fields)."""
+        prune, heartbeat fields). ``before``: the fields as read before the edit (their
+        lines already there need no vector this process knows is stored); ``until``: the
+        embedding's deadline (``time.monotonic()``; an import's, shared by its files)."""
         by_slot: dict[str, list[tuple[Any, str, str]]] = {}
         for edit in fields:
             slot = memory_slot(edit[1])
@@ -492,13 +503,17 @@ class MemoryCommands:
         ctx = self._ctx
         index, now = ctx.keys.of(eid).memory_index(), ctx.clock()
         lines: list[str] = []
-        for mode, _, value in fields:
+        new: set[str] = set()
+        for mode, name, value in fields:
             if mode != "del":
                 try:
-                    lines += texts_of(json.loads(value))
+                    words = texts_of(json.loads(value))
                 except ValueError:
                     continue
-        vectors = self._vectors(eid, lines, files, ask)
+                lines += words
+                had = () if before is None else texts_of(before.get(name))
+                new.update(set(words).difference(had))
+        vectors = self._vectors(eid, lines, files, ask, new=new, until=until)
 
         def op(plan: WritePlan) -> object:
             plan.sadd(ctx.index_key(eid), eid.local_id)
@@ -511,10 +526,17 @@ class MemoryCommands:
         return op
 
     def _vectors(
-        self, eid: EntityId, lines: Sequence[str], files: Sequence[str], ask: bool = True
+        self,
+        eid: EntityId,
+        lines: Sequence[str],
+        files: Sequence[str],
+        ask: bool = True,
+        *,
+        new: Collection[str] | None = None,
+        until: float | None = None,
     ) -> Callable[[WritePlan], None]:
         """All of :meth:`_vector_ops` as one stage."""
-        ops = self._vector_ops(eid, lines, files, ask=ask)
+        ops = self._vector_ops(eid, lines, files, ask=ask, new=new, until=until)
 
         def op(plan: WritePlan) -> None:
             for each in ops:
@@ -523,7 +545,14 @@ class MemoryCommands:
         return op
 
     def _vector_ops(
-        self, eid: EntityId, lines: Sequence[str], files: Sequence[str], *, ask: bool = True
+        self,
+        eid: EntityId,
+        lines: Sequence[str],
+        files: Sequence[str],
+        *,
+        ask: bool = True,
+        new: Collection[str] | None = None,
+        until: float | None = None,
     ) -> list[Callable[[WritePlan], None]]:
         """The vectors of ``lines`` (their words, as ``texts_of`` gives them; already
         through the secret guard: the callers guard what they write before they build its
@@ -531,20 +560,33 @@ class MemoryCommands:
         as it sits in ``files`` (the rendered files the write leaves), after its section's
         heading (``embeddings.placed``: the text a search embeds for it). Computed now,
         not when the plan runs; a provider that fails leaves the lines unindexed (the
-        write goes on: a search embeds what its index lacks)."""
+        write goes on: a search embeds what its index lacks). ``new``: those of ``lines``
+        the write adds (None: all); a line it keeps is left out when this process knows
+        its vector is stored (``embedding_calls.stored_here``: a remember re-sends its
+        whole section). ``until``: a deadline (``time.monotonic()``) in place of the
+        call's own ``EMBED_BUDGET_S``; past it nothing is embedded (the lines stay
+        unindexed: a later write of their field, or a search, embeds them)."""
         ctx = self._ctx
         key = ctx.keys.slot(eid, MEMORY_VECTORS)
-        unique = placed(lines, files)[:MAX_EMBED_LINES] if lines else []
+        texts = placed(lines, files) if lines else {}
+        unique = list(texts)[:MAX_EMBED_LINES]
         fields: list[tuple[str, str]] = []
         if unique:
             try:
                 embedder = embedder_for(ctx.settings)
-                if embedder is not None:
+                if embedder is not None and new is not None:
+                    kept = [t for t in unique if texts[t] not in new]
+                    names = {digest(embedder.name, t): t for t in kept}
+                    held = {names[n] for n in stored_here(ctx.store, key, names)}
+                    unique = [t for t in unique if t not in held]
+                if embedder is not None and unique:
                     # an edit re-sends its field's lines: a cold process asks the index
                     # which it holds (an import writes whole files: none, or what it
                     # already decided differs)
                     unique = unindexed(ctx.store, key, embedder, unique) if ask else unique
-                    fields = [(digest(embedder.name, t), v) for t, v in embedded(embedder, unique)]
+                    budget = EMBED_BUDGET_S if until is None else until - time.monotonic()
+                    done = embedded(embedder, unique, budget_s=budget)
+                    fields = [(digest(embedder.name, t), v) for t, v in done]
             except EmbeddingError:
                 fields = []
         # each vector is marked needed in the entity's prune pass when one is under way, in
@@ -557,6 +599,7 @@ class MemoryCommands:
         def one(name: str, value: str, first: bool) -> Callable[[WritePlan], None]:
             def stage(plan: WritePlan) -> None:
                 plan.hmark(key, name, value, mark)
+                plan.on_applied(lambda: note_stored(ctx.store, key, (name,)))
                 if first:
                     plan.hset(key, GEN_FIELD, gen)
 

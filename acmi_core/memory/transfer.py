@@ -15,6 +15,8 @@ which did not (the error's message), and a retry writes only what still differs.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from acmi_core.base.pages import MAX_PAGE_SIZE
 from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
 from acmi_core.memory.daily import DAILY, HEADER_KIND, daily_from_events, zone
+from acmi_core.memory.embedding_calls import EMBED_BUDGET_S
 from acmi_core.memory.embeddings import texts_of
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.results import Imported
@@ -45,6 +48,7 @@ from acmi_core.memory.slots import (
     from_signals,
     snapshot_to_slots,
     topic_entity,
+    topic_from_profile,
 )
 from acmi_core.memory.state import (
     HOT_KEYS,
@@ -215,8 +219,12 @@ class MemoryTransfer(MemoryCommands):
         state.topics = self._topics(linked) if image.topics else {}
         counts: dict[str, int] = defaultdict(int)
         ops: list[_Op] = []
+        # one embedding budget for the whole tree (each file its own would let an import
+        # of many files embed for minutes with a local model): the lines past it stay
+        # unindexed until a write of their field or a search embeds them
+        until = time.monotonic() + EMBED_BUDGET_S
 
-        self._daily_ops(eid, snapshot, image, counts, ops)
+        self._daily_ops(eid, snapshot, image, counts, ops, until)
 
         # hot + heartbeat: signals
         signal_delete: set[str] = set()
@@ -236,6 +244,7 @@ class MemoryTransfer(MemoryCommands):
                             part,
                             _files_left(state.memory, image.signals, signal_delete),
                             ask=False,
+                            until=until,
                         ),
                         stored,
                     )
@@ -253,20 +262,13 @@ class MemoryTransfer(MemoryCommands):
             ops.append(
                 _Op(
                     "MEMORY.md",
-                    self._memory_edit(eid, edit, left, ask=False),
+                    self._memory_edit(eid, edit, left, ask=False, until=until),
                     _stored(state.memory, "MEMORY.md"),
                 )
             )
             counts["profile_written"] = len(edit)
 
-        for slug, fields in image.topics.items():
-            current = state.topics.get(slug, {})
-            edit = object_edits(current, fields, TOPIC_KEYS)
-            if edit:
-                stored = len(dumps(current)) if current else 0
-                stage = self._edit(topic_entity(slug), "profile", edit)
-                ops.append(_Op(f"memory/topics/{slug}.md", stage, stored))
-                counts["topics_written"] += 1
+        self._topic_ops(eid, state.topics, image, counts, ops, until)
 
         # the startup files: each replaces its slot when its text differs (a file the tree
         # lacks is left alone, as a layer is)
@@ -348,6 +350,34 @@ class MemoryTransfer(MemoryCommands):
             out.append((path, clean[STARTUP_TEXT]))
         return out
 
+    def _topic_ops(
+        self,
+        eid: EntityId,
+        topics: dict[str, dict[str, Any]],
+        image: SlotImage,
+        counts: dict[str, int],
+        ops: list[_Op],
+        until: float,
+    ) -> None:
+        """Each topic file of the tree that differs from ``topics`` (the stored ones)
+        replaces it, its lines' vectors in the owner's index (as a remember on it)."""
+        for slug, fields in image.topics.items():
+            current = topics.get(slug, {})
+            edit = object_edits(current, fields, TOPIC_KEYS)
+            if not edit:
+                continue
+            path = f"memory/topics/{slug}.md"
+            shown = topic_from_profile(slug, fields)
+            lines = texts_of([json.loads(v) for mode, _, v in edit if mode != "del"])
+            if shown is not None and lines:
+                # before the file itself: a file that spans scripts is stored by its last,
+                # so an import that stops part-way leaves no topic without its vectors
+                stages = self._vector_ops(eid, lines, [shown.render()], ask=False, until=until)
+                ops += [_Op(path, each) for each in stages]
+            stored = len(dumps(current)) if current else 0
+            ops.append(_Op(path, self._edit(topic_entity(slug), "profile", edit), stored))
+            counts["topics_written"] += 1
+
     def _daily_ops(
         self,
         eid: EntityId,
@@ -355,6 +385,7 @@ class MemoryTransfer(MemoryCommands):
         image: SlotImage,
         counts: dict[str, int],
         ops: list[_Op],
+        until: float,
     ) -> None:
         """An import's timeline writes: the tree's days replace what an earlier import
         stored for them (see ``import_snapshot``)."""
@@ -408,7 +439,7 @@ class MemoryTransfer(MemoryCommands):
             shown = [notes[file]] if file in notes else list(notes.values())
             ops += [
                 _Op(file, stage)
-                for stage in self._vector_ops(eid, texts_of(lines), shown, ask=False)
+                for stage in self._vector_ops(eid, texts_of(lines), shown, ask=False, until=until)
             ]
         for cid, olds in by_cid.items():
             if cid in new_cids:

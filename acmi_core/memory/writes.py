@@ -278,7 +278,7 @@ class MemoryWrites(MemoryCommands):
         if not report.ok:
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
-        self._memory_edit(eid, object_edits(signals, new), [active.render()])(plan)
+        self._memory_edit(eid, object_edits(signals, new), [active.render()], before=signals)(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "hot", key, report)
 
@@ -299,7 +299,7 @@ class MemoryWrites(MemoryCommands):
         if not report.ok:
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
-        self._memory_edit(eid, object_edits(profile, new), [memory.render()])(plan)
+        self._memory_edit(eid, object_edits(profile, new), [memory.render()], before=profile)(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "warm", key, report)
 
@@ -346,6 +346,9 @@ class MemoryWrites(MemoryCommands):
             raise MemoryOverBudget(report, "text")
         plan = WritePlan()
         self._edit(tid, "profile", object_edits(profile, new))(plan)
+        # the line's vector in the owner's index, which its search reads (with each linked
+        # topic's) and its prune pass keeps (the pass reads the linked topics' lines)
+        self._vectors(eid, texts_of(line), [topic_file.render()])(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "topic", key, report)
 

@@ -140,6 +140,7 @@ class WritePlan:
         self._bucket: tuple[str, int] | None = None  # the first entity's, with B > 1
         # key index -> the type its ops need, while every op is one lean.lua runs
         self._lean: dict[int, str] | None = {}
+        self._applied: list[Callable[[], None]] = []
         if record is not None:
             self.record(record)
 
@@ -361,6 +362,11 @@ class WritePlan:
             args.append(f"{_MODE_LETTER[mode]}{_name_json(name)}:{json_text}")
         return self._op("OBJ", key, *args)
 
+    def on_applied(self, callback: Callable[[], None]) -> None:
+        """``callback()`` once :meth:`apply` has committed the plan (not when it fails or
+        replays): what a process may believe only of a write that landed."""
+        self._applied.append(callback)
+
     def apply(self, store: Store) -> list[Reply]:
         """Run every op in one atomic step. Returns one reply per op, in order."""
         if not self._count:
@@ -382,6 +388,8 @@ class WritePlan:
         if reply.tag == "ACMI_REPLAY" and isinstance(reply["stored"], bytes):
             raise Replayed(reply["stored"])
         register_marked(store, self._keys)
+        for callback in self._applied:
+            callback()
         results = reply["results"]
         assert isinstance(results, list)
         return results

@@ -15,6 +15,7 @@ import redis
 
 from acmi_core import Acmi, Settings, create_acmi
 from acmi_core.base.errors import StoreUnavailable
+from acmi_core.base.keys import MEMORY_VECTORS
 from acmi_core.base.model import EntityId
 from acmi_core.memory import transfer
 from acmi_core.memory.service import MemoryAPI
@@ -80,7 +81,11 @@ def test_an_import_at_the_object_limit_is_chunked_under_the_script_budget(
     # shows in single outliers, never in the median; main's one script took ~0.7 s here)
     assert statistics.median(scripts) < BUDGET_MS, sorted(scripts)
     assert sorted(result["files_written"]) == sorted(files)
-    assert result["topics_written"] == 60 and result["writes"] == 61
+    # the 60 topics, MEMORY.md, and each topic line's vector (in the owner's index) that
+    # the import's embedding budget reached (~36,000 lines: most of them)
+    vectors = raw.hlen(acmi.keys.slot(EntityId.parse(AGENT), MEMORY_VECTORS)) - 1  # ~gen
+    assert vectors > 1_000
+    assert result["topics_written"] == 60 and result["writes"] == 61 + vectors - 1
     # a re-run sends no write at all
     raw.slowlog_reset()
     again = MemoryAPI(acmi.context).import_snapshot(AGENT, parse_tree(files))
@@ -120,10 +125,15 @@ class _FailingAt:
 
 
 def test_a_failure_part_way_says_what_landed_and_a_retry_writes_the_rest(acmi: Acmi) -> None:
+    files = _tree(6)  # a topic file and its lines' vectors span scripts
+    counting = fresh_tenant(acmi, FakeClock())
+    counter = _FailingAt(counting.store, 0)  # counts down, never reaches zero: fails none
+    ok = Acmi(counter, counting.settings, tenant=counting.tenant, clock=counting.clock)
+    MemoryAPI(ok.context).import_snapshot(AGENT, parse_tree(files))
+    scripts = -counter._left
     acmi = fresh_tenant(acmi, FakeClock())
-    files = _tree(6)  # two topic files a script: the third script fails
     failing = Acmi(
-        _FailingAt(acmi.store, 3),
+        _FailingAt(acmi.store, scripts * 2 // 3),  # two thirds of the way
         acmi.settings,
         tenant=acmi.tenant,
         clock=acmi.clock,

@@ -61,15 +61,16 @@ def test_import_export_round_trip_and_idempotent_reimport(
             OWNER, snapshot, progress=lambda d, t: progress.append((d, t))
         ),
     )
-    # the memory slots + archives, topics, the days' events, then the writes: four
-    # scripts, the tree being more than two scripts' IMPORT_CHUNK_BYTES of work once a
-    # file is kept whole in one script, and the days' events more than one script's
-    # IMPORT_CHUNK_ARGS (in one, 6,361 arguments: over a request's 3,999)
-    assert n == 3 + 4
+    # the memory slots + archives, topics, the days' events, then the writes: five
+    # scripts, the tree (with its lines' vectors, the topics' too) being more than three
+    # scripts' IMPORT_CHUNK_BYTES of work once a file is kept whole in one script, and
+    # the days' events more than one script's IMPORT_CHUNK_ARGS (in one, 6,361
+    # arguments: over a request's 3,999)
+    assert n == 3 + 5
     assert result["events_added"] == 376 and result["topics_written"] == 4
     assert result["archives_written"] == 1
     assert [r["path"] for r in result["over_budget"]] == ["memory/2026-01-21.md"]  # reported
-    assert progress[0] == (0, result["writes"]) and len(progress) == 5  # start + 4 scripts
+    assert progress[0] == (0, result["writes"]) and len(progress) == 6  # start + 5 scripts
     assert progress[-1] == (result["writes"], result["writes"])
     assert len(result["files_written"]) == result["files"]
 

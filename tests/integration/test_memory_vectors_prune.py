@@ -120,8 +120,9 @@ def test_a_vector_of_a_lines_bare_words_is_stale(acmi: Acmi) -> None:
     assert one.memory.prune_vectors(OWNER)["dropped"] == 1
     assert fields(one) == set()
     assert fields(two) == {digest("wordllama", KEEP)}
-    # the next write to the section re-sends its whole field: the old line is stored
-    # under its heading with the new one, and the search embeds nothing
+    # the search found the line's vector missing, so the next write to the section
+    # sends it again (it sends no kept line's vector this process knows is stored): the
+    # old line is stored under its heading with the new one, and the search embeds nothing
     one.memory.remember(OWNER, GONE)
     assert fields(one) == {vector_of(GONE), vector_of(KEEP)}
     again = one.memory.search(OWNER, "who approves billing", limit=3)

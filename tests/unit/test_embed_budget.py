@@ -42,8 +42,7 @@ class Slow:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    with embedding_calls._SEEN_LOCK:
-        embedding_calls._SEEN.clear()
+    embedding_calls.cold()
 
 
 def _lines(n: int) -> list[str]:
