@@ -24,7 +24,8 @@ older ACMI may have left there); ``signals`` likewise without ``hot.*``.
 Memory costs what the agent has of it: the writers of daily-note lines keep their stamps
 in ``keys.MEMORY_STAMPS`` (in the same write), and the script reads the timeline only at
 the stamps around now (the UTC day, or +-26 h when the agent has a zone: the script
-cannot convert zones), at most ``CAPS["daily_scanned"]``, so its cost grows with the
+cannot convert zones), newest first, at most ``CAPS["daily_scanned"]`` (past it the
+window's oldest lines are left out, said in ``problems``), so its cost grows with the
 window's note lines, not with the day's events. An agent with no stamps (no memory,
 reference or foreign data) gets no daily read, and its timeline is exactly its newest
 ``events`` (``Bundle.reads`` says what the run took from the timeline).

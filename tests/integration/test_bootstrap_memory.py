@@ -545,3 +545,27 @@ def test_a_memory_key_spelt_with_escapes_is_still_memory(acmi: Acmi, raw: Any) -
     assert sections["signals"] == {"status": "ok"}
     assert "Ship it" in sections["hot"]["text"]
     assert sections["profile"] == {"name": "atlas"}
+
+
+def test_past_the_daily_cap_the_bundle_keeps_the_newest_lines(acmi: Acmi) -> None:
+    """A day of more note lines than the bootstrap reads (``CAPS["daily_scanned"]``; an
+    agent woken every minute logs 1,440 session starts): the window's oldest lines are
+    left out, said in problems, never its newest; the other tenant's day is whole."""
+    one, two = (
+        Acmi(acmi.store, acmi.settings, tenant=f"t-{uuid.uuid4().hex[:12]}", clock=FakeClock(NOW))
+        for _ in range(2)
+    )
+    memory = MemoryAPI(one.context)
+    first = NOW - 12 * 3_600_000  # 03:00 UTC, the UTC day's lines from then on
+    for i in range(CAPS["daily_scanned"] + 40):
+        memory.log_session_start(AGENT, f"s-{i}", "opus-4", first + i * 60_000, "UTC")
+    MemoryAPI(two.context).log_session_start(AGENT, "s-x", "opus-4", first, "UTC")
+    today = one.bootstrap(AGENT, format="json").to_dict()
+    text = today["sections"]["today"]["text"]
+    last = CAPS["daily_scanned"] + 39
+    assert f"Started session s-{last} (opus-4)" in text  # the newest line is shown
+    assert "Started session s-0 (opus-4)" not in text  # the oldest is left out
+    assert any("daily-note events around now" in p for p in today["problems"])
+    other = two.bootstrap(AGENT, format="json").to_dict()
+    assert "Started session s-x" in other["sections"]["today"]["text"]
+    assert not any("daily-note" in p for p in other["problems"])

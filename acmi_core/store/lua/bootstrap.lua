@@ -396,8 +396,12 @@ if m[20] > 0 and stamped > 0 then
   if not (memory_heartbeat and string.find(memory_heartbeat, '"heartbeat.timezone"', 1, true)) then
     from, to = ARGV[27], ARGV[28]
   end
-  local stamps = read({}, 'ZRANGE', KEYS[18], from, to, 'BYSCORE', 'LIMIT', 0, m[21],
-    'WITHSCORES')
+  -- newest first: past the cap it is the window's oldest lines that are left out (a day
+  -- of many session starts keeps its latest; an imported day's header, at its 00:00,
+  -- goes first), and the lines are put back oldest first below. One stamp more than are
+  -- examined: that there are more is said in problems
+  local stamps = read({}, 'ZRANGE', KEYS[18], to, from, 'BYSCORE', 'REV', 'LIMIT', 0,
+    m[21] + 1, 'WITHSCORES')
   took.stamps = #stamps / 2
   local left = m[21]  -- members examined at most, over all stamps
   local total, step = 0, 4  -- their bytes, and the next read's size (as bounded() does)
@@ -432,6 +436,9 @@ if m[20] > 0 and stamped > 0 then
       cut('today', 1)
       break
     end
+  end
+  for i = 1, math.floor(#daily / 2) do  -- oldest first, as the timeline gives them
+    daily[i], daily[#daily + 1 - i] = daily[#daily + 1 - i], daily[i]
   end
 end
 
