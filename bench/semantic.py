@@ -253,6 +253,74 @@ def _variants(acmi: Acmi, queries: list[tuple[str, str]]) -> list[dict[str, Any]
     return fusions
 
 
+REMEMBER_COLUMNS: tuple[Column, ...] = (
+    ("lines in the section before", lambda r: str(r["lines"])),
+    ("vectors sent", "sending"),
+    ("ms a remember (median)", lambda r: f"{r['ms']:.1f}"),
+    ("bytes sent to Redis", lambda r: f"{r['bytes_in']:,}"),
+    ("Redis us a remember", lambda r: f"{r['redis_us']:.0f}"),
+)
+
+
+def _remember_cost(server: RedisServer, sizes: tuple[int, ...], calls: int) -> list[dict[str, Any]]:
+    """A remember into MEMORY.md's lessons when they already hold ``sizes`` lines, on
+    redis-server (wordllama, its lines all embedded before): the new line's vector alone,
+    and (before) every line of the section re-sent with it, as a process that knows no
+    vector stored does. Bytes: Redis's ``total_net_input_bytes``; Redis time: EVALSHA's
+    ``usec`` in INFO commandstats, both per remember."""
+    from acmi_core.memory import state as memory_state
+
+    rows: list[dict[str, Any]] = []
+    store = RedisStore.from_url(server.url_for(14))
+    try:
+        for size in sizes:
+            for sending in ("the new line's", "every line's (before)"):
+                store.execute(("FLUSHDB",))
+                acmi = Acmi(store, Settings(embeddings="wordllama"))
+                for n in range(size):
+                    acmi.memory.remember(OWNER, f"Lesson {n}: retry the billing export twice")
+                real = vars(memory_state)["stored_here"]
+                if sending.startswith("every"):
+                    setattr(memory_state, "stored_here", lambda *_: set())  # noqa: B010
+                try:
+                    before = _redis_counters(store)
+                    times = []
+                    for n in range(calls):
+                        start = time.perf_counter()
+                        acmi.memory.remember(OWNER, f"Extra {n}: the export runs at 02:00")
+                        times.append((time.perf_counter() - start) * 1000)
+                    after = _redis_counters(store)
+                finally:
+                    setattr(memory_state, "stored_here", real)  # noqa: B010
+                rows.append(
+                    {
+                        "lines": size,
+                        "sending": sending,
+                        "ms": statistics.median(times),
+                        "bytes_in": (after[0] - before[0]) // calls,
+                        "redis_us": (after[1] - before[1]) / calls,
+                    }
+                )
+        store.execute(("FLUSHDB",))
+    finally:
+        store.close()
+    return rows
+
+
+def _redis_counters(store: RedisStore) -> tuple[int, int]:
+    """(total_net_input_bytes, EVALSHA's usec) now."""
+    info = store.execute(("INFO", "all"))
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    fields = dict(
+        line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("#")
+    )
+    usec = 0
+    for part in fields.get("cmdstat_evalsha", "").split(","):
+        if part.startswith("usec="):
+            usec = int(part[5:])
+    return int(fields["total_net_input_bytes"]), usec
+
+
 def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
     queries = labelled()
     disjoint = 0
@@ -321,6 +389,7 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
             )
         finally:
             upstash.close()
+    remembers = _remember_cost(server, (50, 480) if quick else (50, 250, 480), 5 if quick else 20)
     cold = _cold_start(1 if quick else 3)
     e5_cold = _cold_start(1 if quick else 3, E5_COLD) if e5 else None
     return {
@@ -343,7 +412,11 @@ def run(server: RedisServer, *, quick: bool) -> dict[str, Any]:
         "cold_start": cold,
         "stores": stores,
         "table": table_of(FUSION_COLUMNS, fusions),
-        "tables": {"one_search_per_store": table_of(STORE_COLUMNS, stores)},
+        "remember": remembers,
+        "tables": {
+            "one_search_per_store": table_of(STORE_COLUMNS, stores),
+            "a_remember_into_a_full_section": table_of(REMEMBER_COLUMNS, remembers),
+        },
         "note": (
             f"{len(queries)} labelled paraphrase queries ({disjoint} share no word, after "
             "stemming and stop words, with the line that answers them) over the fixture "
