@@ -347,8 +347,13 @@ class MemoryWrites(MemoryCommands):
         plan = WritePlan()
         self._edit(tid, "profile", object_edits(profile, new))(plan)
         # the line's vector in the owner's index, which its search reads (with each linked
-        # topic's) and its prune pass keeps (the pass reads the linked topics' lines)
-        self._vectors(eid, texts_of(line), [topic_file.render()])(plan)
+        # topic's) and its prune pass keeps (the pass reads the linked topics' lines); the
+        # section's other lines too when this process does not know them stored (written
+        # before a model was installed, or by another owner), as a warm remember does
+        field = TOPIC_PREFIX + key
+        kept = set(texts_of(profile.get(field)))
+        lines = texts_of(new[field])
+        self._vectors(eid, lines, [topic_file.render()], new=set(lines) - kept)(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "topic", key, report)
 

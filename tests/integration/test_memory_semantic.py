@@ -356,3 +356,19 @@ def test_a_topic_line_is_indexed_when_written(acmi: Acmi) -> None:
     assert "Refunds over 500 EUR" in found["hits"][0]["text"]
     assert found["semantic"]["embedded"] == 0
     assert one.memory.search(OWNER, "Refunds")["hits"] == []
+
+
+def test_a_topic_line_written_without_a_model_is_indexed_by_the_next_remember(
+    acmi: Acmi,
+) -> None:
+    """A topic line stored while no provider was set has no vector; the next remember on
+    that section stores it with its own line (as a remember on MEMORY.md does)."""
+    one = view(acmi)
+    bare = Acmi(one.store, Settings(embeddings="none"), tenant=one.tenant, clock=one.clock)
+    bare.memory.topic_create(OWNER, "billing", "Billing")
+    bare.memory.remember(OWNER, LINE, layer="topic", topic="billing")
+    assert vectors(one) == {}
+    one.memory.remember(OWNER, "Marco owns the Berlin office lease", layer="topic", topic="billing")
+    found = one.memory.search(OWNER, "who approves billing", limit=3)
+    assert found["hits"][0]["text"].endswith(LINE)
+    assert found["semantic"] == {"provider": "wordllama", "indexed": 2, "embedded": 0}
