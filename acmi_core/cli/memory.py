@@ -27,6 +27,9 @@ app = typer.Typer(
 
 Entity = Annotated[str, typer.Argument(help="the memory's owner, e.g. agent:atlas")]
 ARCHIVE_HELP = "s3://bucket/prefix (default ACMI_ARCHIVE_URL; '' for none)"
+# how long a local import embeds its lines for, in all (a request's is EMBED_BUDGET_S, 3 s):
+# a local model takes ~15-20 ms a line, so a workspace of ~30,000 lines is indexed whole
+LOCAL_EMBED_S = 600.0
 Archive = Annotated[str | None, typer.Option(help=ARCHIVE_HELP)]
 Dir = Annotated[str, typer.Option(help="the tree's folder")]
 
@@ -323,7 +326,11 @@ def import_(
         return
     memory = _memory()[1]
     with _Progress(quiet) as progress:
-        emit(memory.migrate(entity, dir, progress=progress, strict=strict), state().output)
+        # no request to answer in time: the lines are embedded for up to LOCAL_EMBED_S
+        done = memory.migrate(
+            entity, dir, progress=progress, strict=strict, embed_budget_s=LOCAL_EMBED_S
+        )
+        emit(done, state().output)
 
 
 # the seed's name for the same thing

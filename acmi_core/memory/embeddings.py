@@ -391,6 +391,13 @@ def section_headings(text: str) -> list[str | None]:
     return [p[0] if p is not None and p[0] else None for p in _sectioned(text)]
 
 
+def file_lines(text: str) -> list[str]:
+    """The words (:func:`index_text`) of each line of a rendered file that has any: what
+    a write of the whole file indexes (a table row's words are its cells together, which
+    no single field value holds)."""
+    return [p[1] for p in _sectioned(text) if p is not None]
+
+
 def placed(lines: Iterable[str], files: Iterable[str]) -> dict[str, str]:
     """The embedded texts (:func:`section_texts`) of ``lines`` (their words, as
     :func:`texts_of` gives them) wherever they sit in ``files`` (the rendered files a
@@ -465,6 +472,7 @@ __all__ = [
     "digest",
     "embed_query",
     "embedder_for",
+    "file_lines",
     "fusion_of",
     "heading_text",
     "index_text",

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acmi_core.base.model import EntityId
+from acmi_core.memory.embedding_calls import EMBED_BUDGET_S
 from acmi_core.memory.forget import MemoryForget
 from acmi_core.memory.layers import MemorySnapshot
 from acmi_core.memory.reads import (
@@ -331,9 +332,12 @@ class MemoryAPI:
         *,
         progress: Progress | None = None,
         strict: bool = False,
+        embed_budget_s: float = EMBED_BUDGET_S,
     ) -> Imported:
         """A tree imported, idempotently (``MemoryTransfer.import_snapshot``)."""
-        return self._transfer.import_snapshot(entity, snapshot, progress=progress, strict=strict)
+        return self._transfer.import_snapshot(
+            entity, snapshot, progress=progress, strict=strict, embed_budget_s=embed_budget_s
+        )
 
     def migrate(
         self,
@@ -342,9 +346,12 @@ class MemoryAPI:
         *,
         progress: Progress | None = None,
         strict: bool = False,
+        embed_budget_s: float = EMBED_BUDGET_S,
     ) -> Imported:
         """``/memory-migrate`` (``MemoryTransfer.migrate``)."""
-        return self._transfer.migrate(entity, root, progress=progress, strict=strict)
+        return self._transfer.migrate(
+            entity, root, progress=progress, strict=strict, embed_budget_s=embed_budget_s
+        )
 
 
 __all__ = [

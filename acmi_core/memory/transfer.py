@@ -15,7 +15,6 @@ which did not (the error's message), and a retry writes only what still differs.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
@@ -37,13 +36,14 @@ from acmi_core.base.stored import decode_events
 from acmi_core.memory.budgets import check_snapshot
 from acmi_core.memory.daily import DAILY, HEADER_KIND, daily_from_events, zone
 from acmi_core.memory.embedding_calls import EMBED_BUDGET_S
-from acmi_core.memory.embeddings import texts_of
-from acmi_core.memory.layers import MemorySnapshot
+from acmi_core.memory.embeddings import file_lines, texts_of
+from acmi_core.memory.layers import MemorySnapshot, Quarter
 from acmi_core.memory.results import Imported
 from acmi_core.memory.slots import (
     HEARTBEAT,
     TOPIC_LINKS,
     SlotImage,
+    archive_from_document,
     from_profile,
     from_signals,
     snapshot_to_slots,
@@ -196,6 +196,7 @@ class MemoryTransfer(MemoryCommands):
         *,
         progress: Progress | None = None,
         strict: bool = False,
+        embed_budget_s: float = EMBED_BUDGET_S,
     ) -> Imported:
         """Migrate a tree into ACMI, idempotently: what the store already holds is not
         written again (a re-run sends no write at all). A day's note replaces what an
@@ -205,6 +206,9 @@ class MemoryTransfer(MemoryCommands):
         a layer it lacks is left alone. Files over budget are imported whole and listed in
         ``over_budget`` (a migration must not lose what the tree holds; the seed reports,
         never cuts); ``strict`` refuses them instead (MemoryOverBudget, nothing stored).
+        ``embed_budget_s``: how long its lines are embedded for, in all (a request's
+        ``EMBED_BUDGET_S``; the local ``acmi memory import`` waits longer: the lines past
+        it stay unindexed until a write of their field or a search embeds them).
 
         Round trips: 2 reads, one per 1,000 events of the tree's days, one per chunk of
         writes (``IMPORT_CHUNK_OPS`` ops, ``IMPORT_CHUNK_BYTES`` of work: module
@@ -222,7 +226,7 @@ class MemoryTransfer(MemoryCommands):
         # one embedding budget for the whole tree (each file its own would let an import
         # of many files embed for minutes with a local model): the lines past it stay
         # unindexed until a write of their field or a search embeds them
-        until = time.monotonic() + EMBED_BUDGET_S
+        until = time.monotonic() + embed_budget_s
 
         self._daily_ops(eid, snapshot, image, counts, ops, until)
 
@@ -283,8 +287,13 @@ class MemoryTransfer(MemoryCommands):
         archive_key, _ = self._slots(eid)
         for quarter, doc in image.archives.items():
             if differs(state.archives, quarter, doc):
+                path = f"memory/archive/{quarter}.md"
+                # its lines' vectors first, as a topic's (the doc went through the guard)
+                shown = archive_from_document(Quarter.parse(quarter, path), doc).render()
+                stages = self._vector_ops(eid, file_lines(shown), [shown], ask=False, until=until)
+                ops += [_Op(path, each) for each in stages]
                 text = dumps(doc, f"archives.{quarter}")
-                ops.append(_Op(f"memory/archive/{quarter}.md", _hset(archive_key, quarter, text)))
+                ops.append(_Op(path, _hset(archive_key, quarter, text)))
                 counts["archives_written"] += 1
 
         files_written = self._apply_chunks(ops, progress)
@@ -368,7 +377,7 @@ class MemoryTransfer(MemoryCommands):
                 continue
             path = f"memory/topics/{slug}.md"
             shown = topic_from_profile(slug, fields)
-            lines = texts_of([json.loads(v) for mode, _, v in edit if mode != "del"])
+            lines = file_lines(shown.render()) if shown is not None else []
             if shown is not None and lines:
                 # before the file itself: a file that spans scripts is stored by its last,
                 # so an import that stops part-way leaves no topic without its vectors
@@ -487,9 +496,16 @@ class MemoryTransfer(MemoryCommands):
         *,
         progress: Progress | None = None,
         strict: bool = False,
+        embed_budget_s: float = EMBED_BUDGET_S,
     ) -> Imported:
         """``/memory-migrate``: the seed's tree under ``root`` imported into ACMI."""
-        return self.import_snapshot(entity, read_tree(root), progress=progress, strict=strict)
+        return self.import_snapshot(
+            entity,
+            read_tree(root),
+            progress=progress,
+            strict=strict,
+            embed_budget_s=embed_budget_s,
+        )
 
 
 def _chunks(ops: list[_Op]) -> list[list[_Op]]:

@@ -17,7 +17,7 @@ from acmi_core.base.model import EntityId, Event, dumps
 from acmi_core.entities.expiry import ttl_ms
 from acmi_core.memory.budgets import BudgetReport, check
 from acmi_core.memory.daily import entry_event
-from acmi_core.memory.embeddings import texts_of
+from acmi_core.memory.embeddings import file_lines, texts_of
 from acmi_core.memory.expiry import TTL_KEY, ttl_edit, unexpired
 from acmi_core.memory.layers import (
     ACTIVE_CONTEXT,
@@ -350,9 +350,9 @@ class MemoryWrites(MemoryCommands):
         # topic's) and its prune pass keeps (the pass reads the linked topics' lines); the
         # section's other lines too when this process does not know them stored (written
         # before a model was installed, or by another owner), as a warm remember does
-        field = TOPIC_PREFIX + key
-        kept = set(texts_of(profile.get(field)))
-        lines = texts_of(new[field])
+        # (the file's lines, not the field's values: a decision's row joins its cells)
+        lines = file_lines(topic_file.render())
+        kept = set(file_lines(before.render())) if before is not None else set()
         self._vectors(eid, lines, [topic_file.render()], new=set(lines) - kept)(plan)
         plan.apply(self._ctx.store)
         return _remembered(eid, "topic", key, report)

@@ -372,3 +372,20 @@ def test_a_topic_line_written_without_a_model_is_indexed_by_the_next_remember(
     found = one.memory.search(OWNER, "who approves billing", limit=3)
     assert found["hits"][0]["text"].endswith(LINE)
     assert found["semantic"] == {"provider": "wordllama", "indexed": 2, "embedded": 0}
+
+
+def test_an_import_embeds_within_one_budget_for_the_whole_tree(acmi: Acmi) -> None:
+    """Every file of an import (days, layers, topics) shares one embedding deadline: with
+    none left nothing is embedded and the lines stay unindexed (a search embeds them), the
+    import itself whole; the local CLI import gives it minutes (``LOCAL_EMBED_S``)."""
+    from acmi_core.cli.memory import LOCAL_EMBED_S
+    from acmi_core.memory import embedding_calls
+
+    embedding_calls.cold()  # a process that has embedded none of these lines
+    one, two = view(acmi), view(acmi)
+    done = one.memory.import_snapshot(OWNER, read_tree(FIXTURE), embed_budget_s=0)
+    assert done["topics_written"] > 0 and vectors(one) == {}
+    found = one.memory.search(OWNER, "who approves billing", limit=3)
+    assert found["semantic"]["indexed"] == 0 and found["semantic"]["embedded"] > 0
+    two.memory.import_snapshot(OWNER, read_tree(FIXTURE), embed_budget_s=LOCAL_EMBED_S)
+    assert two.memory.search(OWNER, "who approves billing", limit=3)["semantic"]["embedded"] == 0
